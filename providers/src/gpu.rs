@@ -1,0 +1,244 @@
+//! GPU model normalization: every provider's spelling of an accelerator maps to one
+//! catalog name (`H100-80GB`, `A10G`, ...) and its per-GPU memory in GiB, so offers
+//! from different clouds compare by plain string equality.
+
+/// A normalized accelerator: its catalog name and per-GPU memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuModel {
+    pub name: String,
+    pub memory_gib: Option<f64>,
+    /// False when the name was not in the table and was kept as the provider spelled it.
+    pub known: bool,
+}
+
+/// Canonical names. Models sold in several memory sizes appear once per size; the
+/// memory hint picks among them (see [`normalize`]).
+const MODELS: &[(&str, f64)] = &[
+    ("A100-40GB", 40.0),
+    ("A100-80GB", 80.0),
+    ("H100-80GB", 80.0),
+    ("H100-94GB", 94.0),
+    ("H200-141GB", 141.0),
+    ("GH200-96GB", 96.0),
+    ("B200", 180.0),
+    ("GB200", 186.0),
+    ("A10G", 24.0),
+    ("A10", 24.0),
+    ("A16", 16.0),
+    ("A40", 48.0),
+    ("A6000", 48.0),
+    ("L4", 24.0),
+    ("L40", 48.0),
+    ("L40S", 48.0),
+    ("V100", 16.0),
+    ("V100-32GB", 32.0),
+    ("T4", 16.0),
+    ("T4G", 16.0),
+    ("P100", 16.0),
+    ("P4", 8.0),
+    ("K80", 12.0),
+    ("M60", 8.0),
+    ("RTX6000", 24.0),
+    ("RTX6000-ADA", 48.0),
+    ("RTX-PRO-6000", 96.0),
+    ("MI300X", 192.0),
+    ("V520", 8.0),
+    ("Trainium", 32.0),
+    ("Trainium2", 96.0),
+    ("Inferentia", 8.0),
+    ("Inferentia2", 32.0),
+    ("Gaudi", 32.0),
+];
+
+/// Spellings (after [`key`] folding) that map to a canonical name. Entries whose
+/// canonical name is a family (`A100`, `H100`, `V100`) are resolved by memory.
+const ALIASES: &[(&str, &str)] = &[
+    ("a100", "A100"),
+    ("h100", "H100"),
+    ("h100nvl", "H100-94GB"),
+    ("h100mega", "H100-80GB"),
+    ("h200", "H200-141GB"),
+    ("gh200", "GH200-96GB"),
+    ("b200", "B200"),
+    ("gb200", "GB200"),
+    ("a10g", "A10G"),
+    ("a10", "A10"),
+    ("a16", "A16"),
+    ("a40", "A40"),
+    ("a6000", "A6000"),
+    ("rtxa6000", "A6000"),
+    ("l4", "L4"),
+    ("l40", "L40"),
+    ("l40s", "L40S"),
+    ("v100", "V100"),
+    ("t4", "T4"),
+    ("t4g", "T4G"),
+    ("p100", "P100"),
+    ("p4", "P4"),
+    ("k80", "K80"),
+    ("m60", "M60"),
+    ("rtx6000", "RTX6000"),
+    ("quadrortx6000", "RTX6000"),
+    ("rtx6000ada", "RTX6000-ADA"),
+    ("rtxpro6000", "RTX-PRO-6000"),
+    ("rtxpro6000blackwell", "RTX-PRO-6000"),
+    ("mi300x", "MI300X"),
+    ("v520", "V520"),
+    ("prov520", "V520"),
+    ("trainium", "Trainium"),
+    ("trainium1", "Trainium"),
+    ("trainium2", "Trainium2"),
+    ("inferentia", "Inferentia"),
+    ("inferentia1", "Inferentia"),
+    ("inferentia2", "Inferentia2"),
+    ("gaudihl205", "Gaudi"),
+    ("gaudi", "Gaudi"),
+];
+
+/// Vendor words and packaging variants that do not change which model it is.
+const NOISE: &[&str] = &[
+    "nvidia", "tesla", "amd", "instinct", "radeon", "gpu", "sxm", "sxm2", "sxm4", "sxm5",
+    "pcie", "habana", "aws", "intel", "virtual", "workstation",
+];
+
+/// Normalizes a provider's GPU name. `memory_hint_gib` is the per-GPU memory the
+/// provider reported, when it did; it decides between sizes of one model (A100 40 vs
+/// 80 GB). Names not in the table are kept trimmed, with the hint as their memory.
+#[must_use]
+pub fn normalize(provider_name: &str, memory_hint_gib: Option<f64>) -> GpuModel {
+    let (folded, size_in_name) = key(provider_name);
+    let hint = memory_hint_gib.or(size_in_name);
+    let canonical = ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == folded)
+        .map(|(_, canonical)| resolve_family(canonical, hint));
+    match canonical.and_then(|name| MODELS.iter().find(|(m, _)| *m == name)) {
+        Some((name, memory)) => GpuModel {
+            name: (*name).to_owned(),
+            memory_gib: Some(*memory),
+            known: true,
+        },
+        None => GpuModel {
+            name: provider_name.trim().to_owned(),
+            memory_gib: hint,
+            known: false,
+        },
+    }
+}
+
+/// Looks up a canonical name exactly as the catalog spells it (case-insensitive).
+#[must_use]
+pub fn canonical(name: &str) -> Option<&'static str> {
+    MODELS
+        .iter()
+        .map(|(m, _)| *m)
+        .find(|m| m.eq_ignore_ascii_case(name.trim()))
+}
+
+fn resolve_family(name: &str, hint: Option<f64>) -> &str {
+    let big = |threshold: f64| hint.is_some_and(|h| h >= threshold);
+    match name {
+        "A100" if big(60.0) => "A100-80GB",
+        "A100" => "A100-40GB",
+        "H100" if big(90.0) => "H100-94GB",
+        "H100" => "H100-80GB",
+        "V100" if big(24.0) => "V100-32GB",
+        other => other,
+    }
+}
+
+/// Folds a name to lowercase alphanumerics without vendor noise, and pulls out a
+/// memory size written into it (`a100-80gb` -> (`a100`, 80)).
+fn key(name: &str) -> (String, Option<f64>) {
+    let mut size = None;
+    let mut out = String::new();
+    for token in name
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .map(str::to_ascii_lowercase)
+    {
+        if NOISE.contains(&token.as_str()) {
+            continue;
+        }
+        if let Some(gb) = token.strip_suffix("gb").and_then(|n| n.parse::<f64>().ok()) {
+            size = Some(gb);
+            continue;
+        }
+        out.push_str(&token);
+    }
+    (out, size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(raw: &str, hint: Option<f64>) -> String {
+        normalize(raw, hint).name
+    }
+
+    #[test]
+    fn each_cloud_spelling_maps_to_one_catalog_name() {
+        assert_eq!(name("A100", Some(40.0)), "A100-40GB");
+        assert_eq!(name("A100", Some(80.0)), "A100-80GB");
+        assert_eq!(name("NVIDIA A100-SXM4-80GB", None), "A100-80GB");
+        assert_eq!(name("nvidia-tesla-a100", None), "A100-40GB");
+        assert_eq!(name("nvidia-a100-80gb", None), "A100-80GB");
+        assert_eq!(name("H100", Some(80.0)), "H100-80GB");
+        assert_eq!(name("nvidia-h100-mega-80gb", None), "H100-80GB");
+        assert_eq!(name("H100 NVL", None), "H100-94GB");
+        assert_eq!(name("H200", None), "H200-141GB");
+        assert_eq!(name("nvidia-tesla-t4", None), "T4");
+        assert_eq!(name("A10G", Some(24.0)), "A10G");
+        assert_eq!(name("NVIDIA A10", None), "A10");
+        assert_eq!(name("nvidia-l4", None), "L4");
+        assert_eq!(name("L40S", None), "L40S");
+        assert_eq!(name("V100", Some(32.0)), "V100-32GB");
+        assert_eq!(name("Tesla V100", Some(16.0)), "V100");
+        assert_eq!(name("AMD Instinct MI300X", None), "MI300X");
+        assert_eq!(name("Radeon Pro V520", None), "V520");
+        assert_eq!(name("Quadro RTX 6000", None), "RTX6000");
+        assert_eq!(name("RTX A6000", None), "A6000");
+        assert_eq!(name("Inferentia2", None), "Inferentia2");
+        assert_eq!(name("NVIDIA RTX PRO 6000 Blackwell", None), "RTX-PRO-6000");
+    }
+
+    #[test]
+    fn a10_is_not_a10g() {
+        assert_ne!(name("A10", None), name("A10G", None));
+    }
+
+    #[test]
+    fn memory_is_per_gpu_of_the_normalized_model_not_the_hint() {
+        let m = normalize("A100", Some(39.5));
+        assert_eq!(m.memory_gib, Some(40.0));
+        assert!(m.known);
+    }
+
+    #[test]
+    fn unknown_gpus_keep_their_name_and_reported_memory() {
+        let m = normalize("  Mystery X9 ", Some(12.0));
+        assert_eq!(m.name, "Mystery X9");
+        assert_eq!(m.memory_gib, Some(12.0));
+        assert!(!m.known);
+    }
+
+    #[test]
+    fn every_alias_points_at_a_model_in_the_table() {
+        for (alias, canonical) in ALIASES {
+            for hint in [None, Some(16.0), Some(32.0), Some(80.0), Some(94.0)] {
+                let resolved = resolve_family(canonical, hint);
+                assert!(
+                    MODELS.iter().any(|(m, _)| *m == resolved),
+                    "alias {alias} -> {resolved} missing from MODELS"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn canonical_lookup_ignores_case() {
+        assert_eq!(canonical("h100-80gb"), Some("H100-80GB"));
+        assert_eq!(canonical("H100"), None);
+    }
+}

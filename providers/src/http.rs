@@ -1,0 +1,410 @@
+//! The HTTP client every adapter shares: timeouts, capped exponential backoff with
+//! jitter, `Retry-After` honoured, and no retry of a 4xx other than 429 (those are
+//! our mistake or bad credentials; repeating them only burns quota).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::{Client, RequestBuilder, StatusCode};
+
+use crate::ProviderError;
+
+/// How hard to try before giving up on one request.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Total tries, the first included.
+    pub max_attempts: u32,
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+    /// Whole request, body included: a stalled body counts as a timeout.
+    pub request_timeout: Duration,
+    /// A `Retry-After` longer than this is not slept through here; the error goes
+    /// back to the caller (the scheduler) with the wait attached.
+    pub max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(120),
+            max_retry_after: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Query parameters whose values are credentials and never appear in logs or errors.
+const SECRET_PARAMS: &[&str] = &["key", "api_key", "apikey", "token", "access_token", "signature"];
+
+#[derive(Debug, Clone)]
+pub struct HttpClient {
+    client: Client,
+    provider: String,
+    policy: RetryPolicy,
+}
+
+enum Attempt {
+    Retry(ProviderError),
+    Fail(ProviderError),
+}
+
+impl HttpClient {
+    /// # Errors
+    /// `Transport` when the TLS stack cannot be set up.
+    pub fn new(provider: &str, policy: RetryPolicy) -> Result<Self, ProviderError> {
+        let client = Client::builder()
+            .user_agent(concat!("gpuplan/", env!("CARGO_PKG_VERSION")))
+            .timeout(policy.request_timeout)
+            .connect_timeout(Duration::from_secs(10).min(policy.request_timeout))
+            .build()
+            .map_err(|e| ProviderError::Transport {
+                provider: provider.to_owned(),
+                url: String::new(),
+                detail: error_chain(&e),
+            })?;
+        Ok(Self {
+            client,
+            provider: provider.to_owned(),
+            policy,
+        })
+    }
+
+    /// GETs `url` and returns the whole body.
+    ///
+    /// # Errors
+    /// See [`HttpClient::send`].
+    pub async fn get(&self, url: &str) -> Result<Vec<u8>, ProviderError> {
+        self.send(url, |c| c.get(url)).await
+    }
+
+    /// Sends the request `build` makes (once per attempt) and returns the body of
+    /// the first successful answer. `url` is only used to name the request in
+    /// errors and logs, with credentials in its query string redacted.
+    ///
+    /// # Errors
+    /// `Auth` on 401/403, `Http` on other 4xx and on 5xx after the last attempt,
+    /// `RateLimited` on 429 after the last attempt or when the server asks for a
+    /// longer wait than the policy allows, `Transport` on timeouts and broken bodies.
+    pub async fn send(
+        &self,
+        url: &str,
+        build: impl Fn(&Client) -> RequestBuilder,
+    ) -> Result<Vec<u8>, ProviderError> {
+        let shown = redact_url(url);
+        let mut attempt = 1;
+        loop {
+            let err = match self.try_once(&shown, build(&self.client)).await {
+                Ok(body) => return Ok(body),
+                Err(Attempt::Fail(err)) => return Err(err),
+                Err(Attempt::Retry(err)) => err,
+            };
+            if attempt >= self.policy.max_attempts {
+                return Err(err);
+            }
+            let delay = match err.retry_after() {
+                Some(wait) if wait > self.policy.max_retry_after => return Err(err),
+                Some(wait) => wait,
+                None => backoff_delay(&self.policy, attempt, fastrand::f64()),
+            };
+            tracing::warn!(
+                provider = %self.provider,
+                url = %shown,
+                attempt,
+                delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                error = %err,
+                "Request failed; retrying."
+            );
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+        }
+    }
+
+    async fn try_once(&self, shown: &str, request: RequestBuilder) -> Result<Vec<u8>, Attempt> {
+        let transport = |detail: String| ProviderError::Transport {
+            provider: self.provider.clone(),
+            url: shown.to_owned(),
+            detail,
+        };
+        let response = request
+            .send()
+            .await
+            .map_err(|e| Attempt::Retry(transport(error_chain(&e))))?;
+        let status = response.status();
+        if status.is_success() {
+            return match response.bytes().await {
+                Ok(body) => Ok(body.to_vec()),
+                Err(e) => Err(Attempt::Retry(transport(format!(
+                    "reading the body: {}",
+                    error_chain(&e)
+                )))),
+            };
+        }
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            let retry_after = retry_after(response.headers(), Utc::now());
+            return Err(Attempt::Retry(ProviderError::RateLimited {
+                provider: self.provider.clone(),
+                url: shown.to_owned(),
+                retry_after,
+            }));
+        }
+        let body = response.text().await.unwrap_or_default();
+        let body: String = body.chars().take(300).collect();
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            return Err(Attempt::Fail(ProviderError::Auth {
+                provider: self.provider.clone(),
+                url: shown.to_owned(),
+                detail: format!("HTTP {}: {body}", status.as_u16()),
+            }));
+        }
+        let err = ProviderError::Http {
+            provider: self.provider.clone(),
+            url: shown.to_owned(),
+            status: status.as_u16(),
+            body,
+        };
+        if status.is_server_error() {
+            Err(Attempt::Retry(err))
+        } else {
+            Err(Attempt::Fail(err))
+        }
+    }
+}
+
+/// Delay before retry number `attempt` (1-based): exponential from `base_delay`,
+/// capped at `max_delay`, with "equal jitter" (half fixed, half random) so that
+/// many clients that failed together do not retry together. `random` is in [0, 1).
+#[must_use]
+pub fn backoff_delay(policy: &RetryPolicy, attempt: u32, random: f64) -> Duration {
+    let exp = policy
+        .base_delay
+        .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
+    let capped = exp.min(policy.max_delay);
+    capped / 2 + capped.mul_f64(random.clamp(0.0, 1.0) / 2.0)
+}
+
+/// Reads `Retry-After` as delay-seconds or an HTTP date (RFC 9110 §10.2.3).
+#[must_use]
+pub fn retry_after(headers: &HeaderMap, now: DateTime<Utc>) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = DateTime::parse_from_rfc2822(value).ok()?;
+    Some((at.with_timezone(&Utc) - now).to_std().unwrap_or(Duration::ZERO))
+}
+
+/// The URL with credential-bearing query values replaced, for logs and errors.
+#[must_use]
+pub fn redact_url(url: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let parts: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((k, _)) if SECRET_PARAMS.iter().any(|s| s.eq_ignore_ascii_case(k)) => {
+                format!("{k}=REDACTED")
+            }
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{base}?{}", parts.join("&"))
+}
+
+/// An error and its causes on one line; reqwest's own Display hides the cause.
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::Router;
+    use axum::http::{HeaderValue, StatusCode};
+    use axum::response::IntoResponse;
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    fn fast_policy() -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(5),
+            request_timeout: Duration::from_millis(500),
+            max_retry_after: Duration::from_secs(2),
+        }
+    }
+
+    /// Serves `/` with `respond(n)` for the n-th request (0-based) and counts hits.
+    async fn serve(
+        respond: impl Fn(usize) -> axum::response::Response + Clone + Send + Sync + 'static,
+    ) -> (String, Arc<AtomicUsize>) {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counter = hits.clone();
+        let app = Router::new().route(
+            "/",
+            get(move || {
+                let respond = respond.clone();
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                async move { respond(n) }
+            }),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (format!("http://{addr}/"), hits)
+    }
+
+    fn client() -> HttpClient {
+        HttpClient::new("test", fast_policy()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn server_errors_are_retried_until_success() {
+        let (url, hits) = serve(|n| {
+            if n < 2 {
+                (StatusCode::SERVICE_UNAVAILABLE, "busy").into_response()
+            } else {
+                "ok".into_response()
+            }
+        })
+        .await;
+        assert_eq!(client().get(&url).await.unwrap(), b"ok");
+        assert_eq!(hits.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn server_errors_give_up_after_the_last_attempt() {
+        let (url, hits) = serve(|_| (StatusCode::BAD_GATEWAY, "down").into_response()).await;
+        let err = client().get(&url).await.unwrap_err();
+        assert!(matches!(err, ProviderError::Http { status: 502, .. }), "{err}");
+        assert!(err.is_retryable());
+        assert_eq!(hits.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn rate_limits_are_retried_after_the_requested_wait() {
+        let (url, hits) = serve(|n| {
+            if n == 0 {
+                let mut r = (StatusCode::TOO_MANY_REQUESTS, "slow down").into_response();
+                r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+                r
+            } else {
+                "ok".into_response()
+            }
+        })
+        .await;
+        assert_eq!(client().get(&url).await.unwrap(), b"ok");
+        assert_eq!(hits.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_wait_longer_than_the_policy_allows_goes_back_to_the_caller() {
+        let (url, hits) = serve(|_| {
+            let mut r = StatusCode::TOO_MANY_REQUESTS.into_response();
+            r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("3600"));
+            r
+        })
+        .await;
+        let err = client().get(&url).await.unwrap_err();
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(3600)));
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn client_errors_other_than_429_are_not_retried() {
+        let (url, hits) = serve(|_| (StatusCode::NOT_FOUND, "no such page").into_response()).await;
+        let err = client().get(&url).await.unwrap_err();
+        assert!(matches!(err, ProviderError::Http { status: 404, .. }));
+        assert!(err.to_string().contains("no such page"));
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+
+        let (url, hits) = serve(|_| StatusCode::FORBIDDEN.into_response()).await;
+        let err = client().get(&url).await.unwrap_err();
+        assert!(matches!(err, ProviderError::Auth { .. }), "{err}");
+        assert!(!err.is_retryable());
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_slow_server_times_out_on_every_attempt() {
+        let (url, hits) = serve(|_| {
+            std::thread::sleep(Duration::from_millis(700));
+            "late".into_response()
+        })
+        .await;
+        let err = client().get(&url).await.unwrap_err();
+        assert!(matches!(err, ProviderError::Transport { .. }), "{err}");
+        assert_eq!(hits.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn a_truncated_body_is_a_transport_error_and_is_retried() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            for n in 0.. {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                let mut buf = [0u8; 1024];
+                let _ = sock.read(&mut buf).await;
+                let reply: &[u8] = if n == 0 {
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{\"partial\":"
+                } else {
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}"
+                };
+                sock.write_all(reply).await.unwrap();
+                sock.shutdown().await.unwrap();
+            }
+        });
+        assert_eq!(client().get(&url).await.unwrap(), b"{}");
+    }
+
+    #[test]
+    fn backoff_grows_exponentially_up_to_the_cap_with_jitter() {
+        let policy = RetryPolicy {
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(1),
+            ..RetryPolicy::default()
+        };
+        assert_eq!(backoff_delay(&policy, 1, 0.0), Duration::from_millis(50));
+        assert_eq!(backoff_delay(&policy, 1, 1.0), Duration::from_millis(100));
+        assert_eq!(backoff_delay(&policy, 3, 0.0), Duration::from_millis(200));
+        assert_eq!(backoff_delay(&policy, 30, 1.0), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        let now = DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z").unwrap().with_timezone(&Utc);
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_static("7"));
+        assert_eq!(retry_after(&h, now), Some(Duration::from_secs(7)));
+        h.insert(RETRY_AFTER, HeaderValue::from_static("Sun, 29 Nov 2026 12:00:30 GMT"));
+        assert_eq!(retry_after(&h, now), Some(Duration::from_secs(30)));
+        h.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h, now), None);
+    }
+
+    #[test]
+    fn credentials_in_query_strings_are_redacted() {
+        assert_eq!(
+            redact_url("https://x.test/skus?key=SECRET&pageToken=abc"),
+            "https://x.test/skus?key=REDACTED&pageToken=abc"
+        );
+        assert_eq!(redact_url("https://x.test/plain"), "https://x.test/plain");
+    }
+}

@@ -1,0 +1,334 @@
+//! The normalized vocabulary every provider produces (architecture.md, "Normalized
+//! catalog record"). Wire formats end at the adapter; past it only these types exist.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Hours in a 1-year and a 3-year term (365-day years, as the clouds bill them).
+pub const HOURS_1Y: f64 = 8760.0;
+pub const HOURS_3Y: f64 = 26280.0;
+
+/// Everything one sync run of one provider saw.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub instance_types: Vec<InstanceType>,
+    pub prices: Vec<PriceRecord>,
+    pub spot_observations: Vec<SpotObservation>,
+    pub availability: Vec<AvailabilityRecord>,
+    /// Rows of the source that were deliberately not turned into records, by reason
+    /// (`os:Windows`, `tenancy:Dedicated`, ...), so a sync summary can show them.
+    pub skipped: BTreeMap<String, u64>,
+}
+
+impl Snapshot {
+    /// Adds one to the skip counter for `reason`.
+    pub fn skip(&mut self, reason: impl Into<String>) {
+        *self.skipped.entry(reason.into()).or_insert(0) += 1;
+    }
+}
+
+/// What the sync knows from earlier runs that a provider may use to fetch less.
+/// Providers never read the store; the sync hands them this instead.
+#[derive(Debug, Clone, Default)]
+pub struct FetchContext {
+    /// Newest stored spot observation per region, for incremental spot history.
+    pub newest_spot_by_region: BTreeMap<String, DateTime<Utc>>,
+}
+
+/// A machine shape and its accelerators. `gpu_model` is normalized (see [`crate::gpu`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceType {
+    pub instance_type: String,
+    pub gpu_model: String,
+    pub gpu_count: u32,
+    pub gpu_memory_gib: Option<f64>,
+    pub vcpus: Option<u32>,
+    pub memory_gib: Option<f64>,
+}
+
+/// One price of one instance type in one region (or zone).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PriceRecord {
+    pub region: String,
+    pub zone: Option<String>,
+    pub instance_type: String,
+    pub price_kind: PriceKind,
+    pub offering_class: Option<OfferingClass>,
+    /// Effective USD per whole-instance hour; for terms, upfront amortized over the term.
+    pub usd_per_hour: f64,
+    /// Upfront payment for a term (0 for pay-as-you-go kinds).
+    pub upfront_usd: f64,
+    /// Hourly part billed during a term (equal to `usd_per_hour` without upfront).
+    pub recurring_usd_per_hour: f64,
+    /// The provider's SKU / meter id, for tracing a record back to the source.
+    pub source: Option<String>,
+    /// For providers that price one global offer: where it can be launched.
+    pub available_regions: Vec<String>,
+    /// Most instances that can be had at this price (on-prem pools, negotiated deals).
+    pub max_instances: Option<u32>,
+}
+
+impl PriceRecord {
+    /// A record for a term price given as upfront plus recurring hourly parts; the
+    /// effective hourly price follows architecture.md: `(upfront + recurring*H) / H`.
+    #[must_use]
+    pub fn effective_hourly(kind: PriceKind, upfront_usd: f64, recurring_usd_per_hour: f64) -> f64 {
+        match kind.term_hours() {
+            Some(h) => (upfront_usd + recurring_usd_per_hour * h) / h,
+            None => recurring_usd_per_hour,
+        }
+    }
+}
+
+/// One point of spot price history, as the provider timestamped it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpotObservation {
+    pub region: String,
+    pub zone: String,
+    pub instance_type: String,
+    pub usd_per_hour: f64,
+    pub observed_at: DateTime<Utc>,
+}
+
+/// Where an instance type can be had and how reliable spot is there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AvailabilityRecord {
+    pub region: String,
+    pub zone: Option<String>,
+    pub instance_type: String,
+    pub signal: AvailabilitySignal,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum AvailabilitySignal {
+    /// The type is offered in this region / zone.
+    Offered,
+    /// Capacity can be launched right now (`false`: priced, but none free).
+    CapacityAvailable(bool),
+    /// Spot advisor interruption bucket: 0 (<5%/month) .. 4 (>20%/month).
+    InterruptionBucket(u8),
+    /// Spot advisor savings over on-demand, percent.
+    SpotSavingsPct(u8),
+    /// Spot placement score 1..10.
+    PlacementScore(u8),
+}
+
+impl AvailabilitySignal {
+    /// Splits the signal into the store's `(kind, value)` columns.
+    #[must_use]
+    pub fn to_kind_value(self) -> (&'static str, f64) {
+        match self {
+            Self::Offered => ("offered", 1.0),
+            Self::CapacityAvailable(b) => ("capacity_available", if b { 1.0 } else { 0.0 }),
+            Self::InterruptionBucket(v) => ("interruption_bucket", f64::from(v)),
+            Self::SpotSavingsPct(v) => ("spot_savings_pct", f64::from(v)),
+            Self::PlacementScore(v) => ("placement_score", f64::from(v)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Term {
+    OneYear,
+    ThreeYears,
+}
+
+impl Term {
+    #[must_use]
+    pub fn hours(self) -> f64 {
+        match self {
+            Self::OneYear => HOURS_1Y,
+            Self::ThreeYears => HOURS_3Y,
+        }
+    }
+
+    fn tag(self) -> &'static str {
+        match self {
+            Self::OneYear => "1y",
+            Self::ThreeYears => "3y",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Upfront {
+    No,
+    Partial,
+    All,
+}
+
+impl Upfront {
+    fn tag(self) -> &'static str {
+        match self {
+            Self::No => "no",
+            Self::Partial => "partial",
+            Self::All => "all",
+        }
+    }
+}
+
+/// `price_kind` of the catalog contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PriceKind {
+    OnDemand,
+    Spot,
+    /// AWS reserved instances: term and payment option (`reserved_1y_partial_upfront`).
+    AwsReserved(Term, Upfront),
+    /// Azure reservations (`reserved_1y`).
+    Reserved(Term),
+    /// Azure savings plans (`savings_plan_1y`).
+    SavingsPlan(Term),
+    /// GCP committed use discounts (`commit_1y`).
+    Commit(Term),
+}
+
+impl PriceKind {
+    /// Every kind, in the order listings and help texts use.
+    #[must_use]
+    pub fn all() -> Vec<PriceKind> {
+        let mut kinds = vec![Self::OnDemand, Self::Spot];
+        for term in [Term::OneYear, Term::ThreeYears] {
+            for upfront in [Upfront::No, Upfront::Partial, Upfront::All] {
+                kinds.push(Self::AwsReserved(term, upfront));
+            }
+        }
+        for make in [Self::Reserved, Self::SavingsPlan, Self::Commit] {
+            kinds.push(make(Term::OneYear));
+            kinds.push(make(Term::ThreeYears));
+        }
+        kinds
+    }
+
+    /// The term, for kinds that commit to one.
+    #[must_use]
+    pub fn term(self) -> Option<Term> {
+        match self {
+            Self::OnDemand | Self::Spot => None,
+            Self::AwsReserved(t, _) | Self::Reserved(t) | Self::SavingsPlan(t) | Self::Commit(t) => {
+                Some(t)
+            }
+        }
+    }
+
+    /// Term length in hours; `None` for pay-as-you-go kinds.
+    #[must_use]
+    pub fn term_hours(self) -> Option<f64> {
+        self.term().map(Term::hours)
+    }
+}
+
+impl fmt::Display for PriceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::OnDemand => f.write_str("on_demand"),
+            Self::Spot => f.write_str("spot"),
+            Self::AwsReserved(t, u) => write!(f, "reserved_{}_{}_upfront", t.tag(), u.tag()),
+            Self::Reserved(t) => write!(f, "reserved_{}", t.tag()),
+            Self::SavingsPlan(t) => write!(f, "savings_plan_{}", t.tag()),
+            Self::Commit(t) => write!(f, "commit_{}", t.tag()),
+        }
+    }
+}
+
+/// A string that is not one of the contract's names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} `{value}`; expected one of: {expected}")]
+pub struct UnknownName {
+    pub what: &'static str,
+    pub value: String,
+    pub expected: String,
+}
+
+impl FromStr for PriceKind {
+    type Err = UnknownName;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::all()
+            .into_iter()
+            .find(|k| k.to_string() == s)
+            .ok_or_else(|| UnknownName {
+                what: "price_kind",
+                value: s.to_owned(),
+                expected: Self::all().iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+            })
+    }
+}
+
+impl Serialize for PriceKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for PriceKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// AWS reserved-instance offering class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OfferingClass {
+    Standard,
+    Convertible,
+}
+
+impl OfferingClass {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Standard => "standard",
+            Self::Convertible => "convertible",
+        }
+    }
+}
+
+impl FromStr for OfferingClass {
+    type Err = UnknownName;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "standard" => Ok(Self::Standard),
+            "convertible" => Ok(Self::Convertible),
+            _ => Err(UnknownName {
+                what: "offering_class",
+                value: s.to_owned(),
+                expected: "standard, convertible".to_owned(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_price_kind_round_trips_through_its_contract_name() {
+        let names: Vec<String> = PriceKind::all().iter().map(ToString::to_string).collect();
+        assert_eq!(names.len(), 14);
+        assert!(names.contains(&"reserved_3y_partial_upfront".to_owned()));
+        assert!(names.contains(&"savings_plan_1y".to_owned()));
+        for kind in PriceKind::all() {
+            assert_eq!(kind.to_string().parse::<PriceKind>().unwrap(), kind);
+        }
+        let err = "reserved_2y".parse::<PriceKind>().unwrap_err();
+        assert!(err.to_string().contains("reserved_2y"));
+    }
+
+    #[test]
+    fn term_prices_amortize_upfront_over_the_term() {
+        let kind = PriceKind::AwsReserved(Term::OneYear, Upfront::Partial);
+        let eff = PriceRecord::effective_hourly(kind, 8760.0, 1.5);
+        assert!((eff - 2.5).abs() < 1e-12);
+        assert!((PriceRecord::effective_hourly(PriceKind::Commit(Term::ThreeYears), 26280.0, 0.0) - 1.0).abs() < 1e-12);
+        assert!((PriceRecord::effective_hourly(PriceKind::OnDemand, 0.0, 3.0) - 3.0).abs() < 1e-12);
+    }
+}
