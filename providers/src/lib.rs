@@ -15,7 +15,7 @@ pub mod snapshot;
 pub use error::ProviderError;
 pub use snapshot::{
     AvailabilityRecord, AvailabilitySignal, FetchContext, InstanceType, OfferingClass,
-    PriceKind, PriceRecord, Snapshot, SpotObservation,
+    PriceKind, PriceRecord, Scope, Snapshot, SpotObservation, Term, Upfront,
 };
 
 use async_trait::async_trait;

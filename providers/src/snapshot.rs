@@ -15,6 +15,8 @@ pub const HOURS_3Y: f64 = 26280.0;
 /// Everything one sync run of one provider saw.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
+    /// Which parts of the provider's stored data this snapshot replaces.
+    pub scope: Scope,
     pub instance_types: Vec<InstanceType>,
     pub prices: Vec<PriceRecord>,
     pub spot_observations: Vec<SpotObservation>,
@@ -29,6 +31,20 @@ impl Snapshot {
     pub fn skip(&mut self, reason: impl Into<String>) {
         *self.skipped.entry(reason.into()).or_insert(0) += 1;
     }
+}
+
+/// A provider may sync its fast-moving spot history more often than its price
+/// lists; such a snapshot must not withdraw the prices it does not carry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Prices and availability are the provider's complete current lists: what is
+    /// not in them is gone. Spot observations are added.
+    #[default]
+    Full,
+    /// Only spot observations (and instance types) are added; prices and
+    /// availability stay as they are.
+    SpotHistory,
 }
 
 /// What the sync knows from earlier runs that a provider may use to fetch less.

@@ -1,0 +1,334 @@
+//! Catalog queries for people and scripts: current prices as normalized records
+//! with staleness, and spot price history with its statistics.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use gpuplan_providers::PriceKind;
+use serde::Serialize;
+
+use crate::store::{CurrentPrice, SpotPoint, Store, StoreError};
+
+/// When a source's data counts as stale: older than twice its sync interval.
+#[derive(Debug, Clone)]
+pub struct Freshness {
+    pub last_good: BTreeMap<String, DateTime<Utc>>,
+    /// Sync interval per source; sources not listed use `default_interval`.
+    pub intervals: BTreeMap<String, Duration>,
+    pub default_interval: Duration,
+    pub now: DateTime<Utc>,
+}
+
+impl Freshness {
+    /// Whether `source` is stale: it never synced well, or its last good sync is
+    /// older than twice its interval.
+    #[must_use]
+    pub fn is_stale(&self, source: &str) -> bool {
+        let Some(last) = self.last_good.get(source) else {
+            return true;
+        };
+        let interval = self.intervals.get(source).copied().unwrap_or(self.default_interval);
+        (self.now - *last).to_std().unwrap_or(Duration::ZERO) > interval * 2
+    }
+}
+
+/// The normalized catalog record (architecture.md), plus the term's parts and the
+/// capacity cap that the planner needs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CatalogRecord {
+    pub provider: String,
+    pub region: String,
+    pub zone: Option<String>,
+    pub instance_type: String,
+    pub gpu_model: String,
+    pub gpu_count: u32,
+    pub gpu_memory_gib: Option<f64>,
+    pub vcpus: Option<u32>,
+    pub memory_gib: Option<f64>,
+    pub price_kind: String,
+    pub offering_class: Option<String>,
+    pub usd_per_hour: f64,
+    pub usd_per_gpu_hour: f64,
+    pub observed_at: Option<DateTime<Utc>>,
+    pub fetched_at: Option<DateTime<Utc>>,
+    pub source: Option<String>,
+    pub available_regions: Vec<String>,
+    pub stale: bool,
+    pub upfront_usd: f64,
+    pub recurring_usd_per_hour: f64,
+    pub max_instances: Option<u32>,
+}
+
+/// Which prices to list. Each list matches any of its values; empty lists match all.
+#[derive(Debug, Clone, Default)]
+pub struct PriceFilter {
+    /// Catalog names (`H100-80GB`) or families (`H100` matches `H100-80GB` and
+    /// `H100-94GB`, not `GH200`), case-insensitive.
+    pub gpus: Vec<String>,
+    /// Provider names; `file` matches every price sheet.
+    pub providers: Vec<String>,
+    pub regions: Vec<String>,
+    pub kinds: Vec<PriceKind>,
+    pub max_usd_per_gpu_hour: Option<f64>,
+}
+
+impl PriceFilter {
+    fn matches(&self, r: &CatalogRecord) -> bool {
+        let any = |list: &[String], f: &dyn Fn(&str) -> bool| list.is_empty() || list.iter().any(|v| f(v));
+        any(&self.gpus, &|g| gpu_matches(&r.gpu_model, g))
+            && any(&self.providers, &|p| {
+                r.provider == p || (p == "file" && r.provider.starts_with("file:"))
+            })
+            && any(&self.regions, &|reg| r.region == reg || r.available_regions.iter().any(|a| a == reg))
+            && (self.kinds.is_empty() || self.kinds.iter().any(|k| k.to_string() == r.price_kind))
+            && self.max_usd_per_gpu_hour.is_none_or(|max| r.usd_per_gpu_hour <= max)
+    }
+}
+
+fn gpu_matches(model: &str, wanted: &str) -> bool {
+    let (model, wanted) = (model.to_ascii_lowercase(), wanted.trim().to_ascii_lowercase());
+    model == wanted || model.strip_prefix(&wanted).is_some_and(|rest| rest.starts_with('-'))
+}
+
+/// Current prices matching `filter`, cheapest per GPU-hour first (ties broken by
+/// provider, region, zone, instance type and kind, so output is stable).
+///
+/// # Errors
+/// On a store error.
+pub fn prices(store: &Store, fresh: &Freshness, filter: &PriceFilter) -> Result<Vec<CatalogRecord>, StoreError> {
+    let mut out: Vec<CatalogRecord> = store
+        .current_prices()?
+        .into_iter()
+        .map(|p| record(p, fresh))
+        .filter(|r| filter.matches(r))
+        .collect();
+    out.sort_by(|a, b| {
+        a.usd_per_gpu_hour
+            .total_cmp(&b.usd_per_gpu_hour)
+            .then_with(|| a.provider.cmp(&b.provider))
+            .then_with(|| a.region.cmp(&b.region))
+            .then_with(|| a.zone.cmp(&b.zone))
+            .then_with(|| a.instance_type.cmp(&b.instance_type))
+            .then_with(|| a.price_kind.cmp(&b.price_kind))
+            .then_with(|| a.offering_class.cmp(&b.offering_class))
+    });
+    Ok(out)
+}
+
+fn record(p: CurrentPrice, fresh: &Freshness) -> CatalogRecord {
+    let usd_per_gpu_hour = p.usd_per_hour / f64::from(p.gpu_count.max(1));
+    CatalogRecord {
+        stale: fresh.is_stale(&p.provider),
+        fetched_at: fresh.last_good.get(&p.provider).copied(),
+        usd_per_gpu_hour,
+        provider: p.provider,
+        region: p.region,
+        zone: p.zone,
+        instance_type: p.instance_type,
+        gpu_model: p.gpu_model,
+        gpu_count: p.gpu_count,
+        gpu_memory_gib: p.gpu_memory_gib,
+        vcpus: p.vcpus,
+        memory_gib: p.memory_gib,
+        price_kind: p.price_kind,
+        offering_class: p.offering_class,
+        usd_per_hour: p.usd_per_hour,
+        observed_at: p.observed_at,
+        source: p.source,
+        available_regions: p.available_regions,
+        upfront_usd: p.upfront_usd,
+        recurring_usd_per_hour: p.recurring_usd_per_hour,
+        max_instances: p.max_instances,
+    }
+}
+
+/// Time-weighted statistics of a spot price over a window.
+///
+/// A spot price is reported when it changes and holds until the next report, so
+/// each observation weighs as long as it was in force within the window; a
+/// price that held for six days counts six days, a one-hour blip one hour.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpotStats {
+    pub observations: usize,
+    pub min: f64,
+    pub p50: f64,
+    pub p95: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpotSeries {
+    pub provider: String,
+    pub region: String,
+    pub zone: String,
+    pub stats: SpotStats,
+    pub points: Vec<SpotPoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpotHistory {
+    pub instance_type: String,
+    pub since: DateTime<Utc>,
+    pub until: DateTime<Utc>,
+    /// Over every zone together: a random zone-hour of the window.
+    pub stats: Option<SpotStats>,
+    pub series: Vec<SpotSeries>,
+}
+
+/// What spot history to read.
+#[derive(Debug, Clone)]
+pub struct SpotQuery {
+    pub instance_type: String,
+    pub provider: Option<String>,
+    pub region: Option<String>,
+    pub zone: Option<String>,
+    pub since: DateTime<Utc>,
+}
+
+/// Spot history of one instance type per zone, with statistics per zone and overall.
+///
+/// # Errors
+/// On a store error.
+pub fn spot_history(store: &Store, q: &SpotQuery, now: DateTime<Utc>) -> Result<SpotHistory, StoreError> {
+    let points = store.spot_history(
+        &q.instance_type,
+        q.provider.as_deref(),
+        q.region.as_deref(),
+        q.zone.as_deref(),
+        q.since,
+    )?;
+    let mut grouped: BTreeMap<(String, String), Vec<SpotPoint>> = BTreeMap::new();
+    for p in points {
+        grouped.entry((p.provider.clone(), p.zone.clone())).or_default().push(p);
+    }
+    let mut all_segments = Vec::new();
+    let mut series = Vec::new();
+    for ((provider, zone), points) in grouped {
+        let segments = segments(&points, q.since, now);
+        let Some(stats) = stats(&segments, points.len()) else {
+            continue;
+        };
+        all_segments.extend_from_slice(&segments);
+        series.push(SpotSeries {
+            provider,
+            region: points[0].region.clone(),
+            zone,
+            stats,
+            points,
+        });
+    }
+    let total_points = series.iter().map(|s| s.points.len()).sum();
+    Ok(SpotHistory {
+        instance_type: q.instance_type.clone(),
+        since: q.since,
+        until: now,
+        stats: stats(&all_segments, total_points),
+        series,
+    })
+}
+
+/// (price, seconds in force within [since, now]) for each point of one zone,
+/// points sorted by time.
+fn segments(points: &[SpotPoint], since: DateTime<Utc>, now: DateTime<Utc>) -> Vec<(f64, f64)> {
+    points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let start = p.observed_at.max(since);
+            let end = points.get(i + 1).map_or(now, |next| next.observed_at).max(start);
+            (p.usd_per_hour, (end - start).as_seconds_f64())
+        })
+        .collect()
+}
+
+fn stats(segments: &[(f64, f64)], observations: usize) -> Option<SpotStats> {
+    if segments.is_empty() {
+        return None;
+    }
+    let total: f64 = segments.iter().map(|s| s.1).sum();
+    // A window of zero length (every point at `now`) weighs points equally.
+    let weighted: Vec<(f64, f64)> = if total > 0.0 {
+        segments.iter().copied().filter(|s| s.1 > 0.0).collect()
+    } else {
+        segments.iter().map(|s| (s.0, 1.0)).collect()
+    };
+    let total: f64 = weighted.iter().map(|s| s.1).sum();
+    let mut sorted = weighted.clone();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let quantile = |q: f64| {
+        let mut acc = 0.0;
+        for (price, w) in &sorted {
+            acc += w;
+            if acc >= q * total - 1e-9 {
+                return *price;
+            }
+        }
+        sorted[sorted.len() - 1].0
+    };
+    Some(SpotStats {
+        observations,
+        min: sorted[0].0,
+        p50: quantile(0.5),
+        p95: quantile(0.95),
+        max: sorted[sorted.len() - 1].0,
+        mean: weighted.iter().map(|(p, w)| p * w).sum::<f64>() / total,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(h: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + h * 3600, 0).unwrap()
+    }
+
+    #[test]
+    fn spot_stats_weigh_each_price_by_how_long_it_held() {
+        // 1.0 for 20 hours, then a 2-hour spike at 9.0, then 1.0 again for 2 hours.
+        let segs = vec![(1.0, 20.0 * 3600.0), (9.0, 2.0 * 3600.0), (1.0, 2.0 * 3600.0)];
+        let s = stats(&segs, 3).unwrap();
+        assert_eq!((s.min, s.p50, s.max), (1.0, 1.0, 9.0));
+        assert_eq!(s.p95, 9.0);
+        assert!((s.mean - (22.0 + 18.0) / 24.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_price_in_force_when_the_window_opens_counts_from_the_window_start() {
+        let p = |h, usd| SpotPoint {
+            provider: "aws".into(),
+            region: "r".into(),
+            zone: "z".into(),
+            instance_type: "t".into(),
+            observed_at: at(h),
+            usd_per_hour: usd,
+        };
+        let segs = segments(&[p(-100, 2.0), p(10, 4.0)], at(0), at(20));
+        assert_eq!(segs, vec![(2.0, 10.0 * 3600.0), (4.0, 10.0 * 3600.0)]);
+    }
+
+    #[test]
+    fn gpu_filters_match_exact_names_and_families() {
+        assert!(gpu_matches("H100-80GB", "h100"));
+        assert!(gpu_matches("H100-80GB", "H100-80GB"));
+        assert!(!gpu_matches("GH200-96GB", "H100"));
+        assert!(!gpu_matches("A10G", "A10"));
+        assert!(!gpu_matches("A100-40GB", "A10"));
+        assert!(gpu_matches("A10", "a10"));
+    }
+
+    #[test]
+    fn a_source_is_stale_after_twice_its_interval_or_when_it_never_synced() {
+        let fresh = Freshness {
+            last_good: BTreeMap::from([("a".to_owned(), at(0)), ("b".to_owned(), at(0))]),
+            intervals: BTreeMap::from([("a".to_owned(), Duration::from_secs(3600))]),
+            default_interval: Duration::from_secs(6 * 3600),
+            now: at(3),
+        };
+        assert!(fresh.is_stale("a"));
+        assert!(!fresh.is_stale("b"));
+        assert!(fresh.is_stale("never"));
+    }
+}

@@ -1,0 +1,263 @@
+//! Reading the catalog back: current prices, spot history and sync runs.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use rusqlite::{Row, params};
+use serde::Serialize;
+
+use super::{Store, StoreError, parse_ts, ts};
+
+/// A price as it stands now, joined with its instance type's specs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurrentPrice {
+    pub provider: String,
+    pub region: String,
+    pub zone: Option<String>,
+    pub instance_type: String,
+    pub gpu_model: String,
+    pub gpu_count: u32,
+    pub gpu_memory_gib: Option<f64>,
+    pub vcpus: Option<u32>,
+    pub memory_gib: Option<f64>,
+    pub price_kind: String,
+    pub offering_class: Option<String>,
+    pub usd_per_hour: f64,
+    pub upfront_usd: f64,
+    pub recurring_usd_per_hour: f64,
+    /// The provider's timestamp, for spot prices from observed history.
+    pub observed_at: Option<DateTime<Utc>>,
+    pub source: Option<String>,
+    pub available_regions: Vec<String>,
+    pub max_instances: Option<u32>,
+}
+
+/// One stored spot observation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpotPoint {
+    pub provider: String,
+    pub region: String,
+    pub zone: String,
+    pub instance_type: String,
+    pub observed_at: DateTime<Utc>,
+    pub usd_per_hour: f64,
+}
+
+/// One row of the sync run log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SyncRun {
+    pub id: i64,
+    pub source: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub status: String,
+    pub instance_types: i64,
+    pub prices_seen: i64,
+    pub prices_changed: i64,
+    pub prices_withdrawn: i64,
+    pub spot_seen: i64,
+    pub spot_added: i64,
+    pub availability: i64,
+    pub skipped: BTreeMap<String, u64>,
+    pub error: Option<String>,
+}
+
+fn none_if_empty(s: String) -> Option<String> {
+    if s.is_empty() { None } else { Some(s) }
+}
+
+fn read_price(r: &Row<'_>) -> rusqlite::Result<(CurrentPrice, Option<String>, String)> {
+    let price = CurrentPrice {
+        provider: r.get("provider")?,
+        region: r.get("region")?,
+        zone: none_if_empty(r.get("zone")?),
+        instance_type: r.get("instance_type")?,
+        gpu_model: r.get("gpu_model")?,
+        gpu_count: r.get("gpu_count")?,
+        gpu_memory_gib: r.get("gpu_memory_gib")?,
+        vcpus: r.get("vcpus")?,
+        memory_gib: r.get("memory_gib")?,
+        price_kind: r.get("price_kind")?,
+        offering_class: none_if_empty(r.get("offering_class")?),
+        usd_per_hour: r.get("usd_per_hour")?,
+        upfront_usd: r.get("upfront_usd")?,
+        recurring_usd_per_hour: r.get("recurring_usd_per_hour")?,
+        observed_at: None,
+        source: r.get("source")?,
+        available_regions: Vec::new(),
+        max_instances: r.get("max_instances")?,
+    };
+    Ok((price, r.get("observed_at")?, r.get("available_regions")?))
+}
+
+impl Store {
+    /// Every current price: the newest non-withdrawn version of each series, plus
+    /// for spot history the newest observation per (provider, instance type, zone).
+    ///
+    /// # Errors
+    /// On a database error or a stored value that does not parse.
+    pub fn current_prices(&self) -> Result<Vec<CurrentPrice>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT s.provider, s.region, s.zone, s.instance_type, s.price_kind, s.offering_class,
+                    v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour, v.source,
+                    v.available_regions, v.max_instances, NULL AS observed_at,
+                    t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib
+             FROM price_series s
+             JOIN price_versions v
+               ON v.id = (SELECT max(id) FROM price_versions WHERE series_id = s.id)
+             JOIN instance_types t
+               ON t.provider = s.provider AND t.instance_type = s.instance_type
+             WHERE v.withdrawn = 0
+             UNION ALL
+             -- SQLite takes the bare columns of a max() aggregate from the max row.
+             SELECT o.provider, o.region, o.zone, o.instance_type, 'spot', '',
+                    o.usd_per_hour, 0.0, o.usd_per_hour, NULL, '[]', NULL, max(o.observed_at),
+                    t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib
+             FROM spot_observations o
+             JOIN instance_types t
+               ON t.provider = o.provider AND t.instance_type = o.instance_type
+             GROUP BY o.provider, o.instance_type, o.zone",
+        )?;
+        let rows = stmt.query_map([], read_price)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (mut price, observed_at, regions) = row?;
+            price.observed_at = observed_at.as_deref().map(parse_ts).transpose()?;
+            price.available_regions = serde_json::from_str(&regions)
+                .map_err(|e| StoreError::Corrupt(format!("available_regions `{regions}`: {e}")))?;
+            out.push(price);
+        }
+        Ok(out)
+    }
+
+    /// Spot observations of one instance type since `since`, oldest first per
+    /// zone, plus the last observation before `since` in each zone (the price
+    /// that was in force when the window opened).
+    ///
+    /// # Errors
+    /// On a database error or an unreadable timestamp.
+    pub fn spot_history(
+        &self,
+        instance_type: &str,
+        provider: Option<&str>,
+        region: Option<&str>,
+        zone: Option<&str>,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<SpotPoint>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "WITH matching AS (
+                 SELECT * FROM spot_observations
+                 WHERE instance_type = ?1
+                   AND (?2 IS NULL OR provider = ?2)
+                   AND (?3 IS NULL OR region = ?3)
+                   AND (?4 IS NULL OR zone = ?4)
+             ),
+             opening AS (
+                 SELECT provider, region, zone, instance_type, max(observed_at) AS observed_at, usd_per_hour
+                 FROM matching WHERE observed_at < ?5
+                 GROUP BY provider, zone
+             )
+             SELECT provider, region, zone, instance_type, observed_at, usd_per_hour FROM opening
+             UNION ALL
+             SELECT provider, region, zone, instance_type, observed_at, usd_per_hour
+             FROM matching WHERE observed_at >= ?5
+             ORDER BY provider, zone, observed_at",
+        )?;
+        let rows = stmt.query_map(params![instance_type, provider, region, zone, ts(since)], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, f64>(5)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (provider, region, zone, instance_type, at, usd_per_hour) = row?;
+            out.push(SpotPoint {
+                provider,
+                region,
+                zone,
+                instance_type,
+                observed_at: parse_ts(&at)?,
+                usd_per_hour,
+            });
+        }
+        Ok(out)
+    }
+
+    /// When each source last synced successfully.
+    ///
+    /// # Errors
+    /// On a database error or an unreadable timestamp.
+    pub fn last_good_syncs(&self) -> Result<BTreeMap<String, DateTime<Utc>>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT source, max(finished_at) FROM sync_runs WHERE status = 'ok' GROUP BY source",
+        )?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        let mut out = BTreeMap::new();
+        for row in rows {
+            let (source, at) = row?;
+            out.insert(source, parse_ts(&at)?);
+        }
+        Ok(out)
+    }
+
+    /// The newest `limit` sync runs, newest first.
+    ///
+    /// # Errors
+    /// On a database error or an unreadable stored value.
+    pub fn sync_runs(&self, limit: u32) -> Result<Vec<SyncRun>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, source, started_at, finished_at, status, instance_types, prices_seen,
+                    prices_changed, prices_withdrawn, spot_seen, spot_added, availability,
+                    skipped_json, error
+             FROM sync_runs ORDER BY id DESC LIMIT ?1",
+        )?;
+        let rows = stmt.query_map([limit], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, Option<String>>(3)?,
+                r.get::<_, String>(4)?,
+                [r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?],
+                r.get::<_, String>(12)?,
+                r.get::<_, Option<String>>(13)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, source, started, finished, status, counts, skipped, error): (
+                i64,
+                String,
+                String,
+                Option<String>,
+                String,
+                [i64; 7],
+                String,
+                Option<String>,
+            ) = row?;
+            out.push(SyncRun {
+                id,
+                source,
+                started_at: parse_ts(&started)?,
+                finished_at: finished.as_deref().map(parse_ts).transpose()?,
+                status,
+                instance_types: counts[0],
+                prices_seen: counts[1],
+                prices_changed: counts[2],
+                prices_withdrawn: counts[3],
+                spot_seen: counts[4],
+                spot_added: counts[5],
+                availability: counts[6],
+                skipped: serde_json::from_str(&skipped)
+                    .map_err(|e| StoreError::Corrupt(format!("skipped_json `{skipped}`: {e}")))?,
+                error,
+            });
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,200 @@
+use gpuplan_providers::{AvailabilityRecord, AvailabilitySignal, Scope};
+use tempfile::TempDir;
+
+use super::test_support::{at, conn, count, open_at_version, snapshot};
+use super::*;
+
+fn temp_store() -> (TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("catalog.db")).unwrap();
+    (dir, store)
+}
+
+fn sync(store: &mut Store, snap: &gpuplan_providers::Snapshot, hour: i64) -> WriteStats {
+    let run = store.begin_run("aws", at(hour)).unwrap();
+    store.write_snapshot(run, "aws", snap, at(hour), at(hour)).unwrap()
+}
+
+#[test]
+fn a_new_database_gets_every_migration_and_reopens_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.db");
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.schema_version().unwrap(), migrate::latest_version());
+    let mode: String = conn(&store).query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "wal");
+    let fk: i64 = conn(&store).query_row("PRAGMA foreign_keys", [], |r| r.get(0)).unwrap();
+    assert_eq!(fk, 1);
+    drop(store);
+    let again = Store::open(&path).unwrap();
+    assert_eq!(again.schema_version().unwrap(), migrate::latest_version());
+    assert_eq!(again.integrity_check().unwrap(), "ok");
+}
+
+#[test]
+fn a_database_from_an_older_version_is_upgraded_in_place_keeping_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let mut old = open_at_version(&path, 1);
+    assert_eq!(old.schema_version().unwrap(), 1);
+    sync(&mut old, &snapshot(3, 1.0), 0);
+    drop(old);
+
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.schema_version().unwrap(), 2);
+    assert_eq!(store.current_prices().unwrap().len(), 3 * 2 + 1);
+    assert_eq!(count(&store, "plans"), 0);
+}
+
+#[test]
+fn a_database_from_a_newer_gpuplan_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("future.db");
+    let store = Store::open(&path).unwrap();
+    conn(&store).pragma_update(None, "user_version", 99).unwrap();
+    drop(store);
+    let err = Store::open(&path).err().unwrap();
+    assert!(matches!(err, StoreError::TooNew { found: 99, .. }), "{err}");
+    assert!(err.to_string().contains("future.db"));
+}
+
+#[test]
+fn the_same_snapshot_twice_adds_no_rows_and_no_versions() {
+    let (_dir, mut store) = temp_store();
+    let snap = snapshot(5, 1.0);
+    let first = sync(&mut store, &snap, 0);
+    assert_eq!(first.prices_changed, 10);
+    assert_eq!(first.spot_added, 2);
+    let versions = count(&store, "price_versions");
+    let series = count(&store, "price_series");
+
+    let second = sync(&mut store, &snap, 1);
+    assert_eq!((second.prices_seen, second.prices_changed, second.prices_withdrawn), (10, 0, 0));
+    assert_eq!((second.spot_seen, second.spot_added), (2, 0));
+    assert_eq!(count(&store, "price_versions"), versions);
+    assert_eq!(count(&store, "price_series"), series);
+    assert_eq!(count(&store, "spot_observations"), 2);
+}
+
+#[test]
+fn a_changed_price_adds_exactly_one_version_and_becomes_current() {
+    let (_dir, mut store) = temp_store();
+    let mut snap = snapshot(5, 1.0);
+    sync(&mut store, &snap, 0);
+    let versions = count(&store, "price_versions");
+
+    snap.prices[4].usd_per_hour = 9.5;
+    snap.prices[4].recurring_usd_per_hour = 9.5;
+    let stats = sync(&mut store, &snap, 1);
+    assert_eq!(stats.prices_changed, 1);
+    assert_eq!(count(&store, "price_versions"), versions + 1);
+
+    let current = store.current_prices().unwrap();
+    let changed = current
+        .iter()
+        .find(|p| p.instance_type == "gpu2.xlarge" && p.price_kind == "on_demand")
+        .unwrap();
+    assert_eq!(changed.usd_per_hour, 9.5);
+    let history: i64 = conn(&store)
+        .query_row(
+            "SELECT count(*) FROM price_versions v JOIN price_series s ON s.id = v.series_id
+             WHERE s.instance_type = 'gpu2.xlarge' AND s.price_kind = 'on_demand'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(history, 2);
+}
+
+#[test]
+fn a_price_no_longer_listed_is_withdrawn_and_can_come_back() {
+    let (_dir, mut store) = temp_store();
+    let full = snapshot(3, 1.0);
+    sync(&mut store, &full, 0);
+    let mut fewer = full.clone();
+    fewer.prices.retain(|p| p.instance_type != "gpu1.xlarge");
+    let stats = sync(&mut store, &fewer, 1);
+    assert_eq!(stats.prices_withdrawn, 2);
+    assert!(store.current_prices().unwrap().iter().all(|p| p.instance_type != "gpu1.xlarge"));
+
+    let back = sync(&mut store, &full, 2);
+    assert_eq!(back.prices_changed, 2);
+    assert_eq!(store.current_prices().unwrap().len(), 3 * 2 + 1);
+}
+
+#[test]
+fn a_spot_history_snapshot_leaves_prices_and_availability_alone() {
+    let (_dir, mut store) = temp_store();
+    let mut full = snapshot(3, 1.0);
+    full.availability.push(AvailabilityRecord {
+        region: "us-east-1".into(),
+        zone: None,
+        instance_type: "gpu0.xlarge".into(),
+        signal: AvailabilitySignal::InterruptionBucket(2),
+    });
+    sync(&mut store, &full, 0);
+    let mut spot_only = snapshot(1, 6.0);
+    spot_only.scope = Scope::SpotHistory;
+    spot_only.prices.clear();
+    for o in &mut spot_only.spot_observations {
+        o.observed_at += chrono::Duration::hours(2);
+    }
+    let stats = sync(&mut store, &spot_only, 1);
+    assert_eq!((stats.spot_added, stats.prices_withdrawn), (2, 0));
+    assert_eq!(count(&store, "availability"), 1);
+    // Three list prices x 2 kinds, plus the newest spot observation.
+    let current = store.current_prices().unwrap();
+    assert_eq!(current.len(), 7);
+    let spot = current.iter().find(|p| p.price_kind == "spot").unwrap();
+    assert_eq!(spot.usd_per_hour, 3.0);
+    assert_eq!(spot.observed_at, Some(at(3)));
+}
+
+#[test]
+fn an_error_half_way_through_a_snapshot_stores_none_of_it() {
+    let (_dir, mut store) = temp_store();
+    sync(&mut store, &snapshot(10, 1.0), 0);
+    let before = store.current_prices().unwrap();
+    let versions = count(&store, "price_versions");
+
+    // New prices for every type, but one in the second half violates the schema.
+    let mut bad = snapshot(10, 2.0);
+    bad.prices[15].upfront_usd = -1.0;
+    let run = store.begin_run("aws", at(1)).unwrap();
+    let err = store.write_snapshot(run, "aws", &bad, at(1), at(1)).unwrap_err();
+    assert!(matches!(err, StoreError::Db(_)), "{err}");
+
+    assert_eq!(store.current_prices().unwrap(), before);
+    assert_eq!(count(&store, "price_versions"), versions);
+    let status: String = conn(&store)
+        .query_row("SELECT status FROM sync_runs WHERE id = ?1", [run], |r| r.get(0))
+        .unwrap();
+    assert_eq!(status, "running");
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+#[test]
+fn spot_history_includes_the_price_in_force_at_the_window_start() {
+    let (_dir, mut store) = temp_store();
+    sync(&mut store, &snapshot(1, 3.0), 0);
+    let points = store.spot_history("gpu0.xlarge", None, None, None, at(0) + chrono::Duration::minutes(30)).unwrap();
+    assert_eq!(points.len(), 2);
+    assert_eq!(points[0].observed_at, at(0));
+    let none = store.spot_history("gpu9.xlarge", None, None, None, at(0)).unwrap();
+    assert!(none.is_empty());
+}
+
+#[test]
+fn sync_runs_record_counts_and_failures() {
+    let (_dir, mut store) = temp_store();
+    sync(&mut store, &snapshot(2, 1.0), 0);
+    let failed = store.begin_run("aws", at(1)).unwrap();
+    store.fail_run(failed, at(1), "aws: HTTP 500").unwrap();
+    let runs = store.sync_runs(10).unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0].status, "failed");
+    assert_eq!(runs[0].error.as_deref(), Some("aws: HTTP 500"));
+    assert_eq!((runs[1].status.as_str(), runs[1].prices_seen), ("ok", 4));
+    assert_eq!(store.last_good_run_id("aws").unwrap(), Some(runs[1].id));
+    assert_eq!(store.last_good_syncs().unwrap().get("aws"), Some(&at(0)));
+}

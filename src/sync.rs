@@ -1,0 +1,169 @@
+//! One sync of one provider: fetch a snapshot, check it, write it, record the run.
+//!
+//! A provider that fails, or returns a snapshot that does not hold together,
+//! leaves its last good data exactly as it was; the run is recorded as failed with
+//! the reason.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use gpuplan_providers::{FetchContext, Provider, ProviderError, Snapshot};
+
+use crate::store::{Store, StoreError, WriteStats};
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SyncError {
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    #[error("{provider}: snapshot rejected: {reason}")]
+    Rejected { provider: String, reason: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The result of syncing one provider.
+#[derive(Debug)]
+pub struct SyncOutcome {
+    pub provider: String,
+    /// The sync run's id; `None` only when not even the run could be recorded.
+    pub run_id: Option<i64>,
+    pub result: Result<WriteStats, SyncError>,
+    pub seconds: f64,
+}
+
+/// Syncs `provider` into `store`. Never fails itself: the outcome carries the error.
+#[tracing::instrument(skip_all, fields(provider = %provider.id()))]
+pub async fn sync_provider(store: &mut Store, provider: &dyn Provider) -> SyncOutcome {
+    let id = provider.id().to_owned();
+    let start = Instant::now();
+    let started_at = Utc::now();
+    let run_id = match store.begin_run(&id, started_at) {
+        Ok(run_id) => run_id,
+        Err(e) => {
+            return SyncOutcome {
+                provider: id,
+                run_id: None,
+                result: Err(e.into()),
+                seconds: start.elapsed().as_secs_f64(),
+            };
+        }
+    };
+    let result = fetch_and_write(store, provider, run_id, started_at).await;
+    match &result {
+        Ok(stats) => tracing::info!(
+            run_id,
+            prices = stats.prices_seen,
+            changed = stats.prices_changed,
+            spot_added = stats.spot_added,
+            "Sync finished."
+        ),
+        Err(err) => {
+            tracing::warn!(run_id, error = %err, "Sync failed; keeping the last good data.");
+            if let Err(e) = store.fail_run(run_id, Utc::now(), &err.to_string()) {
+                tracing::error!(run_id, error = %e, "Could not record the failed sync run.");
+            }
+        }
+    }
+    SyncOutcome {
+        provider: id,
+        run_id: Some(run_id),
+        result,
+        seconds: start.elapsed().as_secs_f64(),
+    }
+}
+
+async fn fetch_and_write(
+    store: &mut Store,
+    provider: &dyn Provider,
+    run_id: i64,
+    started_at: DateTime<Utc>,
+) -> Result<WriteStats, SyncError> {
+    let id = provider.id();
+    let ctx = FetchContext {
+        newest_spot_by_region: store.newest_spot_by_region(id)?,
+    };
+    let snapshot = provider.fetch(&ctx).await?;
+    validate(&snapshot).map_err(|reason| SyncError::Rejected {
+        provider: id.to_owned(),
+        reason,
+    })?;
+    Ok(store.write_snapshot(run_id, id, &snapshot, started_at, Utc::now())?)
+}
+
+/// Checks that a snapshot holds together before anything of it is stored.
+///
+/// # Errors
+/// The first problem found, naming the record.
+pub fn validate(snapshot: &Snapshot) -> Result<(), String> {
+    if snapshot.prices.is_empty()
+        && snapshot.spot_observations.is_empty()
+        && snapshot.availability.is_empty()
+    {
+        return Err("it is empty (no prices, spot observations or availability)".to_owned());
+    }
+    let mut types = HashMap::new();
+    for t in &snapshot.instance_types {
+        if t.instance_type.trim().is_empty() || t.gpu_model.trim().is_empty() {
+            return Err(format!("instance type `{}` has an empty name or GPU model", t.instance_type));
+        }
+        if t.gpu_count == 0 {
+            return Err(format!("instance type `{}` has no GPUs", t.instance_type));
+        }
+        let positive = |v: Option<f64>| v.is_none_or(|v| v.is_finite() && v > 0.0);
+        if !positive(t.gpu_memory_gib) || !positive(t.memory_gib) {
+            return Err(format!("instance type `{}` has a memory size that is not a positive number", t.instance_type));
+        }
+        if let Some(old) = types.insert(t.instance_type.as_str(), t) {
+            if old != t {
+                return Err(format!("instance type `{}` is listed twice with different specs", t.instance_type));
+            }
+        }
+    }
+    let mut keys = HashMap::new();
+    for p in &snapshot.prices {
+        let name = format!(
+            "{} {} {}{}",
+            p.instance_type,
+            p.price_kind,
+            p.region,
+            p.zone.as_ref().map(|z| format!("/{z}")).unwrap_or_default()
+        );
+        if p.region.trim().is_empty() || p.instance_type.trim().is_empty() {
+            return Err(format!("price `{name}` has an empty region or instance type"));
+        }
+        if !types.contains_key(p.instance_type.as_str()) {
+            return Err(format!("price `{name}` refers to an instance type the snapshot does not describe"));
+        }
+        for (field, v) in [
+            ("usd_per_hour", p.usd_per_hour),
+            ("upfront_usd", p.upfront_usd),
+            ("recurring_usd_per_hour", p.recurring_usd_per_hour),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return Err(format!("price `{name}` has {field} = {v}"));
+            }
+        }
+        let effective = gpuplan_providers::PriceRecord::effective_hourly(p.price_kind, p.upfront_usd, p.recurring_usd_per_hour);
+        if (effective - p.usd_per_hour).abs() > 1e-6 * p.usd_per_hour.max(1.0) {
+            return Err(format!(
+                "price `{name}`: usd_per_hour {} is not upfront {} plus recurring {} over the term ({effective})",
+                p.usd_per_hour, p.upfront_usd, p.recurring_usd_per_hour
+            ));
+        }
+        let key = (&p.region, &p.zone, &p.instance_type, p.price_kind, p.offering_class);
+        if keys.insert(key, ()).is_some() {
+            return Err(format!("price `{name}` is listed twice"));
+        }
+    }
+    for o in &snapshot.spot_observations {
+        if o.zone.trim().is_empty() || o.region.trim().is_empty() || o.instance_type.trim().is_empty() {
+            return Err(format!("spot observation of `{}` at {} has an empty region, zone or instance type", o.instance_type, o.observed_at));
+        }
+        if !o.usd_per_hour.is_finite() || o.usd_per_hour < 0.0 {
+            return Err(format!("spot observation of `{}` in {} at {} has price {}", o.instance_type, o.zone, o.observed_at, o.usd_per_hour));
+        }
+    }
+    Ok(())
+}
