@@ -28,7 +28,11 @@ impl Freshness {
         let Some(last) = self.last_good.get(source) else {
             return true;
         };
-        let interval = self.intervals.get(source).copied().unwrap_or(self.default_interval);
+        let interval = self
+            .intervals
+            .get(source)
+            .copied()
+            .unwrap_or(self.default_interval);
         (self.now - *last).to_std().unwrap_or(Duration::ZERO) > interval * 2
     }
 }
@@ -75,20 +79,32 @@ pub struct PriceFilter {
 
 impl PriceFilter {
     fn matches(&self, r: &CatalogRecord) -> bool {
-        let any = |list: &[String], f: &dyn Fn(&str) -> bool| list.is_empty() || list.iter().any(|v| f(v));
+        let any = |list: &[String], f: &dyn Fn(&str) -> bool| {
+            list.is_empty() || list.iter().any(|v| f(v))
+        };
         any(&self.gpus, &|g| gpu_matches(&r.gpu_model, g))
             && any(&self.providers, &|p| {
                 r.provider == p || (p == "file" && r.provider.starts_with("file:"))
             })
-            && any(&self.regions, &|reg| r.region == reg || r.available_regions.iter().any(|a| a == reg))
+            && any(&self.regions, &|reg| {
+                r.region == reg || r.available_regions.iter().any(|a| a == reg)
+            })
             && (self.kinds.is_empty() || self.kinds.iter().any(|k| k.to_string() == r.price_kind))
-            && self.max_usd_per_gpu_hour.is_none_or(|max| r.usd_per_gpu_hour <= max)
+            && self
+                .max_usd_per_gpu_hour
+                .is_none_or(|max| r.usd_per_gpu_hour <= max)
     }
 }
 
 fn gpu_matches(model: &str, wanted: &str) -> bool {
-    let (model, wanted) = (model.to_ascii_lowercase(), wanted.trim().to_ascii_lowercase());
-    model == wanted || model.strip_prefix(&wanted).is_some_and(|rest| rest.starts_with('-'))
+    let (model, wanted) = (
+        model.to_ascii_lowercase(),
+        wanted.trim().to_ascii_lowercase(),
+    );
+    model == wanted
+        || model
+            .strip_prefix(&wanted)
+            .is_some_and(|rest| rest.starts_with('-'))
 }
 
 /// Current prices matching `filter`, cheapest per GPU-hour first (ties broken by
@@ -96,7 +112,11 @@ fn gpu_matches(model: &str, wanted: &str) -> bool {
 ///
 /// # Errors
 /// On a store error.
-pub fn prices(store: &Store, fresh: &Freshness, filter: &PriceFilter) -> Result<Vec<CatalogRecord>, StoreError> {
+pub fn prices(
+    store: &Store,
+    fresh: &Freshness,
+    filter: &PriceFilter,
+) -> Result<Vec<CatalogRecord>, StoreError> {
     let mut out: Vec<CatalogRecord> = store
         .current_prices()?
         .into_iter()
@@ -191,7 +211,11 @@ pub struct SpotQuery {
 ///
 /// # Errors
 /// On a store error.
-pub fn spot_history(store: &Store, q: &SpotQuery, now: DateTime<Utc>) -> Result<SpotHistory, StoreError> {
+pub fn spot_history(
+    store: &Store,
+    q: &SpotQuery,
+    now: DateTime<Utc>,
+) -> Result<SpotHistory, StoreError> {
     let points = store.spot_history(
         &q.instance_type,
         q.provider.as_deref(),
@@ -201,7 +225,10 @@ pub fn spot_history(store: &Store, q: &SpotQuery, now: DateTime<Utc>) -> Result<
     )?;
     let mut grouped: BTreeMap<(String, String), Vec<SpotPoint>> = BTreeMap::new();
     for p in points {
-        grouped.entry((p.provider.clone(), p.zone.clone())).or_default().push(p);
+        grouped
+            .entry((p.provider.clone(), p.zone.clone()))
+            .or_default()
+            .push(p);
     }
     let mut all_segments = Vec::new();
     let mut series = Vec::new();
@@ -237,7 +264,10 @@ fn segments(points: &[SpotPoint], since: DateTime<Utc>, now: DateTime<Utc>) -> V
         .enumerate()
         .map(|(i, p)| {
             let start = p.observed_at.max(since);
-            let end = points.get(i + 1).map_or(now, |next| next.observed_at).max(start);
+            let end = points
+                .get(i + 1)
+                .map_or(now, |next| next.observed_at)
+                .max(start);
             (p.usd_per_hour, (end - start).as_seconds_f64())
         })
         .collect()
@@ -288,7 +318,11 @@ mod tests {
     #[test]
     fn spot_stats_weigh_each_price_by_how_long_it_held() {
         // 1.0 for 20 hours, then a 2-hour spike at 9.0, then 1.0 again for 2 hours.
-        let segs = vec![(1.0, 20.0 * 3600.0), (9.0, 2.0 * 3600.0), (1.0, 2.0 * 3600.0)];
+        let segs = vec![
+            (1.0, 20.0 * 3600.0),
+            (9.0, 2.0 * 3600.0),
+            (1.0, 2.0 * 3600.0),
+        ];
         let s = stats(&segs, 3).unwrap();
         assert_eq!((s.min, s.p50, s.max), (1.0, 1.0, 9.0));
         assert_eq!(s.p95, 9.0);

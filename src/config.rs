@@ -57,7 +57,9 @@ pub struct Schedule {
 impl Schedule {
     fn parse(expr: &str) -> Result<Self, String> {
         let parsed = cron::Schedule::from_str(expr).map_err(|e| {
-            format!("`{expr}` is not a cron schedule (sec min hour day-of-month month day-of-week [year]): {e}")
+            // The cron crate's message spans lines with a caret diagram; keep its words.
+            let detail = e.to_string().split_whitespace().filter(|w| *w != "^").collect::<Vec<_>>().join(" ");
+            format!("`{expr}` is not a cron schedule (sec min hour day-of-month month day-of-week [year]): {detail}")
         })?;
         if parsed.upcoming(Utc).next().is_none() {
             return Err(format!("`{expr}` never fires again"));
@@ -173,7 +175,12 @@ pub struct ConfigErrors {
 impl fmt::Display for ConfigErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.errors.len();
-        write!(f, "{}: {n} problem{}:", self.file, if n == 1 { "" } else { "s" })?;
+        write!(
+            f,
+            "{}: {n} problem{}:",
+            self.file,
+            if n == 1 { "" } else { "s" }
+        )?;
         for e in &self.errors {
             write!(f, "\n  {e}")?;
         }
@@ -228,7 +235,10 @@ fn parse_raw(text: &str) -> Result<RawConfig, Vec<ConfigError>> {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let path = if path == "." { String::new() } else { path };
-        vec![ConfigError::new(path, located(inner.message(), inner.span()))]
+        vec![ConfigError::new(
+            path,
+            located(inner.message(), inner.span()),
+        )]
     })
 }
 
@@ -237,10 +247,17 @@ impl RawConfig {
         let mut errors = Vec::new();
         let resolve = |p: &str| {
             let p = Path::new(p);
-            if p.is_absolute() { p.to_path_buf() } else { base.join(p) }
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base.join(p)
+            }
         };
 
-        let store_path = self.store.path.unwrap_or_else(|| DEFAULT_STORE_PATH.to_owned());
+        let store_path = self
+            .store
+            .path
+            .unwrap_or_else(|| DEFAULT_STORE_PATH.to_owned());
         if store_path.trim().is_empty() {
             errors.push(ConfigError::new("store.path", "must not be empty"));
         }
@@ -265,7 +282,10 @@ impl RawConfig {
                 Some("csv") => Some(SheetFormat::Csv),
                 Some("json") => Some(SheetFormat::Json),
                 Some(other) => {
-                    errors.push(ConfigError::new(at("format"), format!("`{other}` is not a sheet format; expected \"csv\" or \"json\"")));
+                    errors.push(ConfigError::new(
+                        at("format"),
+                        format!("`{other}` is not a sheet format; expected \"csv\" or \"json\""),
+                    ));
                     None
                 }
                 None => {
@@ -276,9 +296,10 @@ impl RawConfig {
                     guessed
                 }
             };
-            let schedule = Schedule::parse(raw.schedule.as_deref().unwrap_or(DEFAULT_FILE_SCHEDULE))
-                .map_err(|e| errors.push(ConfigError::new(at("schedule"), e)))
-                .ok();
+            let schedule =
+                Schedule::parse(raw.schedule.as_deref().unwrap_or(DEFAULT_FILE_SCHEDULE))
+                    .map_err(|e| errors.push(ConfigError::new(at("schedule"), e)))
+                    .ok();
             if let (Some(format), Some(schedule)) = (format, schedule) {
                 file.insert(
                     name,
@@ -338,14 +359,21 @@ mod tests {
             Path::new("/etc/gpuplan"),
         )
         .unwrap();
-        assert_eq!(config.store.path, PathBuf::from("/etc/gpuplan/data/catalog.db"));
-        assert_eq!(config.providers.file["onprem"].path, PathBuf::from("/srv/p.csv"));
+        assert_eq!(
+            config.store.path,
+            PathBuf::from("/etc/gpuplan/data/catalog.db")
+        );
+        assert_eq!(
+            config.providers.file["onprem"].path,
+            PathBuf::from("/srv/p.csv")
+        );
         assert_eq!(config.enabled_sources(), vec!["file:onprem"]);
     }
 
     #[test]
     fn an_unknown_key_is_named_by_its_dotted_path_and_line() {
-        let errors = errors_of("[store]\npath = \"x.db\"\n\n[providers.file.onprem]\npaht = \"p.csv\"\n");
+        let errors =
+            errors_of("[store]\npath = \"x.db\"\n\n[providers.file.onprem]\npaht = \"p.csv\"\n");
         assert_eq!(errors.len(), 1);
         assert!(errors[0].starts_with("providers.file.onprem"), "{errors:?}");
         assert!(errors[0].contains("paht"), "{errors:?}");
@@ -354,7 +382,10 @@ mod tests {
     #[test]
     fn a_wrong_type_is_named_by_its_dotted_path() {
         let errors = errors_of("[providers.file.onprem]\npath = \"p.csv\"\nenabled = \"yes\"\n");
-        assert!(errors[0].starts_with("providers.file.onprem.enabled:"), "{errors:?}");
+        assert!(
+            errors[0].starts_with("providers.file.onprem.enabled:"),
+            "{errors:?}"
+        );
         assert!(errors[0].contains("line 3"), "{errors:?}");
     }
 
@@ -372,7 +403,10 @@ mod tests {
              [providers.file.deals]\npath = \"d.csv\"\nformat = \"excel\"\n\
              [providers.file.Bad]\npath = \"b.json\"\n",
         );
-        let paths: Vec<&str> = errors.iter().map(|e| e.split(':').next().unwrap()).collect();
+        let paths: Vec<&str> = errors
+            .iter()
+            .map(|e| e.split(':').next().unwrap())
+            .collect();
         assert_eq!(
             paths,
             vec![
@@ -389,7 +423,13 @@ mod tests {
     #[test]
     fn schedule_intervals_follow_the_cron_expression() {
         let now = Utc::now();
-        assert_eq!(Schedule::parse("0 0 * * * *").unwrap().interval(now), Duration::from_secs(3600));
-        assert_eq!(Schedule::parse("0 */10 * * * *").unwrap().interval(now), Duration::from_secs(600));
+        assert_eq!(
+            Schedule::parse("0 0 * * * *").unwrap().interval(now),
+            Duration::from_secs(3600)
+        );
+        assert_eq!(
+            Schedule::parse("0 */10 * * * *").unwrap().interval(now),
+            Duration::from_secs(600)
+        );
     }
 }

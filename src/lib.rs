@@ -2,7 +2,9 @@
 //!
 //! Data flows one way: providers -> [`sync`] -> [`store`] -> [`catalog`] -> [`cli`].
 
-pub mod store;
-pub mod config;
-pub mod sync;
 pub mod catalog;
+pub mod cli;
+pub mod config;
+pub mod store;
+pub mod sync;
+pub mod telemetry;

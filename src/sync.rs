@@ -106,19 +106,28 @@ pub fn validate(snapshot: &Snapshot) -> Result<(), String> {
     let mut types = HashMap::new();
     for t in &snapshot.instance_types {
         if t.instance_type.trim().is_empty() || t.gpu_model.trim().is_empty() {
-            return Err(format!("instance type `{}` has an empty name or GPU model", t.instance_type));
+            return Err(format!(
+                "instance type `{}` has an empty name or GPU model",
+                t.instance_type
+            ));
         }
         if t.gpu_count == 0 {
             return Err(format!("instance type `{}` has no GPUs", t.instance_type));
         }
         let positive = |v: Option<f64>| v.is_none_or(|v| v.is_finite() && v > 0.0);
         if !positive(t.gpu_memory_gib) || !positive(t.memory_gib) {
-            return Err(format!("instance type `{}` has a memory size that is not a positive number", t.instance_type));
+            return Err(format!(
+                "instance type `{}` has a memory size that is not a positive number",
+                t.instance_type
+            ));
         }
-        if let Some(old) = types.insert(t.instance_type.as_str(), t) {
-            if old != t {
-                return Err(format!("instance type `{}` is listed twice with different specs", t.instance_type));
-            }
+        if let Some(old) = types.insert(t.instance_type.as_str(), t)
+            && old != t
+        {
+            return Err(format!(
+                "instance type `{}` is listed twice with different specs",
+                t.instance_type
+            ));
         }
     }
     let mut keys = HashMap::new();
@@ -131,10 +140,14 @@ pub fn validate(snapshot: &Snapshot) -> Result<(), String> {
             p.zone.as_ref().map(|z| format!("/{z}")).unwrap_or_default()
         );
         if p.region.trim().is_empty() || p.instance_type.trim().is_empty() {
-            return Err(format!("price `{name}` has an empty region or instance type"));
+            return Err(format!(
+                "price `{name}` has an empty region or instance type"
+            ));
         }
         if !types.contains_key(p.instance_type.as_str()) {
-            return Err(format!("price `{name}` refers to an instance type the snapshot does not describe"));
+            return Err(format!(
+                "price `{name}` refers to an instance type the snapshot does not describe"
+            ));
         }
         for (field, v) in [
             ("usd_per_hour", p.usd_per_hour),
@@ -145,25 +158,156 @@ pub fn validate(snapshot: &Snapshot) -> Result<(), String> {
                 return Err(format!("price `{name}` has {field} = {v}"));
             }
         }
-        let effective = gpuplan_providers::PriceRecord::effective_hourly(p.price_kind, p.upfront_usd, p.recurring_usd_per_hour);
+        let effective = gpuplan_providers::PriceRecord::effective_hourly(
+            p.price_kind,
+            p.upfront_usd,
+            p.recurring_usd_per_hour,
+        );
         if (effective - p.usd_per_hour).abs() > 1e-6 * p.usd_per_hour.max(1.0) {
             return Err(format!(
                 "price `{name}`: usd_per_hour {} is not upfront {} plus recurring {} over the term ({effective})",
                 p.usd_per_hour, p.upfront_usd, p.recurring_usd_per_hour
             ));
         }
-        let key = (&p.region, &p.zone, &p.instance_type, p.price_kind, p.offering_class);
+        let key = (
+            &p.region,
+            &p.zone,
+            &p.instance_type,
+            p.price_kind,
+            p.offering_class,
+        );
         if keys.insert(key, ()).is_some() {
             return Err(format!("price `{name}` is listed twice"));
         }
     }
     for o in &snapshot.spot_observations {
-        if o.zone.trim().is_empty() || o.region.trim().is_empty() || o.instance_type.trim().is_empty() {
-            return Err(format!("spot observation of `{}` at {} has an empty region, zone or instance type", o.instance_type, o.observed_at));
+        if o.zone.trim().is_empty()
+            || o.region.trim().is_empty()
+            || o.instance_type.trim().is_empty()
+        {
+            return Err(format!(
+                "spot observation of `{}` at {} has an empty region, zone or instance type",
+                o.instance_type, o.observed_at
+            ));
         }
         if !o.usd_per_hour.is_finite() || o.usd_per_hour < 0.0 {
-            return Err(format!("spot observation of `{}` in {} at {} has price {}", o.instance_type, o.zone, o.observed_at, o.usd_per_hour));
+            return Err(format!(
+                "spot observation of `{}` in {} at {} has price {}",
+                o.instance_type, o.zone, o.observed_at, o.usd_per_hour
+            ));
         }
     }
     Ok(())
+}
+
+/// The providers `config` enables, ready to sync.
+#[must_use]
+pub fn enabled_providers(config: &crate::config::Config) -> Vec<Box<dyn Provider>> {
+    let mut out: Vec<Box<dyn Provider>> = Vec::new();
+    for (name, sheet) in &config.providers.file {
+        if sheet.enabled {
+            out.push(Box::new(gpuplan_providers::file::FileProvider::new(
+                name,
+                sheet.path.clone(),
+                sheet.format,
+            )));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use gpuplan_providers::async_trait;
+
+    use super::*;
+    use crate::store::test_support::{count, snapshot};
+
+    /// Answers each fetch with the next queued result.
+    struct Scripted {
+        answers: Mutex<Vec<Result<Snapshot, ProviderError>>>,
+    }
+
+    impl Scripted {
+        fn new(mut answers: Vec<Result<Snapshot, ProviderError>>) -> Self {
+            answers.reverse();
+            Self {
+                answers: Mutex::new(answers),
+            }
+        }
+    }
+
+    #[async_trait]
+    impl Provider for Scripted {
+        fn id(&self) -> &str {
+            "aws"
+        }
+
+        async fn fetch(&self, _ctx: &FetchContext) -> Result<Snapshot, ProviderError> {
+            self.answers.lock().unwrap().pop().expect("no answer left")
+        }
+    }
+
+    fn server_error() -> ProviderError {
+        ProviderError::Http {
+            provider: "aws".into(),
+            url: "http://127.0.0.1:1/".into(),
+            status: 500,
+            body: "boom".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failing_provider_leaves_its_previous_data_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("c.db")).unwrap();
+        let mut duplicated = snapshot(2, 5.0);
+        duplicated.prices.push(duplicated.prices[0].clone());
+        let provider = Scripted::new(vec![
+            Ok(snapshot(4, 1.0)),
+            Err(server_error()),
+            Ok(duplicated),
+            Ok(Snapshot::default()),
+        ]);
+
+        let good = sync_provider(&mut store, &provider).await;
+        assert_eq!(good.result.unwrap().prices_seen, 8);
+        let before = store.current_prices().unwrap();
+        let versions = count(&store, "price_versions");
+
+        let failed = sync_provider(&mut store, &provider).await;
+        assert!(matches!(failed.result, Err(SyncError::Provider(_))));
+        let rejected = sync_provider(&mut store, &provider).await;
+        let err = rejected.result.unwrap_err().to_string();
+        assert!(err.contains("listed twice"), "{err}");
+        let empty = sync_provider(&mut store, &provider).await;
+        assert!(empty.result.unwrap_err().to_string().contains("empty"));
+
+        assert_eq!(store.current_prices().unwrap(), before);
+        assert_eq!(count(&store, "price_versions"), versions);
+        let runs = store.sync_runs(10).unwrap();
+        let statuses: Vec<&str> = runs.iter().map(|r| r.status.as_str()).collect();
+        assert_eq!(statuses, vec!["failed", "failed", "failed", "ok"]);
+        assert!(runs[2].error.as_deref().unwrap().contains("HTTP 500"));
+        assert_eq!(store.last_good_run_id("aws").unwrap(), good.run_id);
+    }
+
+    #[test]
+    fn snapshots_that_do_not_hold_together_are_rejected_with_the_record_named() {
+        let mut orphan = snapshot(1, 1.0);
+        orphan.instance_types.clear();
+        assert!(validate(&orphan).unwrap_err().contains("gpu0.xlarge"));
+
+        let mut inconsistent = snapshot(1, 1.0);
+        inconsistent.prices[1].usd_per_hour += 1.0;
+        assert!(validate(&inconsistent).unwrap_err().contains("commit_1y"));
+
+        let mut nan = snapshot(1, 1.0);
+        nan.spot_observations[0].usd_per_hour = f64::NAN;
+        assert!(validate(&nan).unwrap_err().contains("us-east-1a"));
+
+        assert!(validate(&snapshot(3, 1.0)).is_ok());
+    }
 }

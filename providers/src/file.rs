@@ -154,12 +154,22 @@ fn csv_rows(
         .map_or(1, |i| i as u64 + 1);
     for h in &headers {
         if !COLUMNS.contains(&h) {
-            errors.push(cell_error(file, header_line, h, format!("unknown column; known columns: {}", COLUMNS.join(", "))));
+            errors.push(cell_error(
+                file,
+                header_line,
+                h,
+                format!("unknown column; known columns: {}", COLUMNS.join(", ")),
+            ));
         }
     }
     for required in &COLUMNS[..REQUIRED] {
         if !headers.iter().any(|h| h == *required) {
-            errors.push(cell_error(file, header_line, required, "required column is missing"));
+            errors.push(cell_error(
+                file,
+                header_line,
+                required,
+                "required column is missing",
+            ));
         }
     }
     let mut rows = Vec::new();
@@ -202,14 +212,24 @@ fn json_rows(
         let object: Map<String, Value> = match serde_json::from_str(item.get()) {
             Ok(o) => o,
             Err(_) => {
-                errors.push(cell_error(file, line, "*", "each record must be a JSON object"));
+                errors.push(cell_error(
+                    file,
+                    line,
+                    "*",
+                    "each record must be a JSON object",
+                ));
                 continue;
             }
         };
         let mut cells = HashMap::new();
         for (key, value) in object {
             if !COLUMNS.contains(&key.as_str()) {
-                errors.push(cell_error(file, line, &key, format!("unknown field; known fields: {}", COLUMNS.join(", "))));
+                errors.push(cell_error(
+                    file,
+                    line,
+                    &key,
+                    format!("unknown field; known fields: {}", COLUMNS.join(", ")),
+                ));
                 continue;
             }
             let text = match value {
@@ -217,18 +237,30 @@ fn json_rows(
                 Value::String(s) => s.trim().to_owned(),
                 Value::Number(n) => n.to_string(),
                 Value::Array(items) if key == "available_regions" => {
-                    let names: Option<Vec<String>> =
-                        items.into_iter().map(|v| v.as_str().map(str::to_owned)).collect();
+                    let names: Option<Vec<String>> = items
+                        .into_iter()
+                        .map(|v| v.as_str().map(str::to_owned))
+                        .collect();
                     match names {
                         Some(names) => names.join(";"),
                         None => {
-                            errors.push(cell_error(file, line, &key, "must be a list of region names"));
+                            errors.push(cell_error(
+                                file,
+                                line,
+                                &key,
+                                "must be a list of region names",
+                            ));
                             continue;
                         }
                     }
                 }
                 other => {
-                    errors.push(cell_error(file, line, &key, format!("expected a string or number, found {other}")));
+                    errors.push(cell_error(
+                        file,
+                        line,
+                        &key,
+                        format!("expected a string or number, found {other}"),
+                    ));
                     continue;
                 }
             };
@@ -250,7 +282,8 @@ struct Cells<'a> {
 
 impl Cells<'_> {
     fn fail(&mut self, field: &str, message: impl Into<String>) {
-        self.errors.push(cell_error(self.file, self.row.line, field, message));
+        self.errors
+            .push(cell_error(self.file, self.row.line, field, message));
     }
 
     fn text(&self, field: &str) -> Option<&str> {
@@ -286,7 +319,10 @@ impl Cells<'_> {
             Some(v)
         } else {
             let bound = if min_inclusive { ">=" } else { ">" };
-            self.fail(field, format!("`{v}` must be a finite number {bound} {min}"));
+            self.fail(
+                field,
+                format!("`{v}` must be a finite number {bound} {min}"),
+            );
             None
         }
     }
@@ -302,7 +338,13 @@ impl Cells<'_> {
 }
 
 /// Identity of a price within a sheet: a second row with the same key is a mistake.
-type PriceKey = (String, Option<String>, String, PriceKind, Option<OfferingClass>);
+type PriceKey = (
+    String,
+    Option<String>,
+    String,
+    PriceKind,
+    Option<OfferingClass>,
+);
 
 fn build_snapshot(file: &str, rows: &[RawRow], errors: &mut Vec<SheetRowError>) -> Snapshot {
     let mut snapshot = Snapshot::default();
@@ -349,10 +391,16 @@ fn parse_row(c: &mut Cells<'_>) -> Option<(InstanceType, PriceRecord)> {
     let region = c.required("region");
     let instance_type = c.required("instance_type");
     let gpu_name = c.required("gpu_model");
-    let gpu_count = c.required("gpu_count").and_then(|_| c.count("gpu_count", 1));
+    let gpu_count = c
+        .required("gpu_count")
+        .and_then(|_| c.count("gpu_count", 1));
     let kind_text = c.required("price_kind");
-    let kind = kind_text.as_ref().and_then(|_| c.parsed::<PriceKind>("price_kind", "a price kind"));
-    let usd = c.required("usd_per_hour").and_then(|_| c.number("usd_per_hour", 0.0, true));
+    let kind = kind_text
+        .as_ref()
+        .and_then(|_| c.parsed::<PriceKind>("price_kind", "a price kind"));
+    let usd = c
+        .required("usd_per_hour")
+        .and_then(|_| c.number("usd_per_hour", 0.0, true));
     let gpu_memory = c.number("gpu_memory_gib", 0.0, false);
     let vcpus = c.count("vcpus", 1);
     let memory_gib = c.number("memory_gib", 0.0, false);
@@ -363,15 +411,24 @@ fn parse_row(c: &mut Cells<'_>) -> Option<(InstanceType, PriceRecord)> {
     let source = c.text("source").map(str::to_owned);
     let available_regions: Vec<String> = c
         .text("available_regions")
-        .map(|s| s.split(';').map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned).collect())
+        .map(|s| {
+            s.split(';')
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default();
 
     if let Some(kind) = kind {
         if offering_class.is_some() && !matches!(kind, PriceKind::AwsReserved(..)) {
             c.fail("offering_class", format!("only reserved_<term>_<payment>_upfront prices have an offering class, not {kind}"));
         }
-        if upfront.is_some() && kind.term().is_none() {
-            c.fail("upfront_usd", format!("{kind} prices have no upfront payment"));
+        if upfront.is_some_and(|u| u > 0.0) && kind.term().is_none() {
+            c.fail(
+                "upfront_usd",
+                format!("{kind} prices have no upfront payment"),
+            );
         }
     }
     let (region, instance_type, gpu_name, gpu_count, kind, usd) =
@@ -382,7 +439,10 @@ fn parse_row(c: &mut Cells<'_>) -> Option<(InstanceType, PriceRecord)> {
         None => usd,
     };
     if recurring < -1e-9 {
-        c.fail("upfront_usd", format!("{upfront} spread over the term is more than the effective usd_per_hour {usd}"));
+        c.fail(
+            "upfront_usd",
+            format!("{upfront} spread over the term is more than the effective usd_per_hour {usd}"),
+        );
         return None;
     }
     let model = gpu::normalize(&gpu_name, gpu_memory);
@@ -458,7 +518,10 @@ us-east-1,p4d.24xlarge,NVIDIA A100-SXM4-40GB,8,on_demand,19.22,,,
 ]"#;
         let snap = parse_sheet("file:t", "t.json", json, SheetFormat::Json).unwrap();
         assert_eq!(snap.prices.len(), 2);
-        assert_eq!(snap.prices[1].available_regions, vec!["us-east-1", "us-west-1"]);
+        assert_eq!(
+            snap.prices[1].available_regions,
+            vec!["us-east-1", "us-west-1"]
+        );
         assert_eq!(snap.prices[0].max_instances, Some(4));
     }
 
@@ -474,13 +537,28 @@ r1,t4,L4,1,on_demand,-1
 ";
         let errors = sheet_errors(text, SheetFormat::Csv);
         let found: Vec<(u64, &str)> = errors.iter().map(|e| (e.line, e.field.as_str())).collect();
-        assert_eq!(found, vec![(3, "gpu_count"), (4, "price_kind"), (5, "usd_per_hour"), (6, "region")]);
-        assert!(errors[0].to_string().starts_with("t.sheet:3: field `gpu_count`"));
+        assert_eq!(
+            found,
+            vec![
+                (3, "gpu_count"),
+                (4, "price_kind"),
+                (5, "usd_per_hour"),
+                (6, "region")
+            ]
+        );
+        assert!(
+            errors[0]
+                .to_string()
+                .starts_with("t.sheet:3: field `gpu_count`")
+        );
     }
 
     #[test]
     fn unknown_and_missing_columns_are_errors_on_the_header_line() {
-        let errors = sheet_errors("region,instance_type,gpu_model,gpu_count,usd_per_hour,colour\n", SheetFormat::Csv);
+        let errors = sheet_errors(
+            "region,instance_type,gpu_model,gpu_count,usd_per_hour,colour\n",
+            SheetFormat::Csv,
+        );
         let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, vec!["colour", "price_kind"]);
         assert!(errors.iter().all(|e| e.line == 1));
@@ -488,7 +566,10 @@ r1,t4,L4,1,on_demand,-1
 
     #[test]
     fn a_short_csv_row_is_an_error_with_its_line() {
-        let errors = sheet_errors("region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\nr,t,L4,1\n", SheetFormat::Csv);
+        let errors = sheet_errors(
+            "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\nr,t,L4,1\n",
+            SheetFormat::Csv,
+        );
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].line, 2);
     }
@@ -503,7 +584,8 @@ r1,t4,L4,1,on_demand,-1
 
     #[test]
     fn malformed_json_is_a_decode_error_naming_the_file() {
-        let err = parse_sheet("file:t", "prices.json", "[{\"region\": ", SheetFormat::Json).unwrap_err();
+        let err =
+            parse_sheet("file:t", "prices.json", "[{\"region\": ", SheetFormat::Json).unwrap_err();
         assert!(matches!(err, ProviderError::Decode { .. }));
         assert!(err.to_string().contains("prices.json"), "{err}");
     }
@@ -522,10 +604,15 @@ r,t,L4,1,commit_1y,0.1,,8760
             .into_iter()
             .map(|e| (e.line, e.field))
             .collect();
-        let expected: Vec<(u64, String)> = [(3, "instance_type"), (4, "price_kind"), (5, "offering_class"), (6, "upfront_usd")]
-            .into_iter()
-            .map(|(l, f)| (l, f.to_owned()))
-            .collect();
+        let expected: Vec<(u64, String)> = [
+            (3, "instance_type"),
+            (4, "price_kind"),
+            (5, "offering_class"),
+            (6, "upfront_usd"),
+        ]
+        .into_iter()
+        .map(|(l, f)| (l, f.to_owned()))
+        .collect();
         assert_eq!(found, expected);
     }
 }

@@ -97,8 +97,22 @@ const ALIASES: &[(&str, &str)] = &[
 
 /// Vendor words and packaging variants that do not change which model it is.
 const NOISE: &[&str] = &[
-    "nvidia", "tesla", "amd", "instinct", "radeon", "gpu", "sxm", "sxm2", "sxm4", "sxm5",
-    "pcie", "habana", "aws", "intel", "virtual", "workstation",
+    "nvidia",
+    "tesla",
+    "amd",
+    "instinct",
+    "radeon",
+    "gpu",
+    "sxm",
+    "sxm2",
+    "sxm4",
+    "sxm5",
+    "pcie",
+    "habana",
+    "aws",
+    "intel",
+    "virtual",
+    "workstation",
 ];
 
 /// Normalizes a provider's GPU name. `memory_hint_gib` is the per-GPU memory the

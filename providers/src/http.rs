@@ -37,7 +37,14 @@ impl Default for RetryPolicy {
 }
 
 /// Query parameters whose values are credentials and never appear in logs or errors.
-const SECRET_PARAMS: &[&str] = &["key", "api_key", "apikey", "token", "access_token", "signature"];
+const SECRET_PARAMS: &[&str] = &[
+    "key",
+    "api_key",
+    "apikey",
+    "token",
+    "access_token",
+    "signature",
+];
 
 #[derive(Debug, Clone)]
 pub struct HttpClient {
@@ -193,7 +200,11 @@ pub fn retry_after(headers: &HeaderMap, now: DateTime<Utc>) -> Option<Duration> 
         return Some(Duration::from_secs(secs));
     }
     let at = DateTime::parse_from_rfc2822(value).ok()?;
-    Some((at.with_timezone(&Utc) - now).to_std().unwrap_or(Duration::ZERO))
+    Some(
+        (at.with_timezone(&Utc) - now)
+            .to_std()
+            .unwrap_or(Duration::ZERO),
+    )
 }
 
 /// The URL with credential-bearing query values replaced, for logs and errors.
@@ -292,7 +303,10 @@ mod tests {
     async fn server_errors_give_up_after_the_last_attempt() {
         let (url, hits) = serve(|_| (StatusCode::BAD_GATEWAY, "down").into_response()).await;
         let err = client().get(&url).await.unwrap_err();
-        assert!(matches!(err, ProviderError::Http { status: 502, .. }), "{err}");
+        assert!(
+            matches!(err, ProviderError::Http { status: 502, .. }),
+            "{err}"
+        );
         assert!(err.is_retryable());
         assert_eq!(hits.load(Ordering::SeqCst), 3);
     }
@@ -302,7 +316,8 @@ mod tests {
         let (url, hits) = serve(|n| {
             if n == 0 {
                 let mut r = (StatusCode::TOO_MANY_REQUESTS, "slow down").into_response();
-                r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+                r.headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from_static("1"));
                 r
             } else {
                 "ok".into_response()
@@ -317,7 +332,8 @@ mod tests {
     async fn a_wait_longer_than_the_policy_allows_goes_back_to_the_caller() {
         let (url, hits) = serve(|_| {
             let mut r = StatusCode::TOO_MANY_REQUESTS.into_response();
-            r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("3600"));
+            r.headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from_static("3600"));
             r
         })
         .await;
@@ -389,11 +405,16 @@ mod tests {
 
     #[test]
     fn retry_after_reads_seconds_and_http_dates() {
-        let now = DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z").unwrap().with_timezone(&Utc);
+        let now = DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
         let mut h = HeaderMap::new();
         h.insert(RETRY_AFTER, HeaderValue::from_static("7"));
         assert_eq!(retry_after(&h, now), Some(Duration::from_secs(7)));
-        h.insert(RETRY_AFTER, HeaderValue::from_static("Sun, 29 Nov 2026 12:00:30 GMT"));
+        h.insert(
+            RETRY_AFTER,
+            HeaderValue::from_static("Sun, 29 Nov 2026 12:00:30 GMT"),
+        );
         assert_eq!(retry_after(&h, now), Some(Duration::from_secs(30)));
         h.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
         assert_eq!(retry_after(&h, now), None);

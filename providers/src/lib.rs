@@ -14,11 +14,11 @@ pub mod snapshot;
 
 pub use error::ProviderError;
 pub use snapshot::{
-    AvailabilityRecord, AvailabilitySignal, FetchContext, InstanceType, OfferingClass,
-    PriceKind, PriceRecord, Scope, Snapshot, SpotObservation, Term, Upfront,
+    AvailabilityRecord, AvailabilitySignal, FetchContext, InstanceType, OfferingClass, PriceKind,
+    PriceRecord, Scope, Snapshot, SpotObservation, Term, Upfront,
 };
 
-use async_trait::async_trait;
+pub use async_trait::async_trait;
 
 /// One price source. Object-safe so the daemon can hold `Box<dyn Provider>`.
 #[async_trait]

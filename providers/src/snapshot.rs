@@ -225,9 +225,10 @@ impl PriceKind {
     pub fn term(self) -> Option<Term> {
         match self {
             Self::OnDemand | Self::Spot => None,
-            Self::AwsReserved(t, _) | Self::Reserved(t) | Self::SavingsPlan(t) | Self::Commit(t) => {
-                Some(t)
-            }
+            Self::AwsReserved(t, _)
+            | Self::Reserved(t)
+            | Self::SavingsPlan(t)
+            | Self::Commit(t) => Some(t),
         }
     }
 
@@ -270,7 +271,11 @@ impl FromStr for PriceKind {
             .ok_or_else(|| UnknownName {
                 what: "price_kind",
                 value: s.to_owned(),
-                expected: Self::all().iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+                expected: Self::all()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })
     }
 }
@@ -344,7 +349,12 @@ mod tests {
         let kind = PriceKind::AwsReserved(Term::OneYear, Upfront::Partial);
         let eff = PriceRecord::effective_hourly(kind, 8760.0, 1.5);
         assert!((eff - 2.5).abs() < 1e-12);
-        assert!((PriceRecord::effective_hourly(PriceKind::Commit(Term::ThreeYears), 26280.0, 0.0) - 1.0).abs() < 1e-12);
+        assert!(
+            (PriceRecord::effective_hourly(PriceKind::Commit(Term::ThreeYears), 26280.0, 0.0)
+                - 1.0)
+                .abs()
+                < 1e-12
+        );
         assert!((PriceRecord::effective_hourly(PriceKind::OnDemand, 0.0, 3.0) - 3.0).abs() < 1e-12);
     }
 }

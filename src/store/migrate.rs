@@ -43,7 +43,8 @@ pub(super) fn run(conn: &mut Connection, path: &str, target: i64) -> Result<(), 
         };
         let tx = conn.transaction().map_err(fail)?;
         tx.execute_batch(sql).map_err(fail)?;
-        tx.pragma_update(None, "user_version", version).map_err(fail)?;
+        tx.pragma_update(None, "user_version", version)
+            .map_err(fail)?;
         tx.commit().map_err(fail)?;
         tracing::info!(migration = name, path, "Applied migration.");
     }

@@ -26,8 +26,14 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
-    #[error("{path} was written by a newer gpuplan (schema version {found}, this build knows up to {known}); upgrade gpuplan or use another database file")]
-    TooNew { path: String, found: i64, known: i64 },
+    #[error(
+        "{path} was written by a newer gpuplan (schema version {found}, this build knows up to {known}); upgrade gpuplan or use another database file"
+    )]
+    TooNew {
+        path: String,
+        found: i64,
+        known: i64,
+    },
     #[error("migration {name} failed on {path}: {source}")]
     Migration {
         path: String,
@@ -73,9 +79,12 @@ impl Store {
         )
         .map_err(open_err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(open_err)?;
-        conn.pragma_update(None, "synchronous", "NORMAL").map_err(open_err)?;
-        conn.pragma_update(None, "foreign_keys", "ON").map_err(open_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(open_err)?;
         migrate::run(&mut conn, &shown, version)?;
         Ok(Self { conn })
     }
@@ -85,7 +94,9 @@ impl Store {
     /// # Errors
     /// On a database error.
     pub fn schema_version(&self) -> Result<i64, StoreError> {
-        Ok(self.conn.pragma_query_value(None, "user_version", |r| r.get(0))?)
+        Ok(self
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))?)
     }
 
     /// `PRAGMA integrity_check`; `"ok"` for a sound file.
@@ -93,7 +104,9 @@ impl Store {
     /// # Errors
     /// On a database error.
     pub fn integrity_check(&self) -> Result<String, StoreError> {
-        Ok(self.conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
+        Ok(self
+            .conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
     }
 }
 

@@ -62,6 +62,18 @@ pub struct SyncRun {
     pub error: Option<String>,
 }
 
+/// A sync_runs row before its text columns are parsed.
+struct RawRun {
+    id: i64,
+    source: String,
+    started: String,
+    finished: Option<String>,
+    status: String,
+    counts: [i64; 7],
+    skipped: String,
+    error: Option<String>,
+}
+
 fn none_if_empty(s: String) -> Option<String> {
     if s.is_empty() { None } else { Some(s) }
 }
@@ -163,16 +175,19 @@ impl Store {
              FROM matching WHERE observed_at >= ?5
              ORDER BY provider, zone, observed_at",
         )?;
-        let rows = stmt.query_map(params![instance_type, provider, region, zone, ts(since)], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, f64>(5)?,
-            ))
-        })?;
+        let rows = stmt.query_map(
+            params![instance_type, provider, region, zone, ts(since)],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, f64>(5)?,
+                ))
+            },
+        )?;
         let mut out = Vec::new();
         for row in rows {
             let (provider, region, zone, instance_type, at, usd_per_hour) = row?;
@@ -217,45 +232,54 @@ impl Store {
              FROM sync_runs ORDER BY id DESC LIMIT ?1",
         )?;
         let rows = stmt.query_map([limit], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, Option<String>>(3)?,
-                r.get::<_, String>(4)?,
-                [r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?],
-                r.get::<_, String>(12)?,
-                r.get::<_, Option<String>>(13)?,
-            ))
+            Ok(RawRun {
+                id: r.get(0)?,
+                source: r.get(1)?,
+                started: r.get(2)?,
+                finished: r.get(3)?,
+                status: r.get(4)?,
+                counts: [
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                    r.get(9)?,
+                    r.get(10)?,
+                    r.get(11)?,
+                ],
+                skipped: r.get(12)?,
+                error: r.get(13)?,
+            })
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, source, started, finished, status, counts, skipped, error): (
-                i64,
-                String,
-                String,
-                Option<String>,
-                String,
-                [i64; 7],
-                String,
-                Option<String>,
-            ) = row?;
+            let raw = row?;
+            let [
+                instance_types,
+                prices_seen,
+                prices_changed,
+                prices_withdrawn,
+                spot_seen,
+                spot_added,
+                availability,
+            ] = raw.counts;
             out.push(SyncRun {
-                id,
-                source,
-                started_at: parse_ts(&started)?,
-                finished_at: finished.as_deref().map(parse_ts).transpose()?,
-                status,
-                instance_types: counts[0],
-                prices_seen: counts[1],
-                prices_changed: counts[2],
-                prices_withdrawn: counts[3],
-                spot_seen: counts[4],
-                spot_added: counts[5],
-                availability: counts[6],
-                skipped: serde_json::from_str(&skipped)
-                    .map_err(|e| StoreError::Corrupt(format!("skipped_json `{skipped}`: {e}")))?,
-                error,
+                id: raw.id,
+                source: raw.source,
+                started_at: parse_ts(&raw.started)?,
+                finished_at: raw.finished.as_deref().map(parse_ts).transpose()?,
+                status: raw.status,
+                instance_types,
+                prices_seen,
+                prices_changed,
+                prices_withdrawn,
+                spot_seen,
+                spot_added,
+                availability,
+                skipped: serde_json::from_str(&raw.skipped).map_err(|e| {
+                    StoreError::Corrupt(format!("skipped_json `{}`: {e}", raw.skipped))
+                })?,
+                error: raw.error,
             });
         }
         Ok(out)

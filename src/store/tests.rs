@@ -12,7 +12,9 @@ fn temp_store() -> (TempDir, Store) {
 
 fn sync(store: &mut Store, snap: &gpuplan_providers::Snapshot, hour: i64) -> WriteStats {
     let run = store.begin_run("aws", at(hour)).unwrap();
-    store.write_snapshot(run, "aws", snap, at(hour), at(hour)).unwrap()
+    store
+        .write_snapshot(run, "aws", snap, at(hour), at(hour))
+        .unwrap()
 }
 
 #[test]
@@ -21,9 +23,13 @@ fn a_new_database_gets_every_migration_and_reopens_cleanly() {
     let path = dir.path().join("new.db");
     let store = Store::open(&path).unwrap();
     assert_eq!(store.schema_version().unwrap(), migrate::latest_version());
-    let mode: String = conn(&store).query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    let mode: String = conn(&store)
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(mode, "wal");
-    let fk: i64 = conn(&store).query_row("PRAGMA foreign_keys", [], |r| r.get(0)).unwrap();
+    let fk: i64 = conn(&store)
+        .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(fk, 1);
     drop(store);
     let again = Store::open(&path).unwrap();
@@ -51,7 +57,9 @@ fn a_database_from_a_newer_gpuplan_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("future.db");
     let store = Store::open(&path).unwrap();
-    conn(&store).pragma_update(None, "user_version", 99).unwrap();
+    conn(&store)
+        .pragma_update(None, "user_version", 99)
+        .unwrap();
     drop(store);
     let err = Store::open(&path).err().unwrap();
     assert!(matches!(err, StoreError::TooNew { found: 99, .. }), "{err}");
@@ -69,7 +77,14 @@ fn the_same_snapshot_twice_adds_no_rows_and_no_versions() {
     let series = count(&store, "price_series");
 
     let second = sync(&mut store, &snap, 1);
-    assert_eq!((second.prices_seen, second.prices_changed, second.prices_withdrawn), (10, 0, 0));
+    assert_eq!(
+        (
+            second.prices_seen,
+            second.prices_changed,
+            second.prices_withdrawn
+        ),
+        (10, 0, 0)
+    );
     assert_eq!((second.spot_seen, second.spot_added), (2, 0));
     assert_eq!(count(&store, "price_versions"), versions);
     assert_eq!(count(&store, "price_series"), series);
@@ -115,7 +130,13 @@ fn a_price_no_longer_listed_is_withdrawn_and_can_come_back() {
     fewer.prices.retain(|p| p.instance_type != "gpu1.xlarge");
     let stats = sync(&mut store, &fewer, 1);
     assert_eq!(stats.prices_withdrawn, 2);
-    assert!(store.current_prices().unwrap().iter().all(|p| p.instance_type != "gpu1.xlarge"));
+    assert!(
+        store
+            .current_prices()
+            .unwrap()
+            .iter()
+            .all(|p| p.instance_type != "gpu1.xlarge")
+    );
 
     let back = sync(&mut store, &full, 2);
     assert_eq!(back.prices_changed, 2);
@@ -161,13 +182,17 @@ fn an_error_half_way_through_a_snapshot_stores_none_of_it() {
     let mut bad = snapshot(10, 2.0);
     bad.prices[15].upfront_usd = -1.0;
     let run = store.begin_run("aws", at(1)).unwrap();
-    let err = store.write_snapshot(run, "aws", &bad, at(1), at(1)).unwrap_err();
+    let err = store
+        .write_snapshot(run, "aws", &bad, at(1), at(1))
+        .unwrap_err();
     assert!(matches!(err, StoreError::Db(_)), "{err}");
 
     assert_eq!(store.current_prices().unwrap(), before);
     assert_eq!(count(&store, "price_versions"), versions);
     let status: String = conn(&store)
-        .query_row("SELECT status FROM sync_runs WHERE id = ?1", [run], |r| r.get(0))
+        .query_row("SELECT status FROM sync_runs WHERE id = ?1", [run], |r| {
+            r.get(0)
+        })
         .unwrap();
     assert_eq!(status, "running");
     assert_eq!(store.integrity_check().unwrap(), "ok");
@@ -177,10 +202,20 @@ fn an_error_half_way_through_a_snapshot_stores_none_of_it() {
 fn spot_history_includes_the_price_in_force_at_the_window_start() {
     let (_dir, mut store) = temp_store();
     sync(&mut store, &snapshot(1, 3.0), 0);
-    let points = store.spot_history("gpu0.xlarge", None, None, None, at(0) + chrono::Duration::minutes(30)).unwrap();
+    let points = store
+        .spot_history(
+            "gpu0.xlarge",
+            None,
+            None,
+            None,
+            at(0) + chrono::Duration::minutes(30),
+        )
+        .unwrap();
     assert_eq!(points.len(), 2);
     assert_eq!(points[0].observed_at, at(0));
-    let none = store.spot_history("gpu9.xlarge", None, None, None, at(0)).unwrap();
+    let none = store
+        .spot_history("gpu9.xlarge", None, None, None, at(0))
+        .unwrap();
     assert!(none.is_empty());
 }
 

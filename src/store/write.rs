@@ -59,7 +59,9 @@ fn series_key(p: &PriceRecord) -> SeriesKey {
         p.zone.clone().unwrap_or_default(),
         p.instance_type.clone(),
         p.price_kind.to_string(),
-        p.offering_class.map(|c| c.as_str().to_owned()).unwrap_or_default(),
+        p.offering_class
+            .map(|c| c.as_str().to_owned())
+            .unwrap_or_default(),
     )
 }
 
@@ -81,7 +83,12 @@ impl Store {
     ///
     /// # Errors
     /// On a database error.
-    pub fn fail_run(&self, run_id: i64, finished_at: DateTime<Utc>, error: &str) -> Result<(), StoreError> {
+    pub fn fail_run(
+        &self,
+        run_id: i64,
+        finished_at: DateTime<Utc>,
+        error: &str,
+    ) -> Result<(), StoreError> {
         self.conn.execute(
             "UPDATE sync_runs SET status = 'failed', finished_at = ?2, error = ?3 WHERE id = ?1",
             params![run_id, ts(finished_at), error],
@@ -333,7 +340,9 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT region, max(observed_at) FROM spot_observations WHERE provider = ?1 GROUP BY region",
         )?;
-        let rows = stmt.query_map([provider], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        let rows = stmt.query_map([provider], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
         let mut out = BTreeMap::new();
         for row in rows {
             let (region, at) = row?;

@@ -1,0 +1,554 @@
+//! The command line: argument parsing and the output people and scripts read.
+//! stdout carries data (tables or `--json`), stderr carries logs and notes.
+//! Exit codes: 0 ok, 1 failure, 2 bad input.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use chrono::{DateTime, NaiveDate, Utc};
+use clap::{Args, Parser, Subcommand};
+use gpuplan_providers::PriceKind;
+use serde_json::json;
+
+use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter, SpotHistory, SpotQuery};
+use crate::config::{self, Config};
+use crate::store::Store;
+use crate::sync;
+use crate::telemetry::LogFormat;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpuplan",
+    version,
+    about = "A local catalog of cloud GPU prices, purchase plans and alerts."
+)]
+pub struct Cli {
+    /// Config file (TOML). Without one, built-in defaults apply.
+    #[arg(long, global = true, env = "GPUPLAN_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Sync every enabled provider (or the named ones) into the catalog now.
+    Sync {
+        /// Only this provider (repeatable), e.g. `file:onprem`.
+        #[arg(long = "provider")]
+        providers: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List current prices, cheapest per GPU-hour first.
+    Prices(PricesArgs),
+    /// Spot price history of one instance type, with min/p50/p95/max.
+    SpotHistory(SpotHistoryArgs),
+    /// Check or print configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct PricesArgs {
+    /// GPU model or family, e.g. `H100-80GB` or `H100` (repeatable).
+    #[arg(long = "gpu")]
+    gpus: Vec<String>,
+    /// Provider, e.g. `aws` or `file:onprem`; `file` matches every sheet (repeatable).
+    #[arg(long = "provider")]
+    providers: Vec<String>,
+    /// Region (repeatable); also matches global offers available there.
+    #[arg(long = "region")]
+    regions: Vec<String>,
+    /// Price kind, e.g. `on_demand`, `spot`, `reserved_1y_no_upfront` (repeatable).
+    #[arg(long = "kind", value_parser = parse_kind)]
+    kinds: Vec<PriceKind>,
+    /// Only prices at or below this many USD per GPU-hour.
+    #[arg(long, value_parser = parse_price)]
+    max_usd_per_gpu_hour: Option<f64>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SpotHistoryArgs {
+    /// Instance type, e.g. `p5.48xlarge`.
+    #[arg(long)]
+    instance: String,
+    #[arg(long)]
+    provider: Option<String>,
+    #[arg(long)]
+    region: Option<String>,
+    #[arg(long)]
+    zone: Option<String>,
+    /// Window start: a duration back from now (`7d`, `36h`, `90m`), a date
+    /// (`2026-11-01`) or an RFC 3339 time.
+    #[arg(long, default_value = "7d")]
+    since: String,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate a config file (default: --config), reporting every problem.
+    Validate { file: Option<PathBuf> },
+    /// Print the example config, which documents every key.
+    Example,
+}
+
+/// A command's failure, split by whose fault it is (for the exit code).
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("{0:#}")]
+    BadInput(anyhow::Error),
+    #[error("{0:#}")]
+    Failed(anyhow::Error),
+}
+
+impl CliError {
+    #[must_use]
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::BadInput(_) => ExitCode::from(2),
+            Self::Failed(_) => ExitCode::from(1),
+        }
+    }
+}
+
+impl From<anyhow::Error> for CliError {
+    fn from(e: anyhow::Error) -> Self {
+        Self::Failed(e)
+    }
+}
+
+fn parse_kind(s: &str) -> Result<PriceKind, String> {
+    s.parse()
+        .map_err(|e: gpuplan_providers::snapshot::UnknownName| e.to_string())
+}
+
+fn parse_price(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a price in USD (a number >= 0)")),
+    }
+}
+
+/// Runs one command.
+///
+/// # Errors
+/// `BadInput` for a bad config or argument, `Failed` for everything else.
+pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
+    match cli.command {
+        Command::Config(ConfigCommand::Example) => {
+            print!("{}", config::EXAMPLE);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Config(ConfigCommand::Validate { file }) => {
+            validate_config(file.as_deref().or(cli.config.as_deref()))
+        }
+        Command::Sync { providers, json } => {
+            let config = load_config(cli.config.as_deref())?;
+            run_sync(&config, &providers, json).await
+        }
+        Command::Prices(args) => {
+            let config = load_config(cli.config.as_deref())?;
+            run_prices(&config, args)
+        }
+        Command::SpotHistory(args) => {
+            let config = load_config(cli.config.as_deref())?;
+            run_spot_history(&config, &args)
+        }
+    }
+}
+
+fn load_config(path: Option<&Path>) -> Result<Config, CliError> {
+    match path {
+        Some(path) => Config::load(path).map_err(|e| CliError::BadInput(e.into())),
+        None => Ok(Config::default()),
+    }
+}
+
+fn validate_config(path: Option<&Path>) -> Result<ExitCode, CliError> {
+    let Some(path) = path else {
+        println!(
+            "no config file given: the built-in defaults apply (see `gpuplan config example`)"
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    let config = load_config(Some(path))?;
+    let sources = config.enabled_sources();
+    println!(
+        "{}: ok; store {}; {} provider{} enabled{}{}",
+        path.display(),
+        config.store.path.display(),
+        sources.len(),
+        if sources.len() == 1 { "" } else { "s" },
+        if sources.is_empty() { "" } else { ": " },
+        sources.join(", ")
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn open_store(config: &Config) -> Result<Store, CliError> {
+    Store::open(&config.store.path).map_err(|e| CliError::Failed(e.into()))
+}
+
+async fn run_sync(config: &Config, wanted: &[String], json: bool) -> Result<ExitCode, CliError> {
+    let mut providers = sync::enabled_providers(config);
+    if !wanted.is_empty() {
+        let known: Vec<String> = providers.iter().map(|p| p.id().to_owned()).collect();
+        if let Some(missing) = wanted.iter().find(|w| !known.contains(w)) {
+            return Err(CliError::BadInput(anyhow::anyhow!(
+                "--provider {missing}: no enabled provider has that name; enabled: {}",
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        }
+        providers.retain(|p| wanted.iter().any(|w| w == p.id()));
+    }
+    if providers.is_empty() {
+        eprintln!("No providers are enabled in the configuration; nothing to sync.");
+    }
+    let mut store = open_store(config)?;
+    let mut outcomes = Vec::new();
+    for provider in &providers {
+        outcomes.push(sync::sync_provider(&mut store, provider.as_ref()).await);
+    }
+    let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
+    if json {
+        let rows: Vec<_> = outcomes
+            .iter()
+            .map(|o| match &o.result {
+                Ok(stats) => json!({"provider": o.provider, "run_id": o.run_id, "status": "ok",
+                                    "seconds": o.seconds, "stats": stats}),
+                Err(e) => json!({"provider": o.provider, "run_id": o.run_id, "status": "failed",
+                                 "seconds": o.seconds, "error": e.to_string()}),
+            })
+            .collect();
+        print_json(&rows)?;
+    } else {
+        for o in &outcomes {
+            match &o.result {
+                Ok(s) => {
+                    let skipped = if s.skipped.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        s.skipped
+                            .iter()
+                            .map(|(k, v)| format!("{k}={v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
+                    println!(
+                        "{:<16} ok      {:>7.2}s  types {}  prices {} (changed {}, withdrawn {})  spot {} (new {})  availability {}  skipped: {skipped}",
+                        o.provider,
+                        o.seconds,
+                        s.instance_types,
+                        s.prices_seen,
+                        s.prices_changed,
+                        s.prices_withdrawn,
+                        s.spot_seen,
+                        s.spot_added,
+                        s.availability
+                    );
+                }
+                Err(e) => println!("{:<16} FAILED  {:>7.2}s  {e}", o.provider, o.seconds),
+            }
+        }
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn freshness(config: &Config, store: &Store) -> Result<Freshness, CliError> {
+    let now = Utc::now();
+    let intervals = config
+        .enabled_sources()
+        .into_iter()
+        .filter_map(|s| config.schedule_of(&s).map(|sched| (s, sched.interval(now))))
+        .collect();
+    Ok(Freshness {
+        last_good: store
+            .last_good_syncs()
+            .map_err(|e| CliError::Failed(e.into()))?,
+        intervals,
+        default_interval: std::time::Duration::from_secs(3600),
+        now,
+    })
+}
+
+fn run_prices(config: &Config, args: PricesArgs) -> Result<ExitCode, CliError> {
+    let store = open_store(config)?;
+    let fresh = freshness(config, &store)?;
+    let filter = PriceFilter {
+        gpus: args.gpus,
+        providers: args.providers,
+        regions: args.regions,
+        kinds: args.kinds,
+        max_usd_per_gpu_hour: args.max_usd_per_gpu_hour,
+    };
+    let records =
+        catalog::prices(&store, &fresh, &filter).map_err(|e| CliError::Failed(e.into()))?;
+    if args.json {
+        print_json(&records)?;
+    } else if records.is_empty() {
+        eprintln!(
+            "No prices match. Sources synced: {}.",
+            synced_sources(&fresh)
+        );
+    } else {
+        print!("{}", prices_table(&records, fresh.now));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn synced_sources(fresh: &Freshness) -> String {
+    if fresh.last_good.is_empty() {
+        return "none yet (run `gpuplan sync`)".to_owned();
+    }
+    fresh
+        .last_good
+        .iter()
+        .map(|(s, at)| format!("{s} {} ago", age(fresh.now, *at)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A short human age: `45s`, `12m`, `3h`, `2d`.
+fn age(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
+    let secs = (now - then).num_seconds().max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 2 * 3600 => format!("{}m", s / 60),
+        s if s < 2 * 86400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+fn prices_table(records: &[CatalogRecord], now: DateTime<Utc>) -> String {
+    let header = [
+        "PROVIDER",
+        "REGION",
+        "ZONE",
+        "INSTANCE",
+        "GPU",
+        "N",
+        "KIND",
+        "USD/H",
+        "USD/GPU-H",
+        "AGE",
+    ];
+    let rows: Vec<[String; 10]> = records
+        .iter()
+        .map(|r| {
+            let data_time = r.observed_at.or(r.fetched_at);
+            let mut age = data_time.map_or_else(|| "-".to_owned(), |t| age(now, t));
+            if r.stale {
+                age.push_str(" stale");
+            }
+            let kind = match &r.offering_class {
+                Some(class) => format!("{} ({class})", r.price_kind),
+                None => r.price_kind.clone(),
+            };
+            [
+                r.provider.clone(),
+                r.region.clone(),
+                r.zone.clone().unwrap_or_else(|| "-".to_owned()),
+                r.instance_type.clone(),
+                r.gpu_model.clone(),
+                r.gpu_count.to_string(),
+                kind,
+                format!("{:.4}", r.usd_per_hour),
+                format!("{:.4}", r.usd_per_gpu_hour),
+                age,
+            ]
+        })
+        .collect();
+    render_table(&header, &rows, &[5, 7, 8])
+}
+
+/// Left-aligned columns, except the right-aligned (numeric) ones listed.
+fn render_table<const N: usize>(
+    header: &[&str; N],
+    rows: &[[String; N]],
+    right: &[usize],
+) -> String {
+    let mut widths = header.map(str::len);
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let parts: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if right.contains(&i) {
+                    format!("{c:>w$}", w = widths[i])
+                } else {
+                    format!("{c:<w$}", w = widths[i])
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+fn run_spot_history(config: &Config, args: &SpotHistoryArgs) -> Result<ExitCode, CliError> {
+    let now = Utc::now();
+    let since = parse_since(&args.since, now)
+        .map_err(|e| CliError::BadInput(anyhow::anyhow!("--since: {e}")))?;
+    let store = open_store(config)?;
+    let query = SpotQuery {
+        instance_type: args.instance.clone(),
+        provider: args.provider.clone(),
+        region: args.region.clone(),
+        zone: args.zone.clone(),
+        since,
+    };
+    let history =
+        catalog::spot_history(&store, &query, now).map_err(|e| CliError::Failed(e.into()))?;
+    if args.json {
+        print_json(&history)?;
+    } else if history.series.is_empty() {
+        eprintln!(
+            "No spot history for {} since {}.",
+            args.instance,
+            since.to_rfc3339()
+        );
+    } else {
+        print!("{}", spot_table(&history));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn spot_table(h: &SpotHistory) -> String {
+    let header = [
+        "PROVIDER", "REGION", "ZONE", "OBS", "MIN", "P50", "P95", "MAX",
+    ];
+    let stat_cells = |s: &catalog::SpotStats| {
+        [
+            s.observations.to_string(),
+            format!("{:.4}", s.min),
+            format!("{:.4}", s.p50),
+            format!("{:.4}", s.p95),
+            format!("{:.4}", s.max),
+        ]
+    };
+    let mut rows: Vec<[String; 8]> = Vec::new();
+    for s in &h.series {
+        let [o, a, b, c, d] = stat_cells(&s.stats);
+        rows.push([
+            s.provider.clone(),
+            s.region.clone(),
+            s.zone.clone(),
+            o,
+            a,
+            b,
+            c,
+            d,
+        ]);
+    }
+    if let (Some(all), true) = (&h.stats, h.series.len() > 1) {
+        let [o, a, b, c, d] = stat_cells(all);
+        rows.push(["all".into(), "".into(), "".into(), o, a, b, c, d]);
+    }
+    format!(
+        "{} spot USD/hour since {} (time-weighted)\n{}",
+        h.instance_type,
+        h.since.format("%Y-%m-%d %H:%M UTC"),
+        render_table(&header, &rows, &[3, 4, 5, 6, 7])
+    )
+}
+
+/// `7d` / `36h` / `90m` back from `now`, a date, or an RFC 3339 time.
+fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+    let s = s.trim();
+    let units: BTreeMap<char, i64> =
+        BTreeMap::from([('m', 60), ('h', 3600), ('d', 86400), ('w', 604_800)]);
+    if let Some(unit) = s.chars().last().and_then(|c| units.get(&c))
+        && let Ok(n) = s[..s.len() - 1].parse::<i64>()
+        && n >= 0
+    {
+        return Ok(now - chrono::Duration::seconds(n.saturating_mul(*unit)));
+    }
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return Ok(d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc());
+    }
+    Err(format!(
+        "`{s}` is not a duration (7d, 36h, 90m, 2w), a date (2026-11-01) or an RFC 3339 time"
+    ))
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
+    let text =
+        serde_json::to_string_pretty(value).context("Failed to encode the output as JSON.")?;
+    println!("{text}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_accepts_durations_dates_and_times() {
+        let now = DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(
+            parse_since("7d", now).unwrap(),
+            now - chrono::Duration::days(7)
+        );
+        assert_eq!(
+            parse_since("90m", now).unwrap(),
+            now - chrono::Duration::minutes(90)
+        );
+        assert_eq!(
+            parse_since("2026-11-01", now).unwrap().to_rfc3339(),
+            "2026-11-01T00:00:00+00:00"
+        );
+        assert_eq!(
+            parse_since("2026-11-28T06:00:00Z", now).unwrap(),
+            now - chrono::Duration::hours(30)
+        );
+        assert!(
+            parse_since("last week", now)
+                .unwrap_err()
+                .contains("last week")
+        );
+        assert!(parse_since("-3d", now).is_err());
+    }
+
+    #[test]
+    fn ages_are_short_and_readable() {
+        let now = Utc::now();
+        assert_eq!(age(now, now - chrono::Duration::seconds(30)), "30s");
+        assert_eq!(age(now, now - chrono::Duration::minutes(30)), "30m");
+        assert_eq!(age(now, now - chrono::Duration::hours(5)), "5h");
+        assert_eq!(age(now, now - chrono::Duration::days(3)), "3d");
+    }
+}

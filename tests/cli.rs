@@ -1,0 +1,288 @@
+//! The `gpuplan` binary end to end: real config files, real SQLite files in temp
+//! directories, and price sheets as users write them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+struct Workspace {
+    dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    /// A directory with a config naming `sheets` (name, file name) and a catalog file.
+    fn new(sheets: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = String::from("[store]\npath = \"catalog.db\"\n");
+        for (name, file) in sheets {
+            config.push_str(&format!("\n[providers.file.{name}]\npath = \"{file}\"\n"));
+        }
+        std::fs::write(dir.path().join("gpuplan.toml"), config).unwrap();
+        Self { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn write(&self, name: &str, text: &str) {
+        std::fs::write(self.path(name), text).unwrap();
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+            .arg("--config")
+            .arg(self.path("gpuplan.toml"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("GPUPLAN_CONFIG")
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "{args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+const SHEET: &str = "\
+# region,instance_type,... as in the catalog record
+region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,gpu_memory_gib,vcpus,memory_gib,max_instances,upfront_usd,source,zone,offering_class,available_regions
+onprem-fra,dgx-h100,H100,8,on_demand,18.40,80,224,2048,4,,rack-a,,,
+onprem-fra,dgx-h100,H100,8,reserved_1y_partial_upfront,14.00,80,224,2048,4,35040,deal-2026,,convertible,
+us-east-1,g6.xlarge,nvidia-l4,1,spot,0.35,,4,16,,,,us-east-1a,,
+global,gpu_1x_a10,A10,1,on_demand,0.75,,30,200,,,,,,us-east-1;us-west-1
+";
+
+#[test]
+fn prices_json_round_trips_the_normalized_fields() {
+    let ws = Workspace::new(&[("onprem", "onprem.csv")]);
+    ws.write("onprem.csv", SHEET);
+    let sync = ws.run(&["sync"]);
+    assert!(sync.status.success(), "{}", text(&sync.stderr));
+    let records = ws.json(&["prices", "--json"]);
+    let records = records.as_array().unwrap();
+    assert_eq!(records.len(), 4);
+    let dgx = records
+        .iter()
+        .find(|r| r["price_kind"] == "reserved_1y_partial_upfront")
+        .unwrap();
+    assert_eq!(dgx["gpu_model"], "H100-80GB");
+    assert_eq!(dgx["offering_class"], "convertible");
+    assert_eq!(dgx["usd_per_gpu_hour"], 1.75);
+    assert_eq!(dgx["recurring_usd_per_hour"], 10.0);
+    assert_eq!(dgx["stale"], false);
+
+    // Feed the records back in as a JSON sheet: the catalog must come out the same.
+    let fields = [
+        "region",
+        "zone",
+        "instance_type",
+        "gpu_model",
+        "gpu_count",
+        "gpu_memory_gib",
+        "vcpus",
+        "memory_gib",
+        "price_kind",
+        "offering_class",
+        "usd_per_hour",
+        "upfront_usd",
+        "source",
+        "available_regions",
+        "max_instances",
+    ];
+    let sheet: Vec<Value> = records
+        .iter()
+        .map(|r| {
+            Value::Object(
+                fields
+                    .iter()
+                    .map(|f| ((*f).to_owned(), r[*f].clone()))
+                    .collect(),
+            )
+        })
+        .collect();
+    let copy = Workspace::new(&[("onprem", "copy.json")]);
+    copy.write("copy.json", &serde_json::to_string_pretty(&sheet).unwrap());
+    let out = copy.run(&["sync"]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let again = copy.json(&["prices", "--json"]);
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        for r in v.as_array_mut().unwrap() {
+            r.as_object_mut().unwrap().remove("fetched_at");
+        }
+        v
+    };
+    assert_eq!(strip(&again), strip(&Value::Array(records.clone())));
+}
+
+#[test]
+fn filters_select_by_gpu_family_kind_region_and_price() {
+    let ws = Workspace::new(&[("onprem", "onprem.csv")]);
+    ws.write("onprem.csv", SHEET);
+    assert!(ws.run(&["sync"]).status.success());
+    let kinds = |args: &[&str]| -> Vec<String> {
+        let mut full = vec!["prices", "--json"];
+        full.extend_from_slice(args);
+        ws.json(&full)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["instance_type"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(kinds(&["--gpu", "h100"]), vec!["dgx-h100", "dgx-h100"]);
+    assert_eq!(kinds(&["--kind", "spot"]), vec!["g6.xlarge"]);
+    assert_eq!(kinds(&["--region", "us-west-1"]), vec!["gpu_1x_a10"]);
+    assert_eq!(kinds(&["--max-usd-per-gpu-hour", "0.5"]), vec!["g6.xlarge"]);
+    assert_eq!(kinds(&["--provider", "file"]).len(), 4);
+    assert!(kinds(&["--provider", "aws"]).is_empty());
+    // The table is sorted by price per GPU-hour and shows the data's age.
+    let table = text(&ws.run(&["prices"]).stdout);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with("PROVIDER") && lines[0].ends_with("AGE"),
+        "{table}"
+    );
+    assert!(
+        lines[1].contains("g6.xlarge") && lines[4].contains("on_demand"),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_bad_sheet_row_is_named_and_the_previous_data_stays() {
+    let ws = Workspace::new(&[("onprem", "onprem.csv")]);
+    ws.write("onprem.csv", SHEET);
+    assert!(ws.run(&["sync"]).status.success());
+    let before = ws.json(&["prices", "--json"]);
+
+    ws.write("onprem.csv", &SHEET.replace("0.35", "cheap"));
+    let out = ws.run(&["sync"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = text(&out.stdout);
+    assert!(
+        report.contains("onprem.csv:5: field `usd_per_hour`"),
+        "{report}"
+    );
+    assert_eq!(ws.json(&["prices", "--json"]), before);
+
+    let out = ws.run(&["sync", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let runs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(runs[0]["status"], "failed");
+    assert!(
+        runs[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("`cheap` is not a number")
+    );
+}
+
+#[test]
+fn a_missing_sheet_fails_the_sync_naming_the_file() {
+    let ws = Workspace::new(&[("onprem", "nowhere.csv")]);
+    let out = ws.run(&["sync"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("nowhere.csv"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn bad_config_and_arguments_exit_2_naming_what_is_wrong() {
+    let ws = Workspace::new(&[]);
+    ws.write("gpuplan.toml", "[store]\npath = \"c.db\"\n[providers.file.onprem]\npath = \"p.csv\"\nschedule = \"hourly\"\n");
+    let out = ws.run(&["sync"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("providers.file.onprem.schedule"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let ws = Workspace::new(&[("onprem", "p.csv")]);
+    let out = ws.run(&["sync", "--provider", "aws"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--provider aws"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = ws.run(&["prices", "--max-usd-per-gpu-hour", "-1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = ws.run(&[
+        "spot-history",
+        "--instance",
+        "p5.48xlarge",
+        "--since",
+        "yesterday",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--since"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn the_printed_example_config_validates() {
+    let ws = Workspace::new(&[]);
+    let example = ws.run(&["config", "example"]);
+    assert!(example.status.success());
+    ws.write("example.toml", &text(&example.stdout));
+    let out = ws.run(&[
+        "config",
+        "validate",
+        ws.path("example.toml").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("ok"));
+}
+
+#[test]
+fn spot_history_summarizes_each_zone() {
+    let ws = Workspace::new(&[("spot", "spot.csv")]);
+    ws.write(
+        "spot.csv",
+        "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\nr,t,L4,1,on_demand,1\n",
+    );
+    assert!(ws.run(&["sync"]).status.success());
+    let history = ws.json(&["spot-history", "--instance", "g6.xlarge", "--json"]);
+    assert_eq!(history["series"], json!([]));
+    assert_eq!(history["stats"], Value::Null);
+}
+
+#[test]
+fn no_config_file_uses_the_defaults_in_the_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .args(["prices", "--json"])
+        .current_dir(dir.path())
+        .env_remove("GPUPLAN_CONFIG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        json!([])
+    );
+    assert!(Path::new(&dir.path().join("gpuplan.db")).exists());
+}
