@@ -5,12 +5,21 @@
 //! HTTP and their own wire format and nothing else; they never touch the store,
 //! which is the daemon's job.
 
+#[cfg(feature = "azure")]
+pub mod azure;
 pub mod error;
 #[cfg(feature = "file")]
 pub mod file;
 pub mod gpu;
+#[cfg(feature = "gcp")]
+pub mod gcp;
 pub mod http;
+#[cfg(feature = "lambda")]
+pub mod lambda;
+pub mod secret;
 pub mod snapshot;
+#[cfg(test)]
+pub(crate) mod test_server;
 
 pub use error::ProviderError;
 pub use snapshot::{

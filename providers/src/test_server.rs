@@ -1,0 +1,72 @@
+//! A local HTTP server for adapter tests: answers every request with what the
+//! test's handler returns for its path, query and headers, and records requests.
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use tokio::net::TcpListener;
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// Path and query, e.g. `/api/retail/prices?$skip=1000`.
+    pub uri: String,
+    pub headers: HeaderMap,
+}
+
+pub struct FixtureServer {
+    /// `http://127.0.0.1:PORT`, without a trailing slash.
+    pub base: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl FixtureServer {
+    pub fn requests(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+type Handler = dyn Fn(&Seen, &str, usize) -> Response + Send + Sync;
+
+/// Starts a server; `handler(request, base_url, n)` answers the n-th request (0-based).
+pub async fn serve(handler: impl Fn(&Seen, &str, usize) -> Response + Send + Sync + 'static) -> FixtureServer {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let handler: Arc<Handler> = Arc::new(handler);
+    let (log, base_for_app) = (seen.clone(), base.clone());
+    let app = Router::new().fallback(move |req: Request<Body>| {
+        let (handler, log, base) = (handler.clone(), log.clone(), base_for_app.clone());
+        async move {
+            let request = Seen {
+                uri: req.uri().to_string(),
+                headers: req.headers().clone(),
+            };
+            let n = {
+                let mut log = log.lock().unwrap();
+                log.push(request.clone());
+                log.len() - 1
+            };
+            handler(&request, &base, n)
+        }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    FixtureServer { base, seen }
+}
+
+/// A JSON body with `{{BASE}}` replaced by the server's base URL.
+pub fn json(body: &str, base: &str) -> Response {
+    (
+        StatusCode::OK,
+        [("content-type", "application/json")],
+        body.replace("{{BASE}}", base),
+    )
+        .into_response()
+}
+
+pub fn status(code: u16, body: &str) -> Response {
+    (StatusCode::from_u16(code).unwrap(), body.to_owned()).into_response()
+}
