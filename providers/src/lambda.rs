@@ -13,7 +13,9 @@ use serde::Deserialize;
 
 use crate::http::{HttpClient, RetryPolicy};
 use crate::secret::Secret;
-use crate::snapshot::{AvailabilityRecord, AvailabilitySignal, InstanceType, PriceKind, PriceRecord, Snapshot};
+use crate::snapshot::{
+    AvailabilityRecord, AvailabilitySignal, InstanceType, PriceKind, PriceRecord, Snapshot,
+};
 use crate::{FetchContext, Provider, ProviderError, gpu};
 
 const PROVIDER: &str = "lambda";
@@ -83,7 +85,10 @@ impl Provider for LambdaProvider {
 
     #[tracing::instrument(skip_all, fields(provider = PROVIDER))]
     async fn fetch(&self, _ctx: &FetchContext) -> Result<Snapshot, ProviderError> {
-        let url = format!("{}/api/v1/instance-types", self.config.endpoint.trim_end_matches('/'));
+        let url = format!(
+            "{}/api/v1/instance-types",
+            self.config.endpoint.trim_end_matches('/')
+        );
         let Some(key) = &self.config.api_key else {
             return Err(ProviderError::Auth {
                 provider: PROVIDER.to_owned(),
@@ -96,18 +101,23 @@ impl Provider for LambdaProvider {
             .send(&url, |c| c.get(&url).bearer_auth(key.expose()))
             .await
             .map_err(|e| match e {
-                ProviderError::Auth { provider, url, detail } => ProviderError::Auth {
+                ProviderError::Auth {
+                    provider,
+                    url,
+                    detail,
+                } => ProviderError::Auth {
                     provider,
                     url,
                     detail: format!("{detail} (check {API_KEY_ENV})"),
                 },
                 other => other,
             })?;
-        let response: Response = serde_json::from_slice(&body).map_err(|e| ProviderError::Decode {
-            provider: PROVIDER.to_owned(),
-            location: url.clone(),
-            detail: e.to_string(),
-        })?;
+        let response: Response =
+            serde_json::from_slice(&body).map_err(|e| ProviderError::Decode {
+                provider: PROVIDER.to_owned(),
+                location: url.clone(),
+                detail: e.to_string(),
+            })?;
         Ok(build_snapshot(response))
     }
 }
@@ -125,7 +135,11 @@ fn build_snapshot(response: Response) -> Snapshot {
         if !model.known {
             tracing::warn!(provider = PROVIDER, instance_type = %key, gpu = %spec.gpu_description, "GPU model is not in the normalization table; keeping it as written.");
         }
-        let mut regions: Vec<String> = entry.regions_with_capacity_available.into_iter().map(|r| r.name).collect();
+        let mut regions: Vec<String> = entry
+            .regions_with_capacity_available
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
         regions.sort();
         regions.dedup();
         let usd = spec.price_cents_per_hour as f64 / 100.0;
@@ -208,30 +222,64 @@ mod tests {
             test_server::json(FIXTURE, base)
         })
         .await;
-        let snap = provider(&server, Some("secret-key")).fetch(&FetchContext::default()).await.unwrap();
-        let auth = server.requests()[0].headers["authorization"].to_str().unwrap().to_owned();
+        let snap = provider(&server, Some("secret-key"))
+            .fetch(&FetchContext::default())
+            .await
+            .unwrap();
+        let auth = server.requests()[0].headers["authorization"]
+            .to_str()
+            .unwrap()
+            .to_owned();
         assert_eq!(auth, "Bearer secret-key");
 
         assert_eq!(snap.skipped.get("no_gpu"), Some(&1));
         assert_eq!(snap.prices.len(), 4);
-        let h100 = snap.prices.iter().find(|p| p.instance_type == "gpu_8x_h100_sxm5").unwrap();
+        let h100 = snap
+            .prices
+            .iter()
+            .find(|p| p.instance_type == "gpu_8x_h100_sxm5")
+            .unwrap();
         assert_eq!((h100.region.as_str(), h100.usd_per_hour), ("global", 23.92));
         assert_eq!(h100.available_regions, vec!["us-east-1", "us-west-1"]);
-        let a100 = snap.prices.iter().find(|p| p.instance_type == "gpu_1x_a100").unwrap();
+        let a100 = snap
+            .prices
+            .iter()
+            .find(|p| p.instance_type == "gpu_1x_a100")
+            .unwrap();
         assert!(a100.available_regions.is_empty());
         assert_eq!(snap.availability.len(), 3);
 
-        let spec = |name: &str| snap.instance_types.iter().find(|t| t.instance_type == name).unwrap();
-        assert_eq!((spec("gpu_1x_a10").gpu_model.as_str(), spec("gpu_1x_a10").gpu_count), ("A10", 1));
+        let spec = |name: &str| {
+            snap.instance_types
+                .iter()
+                .find(|t| t.instance_type == name)
+                .unwrap()
+        };
+        assert_eq!(
+            (
+                spec("gpu_1x_a10").gpu_model.as_str(),
+                spec("gpu_1x_a10").gpu_count
+            ),
+            ("A10", 1)
+        );
         assert_eq!(spec("gpu_1x_a100").gpu_model, "A100-40GB");
-        assert_eq!((spec("gpu_8x_h100_sxm5").gpu_model.as_str(), spec("gpu_8x_h100_sxm5").gpu_count), ("H100-80GB", 8));
+        assert_eq!(
+            (
+                spec("gpu_8x_h100_sxm5").gpu_model.as_str(),
+                spec("gpu_8x_h100_sxm5").gpu_count
+            ),
+            ("H100-80GB", 8)
+        );
         assert_eq!(spec("gpu_8x_v100").gpu_model, "V100");
     }
 
     #[tokio::test]
     async fn a_missing_key_names_the_variable_to_set() {
         let server = test_server::serve(|_, base, _| test_server::json(FIXTURE, base)).await;
-        let err = provider(&server, None).fetch(&FetchContext::default()).await.unwrap_err();
+        let err = provider(&server, None)
+            .fetch(&FetchContext::default())
+            .await
+            .unwrap_err();
         assert!(matches!(err, ProviderError::Auth { .. }));
         assert!(err.to_string().contains(API_KEY_ENV), "{err}");
         assert!(server.requests().is_empty());
@@ -243,9 +291,15 @@ mod tests {
             test_server::status(401, r#"{"error":{"code":"global/invalid-api-key","message":"API key was invalid, expired, or deleted."}}"#)
         })
         .await;
-        let err = provider(&server, Some("wrong")).fetch(&FetchContext::default()).await.unwrap_err();
+        let err = provider(&server, Some("wrong"))
+            .fetch(&FetchContext::default())
+            .await
+            .unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("invalid-api-key") && text.contains(API_KEY_ENV), "{text}");
+        assert!(
+            text.contains("invalid-api-key") && text.contains(API_KEY_ENV),
+            "{text}"
+        );
         assert!(!text.contains("wrong"), "the key leaked: {text}");
         assert_eq!(server.requests().len(), 1);
     }
@@ -253,18 +307,36 @@ mod tests {
     #[tokio::test]
     async fn a_price_that_is_not_whole_cents_is_a_decode_error() {
         let server = test_server::serve(|_, base, _| {
-            test_server::json(&FIXTURE.replace("\"price_cents_per_hour\": 75", "\"price_cents_per_hour\": 0.75"), base)
+            test_server::json(
+                &FIXTURE.replace(
+                    "\"price_cents_per_hour\": 75",
+                    "\"price_cents_per_hour\": 0.75",
+                ),
+                base,
+            )
         })
         .await;
-        let err = provider(&server, Some("k")).fetch(&FetchContext::default()).await.unwrap_err();
+        let err = provider(&server, Some("k"))
+            .fetch(&FetchContext::default())
+            .await
+            .unwrap_err();
         assert!(matches!(err, ProviderError::Decode { .. }), "{err}");
     }
 
     #[test]
     fn gpu_descriptions_give_name_and_memory() {
-        assert_eq!(parse_gpu_description("A100 (40 GB PCIe)"), ("A100".to_owned(), Some(40.0)));
-        assert_eq!(parse_gpu_description("Tesla V100 (16 GB)"), ("Tesla V100".to_owned(), Some(16.0)));
-        assert_eq!(parse_gpu_description("Quadro RTX 6000 (24 GB)"), ("Quadro RTX 6000".to_owned(), Some(24.0)));
+        assert_eq!(
+            parse_gpu_description("A100 (40 GB PCIe)"),
+            ("A100".to_owned(), Some(40.0))
+        );
+        assert_eq!(
+            parse_gpu_description("Tesla V100 (16 GB)"),
+            ("Tesla V100".to_owned(), Some(16.0))
+        );
+        assert_eq!(
+            parse_gpu_description("Quadro RTX 6000 (24 GB)"),
+            ("Quadro RTX 6000".to_owned(), Some(24.0))
+        );
         assert_eq!(parse_gpu_description("GH200"), ("GH200".to_owned(), None));
     }
 }

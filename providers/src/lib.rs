@@ -10,9 +10,9 @@ pub mod azure;
 pub mod error;
 #[cfg(feature = "file")]
 pub mod file;
-pub mod gpu;
 #[cfg(feature = "gcp")]
 pub mod gcp;
+pub mod gpu;
 pub mod http;
 #[cfg(feature = "lambda")]
 pub mod lambda;

@@ -15,7 +15,10 @@ impl Secret {
     /// Reads `var`; `None` when it is unset or empty.
     #[must_use]
     pub fn from_env(var: &str) -> Option<Self> {
-        std::env::var(var).ok().filter(|v| !v.trim().is_empty()).map(|v| Self(v.trim().to_owned()))
+        std::env::var(var)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| Self(v.trim().to_owned()))
     }
 
     /// The value, for building a request. Never log it.

@@ -32,7 +32,9 @@ impl FixtureServer {
 type Handler = dyn Fn(&Seen, &str, usize) -> Response + Send + Sync;
 
 /// Starts a server; `handler(request, base_url, n)` answers the n-th request (0-based).
-pub async fn serve(handler: impl Fn(&Seen, &str, usize) -> Response + Send + Sync + 'static) -> FixtureServer {
+pub async fn serve(
+    handler: impl Fn(&Seen, &str, usize) -> Response + Send + Sync + 'static,
+) -> FixtureServer {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();

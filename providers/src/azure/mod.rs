@@ -53,7 +53,10 @@ impl AzureProvider {
     }
 
     fn first_url(&self, region: Option<&str>) -> Result<String, ProviderError> {
-        let base = format!("{}/api/retail/prices", self.config.endpoint.trim_end_matches('/'));
+        let base = format!(
+            "{}/api/retail/prices",
+            self.config.endpoint.trim_end_matches('/')
+        );
         let mut url = Url::parse(&base).map_err(|e| ProviderError::Decode {
             provider: PROVIDER.to_owned(),
             location: base.clone(),
@@ -61,9 +64,10 @@ impl AzureProvider {
         })?;
         // Only N-series sizes and no Windows products: the rest of the VM catalog
         // is most of its rows and none of its GPUs.
-        let mut filter = "serviceName eq 'Virtual Machines' and contains(armSkuName, 'Standard_N') \
+        let mut filter =
+            "serviceName eq 'Virtual Machines' and contains(armSkuName, 'Standard_N') \
                           and contains(productName, 'Windows') eq false"
-            .to_owned();
+                .to_owned();
         if let Some(region) = region {
             filter.push_str(&format!(" and armRegionName eq '{region}'"));
         }
@@ -202,12 +206,18 @@ fn build_snapshot(items: Vec<Item>, now: DateTime<Utc>) -> Snapshot {
         let Some(instance) = instance_type(&item.arm_sku_name, &mut snap, &mut unknown) else {
             continue;
         };
-        types.entry(instance.instance_type.clone()).or_insert(instance);
+        types
+            .entry(instance.instance_type.clone())
+            .or_insert(instance);
         for price in candidates {
             if price.price_kind == PriceKind::OnDemand {
                 offered.insert((price.region.clone(), price.instance_type.clone()));
             }
-            let key = (price.region.clone(), price.instance_type.clone(), price.price_kind);
+            let key = (
+                price.region.clone(),
+                price.instance_type.clone(),
+                price.price_kind,
+            );
             let candidate = Candidate {
                 price,
                 effective: item.effective_start_date,

@@ -55,16 +55,34 @@ const SKUS: &[(&str, SkuSpec)] = &[
     ("Standard_NC96ads_A100_v4", whole("A100-80GB", 4, 96, 880.0)),
     // ND A100 v4 (40 GB) and NDm A100 v4 (80 GB).
     ("Standard_ND96asr_v4", whole("A100-40GB", 8, 96, 900.0)),
-    ("Standard_ND96amsr_A100_v4", whole("A100-80GB", 8, 96, 1900.0)),
+    (
+        "Standard_ND96amsr_A100_v4",
+        whole("A100-80GB", 8, 96, 1900.0),
+    ),
     // NC H100 v5 (H100 NVL 94 GB) and the confidential NCC variant.
     ("Standard_NC40ads_H100_v5", whole("H100-94GB", 1, 40, 320.0)),
-    ("Standard_NC80adis_H100_v5", whole("H100-94GB", 2, 80, 640.0)),
-    ("Standard_NCC40ads_H100_v5", whole("H100-94GB", 1, 40, 320.0)),
+    (
+        "Standard_NC80adis_H100_v5",
+        whole("H100-94GB", 2, 80, 640.0),
+    ),
+    (
+        "Standard_NCC40ads_H100_v5",
+        whole("H100-94GB", 1, 40, 320.0),
+    ),
     // ND H100 v5, ND H200 v5, ND MI300X v5, ND GB200 v6.
-    ("Standard_ND96isr_H100_v5", whole("H100-80GB", 8, 96, 1900.0)),
-    ("Standard_ND96isr_H200_v5", whole("H200-141GB", 8, 96, 1850.0)),
+    (
+        "Standard_ND96isr_H100_v5",
+        whole("H100-80GB", 8, 96, 1900.0),
+    ),
+    (
+        "Standard_ND96isr_H200_v5",
+        whole("H200-141GB", 8, 96, 1850.0),
+    ),
     ("Standard_ND96isr_MI300X_v5", whole("MI300X", 8, 96, 1850.0)),
-    ("Standard_ND128isr_NDR_GB200_v6", whole("GB200", 4, 128, 900.0)),
+    (
+        "Standard_ND128isr_NDR_GB200_v6",
+        whole("GB200", 4, 128, 900.0),
+    ),
     // NVadsA10 v5: A10; below NV36 a VM gets a slice of one GPU.
     ("Standard_NV6ads_A10_v5", slice("A10", 6, 55.0)),
     ("Standard_NV12ads_A10_v5", slice("A10", 12, 110.0)),
@@ -108,7 +126,11 @@ mod tests {
     #[test]
     fn every_table_gpu_is_a_catalog_name() {
         for (sku, spec) in SKUS {
-            assert!(gpu::canonical(spec.gpu_model).is_some(), "{sku}: {} is not a catalog GPU name", spec.gpu_model);
+            assert!(
+                gpu::canonical(spec.gpu_model).is_some(),
+                "{sku}: {} is not a catalog GPU name",
+                spec.gpu_model
+            );
             assert!(is_gpu_family(sku), "{sku}");
         }
     }
@@ -118,6 +140,9 @@ mod tests {
         assert!(is_gpu_family("Standard_NC999_v9"));
         assert!(!is_gpu_family("Standard_D4s_v5"));
         assert!(!is_gpu_family("Standard_NP10s"));
-        assert_eq!(lookup("standard_nc24ads_a100_v4").unwrap().gpus, Gpus::Whole(1));
+        assert_eq!(
+            lookup("standard_nc24ads_a100_v4").unwrap().gpus,
+            Gpus::Whole(1)
+        );
     }
 }

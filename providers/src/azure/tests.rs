@@ -26,7 +26,11 @@ fn provider(server: &FixtureServer, regions: &[&str]) -> AzureProvider {
 /// Serves the real paging chain: the region's first page, then `$skip` pages.
 fn catalog(req: &Seen, base: &str) -> axum::response::Response {
     assert!(req.uri.starts_with("/api/retail/prices?"), "{}", req.uri);
-    let uri = req.uri.replace("%20", " ").replace("%27", "'").replace('+', " ");
+    let uri = req
+        .uri
+        .replace("%20", " ")
+        .replace("%27", "'")
+        .replace('+', " ");
     if uri.contains("$skip=6") {
         test_server::json(EASTUS_2, base)
     } else if uri.contains("armRegionName eq 'eastus'") {
@@ -56,7 +60,10 @@ async fn a_sync_follows_every_page_and_classifies_each_row() {
     let nc = "Standard_NC24ads_A100_v4";
     // The newer of the two on-demand rows wins.
     assert_eq!(price(&snap, nc, "on_demand").usd_per_hour, 3.673);
-    assert_eq!(price(&snap, nc, "on_demand").source.as_deref(), Some("m-nc24-od"));
+    assert_eq!(
+        price(&snap, nc, "on_demand").source.as_deref(),
+        Some("m-nc24-od")
+    );
     assert_eq!(price(&snap, nc, "spot").usd_per_hour, 0.9);
     assert_eq!(price(&snap, nc, "savings_plan_1y").usd_per_hour, 2.5);
     assert_eq!(price(&snap, nc, "savings_plan_3y").usd_per_hour, 1.8);
@@ -65,7 +72,10 @@ async fn a_sync_follows_every_page_and_classifies_each_row() {
     assert!((r1.usd_per_hour - 20253.0 / 8760.0).abs() < 1e-9);
     assert_eq!((r1.upfront_usd, r1.recurring_usd_per_hour), (20253.0, 0.0));
     assert!((price(&snap, nc, "reserved_3y").usd_per_hour - 1.5).abs() < 1e-9);
-    assert_eq!(price(&snap, "Standard_ND96isr_H100_v5", "on_demand").region, "westeurope");
+    assert_eq!(
+        price(&snap, "Standard_ND96isr_H100_v5", "on_demand").region,
+        "westeurope"
+    );
 
     let skipped: Vec<(&str, u64)> = snap.skipped.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     assert_eq!(
@@ -80,10 +90,21 @@ async fn a_sync_follows_every_page_and_classifies_each_row() {
             ("superseded", 1),
         ]
     );
-    let a100 = snap.instance_types.iter().find(|t| t.instance_type == nc).unwrap();
-    assert_eq!((a100.gpu_model.as_str(), a100.gpu_count, a100.gpu_memory_gib), ("A100-80GB", 1, Some(80.0)));
+    let a100 = snap
+        .instance_types
+        .iter()
+        .find(|t| t.instance_type == nc)
+        .unwrap();
+    assert_eq!(
+        (a100.gpu_model.as_str(), a100.gpu_count, a100.gpu_memory_gib),
+        ("A100-80GB", 1, Some(80.0))
+    );
     // A GPU size missing from the table is still stored, under its own name.
-    let unknown = snap.instance_types.iter().find(|t| t.instance_type == "Standard_NC999_v9").unwrap();
+    let unknown = snap
+        .instance_types
+        .iter()
+        .find(|t| t.instance_type == "Standard_NC999_v9")
+        .unwrap();
     assert!(unknown.gpu_model.contains("Standard_NC999_v9"));
     assert_eq!(snap.prices.len(), 8);
     assert_eq!(snap.availability.len(), 3);
@@ -100,7 +121,10 @@ async fn no_regions_configured_means_one_unfiltered_chain() {
         test_server::json(WESTEUROPE_1, base)
     })
     .await;
-    let snap = provider(&server, &[]).fetch(&FetchContext::default()).await.unwrap();
+    let snap = provider(&server, &[])
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap();
     assert_eq!(snap.prices.len(), 1);
 }
 
@@ -116,7 +140,10 @@ async fn rate_limits_are_waited_out() {
         }
     })
     .await;
-    let snap = provider(&server, &["westeurope"]).fetch(&FetchContext::default()).await.unwrap();
+    let snap = provider(&server, &["westeurope"])
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap();
     assert_eq!(snap.prices.len(), 1);
     assert_eq!(server.requests().len(), 2);
 }
@@ -124,8 +151,14 @@ async fn rate_limits_are_waited_out() {
 #[tokio::test]
 async fn persistent_server_errors_fail_the_sync() {
     let server = test_server::serve(|_, _, _| test_server::status(503, "unavailable")).await;
-    let err = provider(&server, &["eastus"]).fetch(&FetchContext::default()).await.unwrap_err();
-    assert!(matches!(err, ProviderError::Http { status: 503, .. }), "{err}");
+    let err = provider(&server, &["eastus"])
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::Http { status: 503, .. }),
+        "{err}"
+    );
     assert_eq!(server.requests().len(), 3);
 }
 
@@ -133,13 +166,19 @@ async fn persistent_server_errors_fail_the_sync() {
 async fn a_malformed_page_is_a_decode_error_naming_the_page() {
     let server = test_server::serve(|req, base, _| {
         if req.uri.contains("$skip=6") {
-            test_server::json(r#"{"Items": [{"currencyCode": "USD"}], "NextPageLink": null}"#, base)
+            test_server::json(
+                r#"{"Items": [{"currencyCode": "USD"}], "NextPageLink": null}"#,
+                base,
+            )
         } else {
             catalog(req, base)
         }
     })
     .await;
-    let err = provider(&server, &["eastus"]).fetch(&FetchContext::default()).await.unwrap_err();
+    let err = provider(&server, &["eastus"])
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
     assert!(matches!(err, ProviderError::Decode { .. }), "{err}");
     assert!(err.to_string().contains("$skip=6"), "{err}");
 }
@@ -153,6 +192,9 @@ async fn a_looping_next_page_link_is_an_error_not_a_hang() {
         )
     })
     .await;
-    let err = provider(&server, &["eastus"]).fetch(&FetchContext::default()).await.unwrap_err();
+    let err = provider(&server, &["eastus"])
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("loops"), "{err}");
 }

@@ -1,0 +1,309 @@
+use std::time::Duration;
+
+use super::*;
+use crate::test_server::{self, FixtureServer, Seen};
+
+const SKUS_1: &str = include_str!("../../fixtures/gcp/skus-1.json");
+const SKUS_2: &str = include_str!("../../fixtures/gcp/skus-2.json");
+const MACHINES_1: &str = include_str!("../../fixtures/gcp/machine-types-1.json");
+const MACHINES_2: &str = include_str!("../../fixtures/gcp/machine-types-2.json");
+
+fn provider(
+    server: &FixtureServer,
+    key: Option<&str>,
+    token: Option<&str>,
+    regions: &[&str],
+) -> GcpProvider {
+    GcpProvider::new(GcpConfig {
+        billing_endpoint: server.base.clone(),
+        compute_endpoint: server.base.clone(),
+        project: Some("my-project".into()),
+        regions: regions.iter().map(|r| (*r).to_owned()).collect(),
+        api_key: key.map(Secret::new),
+        token: token.map(Secret::new),
+        retry: RetryPolicy {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(5),
+            request_timeout: Duration::from_secs(5),
+            max_retry_after: Duration::from_secs(2),
+        },
+    })
+    .unwrap()
+}
+
+fn api(req: &Seen, base: &str) -> axum::response::Response {
+    if req.uri.starts_with("/v1/services/6F81-5844-456A/skus?") {
+        assert!(
+            req.uri.contains("key=test-key") && req.uri.contains("pageSize=5000"),
+            "{}",
+            req.uri
+        );
+        if req.uri.contains("pageToken=page-2") {
+            test_server::json(SKUS_2, base)
+        } else {
+            test_server::json(SKUS_1, base)
+        }
+    } else if req
+        .uri
+        .starts_with("/compute/v1/projects/my-project/aggregated/machineTypes?")
+    {
+        assert_eq!(req.headers["authorization"], "Bearer oauth-token");
+        if req.uri.contains("pageToken=mt-2") {
+            test_server::json(MACHINES_2, base)
+        } else {
+            test_server::json(MACHINES_1, base)
+        }
+    } else {
+        test_server::status(404, "not found")
+    }
+}
+
+fn usd(snap: &Snapshot, instance: &str, kind: &str, region: &str) -> Option<f64> {
+    snap.prices
+        .iter()
+        .find(|p| {
+            p.instance_type == instance && p.price_kind.to_string() == kind && p.region == region
+        })
+        .map(|p| p.usd_per_hour)
+}
+
+fn close(a: Option<f64>, b: f64) -> bool {
+    a.is_some_and(|a| (a - b).abs() < 1e-9)
+}
+
+#[tokio::test]
+async fn gpu_skus_and_composed_machine_types_from_the_built_in_shapes() {
+    let server = test_server::serve(|req, base, _| api(req, base)).await;
+    let snap = provider(&server, Some("test-key"), None, &[])
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap();
+
+    // Money is units + nanos; the latest pricingInfo wins over the older 3.00.
+    assert!(close(
+        usd(&snap, "nvidia-tesla-a100", "on_demand", "us-central1"),
+        2.933908
+    ));
+    // Absent units mean zero.
+    assert!(close(
+        usd(&snap, "nvidia-tesla-a100", "spot", "us-east1"),
+        0.88
+    ));
+    assert!(close(
+        usd(&snap, "nvidia-tesla-a100", "commit_1y", "us-central1"),
+        1.848
+    ));
+    assert!(close(
+        usd(&snap, "nvidia-a100-80gb", "on_demand", "us-central1"),
+        3.93
+    ));
+    assert!(close(
+        usd(&snap, "nvidia-h100-mega-80gb", "on_demand", "us-central1"),
+        11.06
+    ));
+    // Tiered rates: the first non-zero tier.
+    assert!(close(
+        usd(&snap, "nvidia-l4", "on_demand", "us-central1"),
+        0.56
+    ));
+
+    // 12 x core + 85 GiB x RAM + 1 x GPU, the public a2-highgpu-1g list price.
+    assert!(close(
+        usd(&snap, "a2-highgpu-1g", "on_demand", "us-central1"),
+        3.673385
+    ));
+    assert!(close(
+        usd(&snap, "a2-highgpu-1g", "spot", "us-central1"),
+        1.101831
+    ));
+    assert!(close(
+        usd(&snap, "a2-highgpu-1g", "commit_1y", "us-east1"),
+        2.313845
+    ));
+    // No spot core/RAM price in us-east1, and no A2 parts in europe-west4.
+    assert_eq!(usd(&snap, "a2-highgpu-1g", "spot", "us-east1"), None);
+    assert_eq!(
+        usd(&snap, "a2-highgpu-1g", "on_demand", "europe-west4"),
+        None
+    );
+    // Families without core/RAM prices get no composite.
+    assert_eq!(
+        usd(&snap, "a3-megagpu-8g", "on_demand", "us-central1"),
+        None
+    );
+    assert_eq!(snap.prices.len(), 39);
+
+    let spec = |n: &str| {
+        snap.instance_types
+            .iter()
+            .find(|t| t.instance_type == n)
+            .unwrap()
+    };
+    assert_eq!(
+        (
+            spec("a2-highgpu-8g").gpu_model.as_str(),
+            spec("a2-highgpu-8g").gpu_count
+        ),
+        ("A100-40GB", 8)
+    );
+    assert_eq!(spec("a2-ultragpu-1g").gpu_model, "A100-80GB");
+    assert_eq!(
+        (
+            spec("nvidia-tesla-a100").gpu_model.as_str(),
+            spec("nvidia-tesla-a100").gpu_count
+        ),
+        ("A100-40GB", 1)
+    );
+    assert_eq!(spec("nvidia-h100-mega-80gb").gpu_model, "H100-80GB");
+
+    let skipped: Vec<(&str, u64)> = snap.skipped.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    assert_eq!(
+        skipped,
+        vec![
+            ("family:Storage", 1),
+            ("not_gpu", 2),
+            ("virtual_workstation", 1)
+        ]
+    );
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn with_a_token_shapes_and_zones_come_from_the_compute_api() {
+    let server = test_server::serve(|req, base, _| api(req, base)).await;
+    let snap = provider(&server, Some("test-key"), Some("oauth-token"), &[])
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap();
+    let machine_types: BTreeSet<&str> = snap
+        .prices
+        .iter()
+        .map(|p| p.instance_type.as_str())
+        .filter(|t| !t.starts_with("nvidia-"))
+        .collect();
+    assert_eq!(machine_types, BTreeSet::from(["a2-highgpu-1g"]));
+    assert!(close(
+        usd(&snap, "a2-highgpu-1g", "on_demand", "us-east1"),
+        3.673385
+    ));
+    let zones: Vec<&str> = snap
+        .availability
+        .iter()
+        .filter_map(|a| a.zone.as_deref())
+        .collect();
+    assert_eq!(zones, vec!["us-central1-a", "us-east1-b"]);
+    assert_eq!(server.requests().len(), 4);
+}
+
+#[tokio::test]
+async fn configured_regions_limit_the_records() {
+    let server = test_server::serve(|req, base, _| api(req, base)).await;
+    let snap = provider(&server, Some("test-key"), None, &["us-east1"])
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap();
+    assert!(snap.prices.iter().all(|p| p.region == "us-east1"));
+    assert!(!snap.prices.is_empty());
+}
+
+#[tokio::test]
+async fn a_missing_key_names_the_variable_to_set() {
+    let server = test_server::serve(|req, base, _| api(req, base)).await;
+    let err = provider(&server, None, None, &[])
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains(API_KEY_ENV), "{err}");
+    assert!(server.requests().is_empty());
+}
+
+#[tokio::test]
+async fn a_rejected_key_names_the_variable_and_never_shows_the_key() {
+    let server = test_server::serve(|_, _, _| {
+        test_server::status(403, r#"{"error": {"code": 403, "message": "API key not valid.", "status": "PERMISSION_DENIED"}}"#)
+    })
+    .await;
+    let err = provider(&server, Some("test-key"), None, &[])
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, ProviderError::Auth { .. }));
+    assert!(
+        text.contains(API_KEY_ENV) && text.contains("key=REDACTED"),
+        "{text}"
+    );
+    assert!(!text.contains("test-key"), "{text}");
+}
+
+#[tokio::test]
+async fn a_rate_limited_page_is_retried() {
+    let server = test_server::serve(|req, base, n| {
+        if n == 1 {
+            let mut r = test_server::status(429, "quota");
+            r.headers_mut().insert("retry-after", "1".parse().unwrap());
+            r
+        } else {
+            api(req, base)
+        }
+    })
+    .await;
+    let snap = provider(&server, Some("test-key"), None, &[])
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap();
+    assert_eq!(snap.prices.len(), 39);
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn a_malformed_page_fails_the_sync() {
+    let server = test_server::serve(|req, base, _| {
+        if req.uri.contains("pageToken=page-2") {
+            test_server::json(r#"{"skus": [{"skuId": 7}], "nextPageToken": ""}"#, base)
+        } else {
+            api(req, base)
+        }
+    })
+    .await;
+    let err = provider(&server, Some("test-key"), None, &[])
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Decode { .. }), "{err}");
+    assert!(!err.to_string().contains("test-key"), "{err}");
+}
+
+#[test]
+fn descriptions_name_the_gpu_and_the_machine_family_part() {
+    assert_eq!(
+        gpu_name("Commitment v1: Nvidia Tesla A100 GPU running in Americas for 1 Year"),
+        "Tesla A100"
+    );
+    assert_eq!(
+        gpu_name("Nvidia Tesla T4 GPU attached to Spot Preemptible VMs running in Americas"),
+        "Tesla T4"
+    );
+    assert_eq!(
+        gpu_name("A4 Nvidia B200 (1 gpu slice) running in Americas"),
+        "B200"
+    );
+    assert_eq!(gpu_name("H200 141GB GPU running in Americas"), "H200 141GB");
+    assert_eq!(accelerator_id("Tesla A100"), "nvidia-tesla-a100");
+    assert_eq!(accelerator_id("Tesla A100 80GB"), "nvidia-a100-80gb");
+    assert_eq!(accelerator_id("H100 80GB Mega"), "nvidia-h100-mega-80gb");
+    assert_eq!(accelerator_id("H200 141GB"), "nvidia-h200-141gb");
+    assert_eq!(
+        component("Commitment v1: A2 Ram in Americas for 3 Years"),
+        Some(("A2".into(), Part::Ram))
+    );
+    assert_eq!(
+        component("Spot Preemptible G2 Instance Core running in Americas"),
+        Some(("G2".into(), Part::Core))
+    );
+    assert_eq!(
+        component("N1 Predefined Instance Core running in Americas"),
+        None
+    );
+}
