@@ -183,7 +183,11 @@ fn validate_config(path: Option<&Path>) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::SUCCESS);
     };
     let config = load_config(Some(path))?;
-    let sources = config.enabled_sources();
+    let sources: Vec<String> = config
+        .enabled_sources()
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect();
     println!(
         "{}: ok; store {}; {} provider{} enabled{}{}",
         path.display(),
@@ -201,7 +205,7 @@ fn open_store(config: &Config) -> Result<Store, CliError> {
 }
 
 async fn run_sync(config: &Config, wanted: &[String], json: bool) -> Result<ExitCode, CliError> {
-    let mut providers = sync::enabled_providers(config);
+    let mut providers = sync::enabled_providers(config).map_err(|e| CliError::Failed(e.into()))?;
     if !wanted.is_empty() {
         let known: Vec<String> = providers.iter().map(|p| p.id().to_owned()).collect();
         if let Some(missing) = wanted.iter().find(|w| !known.contains(w)) {
@@ -222,7 +226,7 @@ async fn run_sync(config: &Config, wanted: &[String], json: bool) -> Result<Exit
     let mut store = open_store(config)?;
     let mut outcomes = Vec::new();
     for provider in &providers {
-        outcomes.push(sync::sync_provider(&mut store, provider.as_ref()).await);
+        outcomes.push(sync::sync_provider(&mut store, provider.as_ref(), &config.sync).await);
     }
     let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
     if json {
@@ -278,7 +282,7 @@ fn freshness(config: &Config, store: &Store) -> Result<Freshness, CliError> {
     let intervals = config
         .enabled_sources()
         .into_iter()
-        .filter_map(|s| config.schedule_of(&s).map(|sched| (s, sched.interval(now))))
+        .map(|(source, schedule)| (source, schedule.interval(now)))
         .collect();
     Ok(Freshness {
         last_good: store

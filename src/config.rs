@@ -20,12 +20,26 @@ use serde::Deserialize;
 pub const EXAMPLE: &str = include_str!("../config/gpuplan.example.toml");
 
 const DEFAULT_STORE_PATH: &str = "gpuplan.db";
-const DEFAULT_FILE_SCHEDULE: &str = "0 0 * * * *";
+/// List prices change rarely; hourly keeps them fresh without wasting quota.
+const DEFAULT_LIST_SCHEDULE: &str = "0 0 * * * *";
+const DEFAULT_MAX_SHRINK_PCT: f64 = 20.0;
+const DEFAULT_AZURE_ENDPOINT: &str = "https://prices.azure.com";
+const DEFAULT_GCP_BILLING_ENDPOINT: &str = "https://cloudbilling.googleapis.com";
+const DEFAULT_GCP_COMPUTE_ENDPOINT: &str = "https://compute.googleapis.com";
+const DEFAULT_LAMBDA_ENDPOINT: &str = "https://cloud.lambda.ai";
 
 #[derive(Debug, Clone)]
 pub struct Config {
     pub store: StoreConfig,
+    pub sync: SyncConfig,
     pub providers: ProvidersConfig,
+}
+
+#[derive(Debug, Clone)]
+pub struct SyncConfig {
+    /// A snapshot with this share (0..1) fewer prices than the source's last good
+    /// one is rejected as suspicious (a page chain that stopped early, say).
+    pub max_shrink: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -33,10 +47,41 @@ pub struct StoreConfig {
     pub path: PathBuf,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ProvidersConfig {
+    pub azure: AzureSourceConfig,
+    /// `None` when the config has no `[providers.gcp]` (it needs an API key).
+    pub gcp: Option<GcpSourceConfig>,
+    /// `None` when the config has no `[providers.lambda]` (it needs an API key).
+    pub lambda: Option<LambdaSourceConfig>,
     /// Price sheets by name; records carry `file:<name>` as their provider.
     pub file: BTreeMap<String, FileSourceConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct AzureSourceConfig {
+    pub enabled: bool,
+    pub endpoint: String,
+    pub regions: Vec<String>,
+    pub concurrency: usize,
+    pub schedule: Schedule,
+}
+
+#[derive(Debug, Clone)]
+pub struct GcpSourceConfig {
+    pub enabled: bool,
+    pub billing_endpoint: String,
+    pub compute_endpoint: String,
+    pub project: Option<String>,
+    pub regions: Vec<String>,
+    pub schedule: Schedule,
+}
+
+#[derive(Debug, Clone)]
+pub struct LambdaSourceConfig {
+    pub enabled: bool,
+    pub endpoint: String,
+    pub schedule: Schedule,
 }
 
 #[derive(Debug, Clone)]
@@ -85,11 +130,9 @@ impl Schedule {
 
 impl Default for Config {
     fn default() -> Self {
-        Self {
-            store: StoreConfig {
-                path: PathBuf::from(DEFAULT_STORE_PATH),
-            },
-            providers: ProvidersConfig::default(),
+        match RawConfig::default().validate(Path::new("")) {
+            Ok(config) => config,
+            Err(errors) => unreachable!("the built-in defaults are invalid: {errors:?}"),
         }
     }
 }
@@ -120,22 +163,25 @@ impl Config {
         raw.validate(base)
     }
 
-    /// The providers the config enables, by their record name (`file:onprem`).
+    /// The providers the config enables, by their record name (`file:onprem`),
+    /// with their schedules.
     #[must_use]
-    pub fn enabled_sources(&self) -> Vec<String> {
-        self.providers
-            .file
-            .iter()
-            .filter(|(_, f)| f.enabled)
-            .map(|(name, _)| format!("file:{name}"))
-            .collect()
-    }
-
-    /// The schedule of a source, if the config has one for it.
-    #[must_use]
-    pub fn schedule_of(&self, source: &str) -> Option<&Schedule> {
-        let name = source.strip_prefix("file:")?;
-        self.providers.file.get(name).map(|f| &f.schedule)
+    pub fn enabled_sources(&self) -> Vec<(String, &Schedule)> {
+        let p = &self.providers;
+        let mut out = Vec::new();
+        if p.azure.enabled {
+            out.push(("azure".to_owned(), &p.azure.schedule));
+        }
+        if let Some(gcp) = p.gcp.as_ref().filter(|g| g.enabled) {
+            out.push(("gcp".to_owned(), &gcp.schedule));
+        }
+        if let Some(lambda) = p.lambda.as_ref().filter(|l| l.enabled) {
+            out.push(("lambda".to_owned(), &lambda.schedule));
+        }
+        for (name, sheet) in p.file.iter().filter(|(_, f)| f.enabled) {
+            out.push((format!("file:{name}"), &sheet.schedule));
+        }
+        out
     }
 }
 
@@ -194,7 +240,15 @@ struct RawConfig {
     #[serde(default)]
     store: RawStore,
     #[serde(default)]
+    sync: RawSync,
+    #[serde(default)]
     providers: RawProviders,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSync {
+    max_shrink_pct: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -207,7 +261,85 @@ struct RawStore {
 #[serde(deny_unknown_fields)]
 struct RawProviders {
     #[serde(default)]
+    azure: RawAzure,
+    gcp: Option<RawGcp>,
+    lambda: Option<RawLambda>,
+    #[serde(default)]
     file: BTreeMap<String, RawFileSource>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAzure {
+    enabled: Option<bool>,
+    endpoint: Option<String>,
+    regions: Option<Vec<String>>,
+    concurrency: Option<i64>,
+    schedule: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGcp {
+    enabled: Option<bool>,
+    billing_endpoint: Option<String>,
+    compute_endpoint: Option<String>,
+    project: Option<String>,
+    regions: Option<Vec<String>>,
+    schedule: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLambda {
+    enabled: Option<bool>,
+    endpoint: Option<String>,
+    schedule: Option<String>,
+}
+
+/// Collects problems while converting raw values into checked ones.
+#[derive(Default)]
+struct Checker {
+    errors: Vec<ConfigError>,
+}
+
+impl Checker {
+    fn fail(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(ConfigError::new(path, message));
+    }
+
+    /// A bad schedule is recorded and replaced by the default, so the rest of the
+    /// config can still be checked; the recorded error rejects the config.
+    fn schedule(&mut self, path: &str, expr: Option<&str>) -> Schedule {
+        Schedule::parse(expr.unwrap_or(DEFAULT_LIST_SCHEDULE)).unwrap_or_else(|e| {
+            self.fail(path, e);
+            Schedule::parse(DEFAULT_LIST_SCHEDULE).expect("the built-in schedule is valid")
+        })
+    }
+
+    fn endpoint(&mut self, path: &str, value: Option<String>, default: &str) -> String {
+        let value = value.unwrap_or_else(|| default.to_owned());
+        let ok = (value.starts_with("http://") || value.starts_with("https://"))
+            && value.len() > "https://".len()
+            && !value.contains(char::is_whitespace);
+        if !ok {
+            self.fail(path, format!("`{value}` is not an http(s) base URL"));
+        }
+        value
+    }
+
+    fn regions(&mut self, path: &str, value: Option<Vec<String>>) -> Vec<String> {
+        let regions = value.unwrap_or_default();
+        for (i, r) in regions.iter().enumerate() {
+            let ok = !r.is_empty()
+                && r.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+            if !ok {
+                self.fail(format!("{path}[{i}]"), format!("`{r}` is not a region code (lowercase letters, digits and '-', like \"eastus\" or \"us-central1\")"));
+            }
+        }
+        regions
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -244,7 +376,7 @@ fn parse_raw(text: &str) -> Result<RawConfig, Vec<ConfigError>> {
 
 impl RawConfig {
     fn validate(self, base: &Path) -> Result<Config, Vec<ConfigError>> {
-        let mut errors = Vec::new();
+        let mut c = Checker::default();
         let resolve = |p: &str| {
             let p = Path::new(p);
             if p.is_absolute() {
@@ -259,53 +391,104 @@ impl RawConfig {
             .path
             .unwrap_or_else(|| DEFAULT_STORE_PATH.to_owned());
         if store_path.trim().is_empty() {
-            errors.push(ConfigError::new("store.path", "must not be empty"));
+            c.fail("store.path", "must not be empty");
+        }
+        let shrink = self.sync.max_shrink_pct.unwrap_or(DEFAULT_MAX_SHRINK_PCT);
+        if !(0.0..=100.0).contains(&shrink) {
+            c.fail(
+                "sync.max_shrink_pct",
+                format!("{shrink} is not a percentage between 0 and 100"),
+            );
         }
 
+        let raw = self.providers;
+        let azure = AzureSourceConfig {
+            enabled: raw.azure.enabled.unwrap_or(true),
+            endpoint: c.endpoint(
+                "providers.azure.endpoint",
+                raw.azure.endpoint,
+                DEFAULT_AZURE_ENDPOINT,
+            ),
+            regions: c.regions("providers.azure.regions", raw.azure.regions),
+            concurrency: match raw.azure.concurrency.unwrap_or(4) {
+                n @ 1..=32 => n as usize,
+                n => {
+                    c.fail(
+                        "providers.azure.concurrency",
+                        format!("{n} is not between 1 and 32"),
+                    );
+                    1
+                }
+            },
+            schedule: c.schedule("providers.azure.schedule", raw.azure.schedule.as_deref()),
+        };
+        let gcp = raw.gcp.map(|g| GcpSourceConfig {
+            enabled: g.enabled.unwrap_or(true),
+            billing_endpoint: c.endpoint(
+                "providers.gcp.billing_endpoint",
+                g.billing_endpoint,
+                DEFAULT_GCP_BILLING_ENDPOINT,
+            ),
+            compute_endpoint: c.endpoint(
+                "providers.gcp.compute_endpoint",
+                g.compute_endpoint,
+                DEFAULT_GCP_COMPUTE_ENDPOINT,
+            ),
+            project: g.project.filter(|p| !p.trim().is_empty()),
+            regions: c.regions("providers.gcp.regions", g.regions),
+            schedule: c.schedule("providers.gcp.schedule", g.schedule.as_deref()),
+        });
+        let lambda = raw.lambda.map(|l| LambdaSourceConfig {
+            enabled: l.enabled.unwrap_or(true),
+            endpoint: c.endpoint(
+                "providers.lambda.endpoint",
+                l.endpoint,
+                DEFAULT_LAMBDA_ENDPOINT,
+            ),
+            schedule: c.schedule("providers.lambda.schedule", l.schedule.as_deref()),
+        });
+
         let mut file = BTreeMap::new();
-        for (name, raw) in self.providers.file {
+        for (name, sheet) in raw.file {
             let at = |key: &str| format!("providers.file.{name}.{key}");
             if name.is_empty()
                 || !name
                     .chars()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
             {
-                errors.push(ConfigError::new(
+                c.fail(
                     format!("providers.file.{name}"),
                     "a sheet name may only use a-z, 0-9, '-' and '_' (it becomes the provider name `file:<name>`)",
-                ));
+                );
             }
-            if raw.path.trim().is_empty() {
-                errors.push(ConfigError::new(at("path"), "must not be empty"));
+            if sheet.path.trim().is_empty() {
+                c.fail(at("path"), "must not be empty");
             }
-            let format = match raw.format.as_deref() {
+            let format = match sheet.format.as_deref() {
                 Some("csv") => Some(SheetFormat::Csv),
                 Some("json") => Some(SheetFormat::Json),
                 Some(other) => {
-                    errors.push(ConfigError::new(
+                    c.fail(
                         at("format"),
                         format!("`{other}` is not a sheet format; expected \"csv\" or \"json\""),
-                    ));
+                    );
                     None
                 }
                 None => {
-                    let guessed = SheetFormat::from_path(Path::new(&raw.path));
-                    if guessed.is_none() && !raw.path.trim().is_empty() {
-                        errors.push(ConfigError::new(at("format"), format!("cannot tell the format of `{}` from its extension; set format = \"csv\" or \"json\"", raw.path)));
+                    let guessed = SheetFormat::from_path(Path::new(&sheet.path));
+                    if guessed.is_none() && !sheet.path.trim().is_empty() {
+                        c.fail(at("format"), format!("cannot tell the format of `{}` from its extension; set format = \"csv\" or \"json\"", sheet.path));
                     }
                     guessed
                 }
             };
-            let schedule =
-                Schedule::parse(raw.schedule.as_deref().unwrap_or(DEFAULT_FILE_SCHEDULE))
-                    .map_err(|e| errors.push(ConfigError::new(at("schedule"), e)))
-                    .ok();
-            if let (Some(format), Some(schedule)) = (format, schedule) {
+            let schedule = c.schedule(&at("schedule"), sheet.schedule.as_deref());
+            if let Some(format) = format {
                 file.insert(
                     name,
                     FileSourceConfig {
-                        enabled: raw.enabled.unwrap_or(true),
-                        path: resolve(&raw.path),
+                        enabled: sheet.enabled.unwrap_or(true),
+                        path: resolve(&sheet.path),
                         format,
                         schedule,
                     },
@@ -313,16 +496,23 @@ impl RawConfig {
             }
         }
 
-        if errors.is_empty() {
-            Ok(Config {
-                store: StoreConfig {
-                    path: resolve(&store_path),
-                },
-                providers: ProvidersConfig { file },
-            })
-        } else {
-            Err(errors)
+        if !c.errors.is_empty() {
+            return Err(c.errors);
         }
+        Ok(Config {
+            store: StoreConfig {
+                path: resolve(&store_path),
+            },
+            sync: SyncConfig {
+                max_shrink: shrink / 100.0,
+            },
+            providers: ProvidersConfig {
+                azure,
+                gcp,
+                lambda,
+                file,
+            },
+        })
     }
 }
 
@@ -348,7 +538,14 @@ mod tests {
     fn no_config_means_built_in_defaults() {
         let config = Config::parse("", Path::new("")).unwrap();
         assert_eq!(config.store.path, PathBuf::from("gpuplan.db"));
-        assert!(config.enabled_sources().is_empty());
+        // Only the sources that need no credentials.
+        let sources: Vec<String> = config
+            .enabled_sources()
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect();
+        assert_eq!(sources, vec!["azure"]);
+        assert!((config.sync.max_shrink - 0.2).abs() < 1e-12);
         assert_eq!(Config::default().store.path, config.store.path);
     }
 
@@ -367,7 +564,12 @@ mod tests {
             config.providers.file["onprem"].path,
             PathBuf::from("/srv/p.csv")
         );
-        assert_eq!(config.enabled_sources(), vec!["file:onprem"]);
+        let sources: Vec<String> = config
+            .enabled_sources()
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect();
+        assert_eq!(sources, vec!["azure", "file:onprem"]);
     }
 
     #[test]
@@ -418,6 +620,44 @@ mod tests {
             ],
             "{errors:#?}"
         );
+    }
+
+    #[test]
+    fn cloud_sections_are_checked_too() {
+        let errors = errors_of(
+            "[sync]\nmax_shrink_pct = 150\n\
+             [providers.azure]\nregions = [\"eastus\", \"West Europe\"]\nconcurrency = 0\nendpoint = \"prices.azure.com\"\n\
+             [providers.gcp]\nbilling_endpoint = \"ftp://x\"\nschedule = \"* * *\"\n\
+             [providers.lambda]\nendpoint = \"http://127.0.0.1:9\"\n",
+        );
+        let paths: Vec<&str> = errors
+            .iter()
+            .map(|e| e.split(':').next().unwrap())
+            .collect();
+        assert_eq!(
+            paths,
+            vec![
+                "sync.max_shrink_pct",
+                "providers.azure.endpoint",
+                "providers.azure.regions[1]",
+                "providers.azure.concurrency",
+                "providers.gcp.billing_endpoint",
+                "providers.gcp.schedule",
+            ],
+            "{errors:#?}"
+        );
+    }
+
+    #[test]
+    fn gcp_and_lambda_are_enabled_by_their_sections() {
+        let config = Config::parse("[providers.azure]\nenabled = false\n[providers.gcp]\nproject = \"p\"\n[providers.lambda]\n", Path::new("")).unwrap();
+        let sources: Vec<String> = config
+            .enabled_sources()
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect();
+        assert_eq!(sources, vec!["gcp", "lambda"]);
+        assert_eq!(config.providers.gcp.unwrap().project.as_deref(), Some("p"));
     }
 
     #[test]

@@ -8,8 +8,15 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
-use gpuplan_providers::{FetchContext, Provider, ProviderError, Snapshot};
+use gpuplan_providers::azure::{AzureConfig, AzureProvider};
+use gpuplan_providers::file::FileProvider;
+use gpuplan_providers::gcp::{self, GcpConfig, GcpProvider};
+use gpuplan_providers::http::RetryPolicy;
+use gpuplan_providers::lambda::{self, LambdaConfig, LambdaProvider};
+use gpuplan_providers::secret::Secret;
+use gpuplan_providers::{FetchContext, Provider, ProviderError, Scope, Snapshot};
 
+use crate::config::{Config, SyncConfig};
 use crate::store::{Store, StoreError, WriteStats};
 
 #[derive(Debug, thiserror::Error)]
@@ -35,7 +42,11 @@ pub struct SyncOutcome {
 
 /// Syncs `provider` into `store`. Never fails itself: the outcome carries the error.
 #[tracing::instrument(skip_all, fields(provider = %provider.id()))]
-pub async fn sync_provider(store: &mut Store, provider: &dyn Provider) -> SyncOutcome {
+pub async fn sync_provider(
+    store: &mut Store,
+    provider: &dyn Provider,
+    policy: &SyncConfig,
+) -> SyncOutcome {
     let id = provider.id().to_owned();
     let start = Instant::now();
     let started_at = Utc::now();
@@ -50,7 +61,7 @@ pub async fn sync_provider(store: &mut Store, provider: &dyn Provider) -> SyncOu
             };
         }
     };
-    let result = fetch_and_write(store, provider, run_id, started_at).await;
+    let result = fetch_and_write(store, provider, policy, run_id, started_at).await;
     match &result {
         Ok(stats) => tracing::info!(
             run_id,
@@ -77,6 +88,7 @@ pub async fn sync_provider(store: &mut Store, provider: &dyn Provider) -> SyncOu
 async fn fetch_and_write(
     store: &mut Store,
     provider: &dyn Provider,
+    policy: &SyncConfig,
     run_id: i64,
     started_at: DateTime<Utc>,
 ) -> Result<WriteStats, SyncError> {
@@ -85,11 +97,30 @@ async fn fetch_and_write(
         newest_spot_by_region: store.newest_spot_by_region(id)?,
     };
     let snapshot = provider.fetch(&ctx).await?;
-    validate(&snapshot).map_err(|reason| SyncError::Rejected {
+    let reject = |reason| SyncError::Rejected {
         provider: id.to_owned(),
         reason,
-    })?;
+    };
+    validate(&snapshot).map_err(reject)?;
+    if snapshot.scope == Scope::Full
+        && let Some(before) = store.last_good_price_count(id)?
+    {
+        check_shrink(snapshot.prices.len(), before, policy.max_shrink).map_err(reject)?;
+    }
     Ok(store.write_snapshot(run_id, id, &snapshot, started_at, Utc::now())?)
+}
+
+/// A complete snapshot much smaller than the last good one is more likely a
+/// truncated download than a cloud that withdrew its offers overnight.
+fn check_shrink(now: usize, before: i64, max_shrink: f64) -> Result<(), String> {
+    let floor = before as f64 * (1.0 - max_shrink);
+    if (now as f64) < floor {
+        return Err(format!(
+            "it has {now} prices, the last good sync had {before}: more than {:.0}% fewer looks like a truncated download (sync.max_shrink_pct); keeping the last good data",
+            max_shrink * 100.0
+        ));
+    }
+    Ok(())
 }
 
 /// Checks that a snapshot holds together before anything of it is stored.
@@ -200,20 +231,49 @@ pub fn validate(snapshot: &Snapshot) -> Result<(), String> {
     Ok(())
 }
 
-/// The providers `config` enables, ready to sync.
-#[must_use]
-pub fn enabled_providers(config: &crate::config::Config) -> Vec<Box<dyn Provider>> {
+/// The providers `config` enables, ready to sync. Credentials come from the
+/// environment here, never from the config file.
+///
+/// # Errors
+/// When an HTTP client cannot be built.
+pub fn enabled_providers(config: &Config) -> Result<Vec<Box<dyn Provider>>, ProviderError> {
+    let p = &config.providers;
+    let retry = RetryPolicy::default;
     let mut out: Vec<Box<dyn Provider>> = Vec::new();
-    for (name, sheet) in &config.providers.file {
-        if sheet.enabled {
-            out.push(Box::new(gpuplan_providers::file::FileProvider::new(
-                name,
-                sheet.path.clone(),
-                sheet.format,
-            )));
-        }
+    if p.azure.enabled {
+        out.push(Box::new(AzureProvider::new(AzureConfig {
+            endpoint: p.azure.endpoint.clone(),
+            regions: p.azure.regions.clone(),
+            concurrency: p.azure.concurrency,
+            retry: retry(),
+        })?));
     }
-    out
+    if let Some(gcp) = p.gcp.as_ref().filter(|g| g.enabled) {
+        out.push(Box::new(GcpProvider::new(GcpConfig {
+            billing_endpoint: gcp.billing_endpoint.clone(),
+            compute_endpoint: gcp.compute_endpoint.clone(),
+            project: gcp.project.clone(),
+            regions: gcp.regions.clone(),
+            api_key: Secret::from_env(gcp::API_KEY_ENV),
+            token: Secret::from_env(gcp::TOKEN_ENV),
+            retry: retry(),
+        })?));
+    }
+    if let Some(lambda) = p.lambda.as_ref().filter(|l| l.enabled) {
+        out.push(Box::new(LambdaProvider::new(LambdaConfig {
+            endpoint: lambda.endpoint.clone(),
+            api_key: Secret::from_env(lambda::API_KEY_ENV),
+            retry: retry(),
+        })?));
+    }
+    for (name, sheet) in p.file.iter().filter(|(_, s)| s.enabled) {
+        out.push(Box::new(FileProvider::new(
+            name,
+            sheet.path.clone(),
+            sheet.format,
+        )));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -224,6 +284,8 @@ mod tests {
 
     use super::*;
     use crate::store::test_support::{count, snapshot};
+
+    const POLICY: SyncConfig = SyncConfig { max_shrink: 0.2 };
 
     /// Answers each fetch with the next queued result.
     struct Scripted {
@@ -272,17 +334,17 @@ mod tests {
             Ok(Snapshot::default()),
         ]);
 
-        let good = sync_provider(&mut store, &provider).await;
+        let good = sync_provider(&mut store, &provider, &POLICY).await;
         assert_eq!(good.result.unwrap().prices_seen, 8);
         let before = store.current_prices().unwrap();
         let versions = count(&store, "price_versions");
 
-        let failed = sync_provider(&mut store, &provider).await;
+        let failed = sync_provider(&mut store, &provider, &POLICY).await;
         assert!(matches!(failed.result, Err(SyncError::Provider(_))));
-        let rejected = sync_provider(&mut store, &provider).await;
+        let rejected = sync_provider(&mut store, &provider, &POLICY).await;
         let err = rejected.result.unwrap_err().to_string();
         assert!(err.contains("listed twice"), "{err}");
-        let empty = sync_provider(&mut store, &provider).await;
+        let empty = sync_provider(&mut store, &provider, &POLICY).await;
         assert!(empty.result.unwrap_err().to_string().contains("empty"));
 
         assert_eq!(store.current_prices().unwrap(), before);
@@ -292,6 +354,39 @@ mod tests {
         assert_eq!(statuses, vec!["failed", "failed", "failed", "ok"]);
         assert!(runs[2].error.as_deref().unwrap().contains("HTTP 500"));
         assert_eq!(store.last_good_run_id("aws").unwrap(), good.run_id);
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_much_smaller_than_the_last_good_one_is_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("c.db")).unwrap();
+        let provider = Scripted::new(vec![
+            Ok(snapshot(10, 1.0)),
+            Ok(snapshot(7, 1.0)),
+            Ok(snapshot(8, 1.0)),
+        ]);
+        sync_provider(&mut store, &provider, &POLICY)
+            .await
+            .result
+            .unwrap();
+        let before = store.current_prices().unwrap();
+
+        let err = sync_provider(&mut store, &provider, &POLICY)
+            .await
+            .result
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("14 prices, the last good sync had 20"),
+            "{err}"
+        );
+        assert_eq!(store.current_prices().unwrap(), before);
+        // Exactly 20% fewer is still within the limit.
+        let ok = sync_provider(&mut store, &provider, &POLICY)
+            .await
+            .result
+            .unwrap();
+        assert_eq!(ok.prices_withdrawn, 4);
     }
 
     #[test]

@@ -18,8 +18,8 @@ pub mod http;
 pub mod lambda;
 pub mod secret;
 pub mod snapshot;
-#[cfg(test)]
-pub(crate) mod test_server;
+#[cfg(any(test, feature = "testing"))]
+pub mod test_server;
 
 pub use error::ProviderError;
 pub use snapshot::{

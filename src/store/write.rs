@@ -351,6 +351,23 @@ impl Store {
         Ok(out)
     }
 
+    /// How many prices the most recent good run of `source` that carried prices saw.
+    ///
+    /// # Errors
+    /// On a database error.
+    pub fn last_good_price_count(&self, source: &str) -> Result<Option<i64>, StoreError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT prices_seen FROM sync_runs
+                 WHERE source = ?1 AND status = 'ok' AND prices_seen > 0
+                 ORDER BY id DESC LIMIT 1",
+                [source],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
     /// Id of the most recent good run of `source`, if any.
     ///
     /// # Errors

@@ -1,0 +1,244 @@
+//! `gpuplan sync` against local servers speaking the Azure, GCP and Lambda wire
+//! formats, then `gpuplan prices --json` on what was stored.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use gpuplan_providers::test_server::{self, FixtureServer, Seen};
+use serde_json::Value;
+
+const AZURE_1: &str = include_str!("../providers/fixtures/azure/eastus-1.json");
+const AZURE_2: &str = include_str!("../providers/fixtures/azure/eastus-2.json");
+const GCP_1: &str = include_str!("../providers/fixtures/gcp/skus-1.json");
+const GCP_2: &str = include_str!("../providers/fixtures/gcp/skus-2.json");
+const LAMBDA: &str = include_str!("../providers/fixtures/lambda/instance-types.json");
+
+/// One server for all three APIs (their paths do not overlap). When `truncate`
+/// is set, Azure's first page claims to be the last.
+async fn clouds(truncate: Arc<AtomicBool>) -> FixtureServer {
+    test_server::serve(move |req: &Seen, base, _| {
+        let uri = req.uri.as_str();
+        if uri.starts_with("/api/retail/prices") {
+            if uri.contains("$skip=6") {
+                test_server::json(AZURE_2, base)
+            } else if truncate.load(Ordering::SeqCst) {
+                let first: Value = serde_json::from_str(AZURE_1).unwrap();
+                let mut cut = first.clone();
+                cut["NextPageLink"] = Value::Null;
+                test_server::json(&cut.to_string(), base)
+            } else {
+                test_server::json(AZURE_1, base)
+            }
+        } else if uri.starts_with("/v1/services/6F81-5844-456A/skus") {
+            test_server::json(if uri.contains("pageToken=page-2") { GCP_2 } else { GCP_1 }, base)
+        } else if uri == "/api/v1/instance-types" {
+            if req.headers.get("authorization").is_some_and(|h| h == "Bearer lambda-key") {
+                test_server::json(LAMBDA, base)
+            } else {
+                test_server::status(401, r#"{"error":{"code":"global/invalid-api-key","message":"API key was invalid"}}"#)
+            }
+        } else {
+            test_server::status(404, "no such path")
+        }
+    })
+    .await
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new(base: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = format!(
+            "[store]\npath = \"catalog.db\"\n\n\
+             [providers.azure]\nendpoint = \"{base}\"\nregions = [\"eastus\"]\n\n\
+             [providers.gcp]\nbilling_endpoint = \"{base}\"\ncompute_endpoint = \"{base}\"\n\n\
+             [providers.lambda]\nendpoint = \"{base}\"\n"
+        );
+        std::fs::write(dir.path().join("gpuplan.toml"), config).unwrap();
+        Self { dir }
+    }
+
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("gpuplan.toml")
+    }
+
+    fn run(&self, args: &[&str], lambda_key: Option<&str>) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
+        cmd.arg("--config").arg(self.config()).args(args);
+        cmd.env("GPUPLAN_GCP_API_KEY", "gcp-key")
+            .env("RUST_LOG", "warn")
+            .env_remove("GPUPLAN_GCP_TOKEN");
+        match lambda_key {
+            Some(k) => cmd.env("GPUPLAN_LAMBDA_API_KEY", k),
+            None => cmd.env_remove("GPUPLAN_LAMBDA_API_KEY"),
+        };
+        cmd.output().unwrap()
+    }
+
+    fn prices(&self) -> Vec<Value> {
+        let out = self.run(&["prices", "--json"], None);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+}
+
+fn by_provider(records: &[Value], provider: &str) -> Vec<Value> {
+    records
+        .iter()
+        .filter(|r| r["provider"] == provider)
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_sync_fills_the_catalog_from_all_three_clouds() {
+    let server = clouds(Arc::default()).await;
+    let setup = Setup::new(&server.base);
+    let started = Instant::now();
+    let out = tokio::task::spawn_blocking(move || {
+        let out = setup.run(&["sync", "--json"], Some("lambda-key"));
+        (setup, out)
+    })
+    .await
+    .unwrap();
+    let (setup, out) = out;
+    println!(
+        "sync of azure+gcp+lambda against local servers: {:.3}s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for run in runs.as_array().unwrap() {
+        println!("{}: {}", run["provider"], run["stats"]);
+    }
+
+    let records = setup.prices();
+    assert_eq!(by_provider(&records, "azure").len(), 7);
+    assert_eq!(by_provider(&records, "gcp").len(), 39);
+    assert_eq!(by_provider(&records, "lambda").len(), 4);
+
+    let azure_ri = records
+        .iter()
+        .find(|r| r["provider"] == "azure" && r["price_kind"] == "reserved_1y")
+        .unwrap();
+    assert_eq!(azure_ri["gpu_model"], "A100-80GB");
+    assert_eq!(azure_ri["upfront_usd"], 20253.0);
+    assert!((azure_ri["usd_per_hour"].as_f64().unwrap() - 20253.0 / 8760.0).abs() < 1e-9);
+
+    let a2 = records
+        .iter()
+        .find(|r| {
+            r["instance_type"] == "a2-highgpu-1g"
+                && r["price_kind"] == "on_demand"
+                && r["region"] == "us-central1"
+        })
+        .unwrap();
+    assert!((a2["usd_per_hour"].as_f64().unwrap() - 3.673385).abs() < 1e-9);
+    assert_eq!(
+        (a2["gpu_model"].as_str(), a2["vcpus"].as_u64()),
+        (Some("A100-40GB"), Some(12))
+    );
+
+    let h100 = records
+        .iter()
+        .find(|r| r["instance_type"] == "gpu_8x_h100_sxm5")
+        .unwrap();
+    assert_eq!(h100["region"], "global");
+    assert_eq!(h100["usd_per_gpu_hour"], 2.99);
+    assert_eq!(
+        h100["available_regions"],
+        serde_json::json!(["us-east-1", "us-west-1"])
+    );
+    assert!(records.iter().all(|r| r["stale"] == false));
+
+    // The same filters work across clouds: the cheapest A100 GPU-hour anywhere.
+    let out = setup.run(
+        &["prices", "--gpu", "A100", "--kind", "on_demand", "--json"],
+        None,
+    );
+    let a100: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let providers: std::collections::BTreeSet<&str> = a100
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["provider"].as_str().unwrap())
+        .collect();
+    assert_eq!(providers, ["azure", "gcp", "lambda"].into_iter().collect());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_page_chain_that_stops_early_is_rejected_and_the_last_good_data_stays() {
+    let truncate = Arc::new(AtomicBool::new(false));
+    let server = clouds(truncate.clone()).await;
+    let setup = Setup::new(&server.base);
+    let (setup, before) = tokio::task::spawn_blocking(move || {
+        let out = setup.run(&["sync", "--provider", "azure"], None);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let before = setup.prices();
+        (setup, before)
+    })
+    .await
+    .unwrap();
+    assert_eq!(before.len(), 7);
+
+    truncate.store(true, Ordering::SeqCst);
+    let (setup, out) = tokio::task::spawn_blocking(move || {
+        let out = setup.run(&["sync", "--provider", "azure"], None);
+        (setup, out)
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("azure") && report.contains("truncated"),
+        "{report}"
+    );
+    let after = tokio::task::spawn_blocking(move || setup.prices())
+        .await
+        .unwrap();
+    assert_eq!(after, before);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_key_fails_only_its_provider_and_names_the_variable() {
+    let server = clouds(Arc::default()).await;
+    let setup = Setup::new(&server.base);
+    let (setup, out) = tokio::task::spawn_blocking(move || {
+        let out = setup.run(&["sync"], None);
+        (setup, out)
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("GPUPLAN_LAMBDA_API_KEY"), "{report}");
+    let records = tokio::task::spawn_blocking(move || setup.prices())
+        .await
+        .unwrap();
+    assert_eq!(by_provider(&records, "azure").len(), 7);
+    assert!(by_provider(&records, "lambda").is_empty());
+}
