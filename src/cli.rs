@@ -6,16 +6,18 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use chrono::{DateTime, NaiveDate, Utc};
 use clap::{Args, Parser, Subcommand};
 use gpuplan_providers::PriceKind;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter, SpotHistory, SpotQuery};
 use crate::config::{self, Config};
-use crate::store::Store;
+use crate::store::{Pool, Store};
 use crate::sync;
 use crate::telemetry::LogFormat;
 
@@ -223,10 +225,11 @@ async fn run_sync(config: &Config, wanted: &[String], json: bool) -> Result<Exit
     if providers.is_empty() {
         eprintln!("No providers are enabled in the configuration; nothing to sync.");
     }
-    let mut store = open_store(config)?;
+    let pool = Arc::new(Pool::open(&config.store.path, 0).map_err(|e| CliError::Failed(e.into()))?);
+    let cancel = CancellationToken::new();
     let mut outcomes = Vec::new();
     for provider in &providers {
-        outcomes.push(sync::sync_provider(&mut store, provider.as_ref(), &config.sync).await);
+        outcomes.push(sync::sync_provider(&pool, provider.as_ref(), &config.sync, &cancel).await);
     }
     let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
     if json {

@@ -99,6 +99,14 @@ pub struct Schedule {
     parsed: cron::Schedule,
 }
 
+impl FromStr for Schedule {
+    type Err = String;
+
+    fn from_str(expr: &str) -> Result<Self, String> {
+        Self::parse(expr)
+    }
+}
+
 impl Schedule {
     fn parse(expr: &str) -> Result<Self, String> {
         let parsed = cron::Schedule::from_str(expr).map_err(|e| {
@@ -113,6 +121,17 @@ impl Schedule {
             expr: expr.to_owned(),
             parsed,
         })
+    }
+
+    /// The first run strictly after `t`.
+    #[must_use]
+    pub fn next_after(&self, t: DateTime<Utc>) -> DateTime<Utc> {
+        // Validation checked that the schedule fires again; a schedule that ran
+        // out (a year field in the past) falls back to a day later.
+        self.parsed
+            .after(&t)
+            .next()
+            .unwrap_or(t + chrono::Duration::days(1))
     }
 
     /// The longest gap between consecutive runs over the next few runs after

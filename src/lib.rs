@@ -5,6 +5,8 @@
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod metrics;
+pub mod scheduler;
 pub mod store;
 pub mod sync;
 pub mod telemetry;

@@ -5,6 +5,7 @@
 //! the reason.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
@@ -15,9 +16,10 @@ use gpuplan_providers::http::RetryPolicy;
 use gpuplan_providers::lambda::{self, LambdaConfig, LambdaProvider};
 use gpuplan_providers::secret::Secret;
 use gpuplan_providers::{FetchContext, Provider, ProviderError, Scope, Snapshot};
+use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, SyncConfig};
-use crate::store::{Store, StoreError, WriteStats};
+use crate::store::{Pool, StoreError, WriteStats};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -28,6 +30,8 @@ pub enum SyncError {
     Rejected { provider: String, reason: String },
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("{provider}: sync cancelled by shutdown; nothing of it was stored")]
+    Cancelled { provider: String },
 }
 
 /// The result of syncing one provider.
@@ -40,18 +44,34 @@ pub struct SyncOutcome {
     pub seconds: f64,
 }
 
-/// Syncs `provider` into `store`. Never fails itself: the outcome carries the error.
+/// Syncs `provider` into the catalog. Never fails itself: the outcome carries
+/// the error. Store work runs on the blocking pool; `cancel` abandons the fetch
+/// (the run is recorded as failed and nothing of it is stored).
 #[tracing::instrument(skip_all, fields(provider = %provider.id()))]
 pub async fn sync_provider(
-    store: &mut Store,
+    pool: &Arc<Pool>,
     provider: &dyn Provider,
     policy: &SyncConfig,
+    cancel: &CancellationToken,
 ) -> SyncOutcome {
     let id = provider.id().to_owned();
     let start = Instant::now();
     let started_at = Utc::now();
-    let run_id = match store.begin_run(&id, started_at) {
-        Ok(run_id) => run_id,
+    let begin = {
+        let id = id.clone();
+        blocking(pool, move |p| {
+            p.write(|s| -> Result<_, StoreError> {
+                let run_id = s.begin_run(&id, started_at)?;
+                let ctx = FetchContext {
+                    newest_spot_by_region: s.newest_spot_by_region(&id)?,
+                };
+                Ok((run_id, ctx, s.last_good_price_count(&id)?))
+            })
+        })
+        .await
+    };
+    let (run_id, ctx, last_count) = match begin {
+        Ok(v) => v,
         Err(e) => {
             return SyncOutcome {
                 provider: id,
@@ -61,7 +81,11 @@ pub async fn sync_provider(
             };
         }
     };
-    let result = fetch_and_write(store, provider, policy, run_id, started_at).await;
+
+    let result = tokio::select! {
+        () = cancel.cancelled() => Err(SyncError::Cancelled { provider: id.clone() }),
+        fetched = provider.fetch(&ctx) => check_and_write(pool, &id, fetched, last_count, policy, run_id, started_at).await,
+    };
     match &result {
         Ok(stats) => tracing::info!(
             run_id,
@@ -72,7 +96,12 @@ pub async fn sync_provider(
         ),
         Err(err) => {
             tracing::warn!(run_id, error = %err, "Sync failed; keeping the last good data.");
-            if let Err(e) = store.fail_run(run_id, Utc::now(), &err.to_string()) {
+            let message = err.to_string();
+            let recorded = blocking(pool, move |p| {
+                p.write(|s| s.fail_run(run_id, Utc::now(), &message))
+            })
+            .await;
+            if let Err(e) = recorded {
                 tracing::error!(run_id, error = %e, "Could not record the failed sync run.");
             }
         }
@@ -85,29 +114,44 @@ pub async fn sync_provider(
     }
 }
 
-async fn fetch_and_write(
-    store: &mut Store,
-    provider: &dyn Provider,
+async fn check_and_write(
+    pool: &Arc<Pool>,
+    id: &str,
+    fetched: Result<Snapshot, ProviderError>,
+    last_count: Option<i64>,
     policy: &SyncConfig,
     run_id: i64,
     started_at: DateTime<Utc>,
 ) -> Result<WriteStats, SyncError> {
-    let id = provider.id();
-    let ctx = FetchContext {
-        newest_spot_by_region: store.newest_spot_by_region(id)?,
-    };
-    let snapshot = provider.fetch(&ctx).await?;
+    let snapshot = fetched?;
     let reject = |reason| SyncError::Rejected {
         provider: id.to_owned(),
         reason,
     };
     validate(&snapshot).map_err(reject)?;
     if snapshot.scope == Scope::Full
-        && let Some(before) = store.last_good_price_count(id)?
+        && let Some(before) = last_count
     {
         check_shrink(snapshot.prices.len(), before, policy.max_shrink).map_err(reject)?;
     }
-    Ok(store.write_snapshot(run_id, id, &snapshot, started_at, Utc::now())?)
+    let id = id.to_owned();
+    let stats = blocking(pool, move |p| {
+        p.write(|s| s.write_snapshot(run_id, &id, &snapshot, started_at, Utc::now()))
+    })
+    .await?;
+    Ok(stats)
+}
+
+/// Runs store work off the async runtime.
+async fn blocking<T: Send + 'static>(
+    pool: &Arc<Pool>,
+    f: impl FnOnce(&Pool) -> T + Send + 'static,
+) -> T {
+    let pool = pool.clone();
+    match tokio::task::spawn_blocking(move || f(&pool)).await {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
 }
 
 /// A complete snapshot much smaller than the last good one is more likely a
@@ -283,6 +327,7 @@ mod tests {
     use gpuplan_providers::async_trait;
 
     use super::*;
+    use crate::store::Store;
     use crate::store::test_support::{count, snapshot};
 
     const POLICY: SyncConfig = SyncConfig { max_shrink: 0.2 };
@@ -324,7 +369,8 @@ mod tests {
     #[tokio::test]
     async fn a_failing_provider_leaves_its_previous_data_untouched() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(&dir.path().join("c.db")).unwrap();
+        let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 0).unwrap());
+        let cancel = CancellationToken::new();
         let mut duplicated = snapshot(2, 5.0);
         duplicated.prices.push(duplicated.prices[0].clone());
         let provider = Scripted::new(vec![
@@ -334,44 +380,48 @@ mod tests {
             Ok(Snapshot::default()),
         ]);
 
-        let good = sync_provider(&mut store, &provider, &POLICY).await;
+        let good = sync_provider(&pool, &provider, &POLICY, &cancel).await;
         assert_eq!(good.result.unwrap().prices_seen, 8);
-        let before = store.current_prices().unwrap();
-        let versions = count(&store, "price_versions");
+        let before = pool.read(Store::current_prices).unwrap();
+        let versions = pool.read(|s| count(s, "price_versions"));
 
-        let failed = sync_provider(&mut store, &provider, &POLICY).await;
+        let failed = sync_provider(&pool, &provider, &POLICY, &cancel).await;
         assert!(matches!(failed.result, Err(SyncError::Provider(_))));
-        let rejected = sync_provider(&mut store, &provider, &POLICY).await;
+        let rejected = sync_provider(&pool, &provider, &POLICY, &cancel).await;
         let err = rejected.result.unwrap_err().to_string();
         assert!(err.contains("listed twice"), "{err}");
-        let empty = sync_provider(&mut store, &provider, &POLICY).await;
+        let empty = sync_provider(&pool, &provider, &POLICY, &cancel).await;
         assert!(empty.result.unwrap_err().to_string().contains("empty"));
 
-        assert_eq!(store.current_prices().unwrap(), before);
-        assert_eq!(count(&store, "price_versions"), versions);
-        let runs = store.sync_runs(10).unwrap();
+        assert_eq!(pool.read(Store::current_prices).unwrap(), before);
+        assert_eq!(pool.read(|s| count(s, "price_versions")), versions);
+        let runs = pool.read(|s| s.sync_runs(10)).unwrap();
         let statuses: Vec<&str> = runs.iter().map(|r| r.status.as_str()).collect();
         assert_eq!(statuses, vec!["failed", "failed", "failed", "ok"]);
         assert!(runs[2].error.as_deref().unwrap().contains("HTTP 500"));
-        assert_eq!(store.last_good_run_id("aws").unwrap(), good.run_id);
+        assert_eq!(
+            pool.read(|s| s.last_good_run_id("aws")).unwrap(),
+            good.run_id
+        );
     }
 
     #[tokio::test]
     async fn a_snapshot_much_smaller_than_the_last_good_one_is_rejected() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(&dir.path().join("c.db")).unwrap();
+        let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 0).unwrap());
+        let cancel = CancellationToken::new();
         let provider = Scripted::new(vec![
             Ok(snapshot(10, 1.0)),
             Ok(snapshot(7, 1.0)),
             Ok(snapshot(8, 1.0)),
         ]);
-        sync_provider(&mut store, &provider, &POLICY)
+        sync_provider(&pool, &provider, &POLICY, &cancel)
             .await
             .result
             .unwrap();
-        let before = store.current_prices().unwrap();
+        let before = pool.read(Store::current_prices).unwrap();
 
-        let err = sync_provider(&mut store, &provider, &POLICY)
+        let err = sync_provider(&pool, &provider, &POLICY, &cancel)
             .await
             .result
             .unwrap_err()
@@ -380,9 +430,9 @@ mod tests {
             err.contains("14 prices, the last good sync had 20"),
             "{err}"
         );
-        assert_eq!(store.current_prices().unwrap(), before);
+        assert_eq!(pool.read(Store::current_prices).unwrap(), before);
         // Exactly 20% fewer is still within the limit.
-        let ok = sync_provider(&mut store, &provider, &POLICY)
+        let ok = sync_provider(&pool, &provider, &POLICY, &cancel)
             .await
             .result
             .unwrap();

@@ -5,6 +5,7 @@
 //! crash or error leaves either all of a sync or none of it.
 
 mod migrate;
+mod pool;
 mod read;
 mod write;
 
@@ -14,6 +15,7 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{Connection, OpenFlags};
 
+pub use pool::Pool;
 pub use read::{CurrentPrice, SpotPoint, SyncRun};
 pub use write::WriteStats;
 

@@ -1,0 +1,236 @@
+//! Prometheus metrics, kept in memory and rendered as the text exposition format:
+//! per source the sync duration, rows, failures and data age; per route the HTTP
+//! request counts and latency.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+
+use crate::sync::SyncOutcome;
+
+/// Latency buckets in seconds: the API answers in milliseconds.
+const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    sources: BTreeMap<String, SourceMetrics>,
+    requests: BTreeMap<(String, String, u16), u64>,
+    latency: BTreeMap<String, Histogram>,
+}
+
+#[derive(Debug, Default)]
+struct SourceMetrics {
+    ok: u64,
+    failed: u64,
+    last_duration: f64,
+    prices: i64,
+    spot_added: i64,
+    availability: i64,
+}
+
+#[derive(Debug, Default)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+impl Metrics {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn record_sync(&self, outcome: &SyncOutcome) {
+        let mut inner = self.lock();
+        let m = inner.sources.entry(outcome.provider.clone()).or_default();
+        m.last_duration = outcome.seconds;
+        match &outcome.result {
+            Ok(stats) => {
+                m.ok += 1;
+                m.prices = stats.prices_seen;
+                m.spot_added = stats.spot_added;
+                m.availability = stats.availability;
+            }
+            Err(_) => m.failed += 1,
+        }
+    }
+
+    pub fn record_request(&self, method: &str, route: &str, status: u16, seconds: f64) {
+        let mut inner = self.lock();
+        *inner
+            .requests
+            .entry((method.to_owned(), route.to_owned(), status))
+            .or_insert(0) += 1;
+        let h = inner.latency.entry(route.to_owned()).or_default();
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            if seconds <= *bound {
+                h.counts[i] += 1;
+            }
+        }
+        h.count += 1;
+        h.sum += seconds;
+    }
+
+    /// The exposition text. `last_good` gives each source's last good sync, for
+    /// the data-age gauge, which is computed at scrape time.
+    #[must_use]
+    pub fn render(
+        &self,
+        last_good: &BTreeMap<String, DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> String {
+        let inner = self.lock();
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# HELP gpuplan_sync_runs_total Sync runs by source and result.\n# TYPE gpuplan_sync_runs_total counter"
+        );
+        for (source, m) in &inner.sources {
+            let _ = writeln!(
+                out,
+                "gpuplan_sync_runs_total{{source=\"{source}\",result=\"ok\"}} {}",
+                m.ok
+            );
+            let _ = writeln!(
+                out,
+                "gpuplan_sync_runs_total{{source=\"{source}\",result=\"failed\"}} {}",
+                m.failed
+            );
+        }
+        let gauge = |out: &mut String, name: &str, help: &str, values: Vec<(String, f64)>| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for (source, v) in values {
+                let _ = writeln!(out, "{name}{{source=\"{source}\"}} {v}");
+            }
+        };
+        let per_source = |f: &dyn Fn(&SourceMetrics) -> f64| -> Vec<(String, f64)> {
+            inner
+                .sources
+                .iter()
+                .map(|(s, m)| (s.clone(), f(m)))
+                .collect()
+        };
+        gauge(
+            &mut out,
+            "gpuplan_sync_duration_seconds",
+            "Duration of the last sync run.",
+            per_source(&|m| m.last_duration),
+        );
+        gauge(
+            &mut out,
+            "gpuplan_sync_prices",
+            "Prices in the last good snapshot.",
+            per_source(&|m| m.prices as f64),
+        );
+        gauge(
+            &mut out,
+            "gpuplan_sync_spot_added",
+            "Spot observations the last good sync added.",
+            per_source(&|m| m.spot_added as f64),
+        );
+        gauge(
+            &mut out,
+            "gpuplan_sync_availability",
+            "Availability records in the last good snapshot.",
+            per_source(&|m| m.availability as f64),
+        );
+        let ages = last_good
+            .iter()
+            .map(|(s, t)| (s.clone(), (now - *t).as_seconds_f64().max(0.0)))
+            .collect();
+        gauge(
+            &mut out,
+            "gpuplan_data_age_seconds",
+            "Seconds since the source's last good sync.",
+            ages,
+        );
+
+        let _ = writeln!(
+            out,
+            "# HELP gpuplan_http_requests_total HTTP requests by method, route and status.\n# TYPE gpuplan_http_requests_total counter"
+        );
+        for ((method, route, status), n) in &inner.requests {
+            let _ = writeln!(
+                out,
+                "gpuplan_http_requests_total{{method=\"{method}\",route=\"{route}\",status=\"{status}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP gpuplan_http_request_duration_seconds HTTP request latency by route.\n# TYPE gpuplan_http_request_duration_seconds histogram"
+        );
+        for (route, h) in &inner.latency {
+            let name = "gpuplan_http_request_duration_seconds";
+            for (bound, count) in BUCKETS.iter().zip(h.counts) {
+                let _ = writeln!(
+                    out,
+                    "{name}_bucket{{route=\"{route}\",le=\"{bound}\"}} {count}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{route=\"{route}\",le=\"+Inf\"}} {}",
+                h.count
+            );
+            let _ = writeln!(out, "{name}_sum{{route=\"{route}\"}} {}", h.sum);
+            let _ = writeln!(out, "{name}_count{{route=\"{route}\"}} {}", h.count);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::WriteStats;
+
+    #[test]
+    fn the_exposition_carries_sync_and_http_figures() {
+        let m = Metrics::default();
+        m.record_sync(&SyncOutcome {
+            provider: "azure".into(),
+            run_id: Some(1),
+            result: Ok(WriteStats {
+                prices_seen: 7,
+                ..WriteStats::default()
+            }),
+            seconds: 1.5,
+        });
+        m.record_request("GET", "/v1/prices", 200, 0.003);
+        let now = Utc::now();
+        let text = m.render(
+            &BTreeMap::from([("azure".to_owned(), now - chrono::Duration::seconds(90))]),
+            now,
+        );
+        assert!(
+            text.contains("gpuplan_sync_runs_total{source=\"azure\",result=\"ok\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gpuplan_sync_prices{source=\"azure\"} 7"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gpuplan_data_age_seconds{source=\"azure\"} 90"),
+            "{text}"
+        );
+        assert!(text.contains(
+            "gpuplan_http_requests_total{method=\"GET\",route=\"/v1/prices\",status=\"200\"} 1"
+        ));
+        assert!(text.contains(
+            "gpuplan_http_request_duration_seconds_bucket{route=\"/v1/prices\",le=\"0.005\"} 1"
+        ));
+        assert!(text.contains(
+            "gpuplan_http_request_duration_seconds_bucket{route=\"/v1/prices\",le=\"0.0025\"} 0"
+        ));
+    }
+}

@@ -1,0 +1,344 @@
+//! When each source syncs: its cron schedule, a sync at start when its data is
+//! older than one interval, and capped exponential backoff with jitter after a
+//! failure (a server's `Retry-After` wins), never later than the next scheduled
+//! run. One task per source, so a slow source never delays another and runs of
+//! one source never pile up; a trigger while a run is going coalesces into one
+//! more run right after it.
+//!
+//! The decisions are plain functions of state and time ([`first_run`],
+//! [`after_run`]); the loop only sleeps and syncs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use gpuplan_providers::Provider;
+use gpuplan_providers::http::{RetryPolicy, backoff_delay};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Schedule, SyncConfig};
+use crate::metrics::Metrics;
+use crate::store::Pool;
+use crate::sync::{self, SyncError};
+
+/// Backoff after failed syncs.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    pub initial: Duration,
+    pub max: Duration,
+}
+
+/// When a source first syncs after start: now if it never synced well or its
+/// data is older than one interval, else at its next scheduled time.
+#[must_use]
+pub fn first_run(
+    schedule: &Schedule,
+    last_good: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> DateTime<Utc> {
+    match last_good {
+        Some(at) if (now - at).to_std().unwrap_or(Duration::ZERO) <= schedule.interval(now) => {
+            schedule.next_after(now)
+        }
+        _ => now,
+    }
+}
+
+/// When a source syncs next after a run. `failures` counts consecutive failed
+/// runs (0 after a success); `retry_after` is the server's requested wait.
+#[must_use]
+pub fn after_run(
+    schedule: &Schedule,
+    backoff: Backoff,
+    failures: u32,
+    retry_after: Option<Duration>,
+    now: DateTime<Utc>,
+    random: f64,
+) -> DateTime<Utc> {
+    let scheduled = schedule.next_after(now);
+    if failures == 0 {
+        return scheduled;
+    }
+    let policy = RetryPolicy {
+        base_delay: backoff.initial,
+        max_delay: backoff.max,
+        ..RetryPolicy::default()
+    };
+    let delay = retry_after.unwrap_or_else(|| backoff_delay(&policy, failures, random));
+    let retry = now + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
+    retry.min(scheduled)
+}
+
+/// Wall-clock time derived from tokio's clock, so paused-time tests move both.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    start_utc: DateTime<Utc>,
+    start: tokio::time::Instant,
+}
+
+impl Clock {
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            start_utc: Utc::now(),
+            start: tokio::time::Instant::now(),
+        }
+    }
+
+    #[must_use]
+    pub fn now(&self) -> DateTime<Utc> {
+        self.start_utc + chrono::Duration::from_std(self.start.elapsed()).unwrap_or_default()
+    }
+
+    fn until(&self, at: DateTime<Utc>) -> Duration {
+        (at - self.now()).to_std().unwrap_or(Duration::ZERO)
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One source as the scheduler runs it.
+pub struct Source {
+    pub provider: Box<dyn Provider>,
+    pub schedule: Schedule,
+    /// Notified to sync now (`POST /v1/sync`).
+    pub trigger: Arc<Notify>,
+}
+
+/// Everything a source's loop shares with the rest of the daemon.
+#[derive(Clone)]
+pub struct Context {
+    pub pool: Arc<Pool>,
+    pub policy: SyncConfig,
+    pub backoff: Backoff,
+    pub metrics: Arc<Metrics>,
+    pub cancel: CancellationToken,
+    pub clock: Clock,
+}
+
+/// Runs one source until `ctx.cancel` fires.
+pub async fn run_source(source: Source, ctx: Context) {
+    let id = source.provider.id().to_owned();
+    let last_good = {
+        let (pool, id) = (ctx.pool.clone(), id.clone());
+        tokio::task::spawn_blocking(move || pool.read(|s| s.last_good_syncs()))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .and_then(|m| m.get(&id).copied())
+    };
+    let mut next = first_run(&source.schedule, last_good, ctx.clock.now());
+    let mut failures = 0u32;
+    loop {
+        tracing::debug!(provider = %id, next = %next, "Next sync scheduled.");
+        tokio::select! {
+            () = ctx.cancel.cancelled() => break,
+            () = tokio::time::sleep(ctx.clock.until(next)) => {}
+            () = source.trigger.notified() => {}
+        }
+        let outcome = sync::sync_provider(
+            &ctx.pool,
+            source.provider.as_ref(),
+            &ctx.policy,
+            &ctx.cancel,
+        )
+        .await;
+        ctx.metrics.record_sync(&outcome);
+        if ctx.cancel.is_cancelled() {
+            break;
+        }
+        let retry_after = match &outcome.result {
+            Ok(_) => {
+                failures = 0;
+                None
+            }
+            Err(err) => {
+                failures += 1;
+                match err {
+                    SyncError::Provider(e) => e.retry_after(),
+                    _ => None,
+                }
+            }
+        };
+        next = after_run(
+            &source.schedule,
+            ctx.backoff,
+            failures,
+            retry_after,
+            ctx.clock.now(),
+            fastrand::f64(),
+        );
+        if failures > 0 {
+            tracing::warn!(provider = %id, failures, retry_at = %next, "Sync failed; retrying with backoff.");
+        }
+    }
+    tracing::info!(provider = %id, "Source stopped.");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use gpuplan_providers::{FetchContext, ProviderError, Snapshot, async_trait};
+
+    use super::*;
+    use crate::store::test_support::snapshot;
+
+    fn hourly() -> Schedule {
+        Schedule::from_str("0 0 * * * *").unwrap()
+    }
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    const BACKOFF: Backoff = Backoff {
+        initial: Duration::from_secs(30),
+        max: Duration::from_secs(600),
+    };
+
+    #[test]
+    fn a_source_syncs_at_start_only_when_its_data_is_older_than_one_interval() {
+        let now = at("2026-11-29T10:20:00Z");
+        assert_eq!(first_run(&hourly(), None, now), now);
+        assert_eq!(
+            first_run(&hourly(), Some(at("2026-11-29T09:00:00Z")), now),
+            now
+        );
+        assert_eq!(
+            first_run(&hourly(), Some(at("2026-11-29T10:00:00Z")), now),
+            at("2026-11-29T11:00:00Z")
+        );
+    }
+
+    #[test]
+    fn failures_back_off_exponentially_but_never_past_the_next_scheduled_run() {
+        let now = at("2026-11-29T10:20:00Z");
+        assert_eq!(
+            after_run(&hourly(), BACKOFF, 0, None, now, 0.5),
+            at("2026-11-29T11:00:00Z")
+        );
+        // Equal jitter: between half and all of 30 s, 60 s, 120 s ...
+        assert_eq!(
+            after_run(&hourly(), BACKOFF, 1, None, now, 0.0),
+            now + chrono::Duration::seconds(15)
+        );
+        assert_eq!(
+            after_run(&hourly(), BACKOFF, 3, None, now, 1.0),
+            now + chrono::Duration::seconds(120)
+        );
+        // Capped at 10 minutes.
+        assert_eq!(
+            after_run(&hourly(), BACKOFF, 20, None, now, 1.0),
+            now + chrono::Duration::seconds(600)
+        );
+        // A server's Retry-After wins over the backoff ...
+        assert_eq!(
+            after_run(
+                &hourly(),
+                BACKOFF,
+                1,
+                Some(Duration::from_secs(90)),
+                now,
+                0.0
+            ),
+            now + chrono::Duration::seconds(90)
+        );
+        // ... but a retry never lands after the next scheduled run.
+        let late = at("2026-11-29T10:55:00Z");
+        assert_eq!(
+            after_run(&hourly(), BACKOFF, 20, None, late, 1.0),
+            at("2026-11-29T11:00:00Z")
+        );
+    }
+
+    /// Fails its first `fail` fetches with a 503, then succeeds; counts calls.
+    struct Flaky {
+        calls: AtomicUsize,
+        fail: usize,
+    }
+
+    #[async_trait]
+    impl Provider for Flaky {
+        fn id(&self) -> &str {
+            "aws"
+        }
+
+        async fn fetch(&self, _ctx: &FetchContext) -> Result<Snapshot, ProviderError> {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst);
+            if n < self.fail {
+                return Err(ProviderError::Http {
+                    provider: "aws".into(),
+                    url: "http://127.0.0.1:1/".into(),
+                    status: 503,
+                    body: String::new(),
+                });
+            }
+            Ok(snapshot(2, 1.0 + n as f64))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_loop_syncs_at_start_retries_after_failures_then_follows_the_schedule() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 0).unwrap());
+        let flaky = Arc::new(Flaky {
+            calls: AtomicUsize::new(0),
+            fail: 2,
+        });
+        let ctx = Context {
+            pool: pool.clone(),
+            policy: SyncConfig { max_shrink: 1.0 },
+            backoff: BACKOFF,
+            metrics: Arc::new(Metrics::default()),
+            cancel: CancellationToken::new(),
+            clock: Clock::new(),
+        };
+        let trigger = Arc::new(Notify::new());
+        let source = Source {
+            provider: Box::new(SharedProvider(flaky.clone())),
+            schedule: Schedule::from_str("0 */10 * * * *").unwrap(),
+            trigger: trigger.clone(),
+        };
+        let task = tokio::spawn(run_source(source, ctx.clone()));
+
+        // Two failures and the recovering run all happen within the first
+        // 10-minute slot: 15-30 s, then 30-60 s of backoff.
+        tokio::time::sleep(Duration::from_secs(95)).await;
+        assert_eq!(flaky.calls.load(Ordering::SeqCst), 3);
+        let runs = pool.read(|s| s.sync_runs(10)).unwrap();
+        let statuses: Vec<&str> = runs.iter().map(|r| r.status.as_str()).collect();
+        assert_eq!(statuses, vec!["ok", "failed", "failed"]);
+
+        // Then one run per scheduled slot, and none in between.
+        tokio::time::sleep(Duration::from_secs(3 * 600)).await;
+        assert_eq!(flaky.calls.load(Ordering::SeqCst), 6);
+
+        // A trigger runs it now.
+        trigger.notify_one();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(flaky.calls.load(Ordering::SeqCst), 7);
+
+        ctx.cancel.cancel();
+        task.await.unwrap();
+    }
+
+    struct SharedProvider(Arc<Flaky>);
+
+    #[async_trait]
+    impl Provider for SharedProvider {
+        fn id(&self) -> &str {
+            self.0.id()
+        }
+
+        async fn fetch(&self, ctx: &FetchContext) -> Result<Snapshot, ProviderError> {
+            self.0.fetch(ctx).await
+        }
+    }
+}
