@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use gpuplan_providers::PriceKind;
 use serde::Serialize;
 
@@ -183,6 +183,8 @@ pub struct SpotSeries {
     pub provider: String,
     pub region: String,
     pub zone: String,
+    /// The provider's last good sync is older than twice its interval.
+    pub stale: bool,
     pub stats: SpotStats,
     pub points: Vec<SpotPoint>,
 }
@@ -214,8 +216,9 @@ pub struct SpotQuery {
 pub fn spot_history(
     store: &Store,
     q: &SpotQuery,
-    now: DateTime<Utc>,
+    fresh: &Freshness,
 ) -> Result<SpotHistory, StoreError> {
+    let now = fresh.now;
     let points = store.spot_history(
         &q.instance_type,
         q.provider.as_deref(),
@@ -239,6 +242,7 @@ pub fn spot_history(
         };
         all_segments.extend_from_slice(&segments);
         series.push(SpotSeries {
+            stale: fresh.is_stale(&provider),
             provider,
             region: points[0].region.clone(),
             zone,
@@ -307,6 +311,32 @@ fn stats(segments: &[(f64, f64)], observations: usize) -> Option<SpotStats> {
     })
 }
 
+/// A window start: `7d` / `36h` / `90m` / `2w` back from `now`, a date, or an
+/// RFC 3339 time.
+///
+/// # Errors
+/// A message naming the text that is none of these.
+pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+    let s = s.trim();
+    let units: BTreeMap<char, i64> =
+        BTreeMap::from([('m', 60), ('h', 3600), ('d', 86400), ('w', 604_800)]);
+    if let Some(unit) = s.chars().last().and_then(|c| units.get(&c))
+        && let Ok(n) = s[..s.len() - 1].parse::<i64>()
+        && n >= 0
+    {
+        return Ok(now - chrono::Duration::seconds(n.saturating_mul(*unit)));
+    }
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return Ok(d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc());
+    }
+    Err(format!(
+        "`{s}` is not a duration (7d, 36h, 90m, 2w), a date (2026-11-01) or an RFC 3339 time"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,6 +371,35 @@ mod tests {
         };
         let segs = segments(&[p(-100, 2.0), p(10, 4.0)], at(0), at(20));
         assert_eq!(segs, vec![(2.0, 10.0 * 3600.0), (4.0, 10.0 * 3600.0)]);
+    }
+
+    #[test]
+    fn since_accepts_durations_dates_and_times() {
+        let now = DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(
+            parse_since("7d", now).unwrap(),
+            now - chrono::Duration::days(7)
+        );
+        assert_eq!(
+            parse_since("90m", now).unwrap(),
+            now - chrono::Duration::minutes(90)
+        );
+        assert_eq!(
+            parse_since("2026-11-01", now).unwrap().to_rfc3339(),
+            "2026-11-01T00:00:00+00:00"
+        );
+        assert_eq!(
+            parse_since("2026-11-28T06:00:00Z", now).unwrap(),
+            now - chrono::Duration::hours(30)
+        );
+        assert!(
+            parse_since("last week", now)
+                .unwrap_err()
+                .contains("last week")
+        );
+        assert!(parse_since("-3d", now).is_err());
     }
 
     #[test]

@@ -2,21 +2,23 @@
 //! stdout carries data (tables or `--json`), stderr carries logs and notes.
 //! Exit codes: 0 ok, 1 failure, 2 bad input.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
 use gpuplan_providers::PriceKind;
+use gpuplan_providers::secret::Secret;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter, SpotHistory, SpotQuery};
 use crate::config::{self, Config};
+use crate::daemon;
 use crate::store::{Pool, Store};
 use crate::sync;
 use crate::telemetry::LogFormat;
@@ -40,6 +42,12 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the daemon: scheduled syncs and the HTTP API, until SIGTERM/SIGINT.
+    Serve {
+        /// Seconds that running syncs and requests get to finish after a stop signal.
+        #[arg(long, default_value_t = 30)]
+        shutdown_grace_secs: u64,
+    },
     /// Sync every enabled provider (or the named ones) into the catalog now.
     Sync {
         /// Only this provider (repeatable), e.g. `file:onprem`.
@@ -155,6 +163,12 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Config(ConfigCommand::Validate { file }) => {
             validate_config(file.as_deref().or(cli.config.as_deref()))
         }
+        Command::Serve {
+            shutdown_grace_secs,
+        } => {
+            let config = load_config(cli.config.as_deref())?;
+            serve(config, Duration::from_secs(shutdown_grace_secs)).await
+        }
         Command::Sync { providers, json } => {
             let config = load_config(cli.config.as_deref())?;
             run_sync(&config, &providers, json).await
@@ -174,6 +188,43 @@ fn load_config(path: Option<&Path>) -> Result<Config, CliError> {
     match path {
         Some(path) => Config::load(path).map_err(|e| CliError::BadInput(e.into())),
         None => Ok(Config::default()),
+    }
+}
+
+async fn serve(config: Config, grace: Duration) -> Result<ExitCode, CliError> {
+    let listen = config.api.listen;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("Failed to listen on {listen} (api.listen)."))?;
+    let options = daemon::Options {
+        grace,
+        token: Secret::from_env(daemon::TOKEN_ENV),
+    };
+    daemon::run(config, listener, options, stop_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn stop_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
     }
 }
 
@@ -423,9 +474,10 @@ fn render_table<const N: usize>(
 
 fn run_spot_history(config: &Config, args: &SpotHistoryArgs) -> Result<ExitCode, CliError> {
     let now = Utc::now();
-    let since = parse_since(&args.since, now)
+    let since = catalog::parse_since(&args.since, now)
         .map_err(|e| CliError::BadInput(anyhow::anyhow!("--since: {e}")))?;
     let store = open_store(config)?;
+    let fresh = freshness(config, &store)?;
     let query = SpotQuery {
         instance_type: args.instance.clone(),
         provider: args.provider.clone(),
@@ -434,7 +486,7 @@ fn run_spot_history(config: &Config, args: &SpotHistoryArgs) -> Result<ExitCode,
         since,
     };
     let history =
-        catalog::spot_history(&store, &query, now).map_err(|e| CliError::Failed(e.into()))?;
+        catalog::spot_history(&store, &query, &fresh).map_err(|e| CliError::Failed(e.into()))?;
     if args.json {
         print_json(&history)?;
     } else if history.series.is_empty() {
@@ -488,28 +540,6 @@ fn spot_table(h: &SpotHistory) -> String {
     )
 }
 
-/// `7d` / `36h` / `90m` back from `now`, a date, or an RFC 3339 time.
-fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
-    let s = s.trim();
-    let units: BTreeMap<char, i64> =
-        BTreeMap::from([('m', 60), ('h', 3600), ('d', 86400), ('w', 604_800)]);
-    if let Some(unit) = s.chars().last().and_then(|c| units.get(&c))
-        && let Ok(n) = s[..s.len() - 1].parse::<i64>()
-        && n >= 0
-    {
-        return Ok(now - chrono::Duration::seconds(n.saturating_mul(*unit)));
-    }
-    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-        return Ok(t.with_timezone(&Utc));
-    }
-    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        return Ok(d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc());
-    }
-    Err(format!(
-        "`{s}` is not a duration (7d, 36h, 90m, 2w), a date (2026-11-01) or an RFC 3339 time"
-    ))
-}
-
 fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
     let text =
         serde_json::to_string_pretty(value).context("Failed to encode the output as JSON.")?;
@@ -520,35 +550,6 @@ fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn since_accepts_durations_dates_and_times() {
-        let now = DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
-            .unwrap()
-            .with_timezone(&Utc);
-        assert_eq!(
-            parse_since("7d", now).unwrap(),
-            now - chrono::Duration::days(7)
-        );
-        assert_eq!(
-            parse_since("90m", now).unwrap(),
-            now - chrono::Duration::minutes(90)
-        );
-        assert_eq!(
-            parse_since("2026-11-01", now).unwrap().to_rfc3339(),
-            "2026-11-01T00:00:00+00:00"
-        );
-        assert_eq!(
-            parse_since("2026-11-28T06:00:00Z", now).unwrap(),
-            now - chrono::Duration::hours(30)
-        );
-        assert!(
-            parse_since("last week", now)
-                .unwrap_err()
-                .contains("last week")
-        );
-        assert!(parse_since("-3d", now).is_err());
-    }
 
     #[test]
     fn ages_are_short_and_readable() {

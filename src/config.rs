@@ -23,6 +23,7 @@ const DEFAULT_STORE_PATH: &str = "gpuplan.db";
 /// List prices change rarely; hourly keeps them fresh without wasting quota.
 const DEFAULT_LIST_SCHEDULE: &str = "0 0 * * * *";
 const DEFAULT_MAX_SHRINK_PCT: f64 = 20.0;
+const DEFAULT_LISTEN: &str = "127.0.0.1:8321";
 const DEFAULT_AZURE_ENDPOINT: &str = "https://prices.azure.com";
 const DEFAULT_GCP_BILLING_ENDPOINT: &str = "https://cloudbilling.googleapis.com";
 const DEFAULT_GCP_COMPUTE_ENDPOINT: &str = "https://compute.googleapis.com";
@@ -31,8 +32,15 @@ const DEFAULT_LAMBDA_ENDPOINT: &str = "https://cloud.lambda.ai";
 #[derive(Debug, Clone)]
 pub struct Config {
     pub store: StoreConfig,
+    pub api: ApiConfig,
     pub sync: SyncConfig,
     pub providers: ProvidersConfig,
+}
+
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// Where `gpuplan serve` listens. Beyond loopback it requires a token.
+    pub listen: std::net::SocketAddr,
 }
 
 #[derive(Debug, Clone)]
@@ -40,6 +48,12 @@ pub struct SyncConfig {
     /// A snapshot with this share (0..1) fewer prices than the source's last good
     /// one is rejected as suspicious (a page chain that stopped early, say).
     pub max_shrink: f64,
+    /// Backoff of the daemon's retries after a failed sync.
+    pub retry_initial: Duration,
+    pub retry_max: Duration,
+    /// Tries of one HTTP request within a sync, the first included.
+    pub http_attempts: u32,
+    pub http_timeout: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -259,6 +273,8 @@ struct RawConfig {
     #[serde(default)]
     store: RawStore,
     #[serde(default)]
+    api: RawApi,
+    #[serde(default)]
     sync: RawSync,
     #[serde(default)]
     providers: RawProviders,
@@ -268,6 +284,16 @@ struct RawConfig {
 #[serde(deny_unknown_fields)]
 struct RawSync {
     max_shrink_pct: Option<f64>,
+    retry_initial_secs: Option<f64>,
+    retry_max_secs: Option<f64>,
+    http_attempts: Option<i64>,
+    http_timeout_secs: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawApi {
+    listen: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -334,6 +360,17 @@ impl Checker {
             self.fail(path, e);
             Schedule::parse(DEFAULT_LIST_SCHEDULE).expect("the built-in schedule is valid")
         })
+    }
+
+    /// A positive number of seconds, or the default.
+    fn seconds(&mut self, path: &str, value: Option<f64>, default: f64) -> Duration {
+        let v = value.unwrap_or(default);
+        if v.is_finite() && v > 0.0 && v < 1e9 {
+            Duration::from_secs_f64(v)
+        } else {
+            self.fail(path, format!("{v} is not a positive number of seconds"));
+            Duration::from_secs_f64(default)
+        }
     }
 
     fn endpoint(&mut self, path: &str, value: Option<String>, default: &str) -> String {
@@ -419,6 +456,28 @@ impl RawConfig {
                 format!("{shrink} is not a percentage between 0 and 100"),
             );
         }
+        let retry_initial = c.seconds(
+            "sync.retry_initial_secs",
+            self.sync.retry_initial_secs,
+            30.0,
+        );
+        let retry_max = c.seconds("sync.retry_max_secs", self.sync.retry_max_secs, 900.0);
+        let http_timeout = c.seconds("sync.http_timeout_secs", self.sync.http_timeout_secs, 120.0);
+        let http_attempts = match self.sync.http_attempts.unwrap_or(5) {
+            n @ 1..=20 => n as u32,
+            n => {
+                c.fail("sync.http_attempts", format!("{n} is not between 1 and 20"));
+                1
+            }
+        };
+        let listen_text = self.api.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+        let listen = listen_text.parse().unwrap_or_else(|_| {
+            c.fail(
+                "api.listen",
+                format!("`{listen_text}` is not an address like \"127.0.0.1:8321\""),
+            );
+            std::net::SocketAddr::from(([127, 0, 0, 1], 8321))
+        });
 
         let raw = self.providers;
         let azure = AzureSourceConfig {
@@ -522,8 +581,13 @@ impl RawConfig {
             store: StoreConfig {
                 path: resolve(&store_path),
             },
+            api: ApiConfig { listen },
             sync: SyncConfig {
                 max_shrink: shrink / 100.0,
+                retry_initial,
+                retry_max,
+                http_attempts,
+                http_timeout,
             },
             providers: ProvidersConfig {
                 azure,

@@ -2,9 +2,11 @@
 //!
 //! Data flows one way: providers -> [`sync`] -> [`store`] -> [`catalog`] -> [`cli`].
 
+pub mod api;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod daemon;
 pub mod metrics;
 pub mod scheduler;
 pub mod store;

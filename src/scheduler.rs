@@ -294,7 +294,13 @@ mod tests {
         });
         let ctx = Context {
             pool: pool.clone(),
-            policy: SyncConfig { max_shrink: 1.0 },
+            policy: SyncConfig {
+                max_shrink: 1.0,
+                retry_initial: BACKOFF.initial,
+                retry_max: BACKOFF.max,
+                http_attempts: 1,
+                http_timeout: Duration::from_secs(5),
+            },
             backoff: BACKOFF,
             metrics: Arc::new(Metrics::default()),
             cancel: CancellationToken::new(),

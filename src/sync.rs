@@ -282,7 +282,11 @@ pub fn validate(snapshot: &Snapshot) -> Result<(), String> {
 /// When an HTTP client cannot be built.
 pub fn enabled_providers(config: &Config) -> Result<Vec<Box<dyn Provider>>, ProviderError> {
     let p = &config.providers;
-    let retry = RetryPolicy::default;
+    let retry = || RetryPolicy {
+        max_attempts: config.sync.http_attempts,
+        request_timeout: config.sync.http_timeout,
+        ..RetryPolicy::default()
+    };
     let mut out: Vec<Box<dyn Provider>> = Vec::new();
     if p.azure.enabled {
         out.push(Box::new(AzureProvider::new(AzureConfig {
@@ -330,7 +334,13 @@ mod tests {
     use crate::store::Store;
     use crate::store::test_support::{count, snapshot};
 
-    const POLICY: SyncConfig = SyncConfig { max_shrink: 0.2 };
+    const POLICY: SyncConfig = SyncConfig {
+        max_shrink: 0.2,
+        retry_initial: std::time::Duration::from_secs(30),
+        retry_max: std::time::Duration::from_secs(900),
+        http_attempts: 5,
+        http_timeout: std::time::Duration::from_secs(120),
+    };
 
     /// Answers each fetch with the next queued result.
     struct Scripted {

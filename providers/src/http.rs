@@ -118,7 +118,6 @@ impl HttpClient {
             };
             tracing::warn!(
                 provider = %self.provider,
-                url = %shown,
                 attempt,
                 delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
                 error = %err,
@@ -138,14 +137,14 @@ impl HttpClient {
         let response = request
             .send()
             .await
-            .map_err(|e| Attempt::Retry(transport(error_chain(&e))))?;
+            .map_err(|e| Attempt::Retry(transport(error_chain(&e.without_url()))))?;
         let status = response.status();
         if status.is_success() {
             return match response.bytes().await {
                 Ok(body) => Ok(body.to_vec()),
                 Err(e) => Err(Attempt::Retry(transport(format!(
                     "reading the body: {}",
-                    error_chain(&e)
+                    error_chain(&e.without_url())
                 )))),
             };
         }

@@ -96,6 +96,20 @@ impl Store {
         Ok(())
     }
 
+    /// Marks runs still `running` as failed: their process stopped mid-sync, so
+    /// their transaction never committed. Returns how many there were.
+    ///
+    /// # Errors
+    /// On a database error.
+    pub fn fail_interrupted_runs(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        Ok(self.conn.execute(
+            "UPDATE sync_runs SET status = 'failed', finished_at = ?1,
+                 error = 'interrupted: gpuplan stopped during this sync; nothing of it was stored'
+             WHERE status = 'running'",
+            [ts(now)],
+        )?)
+    }
+
     /// Writes `snapshot` as the complete current state of `provider` and marks the
     /// run good, all in one transaction: on any error nothing of it is stored.
     ///

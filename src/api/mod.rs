@@ -1,0 +1,303 @@
+//! The HTTP API (axum): health, readiness, Prometheus metrics, and the catalog
+//! queries the CLI offers, answering with the same JSON records. When the daemon
+//! listens beyond loopback every route but the health checks needs the bearer
+//! token, compared in constant time.
+
+mod params;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::Utc;
+use gpuplan_providers::PriceKind;
+use gpuplan_providers::secret::Secret;
+use serde_json::json;
+use tokio::sync::Notify;
+
+use crate::catalog::{self, Freshness, PriceFilter, SpotQuery};
+use crate::metrics::Metrics;
+use crate::store::{Pool, StoreError};
+
+use params::Params;
+
+/// What the handlers share.
+pub struct AppState {
+    pub pool: Arc<Pool>,
+    pub metrics: Arc<Metrics>,
+    /// Per source: the trigger that makes it sync now.
+    pub triggers: BTreeMap<String, Arc<Notify>>,
+    /// Per source: its sync interval, for staleness.
+    pub intervals: BTreeMap<String, Duration>,
+    pub token: Option<Secret>,
+}
+
+/// An error answer: status and a JSON body naming what was wrong.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    pub parameter: Option<String>,
+}
+
+impl ApiError {
+    fn bad_parameter(parameter: &str, message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: format!("{parameter}: {}", message.into()),
+            parameter: Some(parameter.to_owned()),
+        }
+    }
+
+    fn internal(err: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %err, "Request failed.");
+        Self {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: err.to_string(),
+            parameter: None,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = match &self.parameter {
+            Some(p) => json!({"error": self.message, "parameter": p}),
+            None => json!({"error": self.message}),
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        Self::internal(&e)
+    }
+}
+
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(|| async { Json(json!({"ready": true})) }))
+        .route("/metrics", get(metrics))
+        .route("/v1/prices", get(prices))
+        .route("/v1/spot-history", get(spot_history))
+        .route("/v1/sync-runs", get(sync_runs))
+        .route("/v1/sync", post(trigger_sync))
+        .layer(middleware::from_fn_with_state(state.clone(), authorize))
+        .layer(middleware::from_fn_with_state(state.clone(), measure))
+        .with_state(state)
+}
+
+async fn measure(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let method = req.method().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let response = next.run(req).await;
+    state.metrics.record_request(
+        &method,
+        &route,
+        response.status().as_u16(),
+        start.elapsed().as_secs_f64(),
+    );
+    response
+}
+
+async fn authorize(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let open = matches!(req.uri().path(), "/healthz" | "/readyz");
+    match &state.token {
+        Some(token) if !open && !bearer_matches(req.headers(), token) => ApiError {
+            status: StatusCode::UNAUTHORIZED,
+            message: "a bearer token is required: Authorization: Bearer $GPUPLAN_API_TOKEN"
+                .to_owned(),
+            parameter: None,
+        }
+        .into_response(),
+        _ => next.run(req).await,
+    }
+}
+
+/// Compares the presented token with ours in time independent of where they differ.
+fn bearer_matches(headers: &HeaderMap, token: &Secret) -> bool {
+    let Some(given) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    else {
+        return false;
+    };
+    constant_time_eq(given.trim().as_bytes(), token.expose().as_bytes())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Runs a store read off the async runtime.
+async fn read<T: Send + 'static>(
+    state: &Arc<AppState>,
+    f: impl FnOnce(&crate::store::Store, Freshness) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let pool = state.pool.clone();
+    let intervals = state.intervals.clone();
+    tokio::task::spawn_blocking(move || {
+        pool.read(|store| {
+            let fresh = Freshness {
+                last_good: store.last_good_syncs()?,
+                intervals,
+                default_interval: Duration::from_secs(3600),
+                now: Utc::now(),
+            };
+            f(store, fresh)
+        })
+    })
+    .await
+    .map_err(|e| ApiError::internal(&e))?
+    .map_err(ApiError::from)
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
+    let metrics = state.metrics.clone();
+    let text = read(&state, move |_, fresh| {
+        Ok(metrics.render(&fresh.last_good, fresh.now))
+    })
+    .await?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+}
+
+async fn prices(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(
+        uri.query(),
+        &["gpu", "provider", "region", "kind", "max_usd_per_gpu_hour"],
+    )?;
+    let kinds = p
+        .all("kind")
+        .iter()
+        .map(|k| {
+            k.parse::<PriceKind>()
+                .map_err(|e| ApiError::bad_parameter("kind", e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let max = p.parsed::<f64>("max_usd_per_gpu_hour", "a price in USD")?;
+    if max.is_some_and(|m| !m.is_finite() || m < 0.0) {
+        return Err(ApiError::bad_parameter(
+            "max_usd_per_gpu_hour",
+            "must be a number >= 0",
+        ));
+    }
+    let filter = PriceFilter {
+        gpus: p.all("gpu"),
+        providers: p.all("provider"),
+        regions: p.all("region"),
+        kinds,
+        max_usd_per_gpu_hour: max,
+    };
+    let records = read(&state, move |store, fresh| {
+        catalog::prices(store, &fresh, &filter)
+    })
+    .await?;
+    Ok(Json(records).into_response())
+}
+
+async fn spot_history(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(
+        uri.query(),
+        &["instance", "provider", "region", "zone", "since"],
+    )?;
+    let instance_type = p.one("instance")?.ok_or_else(|| {
+        ApiError::bad_parameter("instance", "required, e.g. instance=p5.48xlarge")
+    })?;
+    let since_text = p.one("since")?.unwrap_or_else(|| "7d".to_owned());
+    let since = catalog::parse_since(&since_text, Utc::now())
+        .map_err(|e| ApiError::bad_parameter("since", e))?;
+    let query = SpotQuery {
+        instance_type,
+        provider: p.one("provider")?,
+        region: p.one("region")?,
+        zone: p.one("zone")?,
+        since,
+    };
+    let history = read(&state, move |store, fresh| {
+        catalog::spot_history(store, &query, &fresh)
+    })
+    .await?;
+    Ok(Json(history).into_response())
+}
+
+async fn sync_runs(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(uri.query(), &["limit"])?;
+    let limit = p.parsed::<u32>("limit", "a whole number")?.unwrap_or(50);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_parameter(
+            "limit",
+            "must be between 1 and 1000",
+        ));
+    }
+    let runs = read(&state, move |store, _| store.sync_runs(limit)).await?;
+    Ok(Json(runs).into_response())
+}
+
+async fn trigger_sync(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(uri.query(), &["provider"])?;
+    let wanted = p.all("provider");
+    if let Some(unknown) = wanted.iter().find(|w| !state.triggers.contains_key(*w)) {
+        let known: Vec<&str> = state.triggers.keys().map(String::as_str).collect();
+        return Err(ApiError::bad_parameter(
+            "provider",
+            format!(
+                "no enabled provider `{unknown}`; enabled: {}",
+                known.join(", ")
+            ),
+        ));
+    }
+    let mut triggered = Vec::new();
+    for (id, notify) in &state.triggers {
+        if wanted.is_empty() || wanted.contains(id) {
+            notify.notify_one();
+            triggered.push(id.clone());
+        }
+    }
+    Ok((StatusCode::ACCEPTED, Json(json!({"triggered": triggered}))).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_equal_only_when_identical() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
+        assert!(bearer_matches(&h, &Secret::new("s3cret")));
+        assert!(!bearer_matches(&h, &Secret::new("other")));
+        h.insert(header::AUTHORIZATION, "Basic s3cret".parse().unwrap());
+        assert!(!bearer_matches(&h, &Secret::new("s3cret")));
+    }
+}

@@ -1,0 +1,193 @@
+//! The daemon: wires the store, one scheduler task per source and the HTTP API
+//! together, and shuts them down in order. Glue only; the work is elsewhere.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use gpuplan_providers::Provider;
+use gpuplan_providers::secret::Secret;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::api::{self, AppState};
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::scheduler::{self, Backoff, Clock, Source};
+use crate::store::Pool;
+use crate::sync;
+
+/// The environment variable holding the API's bearer token.
+pub const TOKEN_ENV: &str = "GPUPLAN_API_TOKEN";
+
+/// Process behaviour that is not configuration.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How long running syncs and requests get to finish after a stop signal.
+    pub grace: Duration,
+    /// Required when listening beyond loopback.
+    pub token: Option<Secret>,
+}
+
+/// Runs the daemon on `listener` with the providers `config` enables until
+/// `shutdown` completes.
+///
+/// # Errors
+/// When it cannot start: a token is missing for a non-loopback address, another
+/// daemon holds the database, or the store cannot be opened.
+pub async fn run(
+    config: Config,
+    listener: TcpListener,
+    options: Options,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let providers = sync::enabled_providers(&config).context("Failed to set up the providers.")?;
+    run_with_providers(config, providers, listener, options, shutdown).await
+}
+
+/// [`run`] with the providers given (tests use fakes).
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_with_providers(
+    config: Config,
+    providers: Vec<Box<dyn Provider>>,
+    listener: TcpListener,
+    options: Options,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let addr = listener
+        .local_addr()
+        .context("Failed to read the listening address.")?;
+    check_exposure(addr, options.token.as_ref())?;
+    let _lock = lock_database(&config.store.path)?;
+
+    let pool = Arc::new(Pool::open(&config.store.path, 2).context("Failed to open the catalog.")?);
+    let interrupted = pool
+        .write(|s| s.fail_interrupted_runs(chrono::Utc::now()))
+        .context("Failed to mark interrupted sync runs.")?;
+    if interrupted > 0 {
+        tracing::warn!(
+            runs = interrupted,
+            "Marked sync runs interrupted by the last stop as failed."
+        );
+    }
+
+    let cancel = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    let ctx = scheduler::Context {
+        pool: pool.clone(),
+        policy: config.sync.clone(),
+        backoff: Backoff {
+            initial: config.sync.retry_initial,
+            max: config.sync.retry_max,
+        },
+        metrics: Arc::new(Metrics::default()),
+        cancel: cancel.clone(),
+        clock: Clock::new(),
+    };
+    let schedules: BTreeMap<String, _> = config
+        .enabled_sources()
+        .into_iter()
+        .map(|(id, schedule)| (id, schedule.clone()))
+        .collect();
+    let mut triggers = BTreeMap::new();
+    let mut intervals = BTreeMap::new();
+    let now = chrono::Utc::now();
+    for provider in providers {
+        let id = provider.id().to_owned();
+        let schedule = schedules
+            .get(&id)
+            .cloned()
+            .with_context(|| format!("No schedule configured for provider {id}."))?;
+        let trigger = Arc::new(Notify::new());
+        triggers.insert(id.clone(), trigger.clone());
+        intervals.insert(id.clone(), schedule.interval(now));
+        let span = tracing::info_span!("source", provider = %id);
+        tracker.spawn(tracing::Instrument::instrument(
+            scheduler::run_source(
+                Source {
+                    provider,
+                    schedule,
+                    trigger,
+                },
+                ctx.clone(),
+            ),
+            span,
+        ));
+    }
+
+    let state = Arc::new(AppState {
+        pool,
+        metrics: ctx.metrics.clone(),
+        triggers,
+        intervals,
+        token: options.token,
+    });
+    let server = axum::serve(listener, api::router(state))
+        .with_graceful_shutdown(cancel.clone().cancelled_owned());
+    tracker.spawn(async move {
+        if let Err(e) = server.await {
+            tracing::error!(error = %e, "The HTTP server failed.");
+        }
+    });
+    tracing::info!(listen = %addr, "gpuplan is serving.");
+
+    shutdown.await;
+    tracing::info!("Stopping: cancelling syncs and draining requests.");
+    cancel.cancel();
+    tracker.close();
+    if tokio::time::timeout(options.grace, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            grace_secs = options.grace.as_secs(),
+            "Tasks still running after the grace period; exiting anyway."
+        );
+    }
+    tracing::info!("Stopped.");
+    Ok(())
+}
+
+/// Refuses to expose the API beyond loopback without a token.
+fn check_exposure(addr: SocketAddr, token: Option<&Secret>) -> anyhow::Result<()> {
+    if !addr.ip().is_loopback() && token.is_none() {
+        bail!(
+            "api.listen is {addr}, which is reachable from other machines: set {TOKEN_ENV} to the bearer token clients must send, or listen on 127.0.0.1"
+        );
+    }
+    Ok(())
+}
+
+/// Holds an exclusive lock on `<db>.lock` for the daemon's life, so a second
+/// daemon on the same catalog refuses to start instead of syncing twice.
+fn lock_database(db: &Path) -> anyhow::Result<File> {
+    let mut name = db.as_os_str().to_owned();
+    name.push(".lock");
+    let path = PathBuf::from(name);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("Failed to open the lock file {}.", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "another gpuplan daemon is already using {} (it holds {}); stop it or point store.path elsewhere",
+            db.display(),
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("Failed to lock {}.", path.display()))
+        }
+    }
+}

@@ -1,0 +1,485 @@
+//! The daemon in-process (port 0, temp SQLite file) against local fixture
+//! servers: scheduled syncs, the API, failures and recovery, shutdown, the token
+//! rule, and the lock on the catalog.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use gpuplan::config::Config;
+use gpuplan::daemon::{self, Options};
+use gpuplan::store::Store;
+use gpuplan_providers::secret::Secret;
+use gpuplan_providers::test_server::{self, FixtureServer};
+use gpuplan_providers::{FetchContext, Provider, ProviderError, Snapshot, async_trait};
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const AZURE_1: &str = include_str!("../providers/fixtures/azure/eastus-1.json");
+const AZURE_2: &str = include_str!("../providers/fixtures/azure/eastus-2.json");
+
+const SHEET: &str = "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\n\
+                     onprem-fra,dgx-h100,H100,8,on_demand,18.4\n\
+                     onprem-fra,dgx-h100,H100,8,reserved_1y,14\n";
+
+/// Azure's eastus chain. Answers 500 to the first `fail` requests, and when
+/// `truncate` is set its first page claims to be the last.
+async fn azure(fail: usize, truncate: Arc<AtomicBool>) -> FixtureServer {
+    test_server::serve(move |req, base, n| {
+        if n < fail {
+            return test_server::status(500, "internal error");
+        }
+        if req.uri.contains("$skip=6") {
+            test_server::json(AZURE_2, base)
+        } else if truncate.load(Ordering::SeqCst) {
+            let mut page: Value = serde_json::from_str(AZURE_1).unwrap();
+            page["NextPageLink"] = Value::Null;
+            test_server::json(&page.to_string(), base)
+        } else {
+            test_server::json(AZURE_1, base)
+        }
+    })
+    .await
+}
+
+struct TestDaemon {
+    dir: tempfile::TempDir,
+    base: String,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<anyhow::Result<()>>,
+    http: reqwest::Client,
+}
+
+/// Writes the sheet and a config (`extra` appended) into a temp dir.
+fn config_in(dir: &Path, azure_base: Option<&str>, extra: &str) -> Config {
+    std::fs::write(dir.join("onprem.csv"), SHEET).unwrap();
+    let azure = match azure_base {
+        Some(base) => format!("[providers.azure]\nendpoint = \"{base}\"\nregions = [\"eastus\"]\n"),
+        None => "[providers.azure]\nenabled = false\n".to_owned(),
+    };
+    let text = format!(
+        "[store]\npath = \"catalog.db\"\n\n[sync]\nhttp_attempts = 1\nretry_initial_secs = 0.05\nretry_max_secs = 0.2\n{extra}\n\n{azure}\n[providers.file.onprem]\npath = \"onprem.csv\"\n"
+    );
+    std::fs::write(dir.join("gpuplan.toml"), &text).unwrap();
+    Config::parse(&text, dir).unwrap()
+}
+
+async fn start(
+    dir: tempfile::TempDir,
+    config: Config,
+    providers: Option<Vec<Box<dyn Provider>>>,
+    token: Option<&str>,
+) -> TestDaemon {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let options = Options {
+        grace: Duration::from_secs(5),
+        token: token.map(Secret::new),
+    };
+    let shutdown = async move {
+        let _ = stopped.await;
+    };
+    let task = tokio::spawn(async move {
+        match providers {
+            Some(p) => daemon::run_with_providers(config, p, listener, options, shutdown).await,
+            None => daemon::run(config, listener, options, shutdown).await,
+        }
+    });
+    TestDaemon {
+        dir,
+        base,
+        stop: Some(stop),
+        task,
+        http: reqwest::Client::new(),
+    }
+}
+
+impl TestDaemon {
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    async fn post(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (
+            status,
+            serde_json::from_str(&r.text().await.unwrap()).unwrap(),
+        )
+    }
+
+    /// Polls the sync-run log until `done` holds for it (at most 10 s).
+    async fn runs_until(&self, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        for _ in 0..500 {
+            let (_, runs) = self.get("/v1/sync-runs").await;
+            let runs = runs.as_array().cloned().unwrap_or_default();
+            if done(&runs) {
+                return runs;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("sync runs never reached the expected state");
+    }
+
+    async fn stop(mut self) -> tempfile::TempDir {
+        self.stop.take().unwrap().send(()).unwrap();
+        self.task.await.unwrap().unwrap();
+        self.dir
+    }
+}
+
+fn statuses(runs: &[Value], source: &str) -> Vec<String> {
+    runs.iter()
+        .filter(|r| r["source"] == source)
+        .map(|r| r["status"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn ok_count(runs: &[Value], source: &str) -> usize {
+    statuses(runs, source).iter().filter(|s| *s == "ok").count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fresh_daemon_syncs_at_start_and_the_api_matches_the_cli() {
+    let server = azure(0, Arc::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path(), Some(&server.base), "");
+    let d = start(dir, config, None, None).await;
+
+    let (status, ready) = d.get("/readyz").await;
+    assert_eq!((status, ready["ready"].as_bool()), (200, Some(true)));
+    d.runs_until(|r| ok_count(r, "azure") == 1 && ok_count(r, "file:onprem") == 1)
+        .await;
+
+    let (status, api) = d.get("/v1/prices").await;
+    assert_eq!(status, 200);
+    assert_eq!(api.as_array().unwrap().len(), 9);
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .arg("--config")
+        .arg(d.dir.path().join("gpuplan.toml"))
+        .args(["prices", "--json"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(
+        cli.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    assert_eq!(serde_json::from_slice::<Value>(&cli.stdout).unwrap(), api);
+
+    let (_, h100) = d
+        .get("/v1/prices?gpu=H100&kind=on_demand,reserved_1y")
+        .await;
+    assert_eq!(h100.as_array().unwrap().len(), 2);
+    let (_, cheap) = d
+        .get("/v1/prices?max_usd_per_gpu_hour=1&provider=azure")
+        .await;
+    assert_eq!(cheap.as_array().unwrap().len(), 1);
+
+    let (_, history) = d
+        .get("/v1/spot-history?instance=p5.48xlarge&since=7d")
+        .await;
+    assert_eq!(history["series"], serde_json::json!([]));
+
+    let text = d
+        .http
+        .get(format!("{}/metrics", d.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("gpuplan_sync_runs_total{source=\"azure\",result=\"ok\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("gpuplan_data_age_seconds{source=\"file:onprem\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("route=\"/v1/prices\",status=\"200\""),
+        "{text}"
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_source_failing_with_500s_retries_and_recovers() {
+    let server = azure(2, Arc::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path(), Some(&server.base), "");
+    let d = start(dir, config, None, None).await;
+    let runs = d.runs_until(|r| ok_count(r, "azure") == 1).await;
+    assert_eq!(statuses(&runs, "azure"), vec!["ok", "failed", "failed"]);
+    let failed = runs
+        .iter()
+        .find(|r| r["source"] == "azure" && r["status"] == "failed")
+        .unwrap();
+    assert!(
+        failed["error"].as_str().unwrap().contains("HTTP 500"),
+        "{failed}"
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_truncated_snapshot_is_rejected_and_the_old_data_stays_served() {
+    let truncate = Arc::new(AtomicBool::new(false));
+    let server = azure(0, truncate.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path(), Some(&server.base), "");
+    let d = start(dir, config, None, None).await;
+    d.runs_until(|r| ok_count(r, "azure") == 1).await;
+    let (_, before) = d.get("/v1/prices?provider=azure").await;
+
+    truncate.store(true, Ordering::SeqCst);
+    let (status, body) = d.post("/v1/sync?provider=azure").await;
+    assert_eq!(
+        (status, body["triggered"].clone()),
+        (202, serde_json::json!(["azure"]))
+    );
+    let runs = d
+        .runs_until(|r| statuses(r, "azure").first().is_some_and(|s| s == "failed"))
+        .await;
+    assert!(
+        runs[0]["error"].as_str().unwrap().contains("truncated"),
+        "{}",
+        runs[0]
+    );
+    let (_, after) = d.get("/v1/prices?provider=azure").await;
+    assert_eq!(after, before);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_parameters_get_400_naming_the_parameter() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path(), None, "");
+    let d = start(dir, config, None, None).await;
+    for (path, parameter) in [
+        ("/v1/prices?gpus=H100", "gpus"),
+        ("/v1/prices?kind=weekly", "kind"),
+        (
+            "/v1/prices?max_usd_per_gpu_hour=cheap",
+            "max_usd_per_gpu_hour",
+        ),
+        ("/v1/prices?max_usd_per_gpu_hour=-1", "max_usd_per_gpu_hour"),
+        ("/v1/spot-history", "instance"),
+        (
+            "/v1/spot-history?instance=p5.48xlarge&since=yesterday",
+            "since",
+        ),
+        ("/v1/sync-runs?limit=0", "limit"),
+    ] {
+        let (status, body) = d.get(path).await;
+        assert_eq!(status, 400, "{path}: {body}");
+        assert_eq!(body["parameter"], parameter, "{path}: {body}");
+    }
+    let (status, body) = d.post("/v1/sync?provider=aws").await;
+    assert_eq!(
+        (status, body["parameter"].as_str()),
+        (400, Some("provider"))
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn beyond_loopback_the_api_needs_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path(), None, "");
+    let listener = TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let options = Options {
+        grace: Duration::from_secs(1),
+        token: None,
+    };
+    let err = daemon::run(config.clone(), listener, options, std::future::pending())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("GPUPLAN_API_TOKEN"), "{err}");
+
+    let d = start(dir, config, None, Some("s3cret")).await;
+    let (status, _) = d.get("/v1/prices").await;
+    assert_eq!(status, 401);
+    assert_eq!(d.get("/healthz").await.0, 200);
+    let r = d
+        .http
+        .get(format!("{}/v1/prices", d.base))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let r = d
+        .http
+        .get(format!("{}/v1/prices", d.base))
+        .bearer_auth("s3cre7")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_daemon_on_the_same_catalog_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path(), None, "");
+    let d = start(dir, config.clone(), None, None).await;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let options = Options {
+        grace: Duration::from_secs(1),
+        token: None,
+    };
+    let err = daemon::run(config, listener, options, std::future::pending())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("another gpuplan daemon"), "{err}");
+    d.stop().await;
+}
+
+/// Serves one good snapshot, then hangs on every later fetch until cancelled.
+struct HangsAfterFirst {
+    calls: AtomicUsize,
+}
+
+#[async_trait]
+impl Provider for HangsAfterFirst {
+    fn id(&self) -> &str {
+        "file:onprem"
+    }
+
+    async fn fetch(&self, _ctx: &FetchContext) -> Result<Snapshot, ProviderError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            gpuplan_providers::file::parse_sheet(
+                "file:onprem",
+                "onprem.csv",
+                SHEET,
+                gpuplan_providers::file::SheetFormat::Csv,
+            )
+        } else {
+            std::future::pending().await
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stopping_during_a_slow_sync_leaves_the_catalog_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path(), None, "");
+    let provider: Box<dyn Provider> = Box::new(HangsAfterFirst {
+        calls: AtomicUsize::new(0),
+    });
+    let d = start(dir, config, Some(vec![provider]), None).await;
+    d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
+    let (_, before) = d.get("/v1/prices").await;
+    d.post("/v1/sync").await;
+    d.runs_until(|r| {
+        statuses(r, "file:onprem")
+            .first()
+            .is_some_and(|s| s == "running")
+    })
+    .await;
+
+    let started = std::time::Instant::now();
+    let dir = d.stop().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "shutdown waited for the hanging sync"
+    );
+
+    let store = Store::open(&dir.path().join("catalog.db")).unwrap();
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+    let runs = store.sync_runs(10).unwrap();
+    assert_eq!(runs[0].status, "failed");
+    assert!(runs[0].error.as_deref().unwrap().contains("cancelled"));
+    assert_eq!(
+        store.current_prices().unwrap().len(),
+        before.as_array().unwrap().len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_stops_the_real_process_mid_sync_and_it_exits_0() {
+    // A "cloud" that accepts connections and never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_base = format!("http://{}", silent.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = silent.accept().await {
+            held.push(sock);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    config_in(
+        dir.path(),
+        Some(&silent_base),
+        "[api]\nlisten = \"127.0.0.1:0\"",
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .arg("--config")
+        .arg(dir.path().join("gpuplan.toml"))
+        .args(["serve", "--shutdown-grace-secs", "5"])
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .unwrap();
+    // Wait until the Azure sync is running (its run row exists).
+    let db = dir.path().join("catalog.db");
+    let mut running = false;
+    for _ in 0..500 {
+        if let Ok(store) = Store::open(&db)
+            && let Ok(runs) = store.sync_runs(10)
+            && runs
+                .iter()
+                .any(|r| r.source == "azure" && r.status == "running")
+        {
+            running = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(running, "the azure sync never started");
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+    let azure = store
+        .sync_runs(10)
+        .unwrap()
+        .into_iter()
+        .find(|r| r.source == "azure")
+        .unwrap();
+    assert_eq!(azure.status, "failed");
+    assert!(azure.error.unwrap().contains("cancelled"));
+    assert_eq!(store.current_prices().unwrap().len(), 2);
+}
