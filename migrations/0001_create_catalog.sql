@@ -69,7 +69,8 @@ CREATE TABLE spot_observations (
     instance_type   TEXT    NOT NULL,
     observed_at     TEXT    NOT NULL,
     usd_per_hour    REAL    NOT NULL CHECK (usd_per_hour >= 0),
-    PRIMARY KEY (provider, instance_type, zone, observed_at)
+    -- Instance type first: every history query names one.
+    PRIMARY KEY (instance_type, zone, provider, observed_at)
 ) WITHOUT ROWID;
 CREATE INDEX spot_observations_by_region ON spot_observations (provider, region, observed_at);
 

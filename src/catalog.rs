@@ -77,15 +77,20 @@ pub struct PriceFilter {
     pub max_usd_per_gpu_hour: Option<f64>,
 }
 
+fn any(list: &[String], f: &dyn Fn(&str) -> bool) -> bool {
+    list.is_empty() || list.iter().any(|v| f(v))
+}
+
 impl PriceFilter {
-    fn matches(&self, r: &CatalogRecord) -> bool {
-        let any = |list: &[String], f: &dyn Fn(&str) -> bool| {
-            list.is_empty() || list.iter().any(|v| f(v))
-        };
-        any(&self.gpus, &|g| gpu_matches(&r.gpu_model, g))
+    fn matches_type(&self, provider: &str, gpu_model: &str) -> bool {
+        any(&self.gpus, &|g| gpu_matches(gpu_model, g))
             && any(&self.providers, &|p| {
-                r.provider == p || (p == "file" && r.provider.starts_with("file:"))
+                provider == p || (p == "file" && provider.starts_with("file:"))
             })
+    }
+
+    fn matches(&self, r: &CatalogRecord) -> bool {
+        self.matches_type(&r.provider, &r.gpu_model)
             && any(&self.regions, &|reg| {
                 r.region == reg || r.available_regions.iter().any(|a| a == reg)
             })
@@ -117,8 +122,23 @@ pub fn prices(
     fresh: &Freshness,
     filter: &PriceFilter,
 ) -> Result<Vec<CatalogRecord>, StoreError> {
+    // GPU and provider are attributes of the instance type: narrow the query to
+    // the matching types first, so its cost follows what matches.
+    let types: Option<Vec<(String, String)>> =
+        if filter.gpus.is_empty() && filter.providers.is_empty() {
+            None
+        } else {
+            Some(
+                store
+                    .instance_type_names()?
+                    .into_iter()
+                    .filter(|(provider, _, gpu)| filter.matches_type(provider, gpu))
+                    .map(|(provider, instance_type, _)| (provider, instance_type))
+                    .collect(),
+            )
+        };
     let mut out: Vec<CatalogRecord> = store
-        .current_prices()?
+        .current_prices_of(types.as_deref())?
         .into_iter()
         .map(|p| record(p, fresh))
         .filter(|r| filter.matches(r))

@@ -15,6 +15,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0002_create_plans_and_alerts",
         include_str!("../../migrations/0002_create_plans_and_alerts.sql"),
     ),
+    (
+        "0003_create_spot_series",
+        include_str!("../../migrations/0003_create_spot_series.sql"),
+    ),
 ];
 
 pub(super) fn latest_version() -> i64 {

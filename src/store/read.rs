@@ -105,11 +105,27 @@ fn read_price(r: &Row<'_>) -> rusqlite::Result<(CurrentPrice, Option<String>, St
 impl Store {
     /// Every current price: the newest non-withdrawn version of each series, plus
     /// for spot history the newest observation per (provider, instance type, zone).
+    /// Both are one index lookup per series, however long the history.
     ///
     /// # Errors
     /// On a database error or a stored value that does not parse.
     pub fn current_prices(&self) -> Result<Vec<CurrentPrice>, StoreError> {
-        let mut stmt = self.conn.prepare(
+        self.current_prices_of(None)
+    }
+
+    /// [`Store::current_prices`] of only the given (provider, instance type)
+    /// pairs, when given; the work is then proportional to what matches.
+    ///
+    /// # Errors
+    /// On a database error or a stored value that does not parse.
+    pub fn current_prices_of(
+        &self,
+        types: Option<&[(String, String)]>,
+    ) -> Result<Vec<CurrentPrice>, StoreError> {
+        let keys = types
+            .map(|t| serde_json::to_string(t).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .transpose()?;
+        let mut stmt = self.conn.prepare_cached(
             "SELECT s.provider, s.region, s.zone, s.instance_type, s.price_kind, s.offering_class,
                     v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour, v.source,
                     v.available_regions, v.max_instances, NULL AS observed_at,
@@ -120,17 +136,24 @@ impl Store {
              JOIN instance_types t
                ON t.provider = s.provider AND t.instance_type = s.instance_type
              WHERE v.withdrawn = 0
+               AND (?1 IS NULL OR (s.provider, s.instance_type) IN
+                    (SELECT value ->> 0, value ->> 1 FROM json_each(?1)))
              UNION ALL
-             -- SQLite takes the bare columns of a max() aggregate from the max row.
-             SELECT o.provider, o.region, o.zone, o.instance_type, 'spot', '',
-                    o.usd_per_hour, 0.0, o.usd_per_hour, NULL, '[]', NULL, max(o.observed_at),
+             SELECT ss.provider, ss.region, ss.zone, ss.instance_type, 'spot', '',
+                    o.usd_per_hour, 0.0, o.usd_per_hour, NULL, '[]', NULL, o.observed_at,
                     t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib
-             FROM spot_observations o
+             FROM spot_series ss
+             JOIN spot_observations o
+               ON o.provider = ss.provider AND o.instance_type = ss.instance_type AND o.zone = ss.zone
+              AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
+                                   WHERE provider = ss.provider AND instance_type = ss.instance_type
+                                     AND zone = ss.zone)
              JOIN instance_types t
-               ON t.provider = o.provider AND t.instance_type = o.instance_type
-             GROUP BY o.provider, o.instance_type, o.zone",
+               ON t.provider = ss.provider AND t.instance_type = ss.instance_type
+             WHERE ?1 IS NULL OR (ss.provider, ss.instance_type) IN
+                   (SELECT value ->> 0, value ->> 1 FROM json_each(?1))",
         )?;
-        let rows = stmt.query_map([], read_price)?;
+        let rows = stmt.query_map([keys], read_price)?;
         let mut out = Vec::new();
         for row in rows {
             let (mut price, observed_at, regions) = row?;
@@ -201,6 +224,18 @@ impl Store {
             });
         }
         Ok(out)
+    }
+
+    /// Every instance type: (provider, instance type, GPU model).
+    ///
+    /// # Errors
+    /// On a database error.
+    pub fn instance_type_names(&self) -> Result<Vec<(String, String, String)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT provider, instance_type, gpu_model FROM instance_types")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// When each source last synced successfully.

@@ -41,15 +41,34 @@ fn a_new_database_gets_every_migration_and_reopens_cleanly() {
 fn a_database_from_an_older_version_is_upgraded_in_place_keeping_its_data() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.db");
-    let mut old = open_at_version(&path, 1);
+    let old = open_at_version(&path, 1);
     assert_eq!(old.schema_version().unwrap(), 1);
-    sync(&mut old, &snapshot(3, 1.0), 0);
+    // Rows as the first schema's writer left them.
+    conn(&old)
+        .execute_batch(
+            "INSERT INTO sync_runs (id, source, started_at, finished_at, status, prices_seen)
+                 VALUES (1, 'aws', '2027-01-15T08:00:00.000000Z', '2027-01-15T08:00:01.000000Z', 'ok', 1);
+             INSERT INTO instance_types VALUES ('aws', 'p5.48xlarge', 'H100-80GB', 8, 80, 192, 2048, 1);
+             INSERT INTO price_series (id, provider, region, instance_type, price_kind)
+                 VALUES (1, 'aws', 'us-east-1', 'p5.48xlarge', 'on_demand');
+             INSERT INTO price_versions (series_id, sync_run_id, valid_from, usd_per_hour, upfront_usd,
+                 recurring_usd_per_hour) VALUES (1, 1, '2027-01-15T08:00:00.000000Z', 98.32, 0, 98.32);
+             INSERT INTO spot_observations VALUES
+                 ('aws', 'us-east-1', 'us-east-1a', 'p5.48xlarge', '2027-01-15T07:00:00.000000Z', 40.1),
+                 ('aws', 'us-east-1', 'us-east-1a', 'p5.48xlarge', '2027-01-15T07:30:00.000000Z', 41.5);",
+        )
+        .unwrap();
     drop(old);
 
     let store = Store::open(&path).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 2);
-    assert_eq!(store.current_prices().unwrap().len(), 3 * 2 + 1);
+    assert_eq!(store.schema_version().unwrap(), migrate::latest_version());
     assert_eq!(count(&store, "plans"), 0);
+    // The spot series registry (migration 3) was filled from the old history.
+    assert_eq!(count(&store, "spot_series"), 1);
+    let current = store.current_prices().unwrap();
+    assert_eq!(current.len(), 2);
+    let spot = current.iter().find(|p| p.price_kind == "spot").unwrap();
+    assert_eq!(spot.usd_per_hour, 41.5);
 }
 
 #[test]

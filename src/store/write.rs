@@ -298,6 +298,7 @@ fn write_spot(
              (provider, region, zone, instance_type, observed_at, usd_per_hour)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?;
+    let mut series = BTreeMap::new();
     for o in &snapshot.spot_observations {
         stats.spot_seen += 1;
         stats.spot_added += insert.execute(params![
@@ -308,6 +309,16 @@ fn write_spot(
             ts(o.observed_at),
             o.usd_per_hour
         ])? as i64;
+        series.insert(
+            (o.instance_type.as_str(), o.zone.as_str()),
+            o.region.as_str(),
+        );
+    }
+    let mut register = tx.prepare(
+        "INSERT OR IGNORE INTO spot_series (provider, instance_type, zone, region) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for ((instance_type, zone), region) in series {
+        register.execute(params![provider, instance_type, zone, region])?;
     }
     Ok(())
 }

@@ -1,0 +1,262 @@
+//! API latency and daemon memory on a large catalog.
+//!
+//! Builds a catalog with 1 million spot observations (plus ~10k list prices),
+//! starts the real `gpuplan serve` on it, and drives it from a bounded loopback
+//! client: `GET /v1/prices?gpu=H100-80GB` and a 7-day `GET /v1/spot-history`.
+//! Prints p50/p99 latency and the daemon's resident memory, idle and after load.
+//!
+//!     cargo bench --bench api            # OBSERVATIONS=200000 for a quicker run
+
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use gpuplan::store::Store;
+use gpuplan_providers::{
+    InstanceType, PriceKind, PriceRecord, Scope, Snapshot, SpotObservation, Term, Upfront,
+};
+
+const TYPES: usize = 60;
+const REGIONS: usize = 20;
+const ZONES_PER_REGION: usize = 3;
+const REQUESTS: usize = 2000;
+const CONCURRENCY: usize = 4;
+
+fn instance_types() -> Vec<InstanceType> {
+    let gpus = ["H100-80GB", "A100-80GB", "A100-40GB", "L4", "A10G", "T4"];
+    (0..TYPES)
+        .map(|i| InstanceType {
+            instance_type: format!("g{i}.{}xlarge", 1 << (i % 5)),
+            gpu_model: gpus[i % gpus.len()].to_owned(),
+            gpu_count: 1 << (i % 4),
+            gpu_memory_gib: Some(80.0),
+            vcpus: Some(8),
+            memory_gib: Some(64.0),
+        })
+        .collect()
+}
+
+fn list_prices(types: &[InstanceType]) -> Vec<PriceRecord> {
+    let kinds = [
+        PriceKind::OnDemand,
+        PriceKind::AwsReserved(Term::OneYear, Upfront::No),
+        PriceKind::AwsReserved(Term::OneYear, Upfront::All),
+        PriceKind::AwsReserved(Term::ThreeYears, Upfront::Partial),
+        PriceKind::AwsReserved(Term::ThreeYears, Upfront::All),
+        PriceKind::Reserved(Term::OneYear),
+        PriceKind::SavingsPlan(Term::ThreeYears),
+        PriceKind::Commit(Term::OneYear),
+    ];
+    let mut out = Vec::new();
+    for (i, t) in types.iter().enumerate() {
+        for r in 0..REGIONS {
+            for kind in kinds {
+                let usd = 1.0 + i as f64 * 0.37 + r as f64 * 0.01;
+                out.push(PriceRecord {
+                    region: format!("region-{r}"),
+                    zone: None,
+                    instance_type: t.instance_type.clone(),
+                    price_kind: kind,
+                    offering_class: None,
+                    usd_per_hour: usd,
+                    upfront_usd: 0.0,
+                    recurring_usd_per_hour: usd,
+                    source: Some(format!("SKU-{i}-{r}")),
+                    available_regions: vec![],
+                    max_instances: None,
+                });
+            }
+        }
+    }
+    out
+}
+
+fn build_catalog(path: &std::path::Path, observations: usize) -> Duration {
+    let start = Instant::now();
+    let mut store = Store::open(path).unwrap();
+    let types = instance_types();
+    let now = Utc::now();
+    let run = store.begin_run("aws", now).unwrap();
+    let full = Snapshot {
+        instance_types: types.clone(),
+        prices: list_prices(&types),
+        ..Snapshot::default()
+    };
+    store.write_snapshot(run, "aws", &full, now, now).unwrap();
+
+    // Spread the observations over 30 days, across every type and zone.
+    let series = TYPES * REGIONS * ZONES_PER_REGION;
+    let per_series = observations.div_ceil(series);
+    let step = Duration::from_secs(30 * 86400 / per_series as u64);
+    let mut batch = Vec::with_capacity(100_000);
+    let mut written = 0;
+    'outer: for k in 0..per_series {
+        let at: DateTime<Utc> =
+            now - chrono::Duration::from_std(step * (per_series - k) as u32).unwrap();
+        for (i, t) in types.iter().enumerate() {
+            for r in 0..REGIONS {
+                for z in 0..ZONES_PER_REGION {
+                    batch.push(SpotObservation {
+                        region: format!("region-{r}"),
+                        zone: format!("region-{r}{}", (b'a' + z as u8) as char),
+                        instance_type: t.instance_type.clone(),
+                        usd_per_hour: 0.3 + i as f64 * 0.1 + ((k * 7 + z) % 13) as f64 * 0.01,
+                        observed_at: at,
+                    });
+                    written += 1;
+                    if written == observations {
+                        break 'outer;
+                    }
+                }
+            }
+        }
+        if batch.len() >= 100_000 {
+            write_spot(&mut store, &types, std::mem::take(&mut batch));
+        }
+    }
+    write_spot(&mut store, &types, batch);
+    start.elapsed()
+}
+
+fn write_spot(store: &mut Store, types: &[InstanceType], spot_observations: Vec<SpotObservation>) {
+    let now = Utc::now();
+    let run = store.begin_run("aws", now).unwrap();
+    let snap = Snapshot {
+        scope: Scope::SpotHistory,
+        instance_types: types.to_vec(),
+        spot_observations,
+        ..Snapshot::default()
+    };
+    store.write_snapshot(run, "aws", &snap, now, now).unwrap();
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn load(client: &reqwest::Client, url: &str) -> (Duration, Duration, usize) {
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..CONCURRENCY {
+        let (client, url, next) = (client.clone(), url.to_owned(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut times = Vec::new();
+            let mut bytes = 0;
+            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < REQUESTS {
+                let start = Instant::now();
+                let body = client
+                    .get(&url)
+                    .send()
+                    .await
+                    .unwrap()
+                    .error_for_status()
+                    .unwrap()
+                    .bytes()
+                    .await
+                    .unwrap();
+                times.push(start.elapsed());
+                bytes = body.len();
+            }
+            (times, bytes)
+        }));
+    }
+    let mut all = Vec::new();
+    let mut bytes = 0;
+    for t in tasks {
+        let (times, b) = t.await.unwrap();
+        all.extend(times);
+        bytes = bytes.max(b);
+    }
+    all.sort();
+    let pct = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
+    (pct(0.50), pct(0.99), bytes)
+}
+
+fn serve(dir: &std::path::Path, port: u16) -> Child {
+    let config = format!(
+        "[store]\npath = \"catalog.db\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[providers.azure]\nenabled = false\n"
+    );
+    std::fs::write(dir.join("gpuplan.toml"), config).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .arg("--config")
+        .arg(dir.join("gpuplan.toml"))
+        .arg("serve")
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .unwrap()
+}
+
+#[tokio::main]
+async fn main() {
+    let observations: usize = std::env::var("OBSERVATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let dir = tempfile::tempdir().unwrap();
+    let built = build_catalog(&dir.path().join("catalog.db"), observations);
+    let size = std::fs::metadata(dir.path().join("catalog.db"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    println!(
+        "catalog: {observations} spot observations, {} list prices; built in {:.1}s, {:.0} MiB",
+        TYPES * REGIONS * 8,
+        built.as_secs_f64(),
+        size as f64 / 1048576.0
+    );
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = serve(dir.path(), port);
+    let client = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    for _ in 0..500 {
+        if client.get(format!("{base}/readyz")).send().await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    println!(
+        "idle daemon RSS: {:.1} MiB",
+        rss_kib(child.id()) as f64 / 1024.0
+    );
+
+    for (name, path) in [
+        (
+            "prices gpu=H100-80GB",
+            "/v1/prices?gpu=H100-80GB".to_owned(),
+        ),
+        (
+            "spot-history 7d",
+            "/v1/spot-history?instance=g0.1xlarge&region=region-3&since=7d".to_owned(),
+        ),
+        (
+            "spot-history 7d, all regions",
+            "/v1/spot-history?instance=g0.1xlarge&since=7d".to_owned(),
+        ),
+    ] {
+        let (p50, p99, bytes) = load(&client, &format!("{base}{path}")).await;
+        println!(
+            "{name:<30} {REQUESTS} requests x{CONCURRENCY}: p50 {:.2} ms, p99 {:.2} ms, {} KiB/response",
+            p50.as_secs_f64() * 1e3,
+            p99.as_secs_f64() * 1e3,
+            bytes / 1024
+        );
+    }
+    println!(
+        "daemon RSS after load: {:.1} MiB",
+        rss_kib(child.id()) as f64 / 1024.0
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}
