@@ -11,6 +11,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use gpuplan::catalog::{self, Freshness, PriceFilter};
 use gpuplan::store::Store;
 use gpuplan_providers::{
     InstanceType, PriceKind, PriceRecord, Scope, Snapshot, SpotObservation, Term, Upfront,
@@ -130,6 +131,39 @@ fn write_spot(store: &mut Store, types: &[InstanceType], spot_observations: Vec<
     store.write_snapshot(run, "aws", &snap, now, now).unwrap();
 }
 
+/// Where a prices request spends its time, without HTTP: the query, then JSON.
+fn in_process(path: &std::path::Path) {
+    let store = Store::open(path).unwrap();
+    let fresh = Freshness {
+        last_good: store.last_good_syncs().unwrap(),
+        intervals: Default::default(),
+        default_interval: Duration::from_secs(3600),
+        now: Utc::now(),
+    };
+    let filter = PriceFilter {
+        gpus: vec!["H100-80GB".into()],
+        ..PriceFilter::default()
+    };
+    let (mut query, mut encode) = (Vec::new(), Vec::new());
+    let mut n = 0;
+    for _ in 0..50 {
+        let t = Instant::now();
+        let records = catalog::prices(&store, &fresh, &filter).unwrap();
+        query.push(t.elapsed());
+        let t = Instant::now();
+        n = serde_json::to_vec(&records).unwrap().len();
+        encode.push(t.elapsed());
+    }
+    query.sort();
+    encode.sort();
+    println!(
+        "in-process prices gpu=H100-80GB: query p50 {:.2} ms, JSON encode p50 {:.2} ms ({} KiB)",
+        query[25].as_secs_f64() * 1e3,
+        encode[25].as_secs_f64() * 1e3,
+        n / 1024
+    );
+}
+
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -139,18 +173,27 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-async fn load(client: &reqwest::Client, url: &str) -> (Duration, Duration, usize) {
+/// Sends REQUESTS requests from CONCURRENCY tasks; `url(i)` is the i-th request's URL.
+async fn load(
+    client: &reqwest::Client,
+    url: impl Fn(usize) -> String + Send + Sync + 'static,
+) -> (Duration, Duration, usize) {
+    let url = std::sync::Arc::new(url);
     let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..CONCURRENCY {
-        let (client, url, next) = (client.clone(), url.to_owned(), next.clone());
+        let (client, url, next) = (client.clone(), url.clone(), next.clone());
         tasks.push(tokio::spawn(async move {
             let mut times = Vec::new();
             let mut bytes = 0;
-            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < REQUESTS {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= REQUESTS {
+                    break;
+                }
                 let start = Instant::now();
                 let body = client
-                    .get(&url)
+                    .get(url(i))
                     .send()
                     .await
                     .unwrap()
@@ -209,6 +252,8 @@ async fn main() {
         size as f64 / 1048576.0
     );
 
+    in_process(&dir.path().join("catalog.db"));
+
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -229,21 +274,27 @@ async fn main() {
         rss_kib(child.id()) as f64 / 1024.0
     );
 
-    for (name, path) in [
-        (
-            "prices gpu=H100-80GB",
-            "/v1/prices?gpu=H100-80GB".to_owned(),
-        ),
-        (
-            "spot-history 7d",
-            "/v1/spot-history?instance=g0.1xlarge&region=region-3&since=7d".to_owned(),
-        ),
-        (
-            "spot-history 7d, all regions",
-            "/v1/spot-history?instance=g0.1xlarge&since=7d".to_owned(),
-        ),
-    ] {
-        let (p50, p99, bytes) = load(&client, &format!("{base}{path}")).await;
+    // The first prices case repeats one query, which the daemon answers from its
+    // cache for the current catalog state; the second sends a distinct query
+    // each time, so every answer is computed.
+    type PathOf = fn(usize) -> String;
+    let paths: [(&str, PathOf); 4] = [
+        ("prices gpu=H100-80GB", |_| {
+            "/v1/prices?gpu=H100-80GB".to_owned()
+        }),
+        ("prices gpu=H100-80GB, uncached", |i| {
+            format!("/v1/prices?gpu=H100-80GB&max_usd_per_gpu_hour={}", 1000 + i)
+        }),
+        ("spot-history 7d", |_| {
+            "/v1/spot-history?instance=g0.1xlarge&region=region-3&since=7d".to_owned()
+        }),
+        ("spot-history 7d, all regions", |_| {
+            "/v1/spot-history?instance=g0.1xlarge&since=7d".to_owned()
+        }),
+    ];
+    for (name, path) in paths {
+        let b = base.clone();
+        let (p50, p99, bytes) = load(&client, move |i| format!("{b}{}", path(i))).await;
         println!(
             "{name:<30} {REQUESTS} requests x{CONCURRENCY}: p50 {:.2} ms, p99 {:.2} ms, {} KiB/response",
             p50.as_secs_f64() * 1e3,
@@ -259,4 +310,8 @@ async fn main() {
         .args(["-TERM", &child.id().to_string()])
         .status();
     let _ = child.wait();
+    // KEEP_CATALOG=path keeps a copy of the catalog for query-plan work.
+    if let Some(keep) = std::env::var_os("KEEP_CATALOG") {
+        std::fs::copy(dir.path().join("catalog.db"), keep).unwrap();
+    }
 }

@@ -130,6 +130,7 @@ pub async fn run_with_providers(
         triggers,
         intervals,
         token: options.token,
+        cache: std::sync::Mutex::default(),
     });
     let server = axum::serve(listener, api::router(state))
         .with_graceful_shutdown(cancel.clone().cancelled_owned());

@@ -227,6 +227,27 @@ async fn a_fresh_daemon_syncs_at_start_and_the_api_matches_the_cli() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn answers_follow_the_catalog_after_each_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path(), None, "");
+    let d = start(dir, config, None, None).await;
+    d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
+    let (_, first) = d.get("/v1/prices?kind=on_demand").await;
+    assert_eq!(first[0]["usd_per_hour"], 18.4);
+
+    std::fs::write(
+        d.dir.path().join("onprem.csv"),
+        SHEET.replace("18.4", "16.0"),
+    )
+    .unwrap();
+    d.post("/v1/sync").await;
+    d.runs_until(|r| ok_count(r, "file:onprem") == 2).await;
+    let (_, second) = d.get("/v1/prices?kind=on_demand").await;
+    assert_eq!(second[0]["usd_per_hour"], 16.0);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_source_failing_with_500s_retries_and_recovers() {
     let server = azure(2, Arc::default()).await;
     let dir = tempfile::tempdir().unwrap();

@@ -5,10 +5,11 @@
 
 mod params;
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use axum::body::Bytes;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -36,6 +37,7 @@ pub struct AppState {
     /// Per source: its sync interval, for staleness.
     pub intervals: BTreeMap<String, Duration>,
     pub token: Option<Secret>,
+    pub cache: Mutex<CatalogCache>,
 }
 
 /// An error answer: status and a JSON body naming what was wrong.
@@ -145,22 +147,47 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Runs a store read off the async runtime.
+/// What the API remembers between requests for one state of the catalog. The
+/// catalog changes only when a sync commits, and every commit of data marks a
+/// run `ok` in the same transaction, so the newest good run id identifies the
+/// state exactly, whichever process wrote it.
+#[derive(Default)]
+pub struct CatalogCache {
+    generation: Option<Option<i64>>,
+    last_good: BTreeMap<String, chrono::DateTime<Utc>>,
+    /// Encoded `/v1/prices` answers by query and by which sources are stale
+    /// (staleness changes with time alone).
+    prices: HashMap<(String, Vec<String>), Bytes>,
+}
+
+/// Cached answers kept at most; a catalog state rarely sees more distinct queries.
+const MAX_CACHED_ANSWERS: usize = 512;
+
+/// Runs a store read off the async runtime, with the catalog's freshness.
 async fn read<T: Send + 'static>(
     state: &Arc<AppState>,
-    f: impl FnOnce(&crate::store::Store, Freshness) -> Result<T, StoreError> + Send + 'static,
+    f: impl FnOnce(&crate::store::Store, Freshness, &AppState) -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let pool = state.pool.clone();
-    let intervals = state.intervals.clone();
+    let state = state.clone();
     tokio::task::spawn_blocking(move || {
-        pool.read(|store| {
+        state.pool.read(|store| {
+            let generation = store.last_ok_run_id()?;
+            let last_good = {
+                let mut cache = lock(&state.cache);
+                if cache.generation != Some(generation) {
+                    cache.last_good = store.last_good_syncs()?;
+                    cache.prices.clear();
+                    cache.generation = Some(generation);
+                }
+                cache.last_good.clone()
+            };
             let fresh = Freshness {
-                last_good: store.last_good_syncs()?,
-                intervals,
+                last_good,
+                intervals: state.intervals.clone(),
                 default_interval: Duration::from_secs(3600),
                 now: Utc::now(),
             };
-            f(store, fresh)
+            f(store, fresh, &state)
         })
     })
     .await
@@ -168,9 +195,13 @@ async fn read<T: Send + 'static>(
     .map_err(ApiError::from)
 }
 
+fn lock(m: &Mutex<CatalogCache>) -> std::sync::MutexGuard<'_, CatalogCache> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
     let metrics = state.metrics.clone();
-    let text = read(&state, move |_, fresh| {
+    let text = read(&state, move |_, fresh, _| {
         Ok(metrics.render(&fresh.last_good, fresh.now))
     })
     .await?;
@@ -207,11 +238,31 @@ async fn prices(
         kinds,
         max_usd_per_gpu_hour: max,
     };
-    let records = read(&state, move |store, fresh| {
-        catalog::prices(store, &fresh, &filter)
+    let query = uri.query().unwrap_or("").to_owned();
+    let body = read(&state, move |store, fresh, state| {
+        let stale: Vec<String> = fresh
+            .last_good
+            .keys()
+            .filter(|s| fresh.is_stale(s))
+            .cloned()
+            .collect();
+        let key = (query, stale);
+        if let Some(hit) = lock(&state.cache).prices.get(&key) {
+            return Ok(hit.clone());
+        }
+        let records = catalog::prices(store, &fresh, &filter)?;
+        let body = Bytes::from(
+            serde_json::to_vec(&records).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        );
+        let mut cache = lock(&state.cache);
+        if cache.prices.len() >= MAX_CACHED_ANSWERS {
+            cache.prices.clear();
+        }
+        cache.prices.insert(key, body.clone());
+        Ok(body)
     })
     .await?;
-    Ok(Json(records).into_response())
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 async fn spot_history(
@@ -235,7 +286,7 @@ async fn spot_history(
         zone: p.one("zone")?,
         since,
     };
-    let history = read(&state, move |store, fresh| {
+    let history = read(&state, move |store, fresh, _| {
         catalog::spot_history(store, &query, &fresh)
     })
     .await?;
@@ -254,7 +305,7 @@ async fn sync_runs(
             "must be between 1 and 1000",
         ));
     }
-    let runs = read(&state, move |store, _| store.sync_runs(limit)).await?;
+    let runs = read(&state, move |store, _, _| store.sync_runs(limit)).await?;
     Ok(Json(runs).into_response())
 }
 

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use rusqlite::{Row, params};
+use rusqlite::{OptionalExtension, Row, params};
 use serde::Serialize;
 
 use super::{Store, StoreError, parse_ts, ts};
@@ -78,28 +78,33 @@ fn none_if_empty(s: String) -> Option<String> {
     if s.is_empty() { None } else { Some(s) }
 }
 
+/// Reads a row of the current-prices query by position (name lookups cost a
+/// string search per column per row). Columns, in order: provider, region, zone,
+/// instance_type, price_kind, offering_class, usd_per_hour, upfront_usd,
+/// recurring_usd_per_hour, source, available_regions, max_instances,
+/// observed_at, gpu_model, gpu_count, gpu_memory_gib, vcpus, memory_gib.
 fn read_price(r: &Row<'_>) -> rusqlite::Result<(CurrentPrice, Option<String>, String)> {
     let price = CurrentPrice {
-        provider: r.get("provider")?,
-        region: r.get("region")?,
-        zone: none_if_empty(r.get("zone")?),
-        instance_type: r.get("instance_type")?,
-        gpu_model: r.get("gpu_model")?,
-        gpu_count: r.get("gpu_count")?,
-        gpu_memory_gib: r.get("gpu_memory_gib")?,
-        vcpus: r.get("vcpus")?,
-        memory_gib: r.get("memory_gib")?,
-        price_kind: r.get("price_kind")?,
-        offering_class: none_if_empty(r.get("offering_class")?),
-        usd_per_hour: r.get("usd_per_hour")?,
-        upfront_usd: r.get("upfront_usd")?,
-        recurring_usd_per_hour: r.get("recurring_usd_per_hour")?,
-        observed_at: None,
-        source: r.get("source")?,
+        provider: r.get(0)?,
+        region: r.get(1)?,
+        zone: none_if_empty(r.get(2)?),
+        instance_type: r.get(3)?,
+        price_kind: r.get(4)?,
+        offering_class: none_if_empty(r.get(5)?),
+        usd_per_hour: r.get(6)?,
+        upfront_usd: r.get(7)?,
+        recurring_usd_per_hour: r.get(8)?,
+        source: r.get(9)?,
         available_regions: Vec::new(),
-        max_instances: r.get("max_instances")?,
+        max_instances: r.get(11)?,
+        observed_at: None,
+        gpu_model: r.get(13)?,
+        gpu_count: r.get(14)?,
+        gpu_memory_gib: r.get(15)?,
+        vcpus: r.get(16)?,
+        memory_gib: r.get(17)?,
     };
-    Ok((price, r.get("observed_at")?, r.get("available_regions")?))
+    Ok((price, r.get(12)?, r.get(10)?))
 }
 
 impl Store {
@@ -158,8 +163,11 @@ impl Store {
         for row in rows {
             let (mut price, observed_at, regions) = row?;
             price.observed_at = observed_at.as_deref().map(parse_ts).transpose()?;
-            price.available_regions = serde_json::from_str(&regions)
-                .map_err(|e| StoreError::Corrupt(format!("available_regions `{regions}`: {e}")))?;
+            if regions != "[]" {
+                price.available_regions = serde_json::from_str(&regions).map_err(|e| {
+                    StoreError::Corrupt(format!("available_regions `{regions}`: {e}"))
+                })?;
+            }
             out.push(price);
         }
         Ok(out)
@@ -236,6 +244,17 @@ impl Store {
             .prepare_cached("SELECT provider, instance_type, gpu_model FROM instance_types")?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The newest good sync run's id: it changes exactly when catalog data does.
+    ///
+    /// # Errors
+    /// On a database error.
+    pub fn last_ok_run_id(&self) -> Result<Option<i64>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id FROM sync_runs WHERE status = 'ok' ORDER BY id DESC LIMIT 1",
+        )?;
+        Ok(stmt.query_row([], |r| r.get(0)).optional()?)
     }
 
     /// When each source last synced successfully.
