@@ -158,10 +158,11 @@ pub struct CatalogCache {
     /// Encoded `/v1/prices` answers by query and by which sources are stale
     /// (staleness changes with time alone).
     prices: HashMap<(String, Vec<String>), Bytes>,
+    cached_bytes: usize,
 }
 
-/// Cached answers kept at most; a catalog state rarely sees more distinct queries.
-const MAX_CACHED_ANSWERS: usize = 512;
+/// Bytes of cached answers kept at most, so distinct queries cannot grow memory.
+const CACHE_BUDGET_BYTES: usize = 16 << 20;
 
 /// Runs a store read off the async runtime, with the catalog's freshness.
 async fn read<T: Send + 'static>(
@@ -177,6 +178,7 @@ async fn read<T: Send + 'static>(
                 if cache.generation != Some(generation) {
                     cache.last_good = store.last_good_syncs()?;
                     cache.prices.clear();
+                    cache.cached_bytes = 0;
                     cache.generation = Some(generation);
                 }
                 cache.last_good.clone()
@@ -255,9 +257,11 @@ async fn prices(
             serde_json::to_vec(&records).map_err(|e| StoreError::Corrupt(e.to_string()))?,
         );
         let mut cache = lock(&state.cache);
-        if cache.prices.len() >= MAX_CACHED_ANSWERS {
+        if cache.cached_bytes + body.len() > CACHE_BUDGET_BYTES {
             cache.prices.clear();
+            cache.cached_bytes = 0;
         }
+        cache.cached_bytes += body.len();
         cache.prices.insert(key, body.clone());
         Ok(body)
     })
