@@ -86,6 +86,15 @@ impl Clock {
         }
     }
 
+    /// A clock that reads `start` now (tests pin the time of day).
+    #[must_use]
+    pub fn starting_at(start: DateTime<Utc>) -> Self {
+        Self {
+            start_utc: start,
+            start: tokio::time::Instant::now(),
+        }
+    }
+
     #[must_use]
     pub fn now(&self) -> DateTime<Utc> {
         self.start_utc + chrono::Duration::from_std(self.start.elapsed()).unwrap_or_default()
@@ -304,7 +313,8 @@ mod tests {
             backoff: BACKOFF,
             metrics: Arc::new(Metrics::default()),
             cancel: CancellationToken::new(),
-            clock: Clock::new(),
+            // 30 s past a 10-minute slot, so the slots fall at known times.
+            clock: Clock::starting_at(at("2026-11-29T10:00:30Z")),
         };
         let trigger = Arc::new(Notify::new());
         let source = Source {
@@ -314,15 +324,15 @@ mod tests {
         };
         let task = tokio::spawn(run_source(source, ctx.clone()));
 
-        // Two failures and the recovering run all happen within the first
-        // 10-minute slot: 15-30 s, then 30-60 s of backoff.
+        // Two failures and the recovering run all happen before the next slot
+        // (10:10): 15-30 s, then 30-60 s of backoff.
         tokio::time::sleep(Duration::from_secs(95)).await;
         assert_eq!(flaky.calls.load(Ordering::SeqCst), 3);
         let runs = pool.read(|s| s.sync_runs(10)).unwrap();
         let statuses: Vec<&str> = runs.iter().map(|r| r.status.as_str()).collect();
         assert_eq!(statuses, vec!["ok", "failed", "failed"]);
 
-        // Then one run per scheduled slot, and none in between.
+        // Then one run per scheduled slot (10:10, 10:20, 10:30), none in between.
         tokio::time::sleep(Duration::from_secs(3 * 600)).await;
         assert_eq!(flaky.calls.load(Ordering::SeqCst), 6);
 

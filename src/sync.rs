@@ -4,7 +4,7 @@
 //! leaves its last good data exactly as it was; the run is recorded as failed with
 //! the reason.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,7 +15,7 @@ use gpuplan_providers::gcp::{self, GcpConfig, GcpProvider};
 use gpuplan_providers::http::RetryPolicy;
 use gpuplan_providers::lambda::{self, LambdaConfig, LambdaProvider};
 use gpuplan_providers::secret::Secret;
-use gpuplan_providers::{FetchContext, Provider, ProviderError, Scope, Snapshot};
+use gpuplan_providers::{FetchContext, Provider, ProviderError, RegionScope, Scope, Snapshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, SyncConfig};
@@ -59,18 +59,24 @@ pub async fn sync_provider(
     let started_at = Utc::now();
     let begin = {
         let id = id.clone();
+        let scope = provider.region_scope();
         blocking(pool, move |p| {
             p.write(|s| -> Result<_, StoreError> {
                 let run_id = s.begin_run(&id, started_at)?;
                 let ctx = FetchContext {
                     newest_spot_by_region: s.newest_spot_by_region(&id)?,
                 };
-                Ok((run_id, ctx, s.last_good_price_count(&id)?))
+                let last = LastGood {
+                    prices: s.last_good_price_count(&id)?,
+                    regions: s.current_regions(&id)?,
+                    scope,
+                };
+                Ok((run_id, ctx, last))
             })
         })
         .await
     };
-    let (run_id, ctx, last_count) = match begin {
+    let (run_id, ctx, last) = match begin {
         Ok(v) => v,
         Err(e) => {
             return SyncOutcome {
@@ -84,7 +90,7 @@ pub async fn sync_provider(
 
     let result = tokio::select! {
         () = cancel.cancelled() => Err(SyncError::Cancelled { provider: id.clone() }),
-        fetched = provider.fetch(&ctx) => check_and_write(pool, &id, fetched, last_count, policy, run_id, started_at).await,
+        fetched = provider.fetch(&ctx) => check_and_write(pool, &id, fetched, &last, policy, run_id, started_at).await,
     };
     match &result {
         Ok(stats) => tracing::info!(
@@ -114,11 +120,19 @@ pub async fn sync_provider(
     }
 }
 
+/// What the source's last good data looked like, to judge a new snapshot by.
+struct LastGood {
+    prices: Option<i64>,
+    regions: BTreeSet<String>,
+    /// Which of those regions are still wanted.
+    scope: RegionScope,
+}
+
 async fn check_and_write(
     pool: &Arc<Pool>,
     id: &str,
     fetched: Result<Snapshot, ProviderError>,
-    last_count: Option<i64>,
+    last: &LastGood,
     policy: &SyncConfig,
     run_id: i64,
     started_at: DateTime<Utc>,
@@ -129,10 +143,11 @@ async fn check_and_write(
         reason,
     };
     validate(&snapshot).map_err(reject)?;
-    if snapshot.scope == Scope::Full
-        && let Some(before) = last_count
-    {
-        check_shrink(snapshot.prices.len(), before, policy.max_shrink).map_err(reject)?;
+    if snapshot.scope == Scope::Full {
+        if let Some(before) = last.prices {
+            check_shrink(snapshot.prices.len(), before, policy.max_shrink).map_err(reject)?;
+        }
+        check_regions(&snapshot, &last.regions, &last.scope).map_err(reject)?;
     }
     let id = id.to_owned();
     let stats = blocking(pool, move |p| {
@@ -165,6 +180,34 @@ fn check_shrink(now: usize, before: i64, max_shrink: f64) -> Result<(), String> 
         ));
     }
     Ok(())
+}
+
+/// A region the last good snapshot had, that is still wanted, and that has no
+/// price now is far more likely a failed download than a cloud leaving it.
+fn check_regions(
+    snapshot: &Snapshot,
+    before: &BTreeSet<String>,
+    scope: &RegionScope,
+) -> Result<(), String> {
+    let wanted = |r: &String| match scope {
+        RegionScope::All => true,
+        RegionScope::Only(list) => list.contains(r),
+        RegionScope::NotChecked => false,
+    };
+    let now: BTreeSet<&String> = snapshot.prices.iter().map(|p| &p.region).collect();
+    let missing: Vec<&str> = before
+        .iter()
+        .filter(|r| wanted(r) && !now.contains(r))
+        .map(String::as_str)
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "regions {} of the last good sync have no prices now; keeping the last good data",
+            missing.join(", ")
+        ))
+    }
 }
 
 /// Checks that a snapshot holds together before anything of it is stored.
@@ -447,6 +490,22 @@ mod tests {
             .result
             .unwrap();
         assert_eq!(ok.prices_withdrawn, 4);
+    }
+
+    #[test]
+    fn a_wanted_region_that_vanished_rejects_the_snapshot() {
+        let before: BTreeSet<String> = ["us-east-1", "eu-west-1"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let snap = snapshot(2, 1.0); // us-east-1 only
+        let err = check_regions(&snap, &before, &RegionScope::All).unwrap_err();
+        assert!(err.contains("eu-west-1"), "{err}");
+        // Dropped from the configured regions: its prices may go.
+        assert!(
+            check_regions(&snap, &before, &RegionScope::Only(vec!["us-east-1".into()])).is_ok()
+        );
+        assert!(check_regions(&snap, &before, &RegionScope::NotChecked).is_ok());
     }
 
     #[test]

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use crate::error::SheetRowError;
 use crate::gpu;
 use crate::snapshot::{InstanceType, OfferingClass, PriceKind, PriceRecord, Snapshot};
-use crate::{FetchContext, Provider, ProviderError};
+use crate::{FetchContext, Provider, ProviderError, RegionScope};
 
 /// Columns a sheet may have; the first six are required.
 pub const COLUMNS: &[&str] = &[
@@ -77,6 +77,10 @@ impl FileProvider {
 impl Provider for FileProvider {
     fn id(&self) -> &str {
         &self.id
+    }
+
+    fn region_scope(&self) -> RegionScope {
+        RegionScope::NotChecked
     }
 
     async fn fetch(&self, _ctx: &FetchContext) -> Result<Snapshot, ProviderError> {

@@ -29,11 +29,30 @@ pub use snapshot::{
 
 pub use async_trait::async_trait;
 
+/// Which regions a complete snapshot must keep: a region that the last good
+/// snapshot had and that is still wanted, but is missing now, means a partial
+/// download, and the sync is rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegionScope {
+    /// Every region the source lists is wanted.
+    All,
+    /// Only these (configured) regions are wanted; dropping one from the config
+    /// lets its prices be withdrawn.
+    Only(Vec<String>),
+    /// The source is its own authority (a price sheet): any region may go.
+    NotChecked,
+}
+
 /// One price source. Object-safe so the daemon can hold `Box<dyn Provider>`.
 #[async_trait]
 pub trait Provider: Send + Sync {
     /// The name records carry in their `provider` field (`aws`, `file:onprem`, ...).
     fn id(&self) -> &str;
+
+    /// Which regions of the last good snapshot a new one must still have.
+    fn region_scope(&self) -> RegionScope {
+        RegionScope::All
+    }
 
     /// Fetches one complete snapshot of the source.
     ///

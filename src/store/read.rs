@@ -234,6 +234,24 @@ impl Store {
         Ok(out)
     }
 
+    /// The regions in which `provider` has current (not withdrawn) list prices.
+    ///
+    /// # Errors
+    /// On a database error.
+    pub fn current_regions(
+        &self,
+        provider: &str,
+    ) -> Result<std::collections::BTreeSet<String>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT DISTINCT s.region FROM price_series s
+             JOIN price_versions v
+               ON v.id = (SELECT max(id) FROM price_versions WHERE series_id = s.id)
+             WHERE s.provider = ?1 AND v.withdrawn = 0",
+        )?;
+        let rows = stmt.query_map([provider], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Every instance type: (provider, instance type, GPU model).
     ///
     /// # Errors

@@ -21,7 +21,7 @@ use crate::http::{HttpClient, RetryPolicy};
 use crate::snapshot::{
     AvailabilityRecord, AvailabilitySignal, InstanceType, PriceKind, PriceRecord, Snapshot, Term,
 };
-use crate::{FetchContext, Provider, ProviderError};
+use crate::{FetchContext, Provider, ProviderError, RegionScope};
 
 const PROVIDER: &str = "azure";
 const API_VERSION: &str = "2023-01-01-preview";
@@ -115,6 +115,14 @@ impl AzureProvider {
 impl Provider for AzureProvider {
     fn id(&self) -> &str {
         PROVIDER
+    }
+
+    fn region_scope(&self) -> RegionScope {
+        if self.config.regions.is_empty() {
+            RegionScope::All
+        } else {
+            RegionScope::Only(self.config.regions.clone())
+        }
     }
 
     #[tracing::instrument(skip_all, fields(provider = PROVIDER))]

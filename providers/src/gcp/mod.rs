@@ -23,7 +23,7 @@ use crate::secret::Secret;
 use crate::snapshot::{
     AvailabilityRecord, AvailabilitySignal, InstanceType, PriceKind, PriceRecord, Snapshot, Term,
 };
-use crate::{FetchContext, Provider, ProviderError, gpu};
+use crate::{FetchContext, Provider, ProviderError, RegionScope, gpu};
 
 use shapes::Shape;
 
@@ -185,6 +185,14 @@ impl GcpProvider {
 impl Provider for GcpProvider {
     fn id(&self) -> &str {
         PROVIDER
+    }
+
+    fn region_scope(&self) -> RegionScope {
+        if self.config.regions.is_empty() {
+            RegionScope::All
+        } else {
+            RegionScope::Only(self.config.regions.clone())
+        }
     }
 
     #[tracing::instrument(skip_all, fields(provider = PROVIDER))]
