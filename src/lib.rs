@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod metrics;
+pub mod optimizer;
 pub mod scheduler;
 pub mod store;
 pub mod sync;

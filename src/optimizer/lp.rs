@@ -1,0 +1,157 @@
+//! The glue to the MIP solver: the only file that imports good_lp, so the
+//! backend can be swapped. It takes a solver-neutral [`Milp`] and returns the
+//! variable values, or why there are none.
+
+use std::time::Duration;
+
+use good_lp::solvers::microlp::microlp;
+use good_lp::{
+    Expression, ProblemVariables, ResolutionError, Solution, SolutionStatus, SolverModel, Variable,
+    WithMipGap, WithTimeLimit, variable,
+};
+
+/// A variable: objective coefficient, bounds, integrality.
+#[derive(Debug, Clone)]
+pub struct Var {
+    pub cost: f64,
+    pub upper: Option<f64>,
+    pub integer: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sense {
+    AtLeast,
+    AtMost,
+}
+
+/// `Σ coef·x  (>= | <=)  rhs`.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub terms: Vec<(usize, f64)>,
+    pub sense: Sense,
+    pub rhs: f64,
+}
+
+/// Minimise `Σ cost·x` subject to the rows, with every variable `>= 0`.
+#[derive(Debug, Clone, Default)]
+pub struct Milp {
+    pub vars: Vec<Var>,
+    pub rows: Vec<Row>,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LpError {
+    #[error("the model is infeasible")]
+    Infeasible,
+    #[error("the model is unbounded")]
+    Unbounded,
+    #[error("the solver stopped at its time limit before proving optimality")]
+    TimeLimit,
+    #[error("the solver failed: {0}")]
+    Solver(String),
+}
+
+/// Relative MIP gap at which a solution counts as optimal (good_lp defaults
+/// to HiGHS's 1e-4, far too coarse for cost comparisons).
+pub const MIP_GAP: f32 = 1e-7;
+
+impl Milp {
+    pub fn add_var(&mut self, cost: f64, upper: Option<f64>, integer: bool) -> usize {
+        self.vars.push(Var {
+            cost,
+            upper,
+            integer,
+        });
+        self.vars.len() - 1
+    }
+
+    #[must_use]
+    pub fn integer_count(&self) -> usize {
+        self.vars.iter().filter(|v| v.integer).count()
+    }
+
+    /// Solves the model; values in variable order.
+    ///
+    /// # Errors
+    /// Infeasible, unbounded, a time limit hit before optimality, or a solver failure.
+    pub fn solve(&self, time_limit: Option<Duration>) -> Result<Vec<f64>, LpError> {
+        if self.vars.is_empty() {
+            return if self.rows.iter().all(|r| match r.sense {
+                Sense::AtLeast => r.rhs <= 0.0,
+                Sense::AtMost => r.rhs >= 0.0,
+            }) {
+                Ok(Vec::new())
+            } else {
+                Err(LpError::Infeasible)
+            };
+        }
+        let mut problem = ProblemVariables::new();
+        let vars: Vec<Variable> = self
+            .vars
+            .iter()
+            .map(|v| {
+                let mut def = variable().min(0.0);
+                if let Some(u) = v.upper {
+                    def = def.max(u);
+                }
+                if v.integer {
+                    def = def.integer();
+                }
+                problem.add(def)
+            })
+            .collect();
+        let objective: Expression = self.vars.iter().zip(&vars).map(|(v, x)| v.cost * *x).sum();
+        let mut model = problem
+            .minimise(objective)
+            .using(microlp)
+            .with_mip_gap(MIP_GAP)
+            .map_err(|e| LpError::Solver(e.to_string()))?;
+        if let Some(limit) = time_limit {
+            model = model.with_time_limit(limit.as_secs_f64());
+        }
+        for row in &self.rows {
+            let lhs: Expression = row.terms.iter().map(|(i, c)| *c * vars[*i]).sum();
+            model = model.with(match row.sense {
+                Sense::AtLeast => lhs.geq(row.rhs),
+                Sense::AtMost => lhs.leq(row.rhs),
+            });
+        }
+        let solution = model.solve().map_err(|e| match e {
+            ResolutionError::Infeasible => LpError::Infeasible,
+            ResolutionError::Unbounded => LpError::Unbounded,
+            other => LpError::Solver(other.to_string()),
+        })?;
+        // A gap limit is the requested 1e-7 gap reached: optimal within
+        // tolerance. A time limit is not.
+        if matches!(solution.status(), SolutionStatus::TimeLimit) {
+            return Err(LpError::TimeLimit);
+        }
+        Ok(vars.iter().map(|v| solution.value(*v)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_mip_solves_to_its_integer_optimum() {
+        // min 3x + 2y, x + y >= 2.5, x integer <= 1, y continuous.
+        let mut m = Milp::default();
+        let x = m.add_var(3.0, Some(1.0), true);
+        let y = m.add_var(2.0, None, false);
+        m.rows.push(Row {
+            terms: vec![(x, 1.0), (y, 1.0)],
+            sense: Sense::AtLeast,
+            rhs: 2.5,
+        });
+        let v = m.solve(None).unwrap();
+        assert!(v[x].abs() < 1e-9 && (v[y] - 2.5).abs() < 1e-9, "{v:?}");
+        m.rows.push(Row {
+            terms: vec![(y, 1.0)],
+            sense: Sense::AtMost,
+            rhs: 1.0,
+        });
+        assert_eq!(m.solve(None), Err(LpError::Infeasible));
+    }
+}

@@ -1,0 +1,515 @@
+//! The planning problem (planning-model.md §2, §4.1) and its validation. Input
+//! is checked field by field so every error names the field it is about.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value};
+
+/// A problem that passed validation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    pub name: Option<String>,
+    /// GPUs needed per hour; `T = demand.len() >= 1`.
+    pub demand: Vec<f64>,
+    pub offers: Vec<Offer>,
+    pub policy: Policy,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Offer {
+    pub id: String,
+    pub cloud: String,
+    pub region: String,
+    pub instance_type: String,
+    pub gpu_model: String,
+    pub gpu_memory_gib: Option<f64>,
+    pub gpus_per_instance: u32,
+    pub on_demand_price: Option<f64>,
+    pub spot_price: Option<f64>,
+    pub spot_interruption_rate: f64,
+    pub spot_pool: String,
+    pub max_spot_instances: Option<f64>,
+    pub max_on_demand_instances: Option<f64>,
+    pub max_reserved_instances: Option<f64>,
+    pub reserved: Vec<ReservedOption>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReservedOption {
+    pub id: String,
+    pub term_hours: f64,
+    pub hourly_price: f64,
+    pub upfront: f64,
+}
+
+impl ReservedOption {
+    /// `r_kj = hourly_price + upfront / term_hours`.
+    #[must_use]
+    pub fn effective_hourly(&self) -> f64 {
+        self.hourly_price + self.upfront / self.term_hours
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub max_spot_share: Option<f64>,
+    pub max_pool_share: Option<f64>,
+    pub spot_overhead_factor: f64,
+    pub integer_reserved: bool,
+    pub integer_hourly: bool,
+    pub budget: Option<f64>,
+    pub allowed_clouds: Option<Vec<String>>,
+    pub allowed_regions: Option<Vec<String>>,
+    pub gpu_models: Option<Vec<String>>,
+    pub min_gpu_memory_gib: Option<f64>,
+    pub alert_cost_change_pct: f64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            max_spot_share: None,
+            max_pool_share: None,
+            spot_overhead_factor: 0.0,
+            integer_reserved: true,
+            integer_hourly: false,
+            budget: None,
+            allowed_clouds: None,
+            allowed_regions: None,
+            gpu_models: None,
+            min_gpu_memory_gib: None,
+            alert_cost_change_pct: 5.0,
+        }
+    }
+}
+
+impl Offer {
+    /// Spot yield `γ_k = (1 − ρ_k) / (1 + h)`.
+    #[must_use]
+    pub fn spot_yield(&self, overhead: f64) -> f64 {
+        (1.0 - self.spot_interruption_rate) / (1.0 + overhead)
+    }
+}
+
+/// Why a problem was refused, naming the field (`offers[2].gpus_per_instance`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ValidationError {
+    pub path: String,
+    pub message: String,
+}
+
+fn err<T>(path: impl Into<String>, message: impl Into<String>) -> Result<T, ValidationError> {
+    Err(ValidationError {
+        path: path.into(),
+        message: message.into(),
+    })
+}
+
+const POLICY_KEYS: &[&str] = &[
+    "max_spot_share",
+    "max_pool_share",
+    "spot_overhead_factor",
+    "integer_reserved",
+    "integer_hourly",
+    "budget",
+    "allowed_clouds",
+    "allowed_regions",
+    "gpu_models",
+    "min_gpu_memory_gib",
+    "alert_cost_change_pct",
+];
+
+impl Problem {
+    /// Validates a problem document (planning-model.md §4.1). Unknown top-level
+    /// and offer keys are ignored (they carry notes); unknown policy keys are
+    /// errors, so a typo cannot silently disable a policy.
+    ///
+    /// # Errors
+    /// The first violation, naming its field.
+    pub fn from_json(doc: &Value) -> Result<Self, ValidationError> {
+        let Some(top) = doc.as_object() else {
+            return err("(document)", "must be a JSON object");
+        };
+        match top.get("schema_version") {
+            None | Some(Value::Null) => {}
+            Some(v) if v.as_u64() == Some(1) => {}
+            Some(v) => return err("schema_version", format!("must be 1, found {v}")),
+        }
+        let name = match top.get("name") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(v) => return err("name", format!("must be a string, found {v}")),
+        };
+        let demand = demand(top.get("demand"))?;
+        let offers = match top.get("offers") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| offer(&format!("offers[{i}]"), v))
+                .collect::<Result<Vec<_>, _>>()?,
+            None => return err("offers", "is required (a list of offers)"),
+            Some(v) => return err("offers", format!("must be a list, found {v}")),
+        };
+        let mut ids = HashSet::new();
+        for (i, o) in offers.iter().enumerate() {
+            if !ids.insert(o.id.as_str()) {
+                return err(
+                    format!("offers[{i}].id"),
+                    format!("`{}` is used by an earlier offer", o.id),
+                );
+            }
+        }
+        let policy = match top.get("policy") {
+            None | Some(Value::Null) => Policy::default(),
+            Some(Value::Object(p)) => policy(p)?,
+            Some(v) => return err("policy", format!("must be an object, found {v}")),
+        };
+        Ok(Self {
+            name,
+            demand,
+            offers,
+            policy,
+        })
+    }
+}
+
+fn demand(v: Option<&Value>) -> Result<Vec<f64>, ValidationError> {
+    let Some(Value::Array(items)) = v else {
+        return err("demand", "must be a non-empty list of GPUs per hour");
+    };
+    if items.is_empty() {
+        return err("demand", "must not be empty");
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(t, d)| match d.as_f64() {
+            Some(x) if x.is_finite() && x >= 0.0 && !d.is_boolean() => Ok(x),
+            _ => err(
+                format!("demand[{t}]"),
+                format!("must be a finite number >= 0, found {d}"),
+            ),
+        })
+        .collect()
+}
+
+fn number(path: &str, v: &Value) -> Result<f64, ValidationError> {
+    match v.as_f64() {
+        Some(x) if x.is_finite() => Ok(x),
+        _ => err(path, format!("must be a number, found {v}")),
+    }
+}
+
+/// An optional number `>= 0` (null or absent is `None`).
+fn non_negative(
+    obj: &Map<String, Value>,
+    path: &str,
+    key: &str,
+) -> Result<Option<f64>, ValidationError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => {
+            let x = number(&format!("{path}.{key}"), v)?;
+            if x < 0.0 {
+                return err(format!("{path}.{key}"), format!("must be >= 0, found {x}"));
+            }
+            Ok(Some(x))
+        }
+    }
+}
+
+fn share(obj: &Map<String, Value>, path: &str, key: &str) -> Result<Option<f64>, ValidationError> {
+    let v = non_negative(obj, path, key)?;
+    if v.is_some_and(|x| x > 1.0) {
+        return err(format!("{path}.{key}"), "must be between 0 and 1");
+    }
+    Ok(v)
+}
+
+fn text(obj: &Map<String, Value>, path: &str, key: &str) -> Result<String, ValidationError> {
+    match obj.get(key) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+        Some(v) => err(
+            format!("{path}.{key}"),
+            format!("must be a non-empty string, found {v}"),
+        ),
+        None => err(format!("{path}.{key}"), "is required"),
+    }
+}
+
+fn offer(path: &str, v: &Value) -> Result<Offer, ValidationError> {
+    let Some(o) = v.as_object() else {
+        return err(path, "must be an object");
+    };
+    let id = text(o, path, "id")?;
+    let cloud = text(o, path, "cloud")?;
+    let region = text(o, path, "region")?;
+    let instance_type = text(o, path, "instance_type")?;
+    let gpu_model = text(o, path, "gpu_model")?;
+    let gpus_per_instance = match o.get("gpus_per_instance") {
+        Some(v) if !v.is_boolean() => match v.as_u64() {
+            Some(n) if n >= 1 && n <= u64::from(u32::MAX) => n as u32,
+            _ => {
+                return err(
+                    format!("{path}.gpus_per_instance"),
+                    format!("must be an integer >= 1, found {v}"),
+                );
+            }
+        },
+        Some(v) => {
+            return err(
+                format!("{path}.gpus_per_instance"),
+                format!("must be an integer >= 1, found {v}"),
+            );
+        }
+        None => return err(format!("{path}.gpus_per_instance"), "is required"),
+    };
+    let gpu_memory_gib = match o.get("gpu_memory_gib") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(number(&format!("{path}.gpu_memory_gib"), v)?),
+    };
+    let rate = non_negative(o, path, "spot_interruption_rate")?.unwrap_or(0.0);
+    if rate > 1.0 {
+        return err(
+            format!("{path}.spot_interruption_rate"),
+            "must be between 0 and 1",
+        );
+    }
+    let spot_pool = match o.get("spot_pool") {
+        None | Some(Value::Null) => format!("{cloud}/{region}/{instance_type}"),
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        Some(v) => {
+            return err(
+                format!("{path}.spot_pool"),
+                format!("must be a non-empty string, found {v}"),
+            );
+        }
+    };
+    let reserved = match o.get("reserved") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => {
+            let mut out = Vec::new();
+            let mut ids = HashSet::new();
+            for (j, r) in items.iter().enumerate() {
+                let rpath = format!("{path}.reserved[{j}]");
+                let Some(r) = r.as_object() else {
+                    return err(rpath, "must be an object");
+                };
+                let rid = text(r, &rpath, "id")?;
+                if !ids.insert(rid.clone()) {
+                    return err(
+                        format!("{rpath}.id"),
+                        format!("`{rid}` is used by an earlier option of this offer"),
+                    );
+                }
+                let term_hours = match r.get("term_hours") {
+                    Some(v) => number(&format!("{rpath}.term_hours"), v)?,
+                    None => return err(format!("{rpath}.term_hours"), "is required"),
+                };
+                if term_hours <= 0.0 {
+                    return err(
+                        format!("{rpath}.term_hours"),
+                        format!("must be > 0, found {term_hours}"),
+                    );
+                }
+                out.push(ReservedOption {
+                    id: rid,
+                    term_hours,
+                    hourly_price: non_negative(r, &rpath, "hourly_price")?.unwrap_or(0.0),
+                    upfront: non_negative(r, &rpath, "upfront")?.unwrap_or(0.0),
+                });
+            }
+            out
+        }
+        Some(v) => {
+            return err(
+                format!("{path}.reserved"),
+                format!("must be a list, found {v}"),
+            );
+        }
+    };
+    Ok(Offer {
+        id,
+        cloud,
+        region,
+        instance_type,
+        gpu_model,
+        gpu_memory_gib,
+        gpus_per_instance,
+        on_demand_price: non_negative(o, path, "on_demand_price")?,
+        spot_price: non_negative(o, path, "spot_price")?,
+        spot_interruption_rate: rate,
+        spot_pool,
+        max_spot_instances: non_negative(o, path, "max_spot_instances")?,
+        max_on_demand_instances: non_negative(o, path, "max_on_demand_instances")?,
+        max_reserved_instances: non_negative(o, path, "max_reserved_instances")?,
+        reserved,
+    })
+}
+
+fn strings(p: &Map<String, Value>, key: &str) -> Result<Option<Vec<String>>, ValidationError> {
+    match p.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::String(s) => Ok(s.clone()),
+                _ => err(
+                    format!("policy.{key}[{i}]"),
+                    format!("must be a string, found {v}"),
+                ),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(v) => err(
+            format!("policy.{key}"),
+            format!("must be a list of strings or null, found {v}"),
+        ),
+    }
+}
+
+fn flag(p: &Map<String, Value>, key: &str, default: bool) -> Result<bool, ValidationError> {
+    match p.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => err(
+            format!("policy.{key}"),
+            format!("must be true or false, found {v}"),
+        ),
+    }
+}
+
+fn policy(p: &Map<String, Value>) -> Result<Policy, ValidationError> {
+    if let Some(unknown) = p.keys().find(|k| !POLICY_KEYS.contains(&k.as_str())) {
+        return err(
+            format!("policy.{unknown}"),
+            format!("unknown policy key; known keys: {}", POLICY_KEYS.join(", ")),
+        );
+    }
+    let defaults = Policy::default();
+    Ok(Policy {
+        max_spot_share: share(p, "policy", "max_spot_share")?,
+        max_pool_share: share(p, "policy", "max_pool_share")?,
+        spot_overhead_factor: non_negative(p, "policy", "spot_overhead_factor")?.unwrap_or(0.0),
+        integer_reserved: flag(p, "integer_reserved", defaults.integer_reserved)?,
+        integer_hourly: flag(p, "integer_hourly", defaults.integer_hourly)?,
+        budget: non_negative(p, "policy", "budget")?,
+        allowed_clouds: strings(p, "allowed_clouds")?,
+        allowed_regions: strings(p, "allowed_regions")?,
+        gpu_models: strings(p, "gpu_models")?,
+        min_gpu_memory_gib: match p.get("min_gpu_memory_gib") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(number("policy.min_gpu_memory_gib", v)?),
+        },
+        alert_cost_change_pct: non_negative(p, "policy", "alert_cost_change_pct")?
+            .unwrap_or(defaults.alert_cost_change_pct),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn base() -> Value {
+        json!({
+            "schema_version": 1,
+            "demand": [16, 16, 16],
+            "offers": [{"id": "a", "cloud": "aws", "region": "us-east-1", "instance_type": "p5.48xlarge",
+                        "gpu_model": "H100-80GB", "gpu_memory_gib": 80, "gpus_per_instance": 8,
+                        "on_demand_price": 80.0, "note": "ignored",
+                        "reserved": [{"id": "1y", "term_hours": 8760, "hourly_price": 25.0, "upfront": 219000.0}]}],
+            "extra": "ignored"
+        })
+    }
+
+    fn error_path(mutate: impl FnOnce(&mut Value)) -> String {
+        let mut doc = base();
+        mutate(&mut doc);
+        Problem::from_json(&doc).unwrap_err().path
+    }
+
+    #[test]
+    fn a_valid_problem_parses_with_defaults() {
+        let p = Problem::from_json(&base()).unwrap();
+        assert_eq!(p.offers[0].spot_pool, "aws/us-east-1/p5.48xlarge");
+        assert!((p.offers[0].reserved[0].effective_hourly() - 50.0).abs() < 1e-12);
+        assert_eq!(p.policy, Policy::default());
+    }
+
+    #[test]
+    fn every_rule_of_the_schema_names_its_field() {
+        assert_eq!(
+            error_path(|d| d["schema_version"] = json!(2)),
+            "schema_version"
+        );
+        assert_eq!(error_path(|d| d["demand"] = json!([])), "demand");
+        assert_eq!(error_path(|d| d["demand"][1] = json!(-1)), "demand[1]");
+        assert_eq!(error_path(|d| d["demand"][2] = json!("x")), "demand[2]");
+        assert_eq!(
+            error_path(|d| d["offers"][0]["gpus_per_instance"] = json!(true)),
+            "offers[0].gpus_per_instance"
+        );
+        assert_eq!(
+            error_path(|d| d["offers"][0]["gpus_per_instance"] = json!(1.5)),
+            "offers[0].gpus_per_instance"
+        );
+        assert_eq!(
+            error_path(|d| d["offers"][0]["gpus_per_instance"] = json!(0)),
+            "offers[0].gpus_per_instance"
+        );
+        assert_eq!(
+            error_path(|d| d["offers"][0]["cloud"] = json!("")),
+            "offers[0].cloud"
+        );
+        assert_eq!(
+            error_path(|d| d["offers"][0]["on_demand_price"] = json!(-1)),
+            "offers[0].on_demand_price"
+        );
+        assert_eq!(
+            error_path(|d| d["offers"][0]["spot_interruption_rate"] = json!(1.5)),
+            "offers[0].spot_interruption_rate"
+        );
+        assert_eq!(
+            error_path(|d| d["offers"][0]["max_spot_instances"] = json!(-2)),
+            "offers[0].max_spot_instances"
+        );
+        assert_eq!(
+            error_path(|d| d["offers"][0]["reserved"][0]["term_hours"] = json!(0)),
+            "offers[0].reserved[0].term_hours"
+        );
+        assert_eq!(
+            error_path(|d| {
+                let r = d["offers"][0]["reserved"][0].clone();
+                d["offers"][0]["reserved"].as_array_mut().unwrap().push(r);
+            }),
+            "offers[0].reserved[1].id"
+        );
+        assert_eq!(
+            error_path(|d| {
+                let o = d["offers"][0].clone();
+                d["offers"].as_array_mut().unwrap().push(o);
+            }),
+            "offers[1].id"
+        );
+        assert_eq!(
+            error_path(|d| d["policy"] = json!({"max_spot_shar": 0.5})),
+            "policy.max_spot_shar"
+        );
+        assert_eq!(
+            error_path(|d| d["policy"] = json!({"max_pool_share": 1.5})),
+            "policy.max_pool_share"
+        );
+        assert_eq!(
+            error_path(|d| d["policy"] = json!({"budget": -1})),
+            "policy.budget"
+        );
+        assert_eq!(
+            error_path(|d| d["policy"] = json!({"integer_hourly": 1})),
+            "policy.integer_hourly"
+        );
+    }
+}

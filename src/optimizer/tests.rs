@@ -1,0 +1,263 @@
+//! Hand-derived cases with exact optima, and an independent checker that every
+//! returned plan covers demand, respects caps and shares, and costs what it says.
+
+use serde_json::{Value, json};
+
+use super::*;
+
+fn offer(id: &str, g: u32, od: Option<f64>, spot: Option<f64>) -> Value {
+    json!({"id": id, "cloud": "aws", "region": "us-east-1", "instance_type": id, "gpu_model": "H100-80GB",
+           "gpu_memory_gib": 80, "gpus_per_instance": g, "on_demand_price": od, "spot_price": spot})
+}
+
+fn run(doc: Value, relax: bool) -> PlanResult {
+    let problem = Problem::from_json(&doc).unwrap();
+    let result = solve(
+        &problem,
+        &SolveOptions {
+            relax,
+            time_limit: Some(Duration::from_secs(60)),
+        },
+    )
+    .unwrap();
+    if result.status == "optimal" {
+        check_plan(&problem, &result, relax);
+    }
+    result
+}
+
+/// Independent feasibility and cost check of a result against its problem.
+fn check_plan(problem: &Problem, r: &PlanResult, relax: bool) {
+    let p = &problem.policy;
+    let t = problem.demand.len();
+    let offer = |id: &str| problem.offers.iter().find(|o| o.id == id).unwrap();
+    let mut cost = 0.0;
+    let mut reserved_gpus = 0.0;
+    for e in &r.reserved {
+        let o = offer(&e.offer);
+        let opt = o.reserved.iter().find(|j| j.id == e.option).unwrap();
+        if !relax && p.integer_reserved {
+            assert_eq!(e.count.fract(), 0.0, "fractional reserved count {e:?}");
+        }
+        cost += t as f64 * opt.effective_hourly() * e.count;
+        reserved_gpus += f64::from(o.gpus_per_instance) * e.count;
+    }
+    for o in &problem.offers {
+        let total: f64 = r
+            .reserved
+            .iter()
+            .filter(|e| e.offer == o.id)
+            .map(|e| e.count)
+            .sum();
+        if let Some(cap) = o.max_reserved_instances {
+            assert!(total <= cap + 1e-6, "reserved cap of {}", o.id);
+        }
+    }
+    for h in 0..t {
+        let d = problem.demand[h];
+        let mut supply = reserved_gpus;
+        let mut spot_eff = 0.0;
+        let mut pools: BTreeMap<&str, f64> = BTreeMap::new();
+        for (id, series) in &r.hourly.spot_instances {
+            let o = offer(id);
+            let s = series[h];
+            assert!(s >= -1e-9 && o.max_spot_instances.is_none_or(|c| s <= c + 1e-6));
+            let eff = o.spot_yield(p.spot_overhead_factor) * f64::from(o.gpus_per_instance) * s;
+            supply += eff;
+            spot_eff += eff;
+            *pools.entry(o.spot_pool.as_str()).or_default() += eff;
+            cost += o.spot_price.unwrap() * s;
+        }
+        for (id, series) in &r.hourly.on_demand_instances {
+            let o = offer(id);
+            let x = series[h];
+            assert!(x >= -1e-9 && o.max_on_demand_instances.is_none_or(|c| x <= c + 1e-6));
+            supply += f64::from(o.gpus_per_instance) * x;
+            cost += o.on_demand_price.unwrap() * x;
+        }
+        let tol = 1e-6 * d.max(1.0);
+        assert!(supply >= d - tol, "hour {h}: supply {supply} < demand {d}");
+        if let Some(sigma) = p.max_spot_share {
+            assert!(spot_eff <= sigma * d + tol, "hour {h}: spot share");
+        }
+        if let Some(pi) = p.max_pool_share {
+            assert!(
+                pools.values().all(|v| *v <= pi * d + tol),
+                "hour {h}: pool share"
+            );
+        }
+    }
+    let objective = r.objective.unwrap();
+    assert!(
+        (cost - objective).abs() <= 1e-6 * objective.max(1.0),
+        "cost {cost} != objective {objective}"
+    );
+    if let Some(b) = r.baseline_on_demand_cost {
+        assert!(
+            objective <= b * (1.0 + 1e-9) + 1e-9,
+            "plan {objective} dearer than all on-demand {b}"
+        );
+    }
+}
+
+fn close(a: Option<f64>, b: f64) -> bool {
+    a.is_some_and(|a| (a - b).abs() <= 1e-6 * b.abs().max(1.0))
+}
+
+#[test]
+fn flat_demand_is_all_reserved() {
+    // 16 GPUs every hour for a day; reserved at 50/h per 8-GPU instance beats 80
+    // on-demand (the example of planning-model.md §4).
+    let mut o = offer("p5", 8, Some(80.0), None);
+    o["reserved"] =
+        json!([{"id": "1y", "term_hours": 8760, "hourly_price": 25.0, "upfront": 219000.0}]);
+    let r = run(json!({"demand": vec![16; 24], "offers": [o]}), false);
+    assert_eq!(r.status, "optimal");
+    assert!(close(r.objective, 2400.0));
+    assert_eq!((r.reserved[0].count, r.reserved[0].gpus), (2.0, 16.0));
+    assert!(close(
+        Some(r.reserved[0].commitment_liability),
+        2.0 * (219000.0 + 25.0 * 8760.0)
+    ));
+    assert!(close(r.reserved[0].break_even_utilization, 0.625));
+    assert!(close(r.baseline_on_demand_cost, 3840.0));
+    assert!(close(r.savings, 1440.0) && close(r.savings_pct, 37.5));
+    assert_eq!(r.reserved_utilization, Some(1.0));
+}
+
+#[test]
+fn spiky_demand_reserves_up_to_the_break_even_quantile() {
+    // 1-GPU offer, on-demand 1.0, reserved 0.5: a reserved unit pays off when it
+    // is needed more than half the hours. Demand 1,1,1,3: the first unit is used
+    // 4/4 hours, the second and third 1/4 -> reserve 1.
+    let mut o = offer("g", 1, Some(1.0), None);
+    o["reserved"] = json!([{"id": "r", "term_hours": 8760, "hourly_price": 0.5}]);
+    let r = run(json!({"demand": [1, 1, 1, 3], "offers": [o]}), false);
+    assert_eq!(r.reserved[0].count, 1.0);
+    // 4h x 0.5 reserved + 2 extra GPU-hours on demand.
+    assert!(close(r.objective, 4.0));
+    assert_eq!(r.hourly.on_demand_instances["g"], vec![0.0, 0.0, 0.0, 2.0]);
+}
+
+#[test]
+fn the_spot_share_cap_binds() {
+    // Spot at 1 per GPU-hour vs on-demand 3; at most half of demand on spot.
+    let doc = json!({"demand": [10, 10], "offers": [offer("s", 1, Some(3.0), Some(1.0))],
+                     "policy": {"max_spot_share": 0.5}});
+    let r = run(doc, false);
+    assert!(close(r.objective, 2.0 * (5.0 * 1.0 + 5.0 * 3.0)));
+    assert!(close(Some(r.spot_share_of_demand), 0.5));
+}
+
+#[test]
+fn interruption_derates_spot_supply() {
+    // rho 0.5: each spot instance yields half a GPU, so 2 spot-hours per GPU-hour
+    // at 1.0 each = 2.0 per useful GPU-hour, still cheaper than on-demand 3.0.
+    let mut o = offer("s", 1, Some(3.0), Some(1.0));
+    o["spot_interruption_rate"] = json!(0.5);
+    let r = run(json!({"demand": [4], "offers": [o]}), false);
+    assert!(close(r.objective, 8.0));
+    assert_eq!(r.hourly.spot_instances["s"], vec![8.0]);
+}
+
+#[test]
+fn eligibility_filters_report_the_first_failing_one() {
+    let mut gcp = offer("b", 1, Some(1.0), None);
+    gcp["cloud"] = json!("gcp");
+    let mut small = offer("c", 1, Some(1.0), None);
+    small["gpu_memory_gib"] = json!(24);
+    small["gpu_model"] = json!("L4");
+    let doc = json!({"demand": [1], "offers": [offer("a", 1, Some(2.0), None), gcp, small],
+                     "policy": {"allowed_clouds": ["aws"], "min_gpu_memory_gib": 40}});
+    let r = run(doc, false);
+    let reasons: Vec<(&str, &str)> = r
+        .excluded_offers
+        .iter()
+        .map(|e| (e.offer.as_str(), e.reason))
+        .collect();
+    assert_eq!(reasons, vec![("b", "cloud"), ("c", "gpu_memory")]);
+    assert!(close(r.objective, 2.0));
+}
+
+#[test]
+fn no_eligible_offers_capacity_integrality_and_budget_are_told_apart() {
+    let r = run(
+        json!({"demand": [1], "offers": [offer("a", 1, Some(1.0), None)], "policy": {"gpu_models": ["B200"]}}),
+        false,
+    );
+    assert_eq!(r.infeasibility.unwrap()["kind"], "no_eligible_offers");
+
+    let mut capped = offer("a", 1, Some(1.0), None);
+    capped["max_on_demand_instances"] = json!(2);
+    let r = run(json!({"demand": [1, 3, 2, 5], "offers": [capped]}), false);
+    let inf = r.infeasibility.unwrap();
+    assert_eq!(
+        (inf["kind"].as_str(), inf["hours"].clone()),
+        (Some("capacity"), json!([1, 3]))
+    );
+    assert_eq!(inf["max_shortfall_gpus"], 3.0);
+    assert!(r.objective.is_none());
+
+    // One GPU needed, only 8-GPU spot, sigma = 1, integer hourly: an instance
+    // over-covers and breaks the share cap.
+    let doc = json!({"demand": [1], "offers": [offer("big", 8, None, Some(1.0))],
+                     "policy": {"max_spot_share": 1.0, "integer_hourly": true}});
+    assert_eq!(
+        run(doc.clone(), false).infeasibility.unwrap()["kind"],
+        "integrality"
+    );
+    // Relaxed, it is fine.
+    assert_eq!(run(doc, true).status, "optimal");
+
+    let r = run(
+        json!({"demand": [10], "offers": [offer("a", 1, Some(1.0), None)], "policy": {"budget": 9.5}}),
+        false,
+    );
+    let inf = r.infeasibility.unwrap();
+    assert_eq!(
+        (inf["kind"].as_str(), inf["min_cost"].as_f64()),
+        (Some("budget"), Some(10.0))
+    );
+}
+
+#[test]
+fn zero_demand_costs_nothing() {
+    let r = run(json!({"demand": [0, 0], "offers": []}), false);
+    assert_eq!((r.status, r.objective), ("optimal", Some(0.0)));
+}
+
+#[test]
+fn pools_cap_the_share_of_each_spot_pool() {
+    // Two cheap spot pools, each at most 40% of demand; the rest on-demand.
+    let doc = json!({"demand": [10], "offers": [
+        offer("s1", 1, None, Some(1.0)), offer("s2", 1, None, Some(1.5)), offer("od", 1, Some(4.0), None)],
+        "policy": {"max_pool_share": 0.4}});
+    let r = run(doc, false);
+    assert!(close(r.objective, 4.0 * 1.0 + 4.0 * 1.5 + 2.0 * 4.0));
+}
+
+#[test]
+fn the_lp_bound_is_at_most_the_mip_optimum_which_is_at_most_the_baseline() {
+    let mut o = offer("p", 8, Some(80.0), Some(40.0));
+    o["spot_interruption_rate"] = json!(0.2);
+    o["reserved"] = json!([{"id": "1y", "term_hours": 8760, "hourly_price": 50.0},
+                           {"id": "3y", "term_hours": 26280, "hourly_price": 20.0, "upfront": 500000.0}]);
+    o["max_reserved_instances"] = json!(3);
+    let demand: Vec<f64> = (0..48).map(|h| 10.0 + f64::from((h * 7) % 23)).collect();
+    let doc = json!({"demand": demand, "offers": [o, offer("l4", 1, Some(1.2), Some(0.5))],
+                     "policy": {"max_spot_share": 0.6, "max_pool_share": 0.4}});
+    let lp = run(doc.clone(), true).objective.unwrap();
+    let mip = run(doc, false);
+    let m = mip.objective.unwrap();
+    assert!(lp <= m * (1.0 + 1e-9), "lp {lp} > mip {m}");
+    assert!(m <= mip.baseline_on_demand_cost.unwrap() * (1.0 + 1e-9));
+}
+
+#[test]
+fn the_same_input_gives_the_same_plan() {
+    let doc = json!({"demand": [3, 5, 3, 7], "offers": [offer("a", 1, Some(1.0), Some(0.4)), offer("b", 1, Some(1.0), Some(0.4))],
+                     "policy": {"max_pool_share": 0.5}});
+    let a = run(doc.clone(), false);
+    let b = run(doc, false);
+    assert_eq!((a.reserved, a.hourly), (b.reserved, b.hourly));
+}
