@@ -2,6 +2,7 @@
 //! stdout carries data (tables or `--json`), stderr carries logs and notes.
 //! Exit codes: 0 ok, 1 failure, 2 bad input.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -19,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter, SpotHistory, SpotQuery};
 use crate::config::{self, Config};
 use crate::daemon;
+use crate::optimizer::{self, OptimizeError, PlanResult, Problem, SolveOptions};
 use crate::store::{Pool, Store};
 use crate::sync;
 use crate::telemetry::LogFormat;
@@ -60,9 +62,27 @@ pub enum Command {
     Prices(PricesArgs),
     /// Spot price history of one instance type, with min/p50/p95/max.
     SpotHistory(SpotHistoryArgs),
+    /// Solve a purchase-planning problem (planning-model.md) and print the plan.
+    Plan(PlanArgs),
     /// Check or print configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// A problem file in the planning-model JSON format.
+    #[arg(long)]
+    problem: PathBuf,
+    /// Solve the LP relaxation (every count continuous): a lower bound, fast.
+    #[arg(long)]
+    relax: bool,
+    /// Give up (exit 1) when no proven optimum is found within this many seconds.
+    #[arg(long, default_value_t = 300.0)]
+    time_limit_secs: f64,
+    /// Print the result JSON instead of tables.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -173,6 +193,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let config = load_config(cli.config.as_deref())?;
             run_sync(&config, &providers, json).await
         }
+        Command::Plan(args) => run_plan(&args),
         Command::Prices(args) => {
             let config = load_config(cli.config.as_deref())?;
             run_prices(&config, args)
@@ -538,6 +559,150 @@ fn spot_table(h: &SpotHistory) -> String {
         h.since.format("%Y-%m-%d %H:%M UTC"),
         render_table(&header, &rows, &[3, 4, 5, 6, 7])
     )
+}
+
+fn run_plan(args: &PlanArgs) -> Result<ExitCode, CliError> {
+    let shown = args.problem.display().to_string();
+    let refuse = |message: String| {
+        println!("{}", json!({"status": "error", "error": message}));
+        Ok(ExitCode::from(2))
+    };
+    let text = match std::fs::read_to_string(&args.problem) {
+        Ok(t) => t,
+        Err(e) => return refuse(format!("{shown}: cannot read: {e}")),
+    };
+    let doc: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(d) => d,
+        Err(e) => return refuse(format!("{shown}: not JSON: {e}")),
+    };
+    let problem = match Problem::from_json(&doc) {
+        Ok(p) => p,
+        Err(e) => return refuse(format!("{shown}: {e}")),
+    };
+    if !(args.time_limit_secs.is_finite() && args.time_limit_secs > 0.0) {
+        return Err(CliError::BadInput(anyhow::anyhow!(
+            "--time-limit-secs must be a positive number"
+        )));
+    }
+    let opts = SolveOptions {
+        relax: args.relax,
+        time_limit: Some(Duration::from_secs_f64(args.time_limit_secs)),
+    };
+    let result = match optimizer::solve(&problem, &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            let kind = match e {
+                OptimizeError::TimeLimit(_) => "time_limit",
+                OptimizeError::Solver(_) => "solver",
+            };
+            println!(
+                "{}",
+                json!({"status": "error", "kind": kind, "error": e.to_string()})
+            );
+            return Ok(ExitCode::from(1));
+        }
+    };
+    if args.json {
+        print_json(&result)?;
+    } else {
+        print!("{}", plan_report(&result));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The plan for people: purchases, the hourly blend, costs and savings.
+fn plan_report(r: &PlanResult) -> String {
+    let mut out = String::new();
+    let name = r.name.as_deref().unwrap_or("plan");
+    let _ = writeln!(
+        out,
+        "{name}: {} ({} mode, {} hours)",
+        r.status, r.mode, r.horizon_hours
+    );
+    if let Some(inf) = &r.infeasibility {
+        let _ = writeln!(out, "infeasible: {inf}");
+        return out;
+    }
+    if r.reserved.is_empty() {
+        let _ = writeln!(out, "\nNo reserved purchases.");
+    } else {
+        let header = [
+            "OFFER",
+            "OPTION",
+            "COUNT",
+            "GPUS",
+            "USD/H EFFECTIVE",
+            "BREAK-EVEN UTIL",
+            "COMMITMENT USD",
+        ];
+        let rows: Vec<[String; 7]> = r
+            .reserved
+            .iter()
+            .map(|e| {
+                [
+                    e.offer.clone(),
+                    e.option.clone(),
+                    format!("{}", e.count),
+                    format!("{}", e.gpus),
+                    format!("{:.4}", e.effective_hourly_price),
+                    e.break_even_utilization
+                        .map_or_else(|| "-".to_owned(), |u| format!("{:.1}%", u * 100.0)),
+                    format!("{:.2}", e.commitment_liability),
+                ]
+            })
+            .collect();
+        let _ = write!(
+            out,
+            "\nReserved purchases\n{}",
+            render_table(&header, &rows, &[2, 3, 4, 5, 6])
+        );
+    }
+    let blend = |kind: &str, series: &BTreeMap<String, Vec<f64>>| -> Vec<[String; 4]> {
+        series
+            .iter()
+            .map(|(offer, values)| {
+                let mut sorted = values.clone();
+                sorted.sort_by(f64::total_cmp);
+                let median = sorted[sorted.len() / 2];
+                let peak = sorted.last().copied().unwrap_or(0.0);
+                [
+                    offer.clone(),
+                    kind.to_owned(),
+                    format!("{median:.2}"),
+                    format!("{peak:.2}"),
+                ]
+            })
+            .collect()
+    };
+    let mut rows = blend("spot", &r.hourly.spot_instances);
+    rows.extend(blend("on_demand", &r.hourly.on_demand_instances));
+    if !rows.is_empty() {
+        let _ = write!(
+            out,
+            "\nHourly instances\n{}",
+            render_table(&["OFFER", "KIND", "MEDIAN", "PEAK"], &rows, &[2, 3])
+        );
+    }
+    if let (Some(total), Some(c)) = (r.objective, &r.cost_breakdown) {
+        let _ = writeln!(
+            out,
+            "\nCost over the horizon: {total:.2} USD (reserved {:.2}, spot {:.2}, on-demand {:.2})",
+            c.reserved, c.spot, c.on_demand
+        );
+    }
+    match (r.baseline_on_demand_cost, r.savings, r.savings_pct) {
+        (Some(b), Some(s), Some(p)) => {
+            let _ = writeln!(
+                out,
+                "All on-demand would cost {b:.2} USD: this plan saves {s:.2} USD ({p:.1}%)."
+            );
+        }
+        (None, _, _) => {
+            let _ = writeln!(out, "On-demand alone cannot cover this demand.");
+        }
+        _ => {}
+    }
+    out
 }
 
 fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
