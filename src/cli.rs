@@ -587,6 +587,7 @@ fn run_plan(args: &PlanArgs) -> Result<ExitCode, CliError> {
     let opts = SolveOptions {
         relax: args.relax,
         time_limit: Some(Duration::from_secs_f64(args.time_limit_secs)),
+        ..SolveOptions::default()
     };
     let result = match optimizer::solve(&problem, &opts) {
         Ok(r) => r,

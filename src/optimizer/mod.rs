@@ -1,11 +1,19 @@
 //! The purchase-plan optimizer (planning-model.md): pure and synchronous. It
 //! knows nothing of clouds, SQL or HTTP; callers run it on a blocking thread.
 //!
-//! One exact reduction is applied before solving: hours with equal demand get
-//! one set of hourly variables weighted by their count. Given the reserved
-//! counts the hours are independent, and equal hours have equal optimal
-//! choices, so the optimum is unchanged (with or without integer hourly
-//! counts); the plan is expanded back to every hour.
+//! Exact reductions before solving (each keeps the optimal objective):
+//! - Hours with equal demand share one set of hourly variables weighted by
+//!   their count. Given the reserved counts the hours are independent, and
+//!   equal hours have equal optimal choices (with or without integer hourly
+//!   counts); the plan is expanded back to every hour.
+//! - Of an offer's reserved options only the cheapest (first on ties) is kept:
+//!   options share the offer's GPUs and cap, so swapping for it never costs more.
+//! - With continuous hourly counts, let `b` be the cheapest on-demand price per
+//!   GPU-hour among offers without an on-demand cap. Uncapped on-demand supply
+//!   at `b` can stand in for anything dearer, without caps or share limits, so
+//!   dropped are: other uncapped on-demand offers, capped ones at `b` or more
+//!   per GPU, spot at `b` or more per useful GPU, and reserved options at `b` or
+//!   more per GPU-hour.
 
 mod change;
 mod lp;
@@ -23,11 +31,24 @@ pub use model::{Offer, Policy, Problem, ReservedOption, ValidationError};
 
 use lp::{Milp, Row, Sense};
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct SolveOptions {
     /// LP relaxation: every count continuous (planning-model.md §3.8).
     pub relax: bool,
     pub time_limit: Option<Duration>,
+    /// Apply the dominance reductions (they never change the optimum; off only
+    /// to check exactly that).
+    pub reduce: bool,
+}
+
+impl Default for SolveOptions {
+    fn default() -> Self {
+        Self {
+            relax: false,
+            time_limit: None,
+            reduce: true,
+        }
+    }
 }
 
 /// The result document (planning-model.md §4.2).
@@ -104,6 +125,8 @@ pub struct ModelStats {
     pub variables: usize,
     pub integer_variables: usize,
     pub constraints: usize,
+    /// Variables the exact reductions removed before solving.
+    pub reduced_variables: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
@@ -150,6 +173,67 @@ struct Eligible<'a> {
     g: f64,
     /// Effective GPUs per spot instance; `None` when the offer has no usable spot.
     spot_gpus: Option<f64>,
+    /// Whether its on-demand capacity gets variables (after reductions).
+    on_demand: bool,
+    /// Which reserved options get variables (after reductions).
+    options: Vec<bool>,
+}
+
+/// Applies the dominance reductions of the module docs; returns how many
+/// variables per demand level (hourly) and in total (reserved) it removed.
+fn reduce(eligible: &mut [Eligible<'_>], continuous_hourly: bool) -> (usize, usize) {
+    let mut removed_reserved = 0;
+    for e in eligible.iter_mut() {
+        let best = e
+            .offer
+            .reserved
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.effective_hourly().total_cmp(&b.1.effective_hourly()))
+            .map(|(j, _)| j);
+        for (j, keep) in e.options.iter_mut().enumerate() {
+            if *keep && Some(j) != best {
+                *keep = false;
+                removed_reserved += 1;
+            }
+        }
+    }
+    if !continuous_hourly {
+        return (0, removed_reserved);
+    }
+    let Some((anchor, b)) = eligible
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.on_demand && e.offer.max_on_demand_instances.is_none())
+        .map(|(k, e)| (k, e.offer.on_demand_price.unwrap_or(f64::INFINITY) / e.g))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+    else {
+        return (0, removed_reserved);
+    };
+    let mut removed_hourly = 0;
+    for (k, e) in eligible.iter_mut().enumerate() {
+        let od_per_gpu = e.offer.on_demand_price.unwrap_or(f64::INFINITY) / e.g;
+        if e.on_demand
+            && k != anchor
+            && (e.offer.max_on_demand_instances.is_none() || od_per_gpu >= b)
+        {
+            e.on_demand = false;
+            removed_hourly += 1;
+        }
+        if let (Some(sg), Some(price)) = (e.spot_gpus, e.offer.spot_price)
+            && price / sg >= b
+        {
+            e.spot_gpus = None;
+            removed_hourly += 1;
+        }
+        for (j, keep) in e.options.iter_mut().enumerate() {
+            if *keep && e.offer.reserved[j].effective_hourly() / e.g >= b {
+                *keep = false;
+                removed_reserved += 1;
+            }
+        }
+    }
+    (removed_hourly, removed_reserved)
 }
 
 /// Variables of one demand level.
@@ -189,6 +273,9 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
                     offer: o,
                     g,
                     spot_gpus,
+                    on_demand: o.on_demand_price.is_some()
+                        && o.max_on_demand_instances != Some(0.0),
+                    options: vec![o.max_reserved_instances != Some(0.0); o.reserved.len()],
                 });
             }
         }
@@ -232,6 +319,11 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
     }
 
     let build_start = Instant::now();
+    let (removed_hourly, removed_reserved) = if opts.reduce {
+        reduce(&mut eligible, !(mip && policy.integer_hourly))
+    } else {
+        (0, 0)
+    };
     let (milp, reserved_vars, level_vars) = build(&eligible, &levels, policy, mip, true);
     let build_ms = ms(build_start.elapsed());
     let solve_start = Instant::now();
@@ -334,6 +426,8 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
         variables: milp.vars.len(),
         integer_variables: milp.integer_count(),
         constraints: milp.rows.len(),
+        reduced_variables: removed_reserved
+            + removed_hourly * levels.iter().filter(|(d, _)| *d > 0.0).count(),
     };
     result.timings.build_ms = build_ms;
     result.timings.solve_ms = solve_ms;
@@ -481,14 +575,11 @@ fn build(
     for e in eligible {
         let cap = e.offer.max_reserved_instances;
         let mut vars = Vec::new();
-        for opt in &e.offer.reserved {
-            let usable = with_reserved_and_spot && cap != Some(0.0);
+        let kept = e.options.iter().filter(|k| **k).count();
+        for (opt, keep) in e.offer.reserved.iter().zip(&e.options) {
+            let usable = with_reserved_and_spot && *keep;
             vars.push(usable.then(|| {
-                let upper = if e.offer.reserved.len() == 1 {
-                    cap
-                } else {
-                    None
-                };
+                let upper = if kept == 1 { cap } else { None };
                 m.add_var(t * opt.effective_hourly(), upper, int_reserved)
             }));
         }
@@ -534,7 +625,7 @@ fn build(
                         .push((v, sg));
                 }
                 if let Some(price) = e.offer.on_demand_price
-                    && e.offer.max_on_demand_instances != Some(0.0)
+                    && e.on_demand
                 {
                     let v = m.add_var(hours * price, e.offer.max_on_demand_instances, int_hourly);
                     lv.on_demand[k] = Some(v);

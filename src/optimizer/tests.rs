@@ -11,15 +11,17 @@ fn offer(id: &str, g: u32, od: Option<f64>, spot: Option<f64>) -> Value {
 }
 
 fn run(doc: Value, relax: bool) -> PlanResult {
+    run_with(doc, relax, true)
+}
+
+fn run_with(doc: Value, relax: bool, reduce: bool) -> PlanResult {
     let problem = Problem::from_json(&doc).unwrap();
-    let result = solve(
-        &problem,
-        &SolveOptions {
-            relax,
-            time_limit: Some(Duration::from_secs(60)),
-        },
-    )
-    .unwrap();
+    let opts = SolveOptions {
+        relax,
+        time_limit: Some(Duration::from_secs(60)),
+        reduce,
+    };
+    let result = solve(&problem, &opts).unwrap();
     if result.status == "optimal" {
         check_plan(&problem, &result, relax);
     }
@@ -260,4 +262,65 @@ fn the_same_input_gives_the_same_plan() {
     let a = run(doc.clone(), false);
     let b = run(doc, false);
     assert_eq!((a.reserved, a.hourly), (b.reserved, b.hourly));
+}
+
+/// A small deterministic generator (no randomness crate needed for tests).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn pick<T: Clone>(&mut self, items: &[T]) -> T {
+        items[(self.next() * items.len() as f64) as usize % items.len()].clone()
+    }
+}
+
+fn random_problem(seed: u64, offers: usize, hours: usize) -> Value {
+    let mut r = Lcg(seed);
+    let list: Vec<Value> = (0..offers)
+        .map(|k| {
+            let g = r.pick(&[1, 2, 4, 8]);
+            let od = f64::from(g) * (1.5 + 2.5 * r.next());
+            json!({"id": format!("o{k}"), "cloud": "c", "region": format!("r{}", k % 3), "instance_type": format!("t{k}"),
+                   "gpu_model": "H100-80GB", "gpu_memory_gib": 80, "gpus_per_instance": g,
+                   "on_demand_price": od, "spot_price": od * (0.3 + 0.5 * r.next()),
+                   "spot_interruption_rate": 0.3 * r.next(), "spot_pool": format!("p{}", k % 4),
+                   "max_spot_instances": r.pick(&[Value::Null, json!(2), json!(5)]),
+                   "max_on_demand_instances": r.pick(&[Value::Null, json!(3), json!(10)]),
+                   "max_reserved_instances": r.pick(&[Value::Null, json!(2)]),
+                   "reserved": [{"id": "1y", "term_hours": 8760, "hourly_price": od * (0.5 + 0.3 * r.next())},
+                                {"id": "3y", "term_hours": 26280, "hourly_price": od * 0.3, "upfront": od * 2000.0 * r.next()}]})
+        })
+        .collect();
+    let demand: Vec<f64> = (0..hours).map(|_| (40.0 * r.next()).round()).collect();
+    json!({"demand": demand, "offers": list, "policy": {"max_spot_share": r.pick(&[Value::Null, json!(0.6)]),
+                                                         "max_pool_share": r.pick(&[Value::Null, json!(0.35)])}})
+}
+
+#[test]
+fn reductions_never_change_the_optimum() {
+    for seed in 1..=12 {
+        let doc = random_problem(seed, 8, 24);
+        for relax in [false, true] {
+            let reduced = run_with(doc.clone(), relax, true);
+            let full = run_with(doc.clone(), relax, false);
+            assert_eq!(reduced.status, full.status, "seed {seed}");
+            if let (Some(a), Some(b)) = (reduced.objective, full.objective) {
+                assert!(
+                    (a - b).abs() <= 1e-6 * b.max(1.0),
+                    "seed {seed} relax {relax}: reduced {a} vs full {b}"
+                );
+            }
+            assert_eq!(
+                reduced.baseline_on_demand_cost.map(|b| (b * 1e6).round()),
+                full.baseline_on_demand_cost.map(|b| (b * 1e6).round())
+            );
+        }
+    }
 }
