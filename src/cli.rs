@@ -24,6 +24,7 @@ use crate::optimizer::{self, OptimizeError, PlanResult, Problem, SolveOptions};
 use crate::store::{Pool, Store};
 use crate::sync;
 use crate::telemetry::LogFormat;
+use crate::{forecast, planner};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -70,10 +71,14 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["problem", "demand"])))]
 pub struct PlanArgs {
     /// A problem file in the planning-model JSON format.
     #[arg(long)]
-    problem: PathBuf,
+    problem: Option<PathBuf>,
+    /// Hourly GPU demand (CSV `hour,gpus` or `timestamp,gpus`); offers come from the catalog.
+    #[arg(long)]
+    demand: Option<PathBuf>,
     /// Solve the LP relaxation (every count continuous): a lower bound, fast.
     #[arg(long)]
     relax: bool,
@@ -83,6 +88,52 @@ pub struct PlanArgs {
     /// Print the result JSON instead of tables.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    catalog: PlanCatalogArgs,
+}
+
+/// With `--demand`: which offers to take and the policy (planning-model.md §2).
+#[derive(Debug, Args)]
+pub struct PlanCatalogArgs {
+    /// GPU model or family, e.g. `H100` (repeatable).
+    #[arg(long = "gpu")]
+    gpus: Vec<String>,
+    /// Providers to buy from, e.g. `aws,azure` or `file` (repeatable, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    clouds: Vec<String>,
+    /// Regions to buy in (repeatable, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    regions: Vec<String>,
+    /// Least memory per GPU, GiB.
+    #[arg(long)]
+    min_gpu_memory: Option<f64>,
+    /// Most of each hour's demand served by spot, 0..1.
+    #[arg(long)]
+    max_spot_share: Option<f64>,
+    /// Most of each hour's demand served by one spot pool, 0..1.
+    #[arg(long)]
+    max_pool_share: Option<f64>,
+    /// Request this much more spot than the effective GPUs counted (0.1 = 10%).
+    #[arg(long, default_value_t = 0.0)]
+    spot_overhead: f64,
+    /// Most the plan may cost over the horizon, USD.
+    #[arg(long)]
+    budget: Option<f64>,
+    /// Whole spot and on-demand instances per hour (slow at scale).
+    #[arg(long)]
+    integer_hourly: bool,
+    /// History window for the expected spot price (`7d`, `36h`).
+    #[arg(long, default_value = "7d")]
+    spot_window: String,
+    /// Restart plus warm-up hours lost per spot interruption.
+    #[arg(long, default_value_t = 0.5)]
+    restart_hours: f64,
+    /// Checkpoint interval in hours (half of it is lost per interruption).
+    #[arg(long, default_value_t = 1.0)]
+    checkpoint_hours: f64,
+    /// Also write the problem built from the catalog to this file.
+    #[arg(long)]
+    write_problem: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -193,7 +244,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let config = load_config(cli.config.as_deref())?;
             run_sync(&config, &providers, json).await
         }
-        Command::Plan(args) => run_plan(&args),
+        Command::Plan(args) => {
+            let config = load_config(cli.config.as_deref())?;
+            run_plan(&config, &args)
+        }
         Command::Prices(args) => {
             let config = load_config(cli.config.as_deref())?;
             run_prices(&config, args)
@@ -561,23 +615,32 @@ fn spot_table(h: &SpotHistory) -> String {
     )
 }
 
-fn run_plan(args: &PlanArgs) -> Result<ExitCode, CliError> {
-    let shown = args.problem.display().to_string();
+fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
     let refuse = |message: String| {
         println!("{}", json!({"status": "error", "error": message}));
         Ok(ExitCode::from(2))
     };
-    let text = match std::fs::read_to_string(&args.problem) {
-        Ok(t) => t,
-        Err(e) => return refuse(format!("{shown}: cannot read: {e}")),
-    };
-    let doc: serde_json::Value = match serde_json::from_str(&text) {
-        Ok(d) => d,
-        Err(e) => return refuse(format!("{shown}: not JSON: {e}")),
-    };
-    let problem = match Problem::from_json(&doc) {
-        Ok(p) => p,
-        Err(e) => return refuse(format!("{shown}: {e}")),
+    let (problem, stale) = match (&args.problem, &args.demand) {
+        (Some(path), _) => {
+            let shown = path.display().to_string();
+            let text = match std::fs::read_to_string(path) {
+                Ok(t) => t,
+                Err(e) => return refuse(format!("{shown}: cannot read: {e}")),
+            };
+            let doc: serde_json::Value = match serde_json::from_str(&text) {
+                Ok(d) => d,
+                Err(e) => return refuse(format!("{shown}: not JSON: {e}")),
+            };
+            match Problem::from_json(&doc) {
+                Ok(p) => (p, None),
+                Err(e) => return refuse(format!("{shown}: {e}")),
+            }
+        }
+        (None, Some(path)) => match problem_from_catalog(config, path, &args.catalog)? {
+            Ok(built) => (built.problem, Some(built.stale_sources)),
+            Err(message) => return refuse(message),
+        },
+        (None, None) => return refuse("give --problem FILE or --demand FILE".to_owned()),
     };
     if !(args.time_limit_secs.is_finite() && args.time_limit_secs > 0.0) {
         return Err(CliError::BadInput(anyhow::anyhow!(
@@ -604,11 +667,99 @@ fn run_plan(args: &PlanArgs) -> Result<ExitCode, CliError> {
         }
     };
     if args.json {
-        print_json(&result)?;
+        let mut doc = serde_json::to_value(&result).context("Failed to encode the result.")?;
+        if let Some(stale) = &stale {
+            doc["catalog"] = json!({"offers": problem.offers.len(), "stale_sources": stale});
+        }
+        print_json(&doc)?;
     } else {
+        if let Some(stale) = stale.as_ref().filter(|s| !s.is_empty()) {
+            println!(
+                "warning: prices from {} are stale (older than twice their sync interval)",
+                stale.join(", ")
+            );
+        }
         print!("{}", plan_report(&result));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Builds the problem for `--demand` from the catalog. The outer error is a
+/// failure; the inner one is bad input (printed as a refusal, exit 2).
+fn problem_from_catalog(
+    config: &Config,
+    demand_path: &Path,
+    a: &PlanCatalogArgs,
+) -> Result<Result<planner::Built, String>, CliError> {
+    let demand = match forecast::read_demand(demand_path) {
+        Ok(d) => d,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let share_ok = |v: Option<f64>| v.is_none_or(|x| (0.0..=1.0).contains(&x));
+    if !share_ok(a.max_spot_share) || !share_ok(a.max_pool_share) {
+        return Ok(Err(
+            "--max-spot-share and --max-pool-share must be between 0 and 1".to_owned(),
+        ));
+    }
+    let window = match catalog::parse_since(&a.spot_window, Utc::now()) {
+        Ok(since) => (Utc::now() - since).to_std().unwrap_or_default(),
+        Err(e) => return Ok(Err(format!("--spot-window: {e}"))),
+    };
+    let policy = optimizer::Policy {
+        max_spot_share: a.max_spot_share,
+        max_pool_share: a.max_pool_share,
+        spot_overhead_factor: a.spot_overhead.max(0.0),
+        integer_hourly: a.integer_hourly,
+        budget: a.budget,
+        min_gpu_memory_gib: a.min_gpu_memory,
+        ..optimizer::Policy::default()
+    };
+    let inputs = planner::CatalogInputs {
+        gpus: a.gpus.clone(),
+        clouds: a.clouds.clone(),
+        regions: a.regions.clone(),
+        spot_window: window,
+        restart_hours: a.restart_hours.max(0.0),
+        checkpoint_hours: a.checkpoint_hours.max(0.0),
+    };
+    let store = open_store(config)?;
+    let fresh = freshness(config, &store)?;
+    let built = planner::build_problem(&store, &fresh, demand.gpus, &inputs, policy)
+        .map_err(|e| CliError::Failed(e.into()))?;
+    if let Some(path) = &a.write_problem {
+        let doc = problem_document(&built.problem);
+        std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default())
+            .with_context(|| format!("Failed to write {}.", path.display()))?;
+    }
+    Ok(Ok(built))
+}
+
+/// A problem as the planning-model JSON document, for `--write-problem`.
+fn problem_document(p: &Problem) -> serde_json::Value {
+    let offers: Vec<serde_json::Value> = p
+        .offers
+        .iter()
+        .map(|o| {
+            json!({
+                "id": o.id, "cloud": o.cloud, "region": o.region, "instance_type": o.instance_type,
+                "gpu_model": o.gpu_model, "gpu_memory_gib": o.gpu_memory_gib, "gpus_per_instance": o.gpus_per_instance,
+                "on_demand_price": o.on_demand_price, "spot_price": o.spot_price,
+                "spot_interruption_rate": o.spot_interruption_rate, "spot_pool": o.spot_pool,
+                "max_spot_instances": o.max_spot_instances, "max_on_demand_instances": o.max_on_demand_instances,
+                "max_reserved_instances": o.max_reserved_instances,
+                "reserved": o.reserved.iter().map(|r| json!({"id": r.id, "term_hours": r.term_hours,
+                    "hourly_price": r.hourly_price, "upfront": r.upfront})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let pol = &p.policy;
+    json!({
+        "schema_version": 1, "name": p.name, "demand": p.demand, "offers": offers,
+        "policy": {"max_spot_share": pol.max_spot_share, "max_pool_share": pol.max_pool_share,
+                   "spot_overhead_factor": pol.spot_overhead_factor, "integer_reserved": pol.integer_reserved,
+                   "integer_hourly": pol.integer_hourly, "budget": pol.budget,
+                   "min_gpu_memory_gib": pol.min_gpu_memory_gib, "alert_cost_change_pct": pol.alert_cost_change_pct}
+    })
 }
 
 /// The plan for people: purchases, the hourly blend, costs and savings.

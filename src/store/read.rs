@@ -252,6 +252,24 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Availability values of one kind (`interruption_bucket`, ...) by
+    /// (provider, region, instance type); zone-level values are not included.
+    ///
+    /// # Errors
+    /// On a database error.
+    pub fn availability_of(
+        &self,
+        kind: &str,
+    ) -> Result<BTreeMap<(String, String, String), f64>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT provider, region, instance_type, value FROM availability WHERE kind = ?1 AND zone = ''",
+        )?;
+        let rows = stmt.query_map([kind], |r| {
+            Ok(((r.get(0)?, r.get(1)?, r.get(2)?), r.get(3)?))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Every instance type: (provider, instance type, GPU model).
     ///
     /// # Errors

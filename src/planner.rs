@@ -1,0 +1,206 @@
+//! From the catalog and a demand series to an optimizer problem: one offer per
+//! (provider, region, instance type) with its current on-demand price, an
+//! expected spot price, its reserved / commit / savings-plan options, the
+//! capacity caps of price sheets, and an interruption rate from the spot
+//! advisor's bucket.
+//!
+//! - Expected spot price: the time-weighted median of the stored history over
+//!   the window (all zones of the region), for sources with history; else the
+//!   median of the current spot list prices of the region's zones.
+//! - Interruption rate (planning-model.md §2): `ρ = min(1, λ·(d + c/2))` with
+//!   `λ` the advisor bucket's upper edge per month / 730 h (30% for the
+//!   open-ended ">20%" bucket), `d` the restart plus warm-up hours and `c` the
+//!   checkpoint interval in hours.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use gpuplan_providers::PriceKind;
+
+use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter, SpotQuery};
+use crate::optimizer::{Offer, Policy, Problem, ReservedOption};
+use crate::store::{Store, StoreError};
+
+/// What to take from the catalog.
+#[derive(Debug, Clone)]
+pub struct CatalogInputs {
+    /// GPU models or families (`H100`); empty means all.
+    pub gpus: Vec<String>,
+    /// Providers (`aws`, `file:onprem`, `file` for every sheet); empty means all.
+    pub clouds: Vec<String>,
+    /// Regions; empty means all.
+    pub regions: Vec<String>,
+    pub spot_window: Duration,
+    pub restart_hours: f64,
+    pub checkpoint_hours: f64,
+}
+
+/// A problem built from the catalog, and how fresh its data was.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub problem: Problem,
+    /// Sources whose data behind the offers is stale.
+    pub stale_sources: Vec<String>,
+}
+
+/// Upper edge of each spot-advisor interruption bucket, as a monthly fraction.
+const BUCKET_UPPER: [f64; 5] = [0.05, 0.10, 0.15, 0.20, 0.30];
+
+/// `ρ = min(1, λ·(d + c/2))`, `λ` per instance-hour from the monthly bucket.
+#[must_use]
+pub fn interruption_rate(bucket: f64, restart_hours: f64, checkpoint_hours: f64) -> f64 {
+    let monthly = BUCKET_UPPER[(bucket.max(0.0) as usize).min(BUCKET_UPPER.len() - 1)];
+    (monthly / 730.0 * (restart_hours + checkpoint_hours / 2.0)).min(1.0)
+}
+
+fn median(values: &mut [f64]) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
+/// Builds the problem for `demand` under `policy` from the current catalog.
+///
+/// # Errors
+/// On a store error.
+pub fn build_problem(
+    store: &Store,
+    fresh: &Freshness,
+    demand: Vec<f64>,
+    inputs: &CatalogInputs,
+    policy: Policy,
+) -> Result<Built, StoreError> {
+    let filter = PriceFilter {
+        gpus: inputs.gpus.clone(),
+        providers: inputs.clouds.clone(),
+        regions: inputs.regions.clone(),
+        ..PriceFilter::default()
+    };
+    let records = catalog::prices(store, fresh, &filter)?;
+    let buckets = store.availability_of("interruption_bucket")?;
+    let since = fresh.now
+        - chrono::Duration::from_std(inputs.spot_window).unwrap_or(chrono::Duration::days(7));
+
+    let mut groups: BTreeMap<(String, String, String), Vec<CatalogRecord>> = BTreeMap::new();
+    for r in records {
+        groups
+            .entry((
+                r.provider.clone(),
+                r.region.clone(),
+                r.instance_type.clone(),
+            ))
+            .or_default()
+            .push(r);
+    }
+    let mut stale = std::collections::BTreeSet::new();
+    let mut offers = Vec::new();
+    for ((provider, region, instance_type), recs) in groups {
+        let first = &recs[0];
+        if recs.iter().any(|r| r.stale) {
+            stale.insert(provider.clone());
+        }
+        let kind = |r: &CatalogRecord| r.price_kind.parse::<PriceKind>().ok();
+        let on_demand: Vec<&CatalogRecord> = recs
+            .iter()
+            .filter(|r| kind(r) == Some(PriceKind::OnDemand))
+            .collect();
+        let spot: Vec<&CatalogRecord> = recs
+            .iter()
+            .filter(|r| kind(r) == Some(PriceKind::Spot))
+            .collect();
+        let spot_price = if spot.iter().any(|r| r.observed_at.is_some()) {
+            let history = catalog::spot_history(
+                store,
+                &SpotQuery {
+                    instance_type: instance_type.clone(),
+                    provider: Some(provider.clone()),
+                    region: Some(region.clone()),
+                    zone: None,
+                    since,
+                },
+                fresh,
+            )?;
+            history.stats.map(|s| s.p50)
+        } else {
+            median(&mut spot.iter().map(|r| r.usd_per_hour).collect::<Vec<_>>())
+        };
+        let reserved: Vec<ReservedOption> = recs
+            .iter()
+            .filter_map(|r| {
+                let hours = kind(r)?.term_hours()?;
+                Some(ReservedOption {
+                    id: match &r.offering_class {
+                        Some(class) => format!("{}-{class}", r.price_kind),
+                        None => r.price_kind.clone(),
+                    },
+                    term_hours: hours,
+                    hourly_price: r.recurring_usd_per_hour,
+                    upfront: r.upfront_usd,
+                })
+            })
+            .collect();
+        let cap = |rs: &[&CatalogRecord]| rs.iter().find_map(|r| r.max_instances).map(f64::from);
+        let reserved_records: Vec<&CatalogRecord> = recs
+            .iter()
+            .filter(|r| kind(r).and_then(PriceKind::term).is_some())
+            .collect();
+        let rate = buckets
+            .get(&(provider.clone(), region.clone(), instance_type.clone()))
+            .map_or(0.0, |b| {
+                interruption_rate(*b, inputs.restart_hours, inputs.checkpoint_hours)
+            });
+        let cloud = provider.clone();
+        offers.push(Offer {
+            id: format!("{provider}/{region}/{instance_type}"),
+            spot_pool: format!("{provider}/{region}/{instance_type}"),
+            cloud,
+            region,
+            gpu_model: first.gpu_model.clone(),
+            gpu_memory_gib: first.gpu_memory_gib,
+            gpus_per_instance: first.gpu_count.max(1),
+            on_demand_price: median(
+                &mut on_demand.iter().map(|r| r.usd_per_hour).collect::<Vec<_>>(),
+            ),
+            spot_price,
+            spot_interruption_rate: rate,
+            max_spot_instances: cap(&spot),
+            max_on_demand_instances: cap(&on_demand),
+            max_reserved_instances: cap(&reserved_records),
+            reserved,
+            instance_type,
+        });
+    }
+    Ok(Built {
+        problem: Problem {
+            name: Some("catalog plan".to_owned()),
+            demand,
+            offers,
+            policy,
+        },
+        stale_sources: stale.into_iter().collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advisor_buckets_become_small_interruption_rates() {
+        // <5%/month, 30 min restart, hourly checkpoints: 0.05/730 x 1 h.
+        assert!((interruption_rate(0.0, 0.5, 1.0) - 0.05 / 730.0).abs() < 1e-12);
+        assert!((interruption_rate(4.0, 0.5, 1.0) - 0.30 / 730.0).abs() < 1e-12);
+        assert_eq!(interruption_rate(9.0, 1e9, 0.0), 1.0);
+    }
+
+    #[test]
+    fn medians_of_even_and_odd_lists() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&mut [4.0, 1.0]), Some(2.5));
+        assert_eq!(median(&mut []), None);
+    }
+}
