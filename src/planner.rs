@@ -188,6 +188,57 @@ pub fn build_problem(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::test_support::{at, snapshot};
+
+    #[test]
+    fn offers_come_from_the_catalog_with_history_based_spot_and_staleness() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("c.db")).unwrap();
+        let run = store.begin_run("aws", at(0)).unwrap();
+        // gpu0: on-demand 3.0, commit_1y with 876 upfront, spot 1.0 then 2.0.
+        store
+            .write_snapshot(run, "aws", &snapshot(2, 3.0), at(0), at(0))
+            .unwrap();
+        let inputs = CatalogInputs {
+            gpus: vec![],
+            clouds: vec![],
+            regions: vec![],
+            spot_window: Duration::from_secs(7 * 86400),
+            restart_hours: 0.5,
+            checkpoint_hours: 1.0,
+        };
+        let fresh = |now| Freshness {
+            last_good: store.last_good_syncs().unwrap(),
+            intervals: BTreeMap::new(),
+            default_interval: Duration::from_secs(3600),
+            now,
+        };
+        // Two hours after the sync: exactly twice the (default hourly) interval, not stale yet.
+        let built =
+            build_problem(&store, &fresh(at(2)), vec![1.0], &inputs, Policy::default()).unwrap();
+        assert_eq!(built.problem.offers.len(), 2);
+        let gpu0 = &built.problem.offers[0];
+        assert_eq!(gpu0.id, "aws/us-east-1/gpu0.xlarge");
+        assert_eq!(gpu0.on_demand_price, Some(3.0));
+        // 1.0 held for an hour, then 2.0 for an hour: the time-weighted median is 1.0.
+        assert_eq!(gpu0.spot_price, Some(1.0));
+        assert_eq!(gpu0.reserved.len(), 1);
+        assert_eq!(
+            (gpu0.reserved[0].id.as_str(), gpu0.reserved[0].upfront),
+            ("commit_1y", 876.0)
+        );
+        assert!(built.stale_sources.is_empty());
+
+        let later = build_problem(
+            &store,
+            &fresh(at(30)),
+            vec![1.0],
+            &inputs,
+            Policy::default(),
+        )
+        .unwrap();
+        assert_eq!(later.stale_sources, vec!["aws"]);
+    }
 
     #[test]
     fn advisor_buckets_become_small_interruption_rates() {

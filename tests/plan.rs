@@ -1,0 +1,148 @@
+//! `gpuplan plan`: problem files and catalog-built problems, end to end.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn gpuplan(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("GPUPLAN_CONFIG")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+fn stdout_json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn the_example_problem_solves_to_its_known_optimum() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/examples/plan-problem.json"
+    );
+    let out = gpuplan(dir.path(), &["plan", "--problem", example, "--json"]);
+    assert!(out.status.success());
+    let r = stdout_json(&out);
+    assert_eq!(r["status"], "optimal");
+    // Cross-checked with benches/reference/planning_reference.py (scipy/HiGHS).
+    assert!((r["objective"].as_f64().unwrap() - 950.495_768_645_357_7).abs() < 1e-6);
+    assert_eq!(r["reserved"][0]["option"], "3y-partial");
+}
+
+#[test]
+fn invalid_problems_exit_2_with_the_field_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("{not json", "not JSON"),
+        (
+            r#"{"demand": [1], "offers": [], "policy": {"max_spot_shar": 1}}"#,
+            "policy.max_spot_shar",
+        ),
+        (r#"{"demand": [1, -1], "offers": []}"#, "demand[1]"),
+    ];
+    for (text, named) in cases {
+        std::fs::write(dir.path().join("p.json"), text).unwrap();
+        let out = gpuplan(dir.path(), &["plan", "--problem", "p.json"]);
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        let r = stdout_json(&out);
+        assert_eq!(r["status"], "error");
+        assert!(r["error"].as_str().unwrap().contains(named), "{r}");
+    }
+    let out = gpuplan(dir.path(), &["plan", "--problem", "missing.json"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_demand_file_is_planned_against_the_catalog() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gpuplan.toml"),
+        "[store]\npath = \"c.db\"\n[providers.azure]\nenabled = false\n[providers.file.sheet]\npath = \"sheet.csv\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("sheet.csv"),
+        "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,max_instances\n\
+         us-east-1,p5.48xlarge,H100,8,on_demand,98.32,\n\
+         us-east-1,p5.48xlarge,H100,8,spot,45,1\n\
+         us-east-1,p5.48xlarge,H100,8,reserved_1y_no_upfront,62,\n\
+         onprem,dgx,H100,8,on_demand,20,2\n\
+         onprem,l4box,L4,4,on_demand,1,\n",
+    )
+    .unwrap();
+    let demand: String = std::iter::once("hour,gpus".to_owned())
+        .chain((0..48).map(|h| format!("{h},{}", if h % 24 < 12 { 40 } else { 8 })))
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(dir.path().join("demand.csv"), demand).unwrap();
+    assert!(
+        gpuplan(dir.path(), &["--config", "gpuplan.toml", "sync"])
+            .status
+            .success()
+    );
+
+    let out = gpuplan(
+        dir.path(),
+        &[
+            "--config",
+            "gpuplan.toml",
+            "plan",
+            "--demand",
+            "demand.csv",
+            "--gpu",
+            "H100",
+            "--json",
+            "--write-problem",
+            "built.json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let r = stdout_json(&out);
+    assert_eq!(r["status"], "optimal");
+    assert_eq!(r["catalog"]["offers"], 2);
+    assert_eq!(r["catalog"]["stale_sources"], serde_json::json!([]));
+    // The on-prem pool (2 x 8 GPUs at 20/h) is used first, up to its cap.
+    let dgx = &r["hourly"]["on_demand_instances"]["file:sheet/onprem/dgx"];
+    assert!(
+        dgx.as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v.as_f64().unwrap() <= 2.0 + 1e-9)
+    );
+    assert!(
+        dgx.as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v.as_f64().unwrap() > 1.0)
+    );
+    // The spot cap of 1 instance from the sheet holds.
+    if let Some(spot) = r["hourly"]["spot_instances"]["file:sheet/us-east-1/p5.48xlarge"].as_array()
+    {
+        assert!(spot.iter().all(|v| v.as_f64().unwrap() <= 1.0 + 1e-9));
+    }
+    // The written problem solves to the same optimum on its own.
+    let again = stdout_json(&gpuplan(
+        dir.path(),
+        &["plan", "--problem", "built.json", "--json"],
+    ));
+    assert!((again["objective"].as_f64().unwrap() - r["objective"].as_f64().unwrap()).abs() < 1e-6);
+
+    std::fs::write(dir.path().join("bad.csv"), "hour,gpus\n0,4\n1,lots\n").unwrap();
+    let out = gpuplan(
+        dir.path(),
+        &["--config", "gpuplan.toml", "plan", "--demand", "bad.csv"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("bad.csv:3"));
+}
