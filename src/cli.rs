@@ -88,6 +88,10 @@ pub struct PlanArgs {
     /// Print the result JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// Save the plan in the catalog and say whether it changed against the last
+    /// saved plan of the same name (planning-model.md §7).
+    #[arg(long)]
+    save: bool,
     #[command(flatten)]
     catalog: PlanCatalogArgs,
 }
@@ -134,6 +138,9 @@ pub struct PlanCatalogArgs {
     /// Also write the problem built from the catalog to this file.
     #[arg(long)]
     write_problem: Option<PathBuf>,
+    /// Name of the plan: `--save` compares with the last saved plan of this name.
+    #[arg(long, default_value = "catalog plan")]
+    name: String,
 }
 
 #[derive(Debug, Args)]
@@ -666,10 +673,22 @@ fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
             return Ok(ExitCode::from(1));
         }
     };
+    let recorded = if args.save {
+        let store = open_store(config)?;
+        let name = problem.name.clone().unwrap_or_else(|| "plan".to_owned());
+        let recorded = planner::record_plan(&store, &name, &problem, &result)
+            .map_err(|e| CliError::Failed(e.into()))?;
+        Some(recorded)
+    } else {
+        None
+    };
     if args.json {
         let mut doc = serde_json::to_value(&result).context("Failed to encode the result.")?;
         if let Some(stale) = &stale {
             doc["catalog"] = json!({"offers": problem.offers.len(), "stale_sources": stale});
+        }
+        if let Some(r) = &recorded {
+            doc["saved"] = json!(r);
         }
         print_json(&doc)?;
     } else {
@@ -680,6 +699,17 @@ fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
             );
         }
         print!("{}", plan_report(&result));
+        if let Some(r) = &recorded {
+            match &r.change {
+                None => println!("Saved as plan {} (the first of its name).", r.id),
+                Some(c) if c.changed => println!(
+                    "Saved as plan {}: CHANGED since the last plan: {}.",
+                    r.id,
+                    c.reasons.join("; ")
+                ),
+                Some(_) => println!("Saved as plan {}: unchanged since the last plan.", r.id),
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -724,42 +754,15 @@ fn problem_from_catalog(
     };
     let store = open_store(config)?;
     let fresh = freshness(config, &store)?;
-    let built = planner::build_problem(&store, &fresh, demand.gpus, &inputs, policy)
+    let mut built = planner::build_problem(&store, &fresh, demand.gpus, &inputs, policy)
         .map_err(|e| CliError::Failed(e.into()))?;
+    built.problem.name = Some(a.name.clone());
     if let Some(path) = &a.write_problem {
-        let doc = problem_document(&built.problem);
+        let doc = built.problem.to_json();
         std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default())
             .with_context(|| format!("Failed to write {}.", path.display()))?;
     }
     Ok(Ok(built))
-}
-
-/// A problem as the planning-model JSON document, for `--write-problem`.
-fn problem_document(p: &Problem) -> serde_json::Value {
-    let offers: Vec<serde_json::Value> = p
-        .offers
-        .iter()
-        .map(|o| {
-            json!({
-                "id": o.id, "cloud": o.cloud, "region": o.region, "instance_type": o.instance_type,
-                "gpu_model": o.gpu_model, "gpu_memory_gib": o.gpu_memory_gib, "gpus_per_instance": o.gpus_per_instance,
-                "on_demand_price": o.on_demand_price, "spot_price": o.spot_price,
-                "spot_interruption_rate": o.spot_interruption_rate, "spot_pool": o.spot_pool,
-                "max_spot_instances": o.max_spot_instances, "max_on_demand_instances": o.max_on_demand_instances,
-                "max_reserved_instances": o.max_reserved_instances,
-                "reserved": o.reserved.iter().map(|r| json!({"id": r.id, "term_hours": r.term_hours,
-                    "hourly_price": r.hourly_price, "upfront": r.upfront})).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    let pol = &p.policy;
-    json!({
-        "schema_version": 1, "name": p.name, "demand": p.demand, "offers": offers,
-        "policy": {"max_spot_share": pol.max_spot_share, "max_pool_share": pol.max_pool_share,
-                   "spot_overhead_factor": pol.spot_overhead_factor, "integer_reserved": pol.integer_reserved,
-                   "integer_hourly": pol.integer_hourly, "budget": pol.budget,
-                   "min_gpu_memory_gib": pol.min_gpu_memory_gib, "alert_cost_change_pct": pol.alert_cost_change_pct}
-    })
 }
 
 /// The plan for people: purchases, the hourly blend, costs and savings.

@@ -504,3 +504,69 @@ async fn sigterm_stops_the_real_process_mid_sync_and_it_exits_0() {
     assert!(azure.error.unwrap().contains("cancelled"));
     assert_eq!(store.current_prices().unwrap().len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plans_are_solved_saved_and_fetched_over_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path(), None, "");
+    let d = start(dir, config, None, None).await;
+    d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
+    let post = |path: &str, body: Value| {
+        let req = d.http.post(format!("{}{path}", d.base)).json(&body);
+        async move {
+            let r = req.send().await.unwrap();
+            let status = r.status().as_u16();
+            (
+                status,
+                serde_json::from_str::<Value>(&r.text().await.unwrap()).unwrap(),
+            )
+        }
+    };
+    let (status, _) = d.get("/v1/plans/latest").await;
+    assert_eq!(status, 404);
+
+    // A full problem document.
+    let problem: Value =
+        serde_json::from_str(include_str!("../config/examples/plan-problem.json")).unwrap();
+    let (status, r) = post("/v1/plans", problem).await;
+    assert_eq!((status, r["status"].as_str()), (200, Some("optimal")));
+    assert!((r["objective"].as_f64().unwrap() - 950.495_768_645_357_7).abs() < 1e-6);
+
+    // Demand and policy, offers from the catalog, saved twice.
+    let body = serde_json::json!({"name": "onprem", "demand": [16, 16, 8], "gpu": ["H100"], "policy": {"max_spot_share": 0.5}});
+    let (status, first) = post("/v1/plans?save=true", body.clone()).await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["catalog"]["offers"], 1);
+    assert_eq!(first["saved"]["change"], Value::Null);
+    let (_, second) = post("/v1/plans?save=true", body).await;
+    assert_eq!(second["saved"]["change"]["changed"], false);
+    let id = second["saved"]["id"].as_i64().unwrap();
+
+    let (status, latest) = d.get("/v1/plans/latest?name=onprem").await;
+    assert_eq!((status, latest["id"].as_i64()), (200, Some(id)));
+    let (status, by_id) = d.get(&format!("/v1/plans/{id}")).await;
+    assert_eq!(
+        (status, by_id["result"]["objective"].clone()),
+        (200, second["objective"].clone())
+    );
+    assert_eq!(d.get("/v1/plans/999").await.0, 404);
+    assert_eq!(d.get("/v1/plans/abc").await.1["parameter"], "id");
+
+    // Bad input names its field.
+    let (status, bad) = post(
+        "/v1/plans",
+        serde_json::json!({"demand": [1], "policy": {"max_spot_shar": 1}}),
+    )
+    .await;
+    assert_eq!(
+        (status, bad["parameter"].as_str()),
+        (400, Some("policy.max_spot_shar"))
+    );
+    let (status, bad) = post(
+        "/v1/plans",
+        serde_json::json!({"demand": [1], "gpus": ["H100"]}),
+    )
+    .await;
+    assert_eq!((status, bad["parameter"].as_str()), (400, Some("gpus")));
+    d.stop().await;
+}

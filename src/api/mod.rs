@@ -19,11 +19,13 @@ use axum::{Json, Router};
 use chrono::Utc;
 use gpuplan_providers::PriceKind;
 use gpuplan_providers::secret::Secret;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::catalog::{self, Freshness, PriceFilter, SpotQuery};
 use crate::metrics::Metrics;
+use crate::optimizer::{self, Problem, SolveOptions, ValidationError};
+use crate::planner;
 use crate::store::{Pool, StoreError};
 
 use params::Params;
@@ -92,6 +94,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/spot-history", get(spot_history))
         .route("/v1/sync-runs", get(sync_runs))
         .route("/v1/sync", post(trigger_sync))
+        .route("/v1/plans", post(create_plan))
+        .route("/v1/plans/latest", get(latest_plan))
+        .route("/v1/plans/{id}", get(plan_by_id))
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
         .layer(middleware::from_fn_with_state(state.clone(), measure))
         .with_state(state)
@@ -337,6 +342,170 @@ async fn trigger_sync(
         }
     }
     Ok((StatusCode::ACCEPTED, Json(json!({"triggered": triggered}))).into_response())
+}
+
+/// Keys of a catalog plan request (`POST /v1/plans` without `offers`).
+const CATALOG_PLAN_KEYS: &[&str] = &[
+    "name",
+    "demand",
+    "policy",
+    "gpu",
+    "clouds",
+    "regions",
+    "spot_window",
+];
+
+/// `POST /v1/plans`: a full problem document (with `offers`), or demand and
+/// policy with offers taken from the catalog. `?relax=true` solves the LP
+/// relaxation; `?save=true` saves the plan and runs the plan-change test.
+async fn create_plan(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(uri.query(), &["relax", "save"])?;
+    let relax = p.parsed::<bool>("relax", "true or false")?.unwrap_or(false);
+    let save = p.parsed::<bool>("save", "true or false")?.unwrap_or(false);
+    let doc: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_parameter("body", format!("not JSON: {e}")))?;
+    let field = |e: ValidationError| ApiError::bad_parameter(&e.path, e.message);
+    let catalog_request = doc.get("offers").is_none();
+    let (problem, inputs) = if catalog_request {
+        let Some(obj) = doc.as_object() else {
+            return Err(ApiError::bad_parameter("body", "must be a JSON object"));
+        };
+        if let Some(k) = obj
+            .keys()
+            .find(|k| !CATALOG_PLAN_KEYS.contains(&k.as_str()))
+        {
+            return Err(ApiError::bad_parameter(
+                k,
+                format!(
+                    "unknown key; a catalog plan takes {} (or send a full problem with offers)",
+                    CATALOG_PLAN_KEYS.join(", ")
+                ),
+            ));
+        }
+        let base = json!({"name": obj.get("name").cloned().unwrap_or(json!("api plan")), "demand": obj.get("demand"), "offers": [], "policy": obj.get("policy")});
+        let problem = Problem::from_json(&base).map_err(field)?;
+        let list = |key: &str| -> Result<Vec<String>, ApiError> {
+            match obj.get(key) {
+                None | Some(Value::Null) => Ok(Vec::new()),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|v| {
+                        v.as_str().map(str::to_owned).ok_or_else(|| {
+                            ApiError::bad_parameter(key, "must be a list of strings")
+                        })
+                    })
+                    .collect(),
+                Some(_) => Err(ApiError::bad_parameter(key, "must be a list of strings")),
+            }
+        };
+        let window_text = obj
+            .get("spot_window")
+            .and_then(Value::as_str)
+            .unwrap_or("7d");
+        let since = catalog::parse_since(window_text, Utc::now())
+            .map_err(|e| ApiError::bad_parameter("spot_window", e))?;
+        let inputs = planner::CatalogInputs {
+            gpus: list("gpu")?,
+            clouds: list("clouds")?,
+            regions: list("regions")?,
+            spot_window: (Utc::now() - since).to_std().unwrap_or_default(),
+            restart_hours: 0.5,
+            checkpoint_hours: 1.0,
+        };
+        (problem, Some(inputs))
+    } else {
+        (Problem::from_json(&doc).map_err(field)?, None)
+    };
+
+    let answer = read(&state, move |store, fresh, state| {
+        let (problem, stale) = match inputs {
+            Some(inputs) => {
+                let built = planner::build_problem(
+                    store,
+                    &fresh,
+                    problem.demand.clone(),
+                    &inputs,
+                    problem.policy.clone(),
+                )?;
+                let mut built_problem = built.problem;
+                built_problem.name = problem.name.clone();
+                (built_problem, Some(built.stale_sources))
+            }
+            None => (problem, None),
+        };
+        let opts = SolveOptions {
+            relax,
+            time_limit: Some(Duration::from_secs(120)),
+            ..SolveOptions::default()
+        };
+        let result = match optimizer::solve(&problem, &opts) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e)),
+        };
+        let mut doc =
+            serde_json::to_value(&result).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        if let Some(stale) = stale {
+            doc["catalog"] = json!({"offers": problem.offers.len(), "stale_sources": stale});
+        }
+        if save {
+            let name = problem
+                .name
+                .clone()
+                .unwrap_or_else(|| "api plan".to_owned());
+            let recorded = state
+                .pool
+                .write(|w| planner::record_plan(w, &name, &problem, &result))?;
+            doc["saved"] = json!(recorded);
+        }
+        Ok(Ok(doc))
+    })
+    .await?;
+    match answer {
+        Ok(doc) => Ok(Json(doc).into_response()),
+        Err(e) => Err(ApiError {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            message: e.to_string(),
+            parameter: None,
+        }),
+    }
+}
+
+async fn latest_plan(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(uri.query(), &["name"])?;
+    let name = p.one("name")?;
+    let plan = read(&state, move |store, _, _| {
+        store.saved_plan(None, name.as_deref())
+    })
+    .await?;
+    plan.map(|p| Json(p).into_response())
+        .ok_or_else(|| not_found("no plan has been saved yet"))
+}
+
+async fn plan_by_id(
+    State(state): State<Arc<AppState>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<Response, ApiError> {
+    let id: i64 = id
+        .parse()
+        .map_err(|_| ApiError::bad_parameter("id", format!("`{id}` is not a plan id")))?;
+    let plan = read(&state, move |store, _, _| store.saved_plan(Some(id), None)).await?;
+    plan.map(|p| Json(p).into_response())
+        .ok_or_else(|| not_found(&format!("no plan {id}")))
+}
+
+fn not_found(message: &str) -> ApiError {
+    ApiError {
+        status: StatusCode::NOT_FOUND,
+        message: message.to_owned(),
+        parameter: None,
+    }
 }
 
 #[cfg(test)]

@@ -121,6 +121,36 @@ const POLICY_KEYS: &[&str] = &[
 ];
 
 impl Problem {
+    /// The problem as a planning-model JSON document (`--write-problem`, saved plans).
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        let p = self;
+        let offers: Vec<serde_json::Value> = p
+            .offers
+            .iter()
+            .map(|o| {
+                serde_json::json!({
+                    "id": o.id, "cloud": o.cloud, "region": o.region, "instance_type": o.instance_type,
+                    "gpu_model": o.gpu_model, "gpu_memory_gib": o.gpu_memory_gib, "gpus_per_instance": o.gpus_per_instance,
+                    "on_demand_price": o.on_demand_price, "spot_price": o.spot_price,
+                    "spot_interruption_rate": o.spot_interruption_rate, "spot_pool": o.spot_pool,
+                    "max_spot_instances": o.max_spot_instances, "max_on_demand_instances": o.max_on_demand_instances,
+                    "max_reserved_instances": o.max_reserved_instances,
+                    "reserved": o.reserved.iter().map(|r| serde_json::json!({"id": r.id, "term_hours": r.term_hours,
+                        "hourly_price": r.hourly_price, "upfront": r.upfront})).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let pol = &p.policy;
+        serde_json::json!({
+            "schema_version": 1, "name": p.name, "demand": p.demand, "offers": offers,
+            "policy": {"max_spot_share": pol.max_spot_share, "max_pool_share": pol.max_pool_share,
+                       "spot_overhead_factor": pol.spot_overhead_factor, "integer_reserved": pol.integer_reserved,
+                       "integer_hourly": pol.integer_hourly, "budget": pol.budget,
+                       "min_gpu_memory_gib": pol.min_gpu_memory_gib, "alert_cost_change_pct": pol.alert_cost_change_pct}
+        })
+    }
+
     /// Validates a problem document (planning-model.md §4.1). Unknown top-level
     /// and offer keys are ignored (they carry notes); unknown policy keys are
     /// errors, so a typo cannot silently disable a policy.

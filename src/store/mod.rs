@@ -16,8 +16,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{Connection, OpenFlags};
 
 pub use pool::Pool;
-pub use read::{CurrentPrice, SpotPoint, SyncRun};
-pub use write::WriteStats;
+pub use read::{CurrentPrice, SavedPlan, SpotPoint, SyncRun};
+pub use write::{NewPlan, WriteStats};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -43,6 +43,16 @@ pub struct SpotPoint {
     pub usd_per_hour: f64,
 }
 
+/// A plan as it was saved.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SavedPlan {
+    pub id: i64,
+    pub created_at: DateTime<Utc>,
+    pub name: Option<String>,
+    pub inputs_hash: String,
+    pub result: serde_json::Value,
+}
+
 /// One row of the sync run log.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SyncRun {
@@ -280,6 +290,44 @@ impl Store {
             .prepare_cached("SELECT provider, instance_type, gpu_model FROM instance_types")?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// A saved plan by id, or the newest one (of `name`, when given).
+    ///
+    /// # Errors
+    /// On a database error or an unreadable stored value.
+    pub fn saved_plan(
+        &self,
+        id: Option<i64>,
+        name: Option<&str>,
+    ) -> Result<Option<SavedPlan>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, created_at, name, inputs_hash, result_json FROM plans
+             WHERE (?1 IS NULL OR id = ?1) AND (?2 IS NULL OR name = ?2)
+             ORDER BY id DESC LIMIT 1",
+        )?;
+        let row = stmt
+            .query_row(params![id, name], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                ))
+            })
+            .optional()?;
+        row.map(|(id, created, name, inputs_hash, result)| {
+            Ok(SavedPlan {
+                id,
+                created_at: parse_ts(&created)?,
+                name,
+                inputs_hash,
+                result: serde_json::from_str(&result)
+                    .map_err(|e| StoreError::Corrupt(format!("plan {id} result: {e}")))?,
+            })
+        })
+        .transpose()
     }
 
     /// The newest good sync run's id: it changes exactly when catalog data does.

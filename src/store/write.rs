@@ -25,6 +25,19 @@ pub struct WriteStats {
     pub skipped: BTreeMap<String, u64>,
 }
 
+/// A plan to save.
+#[derive(Debug, Clone)]
+pub struct NewPlan<'a> {
+    pub created_at: DateTime<Utc>,
+    pub name: &'a str,
+    /// Hash of the problem document, to tell re-solves of the same inputs apart.
+    pub inputs_hash: &'a str,
+    pub status: &'a str,
+    pub objective: Option<f64>,
+    pub problem_json: &'a str,
+    pub result_json: &'a str,
+}
+
 /// The identity of a price series, with '' for an absent zone / offering class.
 type SeriesKey = (String, String, String, String, String);
 
@@ -94,6 +107,27 @@ impl Store {
             params![run_id, ts(finished_at), error],
         )?;
         Ok(())
+    }
+
+    /// Saves a solved plan; returns its id.
+    ///
+    /// # Errors
+    /// On a database error.
+    pub fn save_plan(&self, plan: &NewPlan<'_>) -> Result<i64, StoreError> {
+        self.conn.execute(
+            "INSERT INTO plans (created_at, name, inputs_hash, status, objective, problem_json, result_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                ts(plan.created_at),
+                plan.name,
+                plan.inputs_hash,
+                plan.status,
+                plan.objective,
+                plan.problem_json,
+                plan.result_json
+            ],
+        )?;
+        Ok(self.conn.last_insert_rowid())
     }
 
     /// Marks runs still `running` as failed: their process stopped mid-sync, so
