@@ -64,14 +64,14 @@ pub enum Command {
     /// Spot price history of one instance type, with min/p50/p95/max.
     SpotHistory(SpotHistoryArgs),
     /// Solve a purchase-planning problem (planning-model.md) and print the plan.
-    Plan(PlanArgs),
+    Plan(Box<PlanArgs>),
     /// Check or print configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("input").required(true).args(["problem", "demand"])))]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["problem", "demand", "usage"])))]
 pub struct PlanArgs {
     /// A problem file in the planning-model JSON format.
     #[arg(long)]
@@ -79,6 +79,13 @@ pub struct PlanArgs {
     /// Hourly GPU demand (CSV `hour,gpus` or `timestamp,gpus`); offers come from the catalog.
     #[arg(long)]
     demand: Option<PathBuf>,
+    /// Past hourly GPU usage (same CSV format): demand is forecast from it
+    /// (hour-of-week profile with trend); offers come from the catalog.
+    #[arg(long)]
+    usage: Option<PathBuf>,
+    /// With --usage: hours to forecast and plan.
+    #[arg(long, default_value_t = 168)]
+    horizon_hours: usize,
     /// Solve the LP relaxation (every count continuous): a lower bound, fast.
     #[arg(long)]
     relax: bool,
@@ -627,8 +634,10 @@ fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
         println!("{}", json!({"status": "error", "error": message}));
         Ok(ExitCode::from(2))
     };
-    let (problem, stale) = match (&args.problem, &args.demand) {
-        (Some(path), _) => {
+    let mut forecast_info = None;
+    let from_catalog = |demand: Vec<f64>| problem_from_catalog(config, demand, &args.catalog);
+    let (problem, stale) = match (&args.problem, &args.demand, &args.usage) {
+        (Some(path), _, _) => {
             let shown = path.display().to_string();
             let text = match std::fs::read_to_string(path) {
                 Ok(t) => t,
@@ -643,11 +652,36 @@ fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
                 Err(e) => return refuse(format!("{shown}: {e}")),
             }
         }
-        (None, Some(path)) => match problem_from_catalog(config, path, &args.catalog)? {
-            Ok(built) => (built.problem, Some(built.stale_sources)),
-            Err(message) => return refuse(message),
-        },
-        (None, None) => return refuse("give --problem FILE or --demand FILE".to_owned()),
+        (None, Some(path), _) => {
+            let demand = match forecast::read_demand(path) {
+                Ok(d) => d.gpus,
+                Err(e) => return refuse(e.to_string()),
+            };
+            match from_catalog(demand)? {
+                Ok(built) => (built.problem, Some(built.stale_sources)),
+                Err(message) => return refuse(message),
+            }
+        }
+        (None, None, Some(path)) => {
+            if args.horizon_hours == 0 {
+                return refuse("--horizon-hours must be at least 1".to_owned());
+            }
+            let usage = match forecast::read_demand(path) {
+                Ok(u) => u,
+                Err(e) => return refuse(e.to_string()),
+            };
+            let f = match forecast::forecast(&usage, args.horizon_hours) {
+                Ok(f) => f,
+                Err(e) => return refuse(format!("{}: {e}", path.display())),
+            };
+            let demand = f.gpus.clone();
+            forecast_info = Some(f);
+            match from_catalog(demand)? {
+                Ok(built) => (built.problem, Some(built.stale_sources)),
+                Err(message) => return refuse(message),
+            }
+        }
+        (None, None, None) => return refuse("give --problem, --demand or --usage".to_owned()),
     };
     if !(args.time_limit_secs.is_finite() && args.time_limit_secs > 0.0) {
         return Err(CliError::BadInput(anyhow::anyhow!(
@@ -690,12 +724,35 @@ fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
         if let Some(r) = &recorded {
             doc["saved"] = json!(r);
         }
+        if let Some(f) = &forecast_info {
+            doc["forecast"] = json!(f);
+        }
         print_json(&doc)?;
     } else {
         if let Some(stale) = stale.as_ref().filter(|s| !s.is_empty()) {
             println!(
                 "warning: prices from {} are stale (older than twice their sync interval)",
                 stale.join(", ")
+            );
+        }
+        if let Some(f) = &forecast_info {
+            let backtest = f.backtest.as_ref().map_or_else(
+                || "no backtest (history shorter than two seasons)".to_owned(),
+                |b| {
+                    format!(
+                        "backtest on the last {} h: MAE {:.2} GPUs, WAPE {}",
+                        b.hours,
+                        b.mae_gpus,
+                        b.wape
+                            .map_or_else(|| "-".to_owned(), |w| format!("{:.1}%", w * 100.0))
+                    )
+                },
+            );
+            println!(
+                "Forecast: {} h by {}, trend {:+.4} GPUs/h; {backtest}",
+                f.gpus.len(),
+                f.method,
+                f.trend_per_hour
             );
         }
         print!("{}", plan_report(&result));
@@ -718,13 +775,9 @@ fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
 /// failure; the inner one is bad input (printed as a refusal, exit 2).
 fn problem_from_catalog(
     config: &Config,
-    demand_path: &Path,
+    demand: Vec<f64>,
     a: &PlanCatalogArgs,
 ) -> Result<Result<planner::Built, String>, CliError> {
-    let demand = match forecast::read_demand(demand_path) {
-        Ok(d) => d,
-        Err(e) => return Ok(Err(e.to_string())),
-    };
     let share_ok = |v: Option<f64>| v.is_none_or(|x| (0.0..=1.0).contains(&x));
     if !share_ok(a.max_spot_share) || !share_ok(a.max_pool_share) {
         return Ok(Err(
@@ -754,7 +807,7 @@ fn problem_from_catalog(
     };
     let store = open_store(config)?;
     let fresh = freshness(config, &store)?;
-    let mut built = planner::build_problem(&store, &fresh, demand.gpus, &inputs, policy)
+    let mut built = planner::build_problem(&store, &fresh, demand, &inputs, policy)
         .map_err(|e| CliError::Failed(e.into()))?;
     built.problem.name = Some(a.name.clone());
     if let Some(path) = &a.write_problem {

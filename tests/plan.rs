@@ -138,6 +138,53 @@ fn a_demand_file_is_planned_against_the_catalog() {
     ));
     assert!((again["objective"].as_f64().unwrap() - r["objective"].as_f64().unwrap()).abs() < 1e-6);
 
+    // Past usage instead of demand: two weeks of a daily cycle, forecast a day.
+    let usage: String = std::iter::once("hour,gpus".to_owned())
+        .chain((0..336).map(|h| format!("{h},{}", if h % 24 < 12 { 24 } else { 8 })))
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(dir.path().join("usage.csv"), usage).unwrap();
+    let out = gpuplan(
+        dir.path(),
+        &[
+            "--config",
+            "gpuplan.toml",
+            "plan",
+            "--usage",
+            "usage.csv",
+            "--horizon-hours",
+            "24",
+            "--gpu",
+            "H100",
+            "--json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let r = stdout_json(&out);
+    assert_eq!(
+        (r["status"].as_str(), r["horizon_hours"].as_u64()),
+        (Some("optimal"), Some(24))
+    );
+    assert_eq!(r["forecast"]["period"], 168);
+    assert!(r["forecast"]["backtest"]["mae_gpus"].as_f64().unwrap() < 1e-6);
+    let short = gpuplan(
+        dir.path(),
+        &[
+            "--config",
+            "gpuplan.toml",
+            "plan",
+            "--usage",
+            "demand.csv",
+            "--horizon-hours",
+            "0",
+        ],
+    );
+    assert_eq!(short.status.code(), Some(2));
+
     std::fs::write(dir.path().join("bad.csv"), "hour,gpus\n0,4\n1,lots\n").unwrap();
     let out = gpuplan(
         dir.path(),
