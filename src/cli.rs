@@ -92,6 +92,9 @@ pub struct PlanArgs {
     /// Give up (exit 1) when no proven optimum is found within this many seconds.
     #[arg(long, default_value_t = 300.0)]
     time_limit_secs: f64,
+    /// MIP solver: `microlp` (default), or `cbc` in builds with the `cbc` feature.
+    #[arg(long, default_value = "microlp", value_parser = parse_backend)]
+    solver: optimizer::Backend,
     /// Print the result JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -226,6 +229,21 @@ impl From<anyhow::Error> for CliError {
 fn parse_kind(s: &str) -> Result<PriceKind, String> {
     s.parse()
         .map_err(|e: gpuplan_providers::snapshot::UnknownName| e.to_string())
+}
+
+fn parse_backend(s: &str) -> Result<optimizer::Backend, String> {
+    let available = optimizer::Backend::available();
+    available
+        .iter()
+        .find(|(name, _)| *name == s)
+        .map(|(_, b)| *b)
+        .ok_or_else(|| {
+            let names: Vec<&str> = available.iter().map(|(n, _)| *n).collect();
+            format!(
+                "`{s}` is not a solver in this build; available: {}",
+                names.join(", ")
+            )
+        })
 }
 
 fn parse_price(s: &str) -> Result<f64, String> {
@@ -691,6 +709,7 @@ fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
     let opts = SolveOptions {
         relax: args.relax,
         time_limit: Some(Duration::from_secs_f64(args.time_limit_secs)),
+        backend: args.solver,
         ..SolveOptions::default()
     };
     let result = match optimizer::solve(&problem, &opts) {

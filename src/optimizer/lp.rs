@@ -10,6 +10,28 @@ use good_lp::{
     WithMipGap, WithTimeLimit, variable,
 };
 
+/// The MIP solvers this build can use; microlp (pure Rust) is the default,
+/// chosen by measurement (README, "Planner").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Backend {
+    #[default]
+    Microlp,
+    #[cfg(feature = "cbc")]
+    Cbc,
+}
+
+impl Backend {
+    /// The backends compiled in, by name.
+    #[must_use]
+    pub fn available() -> Vec<(&'static str, Backend)> {
+        vec![
+            ("microlp", Backend::Microlp),
+            #[cfg(feature = "cbc")]
+            ("cbc", Backend::Cbc),
+        ]
+    }
+}
+
 /// A variable: objective coefficient, bounds, integrality.
 #[derive(Debug, Clone)]
 pub struct Var {
@@ -74,7 +96,11 @@ impl Milp {
     ///
     /// # Errors
     /// Infeasible, unbounded, a time limit hit before optimality, or a solver failure.
-    pub fn solve(&self, time_limit: Option<Duration>) -> Result<Vec<f64>, LpError> {
+    pub fn solve(
+        &self,
+        backend: Backend,
+        time_limit: Option<Duration>,
+    ) -> Result<Vec<f64>, LpError> {
         if self.vars.is_empty() {
             return if self.rows.iter().all(|r| match r.sense {
                 Sense::AtLeast => r.rhs <= 0.0,
@@ -101,11 +127,34 @@ impl Milp {
             })
             .collect();
         let objective: Expression = self.vars.iter().zip(&vars).map(|(v, x)| v.cost * *x).sum();
-        let mut model = problem
-            .minimise(objective)
-            .using(microlp)
-            .with_mip_gap(MIP_GAP)
-            .map_err(|e| LpError::Solver(e.to_string()))?;
+        let unsolved = problem.minimise(objective);
+        let gap = |e: good_lp::solvers::MipGapError| LpError::Solver(e.to_string());
+        match backend {
+            Backend::Microlp => self.finish(
+                unsolved.using(microlp).with_mip_gap(MIP_GAP).map_err(gap)?,
+                &vars,
+                time_limit,
+            ),
+            #[cfg(feature = "cbc")]
+            Backend::Cbc => {
+                let mut model = unsolved.using(good_lp::solvers::coin_cbc::coin_cbc);
+                // CBC logs to stdout, which carries the result JSON.
+                model.set_parameter("log", "0");
+                model.set_parameter("slog", "0");
+                self.finish(model.with_mip_gap(MIP_GAP).map_err(gap)?, &vars, time_limit)
+            }
+        }
+    }
+
+    fn finish<M>(
+        &self,
+        mut model: M,
+        vars: &[Variable],
+        time_limit: Option<Duration>,
+    ) -> Result<Vec<f64>, LpError>
+    where
+        M: SolverModel<Error = ResolutionError> + WithTimeLimit,
+    {
         if let Some(limit) = time_limit {
             model = model.with_time_limit(limit.as_secs_f64());
         }
@@ -145,13 +194,13 @@ mod tests {
             sense: Sense::AtLeast,
             rhs: 2.5,
         });
-        let v = m.solve(None).unwrap();
+        let v = m.solve(Backend::default(), None).unwrap();
         assert!(v[x].abs() < 1e-9 && (v[y] - 2.5).abs() < 1e-9, "{v:?}");
         m.rows.push(Row {
             terms: vec![(y, 1.0)],
             sense: Sense::AtMost,
             rhs: 1.0,
         });
-        assert_eq!(m.solve(None), Err(LpError::Infeasible));
+        assert_eq!(m.solve(Backend::default(), None), Err(LpError::Infeasible));
     }
 }

@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 pub use change::{PlanChange, compare};
-pub use lp::LpError;
+pub use lp::{Backend, LpError};
 pub use model::{Offer, Policy, Problem, ReservedOption, ValidationError};
 
 use lp::{Milp, Row, Sense};
@@ -39,6 +39,7 @@ pub struct SolveOptions {
     /// Apply the dominance reductions (they never change the optimum; off only
     /// to check exactly that).
     pub reduce: bool,
+    pub backend: Backend,
 }
 
 impl Default for SolveOptions {
@@ -47,6 +48,7 @@ impl Default for SolveOptions {
             relax: false,
             time_limit: None,
             reduce: true,
+            backend: Backend::default(),
         }
     }
 }
@@ -327,7 +329,7 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
     let (milp, reserved_vars, level_vars) = build(&eligible, &levels, policy, mip, true);
     let build_ms = ms(build_start.elapsed());
     let solve_start = Instant::now();
-    let values = match milp.solve(opts.time_limit) {
+    let values = match milp.solve(opts.backend, opts.time_limit) {
         Ok(v) => v,
         Err(LpError::Infeasible) => {
             result.infeasibility = Some(json!({"kind": "integrality"}));
@@ -444,7 +446,7 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
     }
 
     let baseline_start = Instant::now();
-    let baseline = baseline(&eligible, &levels, policy, mip, opts.time_limit)?;
+    let baseline = baseline(&eligible, &levels, policy, mip, opts)?;
     result.timings.baseline_ms = ms(baseline_start.elapsed());
 
     result.status = "optimal";
@@ -669,8 +671,9 @@ fn baseline(
     levels: &[(f64, f64)],
     p: &Policy,
     mip: bool,
-    time_limit: Option<Duration>,
+    opts: &SolveOptions,
 ) -> Result<Option<f64>, OptimizeError> {
+    let time_limit = opts.time_limit;
     let demanded = levels.iter().any(|(d, _)| *d > 0.0);
     let od: Vec<&Eligible<'_>> = eligible
         .iter()
@@ -691,7 +694,7 @@ fn baseline(
         return Ok(Some(levels.iter().map(|(d, n)| d * n * best).sum()));
     }
     let (milp, _, _) = build(eligible, levels, p, mip, false);
-    match milp.solve(time_limit) {
+    match milp.solve(opts.backend, time_limit) {
         Ok(values) => Ok(Some(
             milp.vars
                 .iter()

@@ -20,6 +20,7 @@ fn run_with(doc: Value, relax: bool, reduce: bool) -> PlanResult {
         relax,
         time_limit: Some(Duration::from_secs(60)),
         reduce,
+        ..SolveOptions::default()
     };
     let result = solve(&problem, &opts).unwrap();
     if result.status == "optimal" {
@@ -322,5 +323,30 @@ fn reductions_never_change_the_optimum() {
                 full.baseline_on_demand_cost.map(|b| (b * 1e6).round())
             );
         }
+    }
+}
+
+#[cfg(feature = "cbc")]
+#[test]
+fn cbc_finds_the_same_optima_as_microlp() {
+    for seed in 1..=6 {
+        let doc = random_problem(seed, 8, 24);
+        let problem = Problem::from_json(&doc).unwrap();
+        let solve_with = |backend| {
+            let opts = SolveOptions {
+                time_limit: Some(Duration::from_secs(60)),
+                backend,
+                ..SolveOptions::default()
+            };
+            solve(&problem, &opts).unwrap()
+        };
+        let a = solve_with(Backend::Microlp);
+        let b = solve_with(Backend::Cbc);
+        check_plan(&problem, &b, false);
+        let (a, b) = (a.objective.unwrap(), b.objective.unwrap());
+        assert!(
+            (a - b).abs() <= 1e-6 * a.max(1.0),
+            "seed {seed}: microlp {a} vs cbc {b}"
+        );
     }
 }
