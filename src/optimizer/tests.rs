@@ -323,6 +323,20 @@ fn reductions_never_change_the_optimum() {
                 full.baseline_on_demand_cost.map(|b| (b * 1e6).round())
             );
         }
+        // The LP bound <= the MIP optimum <= all on-demand.
+        let (lp, mip) = (run(doc.clone(), true), run(doc, false));
+        if let (Some(l), Some(m)) = (lp.objective, mip.objective) {
+            assert!(
+                l <= m * (1.0 + 1e-9) + 1e-9,
+                "seed {seed}: lp {l} > mip {m}"
+            );
+            if let Some(b) = mip.baseline_on_demand_cost {
+                assert!(
+                    m <= b * (1.0 + 1e-9) + 1e-9,
+                    "seed {seed}: mip {m} > baseline {b}"
+                );
+            }
+        }
     }
 }
 
