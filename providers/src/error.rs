@@ -71,6 +71,24 @@ impl ProviderError {
         }
     }
 
+    /// An `Auth` error with a hint of what to check appended (the variable
+    /// holding the key); other errors unchanged.
+    #[must_use]
+    pub fn with_auth_hint(self, hint: &str) -> Self {
+        match self {
+            Self::Auth {
+                provider,
+                url,
+                detail,
+            } => Self::Auth {
+                provider,
+                url,
+                detail: format!("{detail} (check {hint})"),
+            },
+            other => other,
+        }
+    }
+
     /// The server's requested wait, when it gave one.
     #[must_use]
     pub fn retry_after(&self) -> Option<Duration> {

@@ -100,18 +100,7 @@ impl Provider for LambdaProvider {
             .http
             .send(&url, |c| c.get(&url).bearer_auth(key.expose()))
             .await
-            .map_err(|e| match e {
-                ProviderError::Auth {
-                    provider,
-                    url,
-                    detail,
-                } => ProviderError::Auth {
-                    provider,
-                    url,
-                    detail: format!("{detail} (check {API_KEY_ENV})"),
-                },
-                other => other,
-            })?;
+            .map_err(|e| e.with_auth_hint(API_KEY_ENV))?;
         let response: Response =
             serde_json::from_slice(&body).map_err(|e| ProviderError::Decode {
                 provider: PROVIDER.to_owned(),
@@ -193,7 +182,6 @@ fn parse_gpu_description(text: &str) -> (String, Option<f64>) {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use super::*;
     use crate::test_server::{self, FixtureServer};
@@ -204,13 +192,7 @@ mod tests {
         LambdaProvider::new(LambdaConfig {
             endpoint: server.base.clone(),
             api_key: key.map(Secret::new),
-            retry: RetryPolicy {
-                max_attempts: 3,
-                base_delay: Duration::from_millis(1),
-                max_delay: Duration::from_millis(5),
-                request_timeout: Duration::from_secs(5),
-                max_retry_after: Duration::from_secs(2),
-            },
+            retry: test_server::fast_retry(),
         })
         .unwrap()
     }

@@ -69,6 +69,18 @@ pub fn json(body: &str, base: &str) -> Response {
         .into_response()
 }
 
+/// A retry policy that keeps adapter tests fast: three tries, millisecond backoff.
+#[must_use]
+pub fn fast_retry() -> crate::http::RetryPolicy {
+    crate::http::RetryPolicy {
+        max_attempts: 3,
+        base_delay: std::time::Duration::from_millis(1),
+        max_delay: std::time::Duration::from_millis(5),
+        request_timeout: std::time::Duration::from_secs(5),
+        max_retry_after: std::time::Duration::from_secs(2),
+    }
+}
+
 pub fn status(code: u16, body: &str) -> Response {
     (StatusCode::from_u16(code).unwrap(), body.to_owned()).into_response()
 }

@@ -113,18 +113,7 @@ impl GcpProvider {
                     }
                 })
                 .await
-                .map_err(|e| match e {
-                    ProviderError::Auth {
-                        provider,
-                        url,
-                        detail,
-                    } => ProviderError::Auth {
-                        provider,
-                        url,
-                        detail: format!("{detail} (check {auth_hint})"),
-                    },
-                    other => other,
-                })?;
+                .map_err(|e| e.with_auth_hint(auth_hint))?;
             let page: P = Self::decode(&crate::http::redact_url(&url), &body)?;
             let next = page.next_token();
             items.extend(page.into_items());

@@ -1,5 +1,3 @@
-use std::time::Duration;
-
 use super::*;
 use crate::test_server::{self, FixtureServer, Seen};
 
@@ -21,13 +19,7 @@ fn provider(
         regions: regions.iter().map(|r| (*r).to_owned()).collect(),
         api_key: key.map(Secret::new),
         token: token.map(Secret::new),
-        retry: RetryPolicy {
-            max_attempts: 3,
-            base_delay: Duration::from_millis(1),
-            max_delay: Duration::from_millis(5),
-            request_timeout: Duration::from_secs(5),
-            max_retry_after: Duration::from_secs(2),
-        },
+        retry: test_server::fast_retry(),
     })
     .unwrap()
 }
