@@ -35,6 +35,86 @@ pub struct Config {
     pub api: ApiConfig,
     pub sync: SyncConfig,
     pub providers: ProvidersConfig,
+    pub alerts: AlertsConfig,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AlertsConfig {
+    pub channels: BTreeMap<String, ChannelConfig>,
+    pub rules: Vec<RuleConfig>,
+    /// Backoff of deliveries to a receiver that fails.
+    pub retry_initial: Duration,
+    pub retry_max: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChannelConfig {
+    /// Generic webhook: JSON body, `Idempotency-Key` header, optional HMAC-SHA256
+    /// signature with the secret read from the environment variable named here.
+    Webhook {
+        url: String,
+        secret_env: Option<String>,
+    },
+    /// Slack incoming webhook.
+    Slack { url: String },
+    /// The daemon's log.
+    Log,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleKind {
+    PriceBelow,
+    PriceAbove,
+    SpotAboveCommitted,
+    SyncFailed,
+    Stale,
+    NewOffer,
+}
+
+impl RuleKind {
+    const NAMES: [(&'static str, RuleKind); 6] = [
+        ("price_below", RuleKind::PriceBelow),
+        ("price_above", RuleKind::PriceAbove),
+        ("spot_above_committed", RuleKind::SpotAboveCommitted),
+        ("sync_failed", RuleKind::SyncFailed),
+        ("stale", RuleKind::Stale),
+        ("new_offer", RuleKind::NewOffer),
+    ];
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map_or("", |(n, _)| n)
+    }
+}
+
+/// Which price a threshold compares.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Threshold {
+    PerGpuHour(f64),
+    PerInstanceHour(f64),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleConfig {
+    pub name: String,
+    pub kind: RuleKind,
+    /// GPU models or families; empty matches all.
+    pub gpu_models: Vec<String>,
+    /// Price kinds; empty matches all.
+    pub price_kinds: Vec<gpuplan_providers::PriceKind>,
+    /// Glob patterns (`*`, `?`) for providers and regions (or sources); empty matches all.
+    pub providers: Vec<String>,
+    pub regions: Vec<String>,
+    pub threshold: Option<Threshold>,
+    /// Alert on the cheapest matching offer only (one key), or on every offer.
+    pub every_offer: bool,
+    /// Share of the threshold the value must move back past before re-arming.
+    pub hysteresis: f64,
+    pub cooldown: Option<Duration>,
+    pub channels: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -278,6 +358,51 @@ struct RawConfig {
     sync: RawSync,
     #[serde(default)]
     providers: RawProviders,
+    #[serde(default)]
+    alerts: RawAlerts,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAlerts {
+    retry_initial_secs: Option<f64>,
+    retry_max_secs: Option<f64>,
+    #[serde(default)]
+    channels: BTreeMap<String, RawChannel>,
+    #[serde(default)]
+    rules: Vec<RawRule>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawChannel {
+    #[serde(rename = "type")]
+    kind: String,
+    url: Option<String>,
+    secret_env: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    name: String,
+    kind: String,
+    #[serde(default)]
+    gpu_models: Vec<String>,
+    #[serde(default)]
+    price_kinds: Vec<String>,
+    #[serde(default)]
+    providers: Vec<String>,
+    #[serde(default)]
+    regions: Vec<String>,
+    usd_per_gpu_hour: Option<f64>,
+    usd_per_hour: Option<f64>,
+    #[serde(rename = "match")]
+    matching: Option<String>,
+    hysteresis_pct: Option<f64>,
+    cooldown_secs: Option<f64>,
+    #[serde(default)]
+    channels: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -574,10 +699,12 @@ impl RawConfig {
             }
         }
 
+        let alerts = validate_alerts(self.alerts, &mut c);
         if !c.errors.is_empty() {
             return Err(c.errors);
         }
         Ok(Config {
+            alerts,
             store: StoreConfig {
                 path: resolve(&store_path),
             },
@@ -599,9 +726,200 @@ impl RawConfig {
     }
 }
 
+fn validate_alerts(raw: RawAlerts, c: &mut Checker) -> AlertsConfig {
+    let mut channels = BTreeMap::new();
+    for (name, ch) in raw.channels {
+        let at = |key: &str| format!("alerts.channels.{name}.{key}");
+        let url = |c: &mut Checker| match &ch.url {
+            Some(u) if u.starts_with("http://") || u.starts_with("https://") => u.clone(),
+            Some(u) => {
+                c.fail(at("url"), format!("`{u}` is not an http(s) URL"));
+                String::new()
+            }
+            None => {
+                c.fail(at("url"), format!("a {} channel needs a url", ch.kind));
+                String::new()
+            }
+        };
+        let channel = match ch.kind.as_str() {
+            "webhook" => ChannelConfig::Webhook {
+                url: url(c),
+                secret_env: ch.secret_env.clone(),
+            },
+            "slack" => ChannelConfig::Slack { url: url(c) },
+            "log" => ChannelConfig::Log,
+            other => {
+                c.fail(
+                    at("type"),
+                    format!("`{other}` is not a channel type; expected webhook, slack or log"),
+                );
+                continue;
+            }
+        };
+        if ch.secret_env.is_some() && ch.kind != "webhook" {
+            c.fail(
+                at("secret_env"),
+                "only webhook channels sign their messages",
+            );
+        }
+        channels.insert(name, channel);
+    }
+    let mut rules: Vec<RuleConfig> = Vec::new();
+    for (i, r) in raw.rules.into_iter().enumerate() {
+        let label = if r.name.is_empty() {
+            format!("alerts.rules[{i}]")
+        } else {
+            format!("alerts.rules[{i}] ({})", r.name)
+        };
+        let at = |key: &str| format!("{label}.{key}");
+        if r.name.trim().is_empty() {
+            c.fail(at("name"), "must not be empty");
+        } else if rules.iter().any(|x| x.name == r.name) {
+            c.fail(at("name"), format!("`{}` names another rule too", r.name));
+        }
+        let Some(kind) = RuleKind::NAMES
+            .iter()
+            .find(|(n, _)| *n == r.kind)
+            .map(|(_, k)| *k)
+        else {
+            let names: Vec<&str> = RuleKind::NAMES.iter().map(|(n, _)| *n).collect();
+            c.fail(
+                at("kind"),
+                format!(
+                    "`{}` is not a rule kind; expected one of: {}",
+                    r.kind,
+                    names.join(", ")
+                ),
+            );
+            continue;
+        };
+        let price_kinds = r
+            .price_kinds
+            .iter()
+            .enumerate()
+            .filter_map(|(j, k)| {
+                k.parse()
+                    .map_err(|e: gpuplan_providers::snapshot::UnknownName| {
+                        c.fail(format!("{label}.price_kinds[{j}]"), e.to_string())
+                    })
+                    .ok()
+            })
+            .collect();
+        let threshold = match (r.usd_per_gpu_hour, r.usd_per_hour) {
+            (Some(v), None) => Some(Threshold::PerGpuHour(v)),
+            (None, Some(v)) => Some(Threshold::PerInstanceHour(v)),
+            (Some(_), Some(_)) => {
+                c.fail(
+                    at("usd_per_hour"),
+                    "give usd_per_gpu_hour or usd_per_hour, not both",
+                );
+                None
+            }
+            (None, None) => None,
+        };
+        let needs_threshold = matches!(kind, RuleKind::PriceBelow | RuleKind::PriceAbove);
+        if needs_threshold && threshold.is_none() {
+            c.fail(
+                at("usd_per_gpu_hour"),
+                format!("a {} rule needs usd_per_gpu_hour or usd_per_hour", r.kind),
+            );
+        }
+        if !needs_threshold && threshold.is_some() {
+            c.fail(
+                at("usd_per_gpu_hour"),
+                format!("a {} rule has no threshold", r.kind),
+            );
+        }
+        if let Some(Threshold::PerGpuHour(v) | Threshold::PerInstanceHour(v)) = threshold
+            && !(v.is_finite() && v >= 0.0)
+        {
+            c.fail(at("usd_per_gpu_hour"), format!("{v} is not a price >= 0"));
+        }
+        let every_offer = match r.matching.as_deref() {
+            None | Some("cheapest") => false,
+            Some("every") => true,
+            Some(other) => {
+                c.fail(
+                    at("match"),
+                    format!("`{other}` is not a match mode; expected \"cheapest\" or \"every\""),
+                );
+                false
+            }
+        };
+        let hysteresis = r.hysteresis_pct.unwrap_or(2.0);
+        if !(0.0..=100.0).contains(&hysteresis) {
+            c.fail(
+                at("hysteresis_pct"),
+                format!("{hysteresis} is not a percentage between 0 and 100"),
+            );
+        }
+        let cooldown = r
+            .cooldown_secs
+            .map(|s| c.seconds(&at("cooldown_secs"), Some(s), 1.0));
+        if r.channels.is_empty() {
+            c.fail(
+                at("channels"),
+                "name at least one channel of [alerts.channels]",
+            );
+        }
+        for (j, ch) in r.channels.iter().enumerate() {
+            if !channels.contains_key(ch) {
+                c.fail(
+                    format!("{label}.channels[{j}]"),
+                    format!("no channel `{ch}` in [alerts.channels]"),
+                );
+            }
+        }
+        rules.push(RuleConfig {
+            name: r.name,
+            kind,
+            gpu_models: r.gpu_models,
+            price_kinds,
+            providers: r.providers,
+            regions: r.regions,
+            threshold,
+            every_offer,
+            hysteresis: hysteresis / 100.0,
+            cooldown,
+            channels: r.channels,
+        });
+    }
+    AlertsConfig {
+        channels,
+        rules,
+        retry_initial: c.seconds("alerts.retry_initial_secs", raw.retry_initial_secs, 5.0),
+        retry_max: c.seconds("alerts.retry_max_secs", raw.retry_max_secs, 600.0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bad_alert_rules_are_named_by_rule() {
+        let errors = errors_of(
+            "[alerts.channels.ops]\ntype = \"webhook\"\nurl = \"ftp://x\"\n\
+             [alerts.channels.chat]\ntype = \"pager\"\n\
+             [[alerts.rules]]\nname = \"cheap\"\nkind = \"price_below\"\nchannels = [\"ops\", \"nope\"]\nprice_kinds = [\"weekly\"]\n\
+             [[alerts.rules]]\nname = \"cheap\"\nkind = \"plan_exploded\"\nchannels = [\"ops\"]\n",
+        );
+        let joined = errors.join("\n");
+        for expected in [
+            "alerts.channels.chat.type",
+            "alerts.channels.ops.url",
+            "alerts.rules[0] (cheap).price_kinds[0]",
+            "alerts.rules[0] (cheap).usd_per_gpu_hour",
+            "alerts.rules[0] (cheap).channels[1]",
+            "alerts.rules[1] (cheap).name",
+            "alerts.rules[1] (cheap).kind",
+        ] {
+            assert!(
+                joined.contains(expected),
+                "missing {expected} in:\n{joined}"
+            );
+        }
+    }
 
     fn errors_of(text: &str) -> Vec<String> {
         Config::parse(text, Path::new("/etc/gpuplan"))

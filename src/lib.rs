@@ -2,6 +2,7 @@
 //!
 //! Data flows one way: providers -> [`sync`] -> [`store`] -> [`catalog`] -> [`cli`].
 
+pub mod alerts;
 pub mod api;
 pub mod catalog;
 pub mod cli;

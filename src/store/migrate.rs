@@ -19,6 +19,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0003_create_spot_series",
         include_str!("../../migrations/0003_create_spot_series.sql"),
     ),
+    (
+        "0004_add_alert_fired_at",
+        include_str!("../../migrations/0004_add_alert_fired_at.sql"),
+    ),
 ];
 
 pub(super) fn latest_version() -> i64 {

@@ -4,6 +4,7 @@
 //! One snapshot is written in one transaction (see [`Store::write_snapshot`]), so a
 //! crash or error leaves either all of a sync or none of it.
 
+mod alerts;
 mod migrate;
 mod pool;
 mod read;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{Connection, OpenFlags};
 
+pub use alerts::{AlertState, NewMessage, OutboxMessage};
 pub use pool::Pool;
 pub use read::{CurrentPrice, SavedPlan, SpotPoint, SyncRun};
 pub use write::{NewPlan, WriteStats};

@@ -1,0 +1,470 @@
+//! Alerts: rules evaluated against the catalog after each sync, a state per
+//! (rule, key) so a crossing fires once, and an outbox that the delivery task
+//! drains (see [`deliver`]).
+//!
+//! A threshold alert fires when its value crosses the threshold, stays quiet
+//! while it remains crossed, and re-arms only once the value moves back past
+//! the threshold by the rule's hysteresis (2% by default). A cooldown, when
+//! set, also keeps a key quiet for that long after it fired. The state change
+//! and the queued messages are written in one transaction.
+
+pub mod deliver;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use gpuplan_providers::PriceKind;
+use serde_json::{Value, json};
+
+use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter};
+use crate::config::{RuleConfig, RuleKind, Threshold};
+use crate::store::{AlertState, NewMessage, Store, StoreError};
+
+/// One thing a rule watches, as it stands now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    pub key: String,
+    pub value: f64,
+    /// The alert condition holds.
+    pub active: bool,
+    /// The value is back past the threshold by the hysteresis.
+    pub rearm: bool,
+    pub message: String,
+    pub details: Value,
+}
+
+/// `*` and `?` globs, matched against the whole text.
+#[must_use]
+pub fn glob(pattern: &str, text: &str) -> bool {
+    fn go(p: &[char], t: &[char]) -> bool {
+        match (p.first(), t.first()) {
+            (None, None) => true,
+            (Some('*'), _) => go(&p[1..], t) || (!t.is_empty() && go(p, &t[1..])),
+            (Some('?'), Some(_)) => go(&p[1..], &t[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &t[1..]),
+            _ => false,
+        }
+    }
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    go(&p, &t)
+}
+
+fn any_glob(patterns: &[String], text: &str) -> bool {
+    patterns.is_empty() || patterns.iter().any(|p| glob(p, text))
+}
+
+fn offer_key(r: &CatalogRecord) -> String {
+    format!("{}/{}/{}", r.provider, r.region, r.instance_type)
+}
+
+/// What a rule watches now. `sources` are the enabled sources; `seen` the keys
+/// a `new_offer` rule already knows.
+///
+/// # Errors
+/// On a store error.
+pub fn observe(
+    store: &Store,
+    fresh: &Freshness,
+    rule: &RuleConfig,
+    sources: &[String],
+) -> Result<Vec<Observation>, StoreError> {
+    let h = rule.hysteresis;
+    match rule.kind {
+        RuleKind::PriceBelow | RuleKind::PriceAbove => {
+            let below = rule.kind == RuleKind::PriceBelow;
+            let filter = PriceFilter {
+                gpus: rule.gpu_models.clone(),
+                kinds: rule.price_kinds.clone(),
+                ..PriceFilter::default()
+            };
+            let (per_gpu, t) = match rule.threshold {
+                Some(Threshold::PerGpuHour(t)) => (true, t),
+                Some(Threshold::PerInstanceHour(t)) => (false, t),
+                None => return Ok(Vec::new()),
+            };
+            let records: Vec<CatalogRecord> = catalog::prices(store, fresh, &filter)?
+                .into_iter()
+                .filter(|r| {
+                    any_glob(&rule.providers, &r.provider) && any_glob(&rule.regions, &r.region)
+                })
+                .collect();
+            let value = |r: &CatalogRecord| {
+                if per_gpu {
+                    r.usd_per_gpu_hour
+                } else {
+                    r.usd_per_hour
+                }
+            };
+            let unit = if per_gpu { "USD/GPU-hour" } else { "USD/hour" };
+            let observe = |key: String, r: &CatalogRecord| {
+                let v = value(r);
+                let (active, rearm) = if below {
+                    (v < t, v >= t * (1.0 + h))
+                } else {
+                    (v > t, v <= t * (1.0 - h))
+                };
+                Observation {
+                    key,
+                    value: v,
+                    active,
+                    rearm,
+                    message: format!(
+                        "{} {} in {} ({} x {}) is {v:.4} {unit}, {} the threshold {t}",
+                        r.instance_type,
+                        r.price_kind,
+                        r.zone.as_deref().unwrap_or(&r.region),
+                        r.gpu_count,
+                        r.gpu_model,
+                        if below { "below" } else { "above" }
+                    ),
+                    details: json!({"offer": r, "threshold": t, "unit": unit}),
+                }
+            };
+            if rule.every_offer {
+                Ok(records
+                    .iter()
+                    .map(|r| {
+                        let key = format!(
+                            "{}/{}/{}",
+                            offer_key(r),
+                            r.zone.as_deref().unwrap_or("-"),
+                            r.price_kind
+                        );
+                        observe(key, r)
+                    })
+                    .collect())
+            } else {
+                // Prices are sorted per GPU-hour; per instance-hour, find the cheapest.
+                let cheapest = records.iter().min_by(|a, b| value(a).total_cmp(&value(b)));
+                Ok(cheapest
+                    .map(|r| observe("cheapest".to_owned(), r))
+                    .into_iter()
+                    .collect())
+            }
+        }
+        RuleKind::SpotAboveCommitted => {
+            let filter = PriceFilter {
+                gpus: rule.gpu_models.clone(),
+                ..PriceFilter::default()
+            };
+            let mut offers: BTreeMap<String, (Option<f64>, Option<(f64, String)>)> =
+                BTreeMap::new();
+            for r in catalog::prices(store, fresh, &filter)? {
+                if !(any_glob(&rule.providers, &r.provider) && any_glob(&rule.regions, &r.region)) {
+                    continue;
+                }
+                let entry = offers.entry(offer_key(&r)).or_default();
+                match r.price_kind.parse::<PriceKind>() {
+                    Ok(PriceKind::Spot) => {
+                        entry.0 = Some(
+                            entry
+                                .0
+                                .map_or(r.usd_per_hour, |s: f64| s.min(r.usd_per_hour)),
+                        )
+                    }
+                    Ok(k) if k.term().is_some() => {
+                        if entry.1.as_ref().is_none_or(|(c, _)| r.usd_per_hour < *c) {
+                            entry.1 = Some((r.usd_per_hour, r.price_kind.clone()));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Ok(offers
+                .into_iter()
+                .filter_map(|(key, (spot, committed))| {
+                    let (spot, (c, kind)) = (spot?, committed?);
+                    Some(Observation {
+                        message: format!("spot for {key} costs {spot:.4} USD/hour, more than its {kind} price {c:.4}"),
+                        details: json!({"offer": key, "spot_usd_per_hour": spot, "committed_usd_per_hour": c, "committed_kind": kind}),
+                        active: spot > c,
+                        rearm: spot <= c * (1.0 - h),
+                        value: spot,
+                        key,
+                    })
+                })
+                .collect())
+        }
+        RuleKind::SyncFailed => Ok(store
+            .latest_runs()?
+            .into_iter()
+            .filter(|(source, _, _)| sources.contains(source) && any_glob(&rule.providers, source))
+            .map(|(source, status, error)| {
+                let failed = status == "failed";
+                Observation {
+                    message: format!(
+                        "sync of {source} failed: {}",
+                        error.as_deref().unwrap_or("unknown error")
+                    ),
+                    details: json!({"source": source, "error": error}),
+                    active: failed,
+                    rearm: !failed,
+                    value: f64::from(u8::from(failed)),
+                    key: source,
+                }
+            })
+            .collect()),
+        RuleKind::Stale => Ok(sources
+            .iter()
+            .filter(|s| any_glob(&rule.providers, s))
+            .map(|source| {
+                let stale = fresh.is_stale(source);
+                let age = fresh
+                    .last_good
+                    .get(source)
+                    .map(|t| (fresh.now - *t).num_minutes());
+                Observation {
+                    key: source.clone(),
+                    value: age.map_or(f64::INFINITY, |m| m as f64),
+                    active: stale,
+                    rearm: !stale,
+                    message: match age {
+                        Some(m) => {
+                            format!("data from {source} is stale: last good sync {m} minutes ago")
+                        }
+                        None => {
+                            format!("data from {source} is stale: it never synced successfully")
+                        }
+                    },
+                    details: json!({"source": source, "age_minutes": age}),
+                }
+            })
+            .collect()),
+        RuleKind::NewOffer => {
+            let filter = PriceFilter {
+                gpus: rule.gpu_models.clone(),
+                ..PriceFilter::default()
+            };
+            let mut seen = BTreeSet::new();
+            let mut out = Vec::new();
+            for r in catalog::prices(store, fresh, &filter)? {
+                let key = offer_key(&r);
+                if !(any_glob(&rule.providers, &r.provider) && any_glob(&rule.regions, &r.region))
+                    || !seen.insert(key.clone())
+                {
+                    continue;
+                }
+                out.push(Observation {
+                    message: format!(
+                        "new GPU offer: {} x {} as {} in {} ({})",
+                        r.gpu_count, r.gpu_model, r.instance_type, r.region, r.provider
+                    ),
+                    details: json!({"offer": r}),
+                    active: true,
+                    rearm: false,
+                    value: r.usd_per_hour,
+                    key,
+                });
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// What to write for one rule: new states and the messages they queue.
+#[derive(Debug, Default)]
+pub struct Decisions {
+    pub states: Vec<AlertState>,
+    pub messages: Vec<NewMessage>,
+}
+
+/// Applies the state machine to one rule's observations. Pure: given the
+/// previous states and the time, it returns what changed.
+#[must_use]
+pub fn decide(
+    rule: &RuleConfig,
+    previous: &[AlertState],
+    observations: &[Observation],
+    now: DateTime<Utc>,
+) -> Decisions {
+    let prev: BTreeMap<&str, &AlertState> = previous.iter().map(|s| (s.key.as_str(), s)).collect();
+    let mut out = Decisions::default();
+    // A new_offer rule's first evaluation only learns what exists.
+    let seeding = rule.kind == RuleKind::NewOffer && previous.is_empty();
+    for o in observations {
+        let state = prev.get(o.key.as_str());
+        let fired = state.is_some_and(|s| s.fired);
+        let cooling = state
+            .and_then(|s| s.last_fired_at)
+            .zip(rule.cooldown)
+            .is_some_and(|(at, cd)| (now - at).to_std().unwrap_or_default() < cd);
+        let next = |fired: bool, last_fired_at| AlertState {
+            rule: rule.name.clone(),
+            key: o.key.clone(),
+            fired,
+            last_value: Some(o.value),
+            changed_at: now,
+            last_fired_at,
+        };
+        if fired {
+            if o.rearm {
+                out.states
+                    .push(next(false, state.and_then(|s| s.last_fired_at)));
+            }
+        } else if o.active && seeding {
+            out.states.push(next(true, None));
+        } else if o.active && !cooling {
+            out.states.push(next(true, Some(now)));
+            let payload = json!({
+                "rule": rule.name,
+                "kind": rule.kind.as_str(),
+                "key": o.key,
+                "value": o.value,
+                "message": o.message,
+                "fired_at": now,
+                "details": o.details,
+            });
+            for channel in &rule.channels {
+                let id = format!(
+                    "{}|{}|{}|{channel}",
+                    rule.name,
+                    o.key,
+                    now.timestamp_micros()
+                );
+                let mut payload = payload.clone();
+                let key = format!("gpuplan-{:016x}", fnv1a(id.as_bytes()));
+                payload["idempotency_key"] = json!(key);
+                out.messages.push(NewMessage {
+                    idempotency_key: key,
+                    rule: rule.name.clone(),
+                    channel: channel.clone(),
+                    payload,
+                });
+            }
+        }
+    }
+    out
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Evaluates every rule and writes the outcome; returns how many messages it queued.
+///
+/// # Errors
+/// On a store error (nothing of this evaluation is written).
+pub fn evaluate(
+    store: &mut Store,
+    fresh: &Freshness,
+    rules: &[RuleConfig],
+    sources: &[String],
+) -> Result<usize, StoreError> {
+    let mut all = Decisions::default();
+    for rule in rules {
+        let observations = observe(store, fresh, rule, sources)?;
+        let previous = store.alert_states(Some(&rule.name))?;
+        let d = decide(rule, &previous, &observations, fresh.now);
+        all.states.extend(d.states);
+        all.messages.extend(d.messages);
+    }
+    let queued = all.messages.len();
+    if !all.states.is_empty() {
+        store.apply_alerts(&all.states, &all.messages, fresh.now)?;
+    }
+    Ok(queued)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(kind: RuleKind, cooldown: Option<std::time::Duration>) -> RuleConfig {
+        RuleConfig {
+            name: "r".into(),
+            kind,
+            gpu_models: vec![],
+            price_kinds: vec![],
+            providers: vec![],
+            regions: vec![],
+            threshold: Some(Threshold::PerGpuHour(2.0)),
+            every_offer: false,
+            hysteresis: 0.05,
+            cooldown,
+            channels: vec!["hook".into(), "chat".into()],
+        }
+    }
+
+    fn obs(value: f64) -> Observation {
+        Observation {
+            key: "cheapest".into(),
+            value,
+            active: value < 2.0,
+            rearm: value >= 2.1,
+            message: String::new(),
+            details: Value::Null,
+        }
+    }
+
+    /// Runs the state machine over a series of values; returns how many times it fired.
+    fn fires(rule: &RuleConfig, values: &[f64]) -> Vec<usize> {
+        let mut states: Vec<AlertState> = Vec::new();
+        let mut fired_at = Vec::new();
+        for (i, v) in values.iter().enumerate() {
+            let now = DateTime::from_timestamp(1_800_000_000 + i as i64 * 600, 0).unwrap();
+            let d = decide(rule, &states, &[obs(*v)], now);
+            if !d.messages.is_empty() {
+                assert_eq!(d.messages.len(), 2, "one message per channel");
+                fired_at.push(i);
+            }
+            for s in d.states {
+                states.retain(|x| x.key != s.key);
+                states.push(s);
+            }
+        }
+        fired_at
+    }
+
+    #[test]
+    fn a_crossing_fires_once_and_rearms_only_past_the_hysteresis() {
+        let r = rule(RuleKind::PriceBelow, None);
+        // Below at 1; stays below; 2.05 is above 2 but within 5% -> not re-armed;
+        // 2.2 re-arms; below again at 6 fires again.
+        assert_eq!(
+            fires(&r, &[2.5, 1.5, 1.4, 1.6, 2.05, 1.9, 2.2, 1.8]),
+            vec![1, 7]
+        );
+    }
+
+    #[test]
+    fn a_cooldown_keeps_a_re_armed_key_quiet() {
+        let r = rule(
+            RuleKind::PriceBelow,
+            Some(std::time::Duration::from_secs(3600)),
+        );
+        // Each step is 10 minutes: re-armed and below again at step 3 is within
+        // the hour, so it fires only once the hour has passed (step 6).
+        assert_eq!(
+            fires(&r, &[1.5, 2.5, 2.5, 1.5, 1.5, 1.5, 1.5, 1.5]),
+            vec![0, 6]
+        );
+    }
+
+    #[test]
+    fn a_new_offer_rule_learns_the_catalog_silently_first() {
+        let r = rule(RuleKind::NewOffer, None);
+        let o = |k: &str| Observation {
+            key: k.into(),
+            value: 1.0,
+            active: true,
+            rearm: false,
+            message: String::new(),
+            details: Value::Null,
+        };
+        let now = Utc::now();
+        let first = decide(&r, &[], &[o("a"), o("b")], now);
+        assert_eq!((first.states.len(), first.messages.len()), (2, 0));
+        let second = decide(&r, &first.states, &[o("a"), o("b"), o("c")], now);
+        assert_eq!((second.states.len(), second.messages.len()), (1, 2));
+    }
+
+    #[test]
+    fn globs_match_whole_names() {
+        assert!(glob("azure*", "azure"));
+        assert!(glob("us-*-1", "us-east-1"));
+        assert!(glob("file:?nprem", "file:onprem"));
+        assert!(!glob("us-*", "eu-west-1"));
+    }
+}
