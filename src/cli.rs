@@ -17,6 +17,7 @@ use gpuplan_providers::secret::Secret;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::alerts::deliver;
 use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter, SpotHistory, SpotQuery};
 use crate::config::{self, Config};
 use crate::daemon;
@@ -65,9 +66,30 @@ pub enum Command {
     SpotHistory(SpotHistoryArgs),
     /// Solve a purchase-planning problem (planning-model.md) and print the plan.
     Plan(Box<PlanArgs>),
+    /// Alert rules: their state, what was sent, and test messages.
+    #[command(subcommand)]
+    Alerts(AlertsCommand),
     /// Check or print configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AlertsCommand {
+    /// The configured rules and the state of each of their keys.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Alerts queued and sent, newest first.
+    History {
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send a test message through a rule's channels now.
+    Test { rule: String },
 }
 
 #[derive(Debug, Args)]
@@ -275,6 +297,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Sync { providers, json } => {
             let config = load_config(cli.config.as_deref())?;
             run_sync(&config, &providers, json).await
+        }
+        Command::Alerts(command) => {
+            let config = load_config(cli.config.as_deref())?;
+            run_alerts(&config, command).await
         }
         Command::Plan(args) => {
             let config = load_config(cli.config.as_deref())?;
@@ -930,6 +956,151 @@ fn plan_report(r: &PlanResult) -> String {
         _ => {}
     }
     out
+}
+
+async fn run_alerts(config: &Config, command: AlertsCommand) -> Result<ExitCode, CliError> {
+    match command {
+        AlertsCommand::List { json } => {
+            let store = open_store(config)?;
+            let states = store
+                .alert_states(None)
+                .map_err(|e| CliError::Failed(e.into()))?;
+            if json {
+                let rules: Vec<serde_json::Value> = config
+                    .alerts
+                    .rules
+                    .iter()
+                    .map(|r| {
+                        let keys: Vec<_> = states.iter().filter(|s| s.rule == r.name).collect();
+                        json!({"name": r.name, "kind": r.kind.as_str(), "channels": r.channels, "state": keys})
+                    })
+                    .collect();
+                print_json(&rules)?;
+            } else if config.alerts.rules.is_empty() {
+                eprintln!("No alert rules are configured ([[alerts.rules]]).");
+            } else {
+                let rows: Vec<[String; 5]> = config
+                    .alerts
+                    .rules
+                    .iter()
+                    .map(|r| {
+                        let keys: Vec<_> = states.iter().filter(|s| s.rule == r.name).collect();
+                        let fired = keys.iter().filter(|s| s.fired).count();
+                        let last = keys.iter().filter_map(|s| s.last_fired_at).max();
+                        [
+                            r.name.clone(),
+                            r.kind.as_str().to_owned(),
+                            r.channels.join(","),
+                            format!("{fired}/{}", keys.len()),
+                            last.map_or_else(
+                                || "-".to_owned(),
+                                |t| t.format("%Y-%m-%d %H:%M UTC").to_string(),
+                            ),
+                        ]
+                    })
+                    .collect();
+                print!(
+                    "{}",
+                    render_table(
+                        &["RULE", "KIND", "CHANNELS", "FIRED/KEYS", "LAST FIRED"],
+                        &rows,
+                        &[3]
+                    )
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        AlertsCommand::History { limit, json } => {
+            let store = open_store(config)?;
+            let messages = store
+                .message_history(limit)
+                .map_err(|e| CliError::Failed(e.into()))?;
+            if json {
+                print_json(&messages)?;
+            } else {
+                let rows: Vec<[String; 6]> = messages
+                    .iter()
+                    .map(|m| {
+                        [
+                            m.created_at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                            m.rule.clone(),
+                            m.channel.clone(),
+                            m.delivered_at.map_or_else(
+                                || "pending".to_owned(),
+                                |t| format!("delivered {}", t.format("%H:%M:%S")),
+                            ),
+                            m.attempts.to_string(),
+                            m.payload["message"].as_str().unwrap_or("").to_owned(),
+                        ]
+                    })
+                    .collect();
+                print!(
+                    "{}",
+                    render_table(
+                        &["QUEUED", "RULE", "CHANNEL", "STATUS", "TRIES", "MESSAGE"],
+                        &rows,
+                        &[4]
+                    )
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        AlertsCommand::Test { rule } => {
+            let Some(r) = config.alerts.rules.iter().find(|r| r.name == rule) else {
+                let names: Vec<&str> = config
+                    .alerts
+                    .rules
+                    .iter()
+                    .map(|r| r.name.as_str())
+                    .collect();
+                return Err(CliError::BadInput(anyhow::anyhow!(
+                    "no alert rule `{rule}`; configured: {}",
+                    if names.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        names.join(", ")
+                    }
+                )));
+            };
+            let channels = deliver::channels(&config.alerts.channels)
+                .map_err(|e| CliError::BadInput(anyhow::anyhow!(e)))?;
+            let http = gpuplan_providers::http::HttpClient::new(
+                "alerts",
+                gpuplan_providers::http::RetryPolicy {
+                    max_attempts: 1,
+                    ..gpuplan_providers::http::RetryPolicy::default()
+                },
+            )
+            .map_err(|e| CliError::Failed(e.into()))?;
+            let payload = json!({
+                "rule": r.name, "kind": r.kind.as_str(), "key": "test", "value": 0,
+                "message": format!("test message for rule {} from gpuplan", r.name),
+                "fired_at": Utc::now(), "test": true,
+                "idempotency_key": format!("gpuplan-test-{}", Utc::now().timestamp_micros()),
+            });
+            let mut failed = 0;
+            for name in &r.channels {
+                let outcome = match channels.get(name) {
+                    Some(ch) => deliver::send(&http, ch, &payload)
+                        .await
+                        .map_err(|e| e.to_string()),
+                    None => Err("not configured".to_owned()),
+                };
+                match outcome {
+                    Ok(()) => println!("{name}: sent"),
+                    Err(e) => {
+                        failed += 1;
+                        println!("{name}: FAILED: {e}");
+                    }
+                }
+            }
+            Ok(if failed > 0 {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+    }
 }
 
 fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {

@@ -17,10 +17,11 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::alerts::deliver;
 use crate::api::{self, AppState};
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::scheduler::{self, Backoff, Clock, Source};
+use crate::scheduler::{self, AlertHook, Backoff, Clock, Source};
 use crate::store::Pool;
 use crate::sync;
 
@@ -82,6 +83,31 @@ pub async fn run_with_providers(
 
     let cancel = CancellationToken::new();
     let tracker = TaskTracker::new();
+    let alert_channels = deliver::channels(&config.alerts.channels).map_err(anyhow::Error::msg)?;
+    let wake = Arc::new(Notify::new());
+    let now = chrono::Utc::now();
+    let intervals: BTreeMap<String, Duration> = config
+        .enabled_sources()
+        .into_iter()
+        .map(|(id, schedule)| (id, schedule.interval(now)))
+        .collect();
+    let alerts = (!config.alerts.rules.is_empty()).then(|| {
+        Arc::new(AlertHook {
+            rules: config.alerts.rules.clone(),
+            intervals: intervals.clone(),
+            wake: wake.clone(),
+        })
+    });
+    if !alert_channels.is_empty() {
+        tracker.spawn(deliver::run(deliver::Delivery {
+            pool: pool.clone(),
+            channels: alert_channels,
+            retry_initial: config.alerts.retry_initial,
+            retry_max: config.alerts.retry_max,
+            wake,
+            cancel: cancel.clone(),
+        }));
+    }
     let ctx = scheduler::Context {
         pool: pool.clone(),
         policy: config.sync.clone(),
@@ -92,6 +118,7 @@ pub async fn run_with_providers(
         metrics: Arc::new(Metrics::default()),
         cancel: cancel.clone(),
         clock: Clock::new(),
+        alerts,
     };
     let schedules: BTreeMap<String, _> = config
         .enabled_sources()
@@ -99,8 +126,6 @@ pub async fn run_with_providers(
         .map(|(id, schedule)| (id, schedule.clone()))
         .collect();
     let mut triggers = BTreeMap::new();
-    let mut intervals = BTreeMap::new();
-    let now = chrono::Utc::now();
     for provider in providers {
         let id = provider.id().to_owned();
         let schedule = schedules
@@ -109,7 +134,6 @@ pub async fn run_with_providers(
             .with_context(|| format!("No schedule configured for provider {id}."))?;
         let trigger = Arc::new(Notify::new());
         triggers.insert(id.clone(), trigger.clone());
-        intervals.insert(id.clone(), schedule.interval(now));
         let span = tracing::info_span!("source", provider = %id);
         tracker.spawn(tracing::Instrument::instrument(
             scheduler::run_source(

@@ -17,7 +17,11 @@ use gpuplan_providers::http::{RetryPolicy, backoff_delay};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Schedule, SyncConfig};
+use std::collections::BTreeMap;
+
+use crate::alerts;
+use crate::catalog::Freshness;
+use crate::config::{RuleConfig, Schedule, SyncConfig};
 use crate::metrics::Metrics;
 use crate::store::Pool;
 use crate::sync::{self, SyncError};
@@ -128,6 +132,46 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     pub cancel: CancellationToken,
     pub clock: Clock,
+    /// Alert rules to evaluate after every sync, when any are configured.
+    pub alerts: Option<Arc<AlertHook>>,
+}
+
+/// What evaluating alerts after a sync needs.
+pub struct AlertHook {
+    pub rules: Vec<RuleConfig>,
+    /// Enabled sources and their sync intervals (for staleness).
+    pub intervals: BTreeMap<String, Duration>,
+    /// Wakes the delivery task when messages were queued.
+    pub wake: Arc<Notify>,
+}
+
+impl AlertHook {
+    /// Evaluates every rule against the catalog as it stands now.
+    pub async fn evaluate(self: &Arc<Self>, pool: &Arc<Pool>) {
+        let (hook, pool) = (self.clone(), pool.clone());
+        let outcome = tokio::task::spawn_blocking(move || {
+            pool.write(|store| {
+                let fresh = Freshness {
+                    last_good: store.last_good_syncs()?,
+                    intervals: hook.intervals.clone(),
+                    default_interval: Duration::from_secs(3600),
+                    now: Utc::now(),
+                };
+                let sources: Vec<String> = hook.intervals.keys().cloned().collect();
+                alerts::evaluate(store, &fresh, &hook.rules, &sources)
+            })
+        })
+        .await;
+        match outcome {
+            Ok(Ok(0)) => {}
+            Ok(Ok(queued)) => {
+                tracing::info!(queued, "Alerts fired.");
+                self.wake.notify_one();
+            }
+            Ok(Err(e)) => tracing::error!(error = %e, "Could not evaluate alerts."),
+            Err(e) => tracing::error!(error = %e, "Alert evaluation panicked."),
+        }
+    }
 }
 
 /// Runs one source until `ctx.cancel` fires.
@@ -160,6 +204,9 @@ pub async fn run_source(source: Source, ctx: Context) {
         ctx.metrics.record_sync(&outcome);
         if ctx.cancel.is_cancelled() {
             break;
+        }
+        if let Some(hook) = &ctx.alerts {
+            hook.evaluate(&ctx.pool).await;
         }
         let retry_after = match &outcome.result {
             Ok(_) => {
@@ -315,6 +362,7 @@ mod tests {
             cancel: CancellationToken::new(),
             // 30 s past a 10-minute slot, so the slots fall at known times.
             clock: Clock::starting_at(at("2026-11-29T10:00:30Z")),
+            alerts: None,
         };
         let trigger = Arc::new(Notify::new());
         let source = Source {

@@ -15,6 +15,7 @@ pub struct Seen {
     /// Path and query, e.g. `/api/retail/prices?$skip=1000`.
     pub uri: String,
     pub headers: HeaderMap,
+    pub body: String,
 }
 
 pub struct FixtureServer {
@@ -43,9 +44,15 @@ pub async fn serve(
     let app = Router::new().fallback(move |req: Request<Body>| {
         let (handler, log, base) = (handler.clone(), log.clone(), base_for_app.clone());
         async move {
+            let uri = req.uri().to_string();
+            let headers = req.headers().clone();
+            let body = axum::body::to_bytes(req.into_body(), 1 << 20)
+                .await
+                .unwrap_or_default();
             let request = Seen {
-                uri: req.uri().to_string(),
-                headers: req.headers().clone(),
+                uri,
+                headers,
+                body: String::from_utf8_lossy(&body).into_owned(),
             };
             let n = {
                 let mut log = log.lock().unwrap();

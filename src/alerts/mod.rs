@@ -53,6 +53,9 @@ fn any_glob(patterns: &[String], text: &str) -> bool {
     patterns.is_empty() || patterns.iter().any(|p| glob(p, text))
 }
 
+/// Per offer: the cheapest spot price, and the cheapest term price with its kind.
+type SpotVsCommitted = (Option<f64>, Option<(f64, String)>);
+
 fn offer_key(r: &CatalogRecord) -> String {
     format!("{}/{}/{}", r.provider, r.region, r.instance_type)
 }
@@ -147,8 +150,7 @@ pub fn observe(
                 gpus: rule.gpu_models.clone(),
                 ..PriceFilter::default()
             };
-            let mut offers: BTreeMap<String, (Option<f64>, Option<(f64, String)>)> =
-                BTreeMap::new();
+            let mut offers: BTreeMap<String, SpotVsCommitted> = BTreeMap::new();
             for r in catalog::prices(store, fresh, &filter)? {
                 if !(any_glob(&rule.providers, &r.provider) && any_glob(&rule.regions, &r.region)) {
                     continue;
@@ -162,10 +164,11 @@ pub fn observe(
                                 .map_or(r.usd_per_hour, |s: f64| s.min(r.usd_per_hour)),
                         )
                     }
-                    Ok(k) if k.term().is_some() => {
-                        if entry.1.as_ref().is_none_or(|(c, _)| r.usd_per_hour < *c) {
-                            entry.1 = Some((r.usd_per_hour, r.price_kind.clone()));
-                        }
+                    Ok(k)
+                        if k.term().is_some()
+                            && entry.1.as_ref().is_none_or(|(c, _)| r.usd_per_hour < *c) =>
+                    {
+                        entry.1 = Some((r.usd_per_hour, r.price_kind.clone()));
                     }
                     _ => {}
                 }
@@ -239,8 +242,9 @@ pub fn observe(
             let mut out = Vec::new();
             for r in catalog::prices(store, fresh, &filter)? {
                 let key = offer_key(&r);
-                if !(any_glob(&rule.providers, &r.provider) && any_glob(&rule.regions, &r.region))
-                    || !seen.insert(key.clone())
+                if !(any_glob(&rule.providers, &r.provider)
+                    && any_glob(&rule.regions, &r.region)
+                    && seen.insert(key.clone()))
                 {
                     continue;
                 }

@@ -94,6 +94,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/spot-history", get(spot_history))
         .route("/v1/sync-runs", get(sync_runs))
         .route("/v1/sync", post(trigger_sync))
+        .route("/v1/alerts", get(alerts))
         .route("/v1/plans", post(create_plan))
         .route("/v1/plans/latest", get(latest_plan))
         .route("/v1/plans/{id}", get(plan_by_id))
@@ -498,6 +499,26 @@ async fn plan_by_id(
     let plan = read(&state, move |store, _, _| store.saved_plan(Some(id), None)).await?;
     plan.map(|p| Json(p).into_response())
         .ok_or_else(|| not_found(&format!("no plan {id}")))
+}
+
+/// `GET /v1/alerts`: every (rule, key) state and the newest queued messages.
+async fn alerts(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(uri.query(), &["limit"])?;
+    let limit = p.parsed::<u32>("limit", "a whole number")?.unwrap_or(50);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_parameter(
+            "limit",
+            "must be between 1 and 1000",
+        ));
+    }
+    let doc = read(&state, move |store, _, _| {
+        Ok(json!({"state": store.alert_states(None)?, "messages": store.message_history(limit)?}))
+    })
+    .await?;
+    Ok(Json(doc).into_response())
 }
 
 fn not_found(message: &str) -> ApiError {

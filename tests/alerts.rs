@@ -1,0 +1,331 @@
+//! Alerts end to end: the real `gpuplan serve` process, a price sheet whose
+//! prices the test moves, and a local receiver standing in for a webhook and
+//! Slack.
+
+use std::path::Path;
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use gpuplan::alerts::deliver::{SIGNATURE_HEADER, signature};
+use gpuplan_providers::secret::Secret;
+use gpuplan_providers::test_server::{self, FixtureServer, Seen};
+use serde_json::Value;
+
+const SECRET: &str = "shh-test-secret";
+
+fn sheet(dir: &Path, spot: f64) {
+    std::fs::write(
+        dir.join("sheet.csv"),
+        format!("region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\nus-east-1,g6.xlarge,L4,1,on_demand,0.98\nus-east-1,h1.xlarge,H100,1,spot,{spot}\n"),
+    )
+    .unwrap();
+}
+
+/// A receiver: `/hook` fails with 500 for its first `hook_failures` calls
+/// (or while `down` says so), `/chat` always accepts.
+async fn receiver(
+    hook_failures: usize,
+    down: Arc<AtomicUsize>,
+) -> (FixtureServer, Arc<AtomicUsize>) {
+    let hooks = Arc::new(AtomicUsize::new(0));
+    let counter = hooks.clone();
+    let server = test_server::serve(move |req: &Seen, _, _| {
+        if down.load(Ordering::SeqCst) > 0 {
+            return test_server::status(503, "down");
+        }
+        if req.uri == "/hook" && counter.fetch_add(1, Ordering::SeqCst) < hook_failures {
+            return test_server::status(500, "try later");
+        }
+        test_server::status(200, "ok")
+    })
+    .await;
+    (server, hooks)
+}
+
+struct Daemon {
+    child: Child,
+    base: String,
+    http: reqwest::Client,
+}
+
+fn write_config(dir: &Path, receiver: &str, port: u16) {
+    let config = format!(
+        "[store]\npath = \"c.db\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[providers.azure]\nenabled = false\n\
+         [providers.file.sheet]\npath = \"sheet.csv\"\nschedule = \"0 0 0 1 1 *\"\n\
+         [alerts]\nretry_initial_secs = 0.05\nretry_max_secs = 0.2\n\
+         [alerts.channels.hook]\ntype = \"webhook\"\nurl = \"{receiver}/hook\"\nsecret_env = \"GPUPLAN_TEST_HOOK_SECRET\"\n\
+         [alerts.channels.chat]\ntype = \"slack\"\nurl = \"{receiver}/chat\"\n\
+         [[alerts.rules]]\nname = \"cheap-h100-spot\"\nkind = \"price_below\"\ngpu_models = [\"H100\"]\nprice_kinds = [\"spot\"]\n\
+         usd_per_gpu_hour = 2.0\nhysteresis_pct = 5\nchannels = [\"hook\", \"chat\"]\n"
+    );
+    std::fs::write(dir.join("gpuplan.toml"), config).unwrap();
+}
+
+async fn start(dir: &Path, port: u16) -> Daemon {
+    let child = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .arg("--config")
+        .arg(dir.join("gpuplan.toml"))
+        .arg("serve")
+        .env("GPUPLAN_TEST_HOOK_SECRET", SECRET)
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .unwrap();
+    let d = Daemon {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        http: reqwest::Client::new(),
+    };
+    for _ in 0..500 {
+        if d.http
+            .get(format!("{}/readyz", d.base))
+            .send()
+            .await
+            .is_ok()
+        {
+            return d;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the daemon never became ready");
+}
+
+impl Daemon {
+    async fn get(&self, path: &str) -> Value {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        serde_json::from_str(&r.text().await.unwrap()).unwrap()
+    }
+
+    async fn ok_runs(&self) -> usize {
+        let runs = self.get("/v1/sync-runs").await;
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["status"] == "ok")
+            .count()
+    }
+
+    /// Triggers a sync and waits until it is recorded (alerts are evaluated
+    /// right after it, before the source's next run).
+    async fn sync(&self) {
+        let before = self.ok_runs().await;
+        self.http
+            .post(format!("{}/v1/sync", self.base))
+            .send()
+            .await
+            .unwrap();
+        self.until(|| async { self.ok_runs().await > before }).await;
+        // Evaluation follows the write; the messages it queues show up here.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    async fn until<F: std::future::Future<Output = bool>>(&self, check: impl Fn() -> F) {
+        for _ in 0..500 {
+            if check().await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("condition never held");
+    }
+
+    async fn messages(&self) -> Vec<Value> {
+        self.get("/v1/alerts").await["messages"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    fn stop(mut self) {
+        Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert_eq!(self.child.wait().unwrap().code(), Some(0));
+    }
+}
+
+/// A test that fails mid-way must not leave its daemon running: cargo would
+/// wait for the orphan's output pipes to close.
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn delivered(d: &Daemon, n: usize) {
+    d.until(|| async {
+        d.messages()
+            .await
+            .iter()
+            .filter(|m| !m["delivered_at"].is_null())
+            .count()
+            >= n
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crossing_is_delivered_once_to_each_channel_and_again_after_re_arming() {
+    let (server, _) = receiver(0, Arc::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    write_config(dir.path(), &server.base, port);
+    sheet(dir.path(), 2.5);
+    let d = start(dir.path(), port).await;
+    d.until(|| async { d.ok_runs().await == 1 }).await;
+    assert!(server.requests().is_empty());
+
+    sheet(dir.path(), 1.5);
+    d.sync().await;
+    delivered(&d, 2).await;
+    let seen = server.requests();
+    let hook = seen.iter().find(|r| r.uri == "/hook").unwrap();
+    let body: Value = serde_json::from_str(&hook.body).unwrap();
+    assert_eq!(
+        (body["rule"].as_str(), body["value"].as_f64()),
+        (Some("cheap-h100-spot"), Some(1.5))
+    );
+    assert_eq!(
+        hook.headers["idempotency-key"].to_str().unwrap(),
+        body["idempotency_key"].as_str().unwrap()
+    );
+    let sig = hook.headers[SIGNATURE_HEADER].to_str().unwrap();
+    assert_eq!(sig, signature(&Secret::new(SECRET), hook.body.as_bytes()));
+    let chat: Value =
+        serde_json::from_str(&seen.iter().find(|r| r.uri == "/chat").unwrap().body).unwrap();
+    let text = chat["text"].as_str().unwrap();
+    assert!(
+        text.contains("cheap-h100-spot") && text.contains("1.5000") && text.contains("threshold 2"),
+        "{text}"
+    );
+
+    // Still below on three more syncs: nothing new.
+    for _ in 0..3 {
+        d.sync().await;
+    }
+    assert_eq!(d.messages().await.len(), 2);
+    assert_eq!(server.requests().len(), 2);
+
+    // 2.05 is above 2 but inside the 5% hysteresis: not re-armed.
+    sheet(dir.path(), 2.05);
+    d.sync().await;
+    sheet(dir.path(), 1.9);
+    d.sync().await;
+    assert_eq!(d.messages().await.len(), 2);
+    // Back past it, then below again: delivered again.
+    sheet(dir.path(), 2.5);
+    d.sync().await;
+    sheet(dir.path(), 1.2);
+    d.sync().await;
+    delivered(&d, 4).await;
+    assert_eq!(server.requests().len(), 4);
+
+    let state = d.get("/v1/alerts").await["state"].clone();
+    assert_eq!(state[0]["fired"], true);
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_receiver_failing_twice_gets_exactly_one_accepted_delivery() {
+    let (server, hooks) = receiver(2, Arc::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    write_config(dir.path(), &server.base, port);
+    sheet(dir.path(), 1.5);
+    let d = start(dir.path(), port).await;
+    delivered(&d, 2).await;
+    assert_eq!(hooks.load(Ordering::SeqCst), 3);
+    let hook = d
+        .messages()
+        .await
+        .into_iter()
+        .find(|m| m["channel"] == "hook")
+        .unwrap();
+    assert_eq!(hook["attempts"], 3);
+    // Give the delivery task time to (wrongly) send again; it must not.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(hooks.load(Ordering::SeqCst), 3);
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn undelivered_alerts_survive_a_restart() {
+    let down = Arc::new(AtomicUsize::new(1));
+    let (server, _) = receiver(0, down.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    write_config(dir.path(), &server.base, port);
+    sheet(dir.path(), 1.5);
+    let d = start(dir.path(), port).await;
+    d.until(|| async { d.messages().await.len() == 2 }).await;
+    d.until(|| async {
+        d.messages()
+            .await
+            .iter()
+            .all(|m| m["attempts"].as_i64().unwrap() >= 1)
+    })
+    .await;
+    d.stop();
+
+    down.store(0, Ordering::SeqCst);
+    let d = start(dir.path(), port).await;
+    delivered(&d, 2).await;
+    let accepted = server
+        .requests()
+        .iter()
+        .filter(|r| r.uri == "/hook")
+        .count();
+    assert!(
+        accepted >= 2,
+        "the hook saw its failed try and the delivery"
+    );
+    // The rule did not fire again on restart: still two messages.
+    assert_eq!(d.messages().await.len(), 2);
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn alerts_test_sends_through_the_rules_channels() {
+    let (server, _) = receiver(0, Arc::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &server.base, free_port());
+    let dir_path = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+            .arg("--config")
+            .arg(dir_path.join("gpuplan.toml"))
+            .args(["alerts", "test", "cheap-h100-spot"])
+            .env("GPUPLAN_TEST_HOOK_SECRET", SECRET)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "hook: sent\nchat: sent\n"
+    );
+    assert_eq!(server.requests().len(), 2);
+    assert!(server.requests()[0].body.contains("test message"));
+}
