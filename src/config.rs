@@ -40,6 +40,8 @@ pub struct Config {
 
 #[derive(Debug, Clone, Default)]
 pub struct AlertsConfig {
+    /// Scheduled plans by name (`[alerts.plans.NAME]`).
+    pub plans: BTreeMap<String, ScheduledPlan>,
     pub channels: BTreeMap<String, ChannelConfig>,
     pub rules: Vec<RuleConfig>,
     /// Backoff of deliveries to a receiver that fails.
@@ -69,16 +71,18 @@ pub enum RuleKind {
     SyncFailed,
     Stale,
     NewOffer,
+    PlanChanged,
 }
 
 impl RuleKind {
-    const NAMES: [(&'static str, RuleKind); 6] = [
+    const NAMES: [(&'static str, RuleKind); 7] = [
         ("price_below", RuleKind::PriceBelow),
         ("price_above", RuleKind::PriceAbove),
         ("spot_above_committed", RuleKind::SpotAboveCommitted),
         ("sync_failed", RuleKind::SyncFailed),
         ("stale", RuleKind::Stale),
         ("new_offer", RuleKind::NewOffer),
+        ("plan_changed", RuleKind::PlanChanged),
     ];
 
     #[must_use]
@@ -115,6 +119,27 @@ pub struct RuleConfig {
     pub hysteresis: f64,
     pub cooldown: Option<Duration>,
     pub channels: Vec<String>,
+    /// For `plan_changed`: the scheduled plans it watches; empty means all.
+    pub plans: Vec<String>,
+}
+
+/// A plan the daemon re-solves on a schedule, alerting `plan_changed` rules
+/// when its result changes (planning-model.md §7).
+#[derive(Debug, Clone)]
+pub struct ScheduledPlan {
+    /// Hourly demand (CSV), or past usage to forecast from.
+    pub input: PlanInput,
+    pub schedule: Schedule,
+    pub gpus: Vec<String>,
+    pub clouds: Vec<String>,
+    pub regions: Vec<String>,
+    pub policy: crate::optimizer::Policy,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlanInput {
+    Demand(PathBuf),
+    Usage { path: PathBuf, horizon_hours: usize },
 }
 
 #[derive(Debug, Clone)]
@@ -371,6 +396,24 @@ struct RawAlerts {
     channels: BTreeMap<String, RawChannel>,
     #[serde(default)]
     rules: Vec<RawRule>,
+    #[serde(default)]
+    plans: BTreeMap<String, RawPlan>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPlan {
+    demand: Option<String>,
+    usage: Option<String>,
+    horizon_hours: Option<i64>,
+    schedule: Option<String>,
+    #[serde(default)]
+    gpu: Vec<String>,
+    #[serde(default)]
+    clouds: Vec<String>,
+    #[serde(default)]
+    regions: Vec<String>,
+    policy: Option<toml::Table>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -403,6 +446,8 @@ struct RawRule {
     cooldown_secs: Option<f64>,
     #[serde(default)]
     channels: Vec<String>,
+    #[serde(default)]
+    plans: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -699,7 +744,7 @@ impl RawConfig {
             }
         }
 
-        let alerts = validate_alerts(self.alerts, &mut c);
+        let alerts = validate_alerts(self.alerts, &mut c, &resolve);
         if !c.errors.is_empty() {
             return Err(c.errors);
         }
@@ -726,7 +771,72 @@ impl RawConfig {
     }
 }
 
-fn validate_alerts(raw: RawAlerts, c: &mut Checker) -> AlertsConfig {
+fn validate_plans(
+    raw: BTreeMap<String, RawPlan>,
+    c: &mut Checker,
+    resolve: &dyn Fn(&str) -> PathBuf,
+) -> BTreeMap<String, ScheduledPlan> {
+    let mut plans = BTreeMap::new();
+    for (name, p) in raw {
+        let at = |key: &str| format!("alerts.plans.{name}.{key}");
+        let input = match (&p.demand, &p.usage) {
+            (Some(d), None) => PlanInput::Demand(resolve(d)),
+            (None, Some(u)) => match p.horizon_hours.unwrap_or(168) {
+                h @ 1..=8784 => PlanInput::Usage {
+                    path: resolve(u),
+                    horizon_hours: h as usize,
+                },
+                h => {
+                    c.fail(
+                        at("horizon_hours"),
+                        format!("{h} is not between 1 and 8784"),
+                    );
+                    continue;
+                }
+            },
+            _ => {
+                c.fail(
+                    format!("alerts.plans.{name}"),
+                    "give exactly one of demand (hourly demand CSV) or usage (past usage CSV)",
+                );
+                continue;
+            }
+        };
+        // The policy uses the planning model's keys and rules (planning-model.md §4.1).
+        let policy_json = serde_json::to_value(p.policy.unwrap_or_default()).unwrap_or_default();
+        let policy = match crate::optimizer::Problem::from_json(
+            &serde_json::json!({"demand": [0], "offers": [], "policy": policy_json}),
+        ) {
+            Ok(problem) => problem.policy,
+            Err(e) => {
+                c.fail(format!("alerts.plans.{name}.{}", e.path), e.message);
+                continue;
+            }
+        };
+        plans.insert(
+            name.clone(),
+            ScheduledPlan {
+                input,
+                schedule: c.schedule(
+                    &at("schedule"),
+                    p.schedule.as_deref().or(Some("0 0 6 * * *")),
+                ),
+                gpus: p.gpu,
+                clouds: p.clouds,
+                regions: p.regions,
+                policy,
+            },
+        );
+    }
+    plans
+}
+
+fn validate_alerts(
+    raw: RawAlerts,
+    c: &mut Checker,
+    resolve: &dyn Fn(&str) -> PathBuf,
+) -> AlertsConfig {
+    let plans = validate_plans(raw.plans, c, resolve);
     let mut channels = BTreeMap::new();
     for (name, ch) in raw.channels {
         let at = |key: &str| format!("alerts.channels.{name}.{key}");
@@ -856,6 +966,20 @@ fn validate_alerts(raw: RawAlerts, c: &mut Checker) -> AlertsConfig {
         let cooldown = r
             .cooldown_secs
             .map(|s| c.seconds(&at("cooldown_secs"), Some(s), 1.0));
+        if !r.plans.is_empty() && kind != RuleKind::PlanChanged {
+            c.fail(
+                at("plans"),
+                format!("only plan_changed rules watch plans, not {}", r.kind),
+            );
+        }
+        for (j, plan) in r.plans.iter().enumerate() {
+            if !plans.contains_key(plan) {
+                c.fail(
+                    format!("{label}.plans[{j}]"),
+                    format!("no scheduled plan `{plan}` in [alerts.plans]"),
+                );
+            }
+        }
         if r.channels.is_empty() {
             c.fail(
                 at("channels"),
@@ -882,9 +1006,11 @@ fn validate_alerts(raw: RawAlerts, c: &mut Checker) -> AlertsConfig {
             hysteresis: hysteresis / 100.0,
             cooldown,
             channels: r.channels,
+            plans: r.plans,
         });
     }
     AlertsConfig {
+        plans,
         channels,
         rules,
         retry_initial: c.seconds("alerts.retry_initial_secs", raw.retry_initial_secs, 5.0),
@@ -919,6 +1045,41 @@ mod tests {
                 "missing {expected} in:\n{joined}"
             );
         }
+    }
+
+    #[test]
+    fn scheduled_plans_are_checked_with_the_models_policy_rules() {
+        let errors = errors_of(
+            "[alerts.plans.a]\ndemand = \"d.csv\"\nusage = \"u.csv\"\n\
+             [alerts.plans.b]\ndemand = \"d.csv\"\n[alerts.plans.b.policy]\nmax_spot_shar = 0.5\n\
+             [alerts.channels.log]\ntype = \"log\"\n\
+             [[alerts.rules]]\nname = \"moved\"\nkind = \"plan_changed\"\nplans = [\"c\"]\nchannels = [\"log\"]\n",
+        );
+        let joined = errors.join("\n");
+        for expected in [
+            "alerts.plans.a:",
+            "alerts.plans.b.policy.max_spot_shar",
+            "alerts.rules[0] (moved).plans[0]",
+        ] {
+            assert!(
+                joined.contains(expected),
+                "missing {expected} in:\n{joined}"
+            );
+        }
+        let ok = Config::parse(
+            "[alerts.plans.w]\nusage = \"u.csv\"\nhorizon_hours = 24\nschedule = \"0 0 6 * * *\"\n[alerts.plans.w.policy]\nmax_spot_share = 0.5\n",
+            Path::new("/etc/gpuplan"),
+        )
+        .unwrap();
+        let plan = &ok.alerts.plans["w"];
+        assert_eq!(
+            plan.input,
+            PlanInput::Usage {
+                path: PathBuf::from("/etc/gpuplan/u.csv"),
+                horizon_hours: 24
+            }
+        );
+        assert_eq!(plan.policy.max_spot_share, Some(0.5));
     }
 
     fn errors_of(text: &str) -> Vec<String> {

@@ -148,6 +148,18 @@ pub async fn run_with_providers(
         ));
     }
 
+    for (name, plan) in &config.alerts.plans {
+        tracker.spawn(scheduler::run_plan(
+            name.clone(),
+            plan.clone(),
+            pool.clone(),
+            ctx.alerts.clone(),
+            intervals.clone(),
+            cancel.clone(),
+            ctx.clock,
+        ));
+    }
+
     let state = Arc::new(AppState {
         pool,
         metrics: ctx.metrics.clone(),

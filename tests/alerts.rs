@@ -329,3 +329,52 @@ async fn alerts_test_sends_through_the_rules_channels() {
     assert_eq!(server.requests().len(), 2);
     assert!(server.requests()[0].body.contains("test message"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scheduled_plan_that_changes_alerts_its_rule() {
+    let (server, _) = receiver(0, Arc::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    write_config(dir.path(), &server.base, port);
+    let mut config = std::fs::read_to_string(dir.path().join("gpuplan.toml")).unwrap();
+    config.push_str(
+        "[alerts.plans.weekly]\ndemand = \"demand.csv\"\nschedule = \"* * * * * *\"\ngpu = [\"H100\"]\n\
+         [[alerts.rules]]\nname = \"plan-moved\"\nkind = \"plan_changed\"\nplans = [\"weekly\"]\nchannels = [\"hook\"]\n",
+    );
+    std::fs::write(dir.path().join("gpuplan.toml"), config).unwrap();
+    std::fs::write(dir.path().join("demand.csv"), "hour,gpus\n0,4\n1,4\n2,4\n").unwrap();
+    let priced = |reserved: f64| {
+        format!(
+            "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\nr,h1,H100,1,on_demand,10\nr,h1,H100,1,reserved_1y,{reserved}\n"
+        )
+    };
+    std::fs::write(dir.path().join("sheet.csv"), priced(4.0)).unwrap();
+    let d = start(dir.path(), port).await;
+    // The first plan reserves 4 GPUs; it is the first of its name, so no alert.
+    d.until(|| async {
+        d.get("/v1/plans/latest?name=weekly").await["result"]["reserved"][0]["count"] == 4.0
+    })
+    .await;
+    assert!(server.requests().is_empty());
+
+    // Reserved now dearer than on-demand: the next plan reserves nothing.
+    std::fs::write(dir.path().join("sheet.csv"), priced(12.0)).unwrap();
+    d.sync().await;
+    d.until(|| async { server.requests().iter().any(|r| r.uri == "/hook") })
+        .await;
+    let hook = server
+        .requests()
+        .into_iter()
+        .find(|r| r.uri == "/hook")
+        .unwrap();
+    let body: Value = serde_json::from_str(&hook.body).unwrap();
+    assert_eq!(body["rule"], "plan-moved");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("plan weekly changed"),
+        "{body}"
+    );
+    d.stop();
+}

@@ -73,6 +73,8 @@ pub fn observe(
 ) -> Result<Vec<Observation>, StoreError> {
     let h = rule.hysteresis;
     match rule.kind {
+        // Plan changes are events of the plan runner (see [`plan_changed`]).
+        RuleKind::PlanChanged => Ok(Vec::new()),
         RuleKind::PriceBelow | RuleKind::PriceAbove => {
             let below = rule.kind == RuleKind::PriceBelow;
             let filter = PriceFilter {
@@ -340,6 +342,78 @@ pub fn decide(
     out
 }
 
+/// Messages for the `plan_changed` rules watching scheduled plan `plan`, after
+/// its new result changed against the previous one. The state row per (rule,
+/// plan) records when it last fired, for cooldowns.
+#[must_use]
+pub fn plan_changed(
+    rules: &[RuleConfig],
+    previous: &[AlertState],
+    plan: &str,
+    change: &crate::optimizer::PlanChange,
+    result: &Value,
+    now: DateTime<Utc>,
+) -> Decisions {
+    let mut out = Decisions::default();
+    for rule in rules.iter().filter(|r| {
+        r.kind == RuleKind::PlanChanged && (r.plans.is_empty() || r.plans.iter().any(|p| p == plan))
+    }) {
+        let cooling = previous
+            .iter()
+            .find(|s| s.rule == rule.name && s.key == plan)
+            .and_then(|s| s.last_fired_at)
+            .zip(rule.cooldown)
+            .is_some_and(|(at, cd)| (now - at).to_std().unwrap_or_default() < cd);
+        if !change.changed || cooling {
+            continue;
+        }
+        let objective = result["objective"].as_f64();
+        out.states.push(AlertState {
+            rule: rule.name.clone(),
+            key: plan.to_owned(),
+            fired: false,
+            last_value: objective,
+            changed_at: now,
+            last_fired_at: Some(now),
+        });
+        let message = format!(
+            "plan {plan} changed: {}; cost now {}",
+            change.reasons.join("; "),
+            objective.map_or_else(|| "n/a (infeasible)".to_owned(), |o| format!("{o:.2} USD"))
+        );
+        let payload = json!({
+            "rule": rule.name, "kind": rule.kind.as_str(), "key": plan, "value": objective,
+            "message": message, "fired_at": now,
+            "details": {"reasons": change.reasons, "reserved_diff": change.reserved_diff,
+                        "status": result["status"], "savings_pct": result["savings_pct"]},
+        });
+        push_messages(&mut out, rule, plan, &payload, now);
+    }
+    out
+}
+
+/// One message per channel of `rule`, each with its own stable idempotency key.
+fn push_messages(
+    out: &mut Decisions,
+    rule: &RuleConfig,
+    key: &str,
+    payload: &Value,
+    now: DateTime<Utc>,
+) {
+    for channel in &rule.channels {
+        let id = format!("{}|{key}|{}|{channel}", rule.name, now.timestamp_micros());
+        let idempotency_key = format!("gpuplan-{:016x}", fnv1a(id.as_bytes()));
+        let mut payload = payload.clone();
+        payload["idempotency_key"] = json!(idempotency_key);
+        out.messages.push(NewMessage {
+            idempotency_key,
+            rule: rule.name.clone(),
+            channel: channel.clone(),
+            payload,
+        });
+    }
+}
+
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
@@ -388,6 +462,7 @@ mod tests {
             hysteresis: 0.05,
             cooldown,
             channels: vec!["hook".into(), "chat".into()],
+            plans: vec![],
         }
     }
 
@@ -462,6 +537,37 @@ mod tests {
         assert_eq!((first.states.len(), first.messages.len()), (2, 0));
         let second = decide(&r, &first.states, &[o("a"), o("b"), o("c")], now);
         assert_eq!((second.states.len(), second.messages.len()), (1, 2));
+    }
+
+    #[test]
+    fn a_changed_plan_alerts_its_rules_and_an_unchanged_one_does_not() {
+        let r = rule(RuleKind::PlanChanged, None);
+        let change = |changed| crate::optimizer::PlanChange {
+            changed,
+            reasons: vec!["reserved portfolio changed in 1 entry".into()],
+            reserved_diff: BTreeMap::new(),
+        };
+        let result = json!({"status": "optimal", "objective": 1200.0});
+        let d = plan_changed(
+            std::slice::from_ref(&r),
+            &[],
+            "weekly",
+            &change(true),
+            &result,
+            Utc::now(),
+        );
+        assert_eq!(d.messages.len(), 2);
+        assert!(
+            d.messages[0].payload["message"]
+                .as_str()
+                .unwrap()
+                .contains("plan weekly changed")
+        );
+        assert!(
+            plan_changed(&[r], &[], "weekly", &change(false), &result, Utc::now())
+                .messages
+                .is_empty()
+        );
     }
 
     #[test]
