@@ -7,6 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{Client, RequestBuilder, StatusCode};
+use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
 use crate::ProviderError;
 
@@ -98,13 +99,44 @@ impl HttpClient {
     pub async fn send(
         &self,
         url: &str,
-        build: impl Fn(&Client) -> RequestBuilder,
+        build: impl Fn(&Client) -> RequestBuilder + Sync,
     ) -> Result<Vec<u8>, ProviderError> {
+        let mut body = Vec::new();
+        self.run(url, &build, &mut Sink::Memory(&mut body)).await?;
+        Ok(body)
+    }
+
+    /// GETs `url` into `file` chunk by chunk, so a body of any size never sits in
+    /// memory whole; a retry starts the file over. Returns the bytes written.
+    ///
+    /// # Errors
+    /// As [`HttpClient::send`], and `Io` when the file cannot be written.
+    pub async fn download(
+        &self,
+        url: &str,
+        file: &mut tokio::fs::File,
+    ) -> Result<u64, ProviderError> {
+        let mut written = 0;
+        self.run(
+            url,
+            &|c: &Client| c.get(url),
+            &mut Sink::File(file, &mut written),
+        )
+        .await?;
+        Ok(written)
+    }
+
+    async fn run(
+        &self,
+        url: &str,
+        build: &(dyn Fn(&Client) -> RequestBuilder + Sync),
+        sink: &mut Sink<'_>,
+    ) -> Result<(), ProviderError> {
         let shown = redact_url(url);
         let mut attempt = 1;
         loop {
-            let err = match self.try_once(&shown, build(&self.client)).await {
-                Ok(body) => return Ok(body),
+            let err = match self.try_once(&shown, build(&self.client), sink).await {
+                Ok(()) => return Ok(()),
                 Err(Attempt::Fail(err)) => return Err(err),
                 Err(Attempt::Retry(err)) => err,
             };
@@ -128,7 +160,12 @@ impl HttpClient {
         }
     }
 
-    async fn try_once(&self, shown: &str, request: RequestBuilder) -> Result<Vec<u8>, Attempt> {
+    async fn try_once(
+        &self,
+        shown: &str,
+        request: RequestBuilder,
+        sink: &mut Sink<'_>,
+    ) -> Result<(), Attempt> {
         let transport = |detail: String| ProviderError::Transport {
             provider: self.provider.clone(),
             url: shown.to_owned(),
@@ -138,15 +175,27 @@ impl HttpClient {
             .send()
             .await
             .map_err(|e| Attempt::Retry(transport(error_chain(&e.without_url()))))?;
+        let mut response = response;
         let status = response.status();
         if status.is_success() {
-            return match response.bytes().await {
-                Ok(body) => Ok(body.to_vec()),
-                Err(e) => Err(Attempt::Retry(transport(format!(
-                    "reading the body: {}",
-                    error_chain(&e.without_url())
-                )))),
-            };
+            sink.reset()
+                .await
+                .map_err(|e| Attempt::Fail(self.io_error(shown, &e)))?;
+            loop {
+                match response.chunk().await {
+                    Ok(Some(chunk)) => sink
+                        .write(&chunk)
+                        .await
+                        .map_err(|e| Attempt::Fail(self.io_error(shown, &e)))?,
+                    Ok(None) => return Ok(()),
+                    Err(e) => {
+                        return Err(Attempt::Retry(transport(format!(
+                            "reading the body: {}",
+                            error_chain(&e.without_url())
+                        ))));
+                    }
+                }
+            }
         }
         if status == StatusCode::TOO_MANY_REQUESTS {
             let retry_after = retry_after(response.headers(), Utc::now());
@@ -175,6 +224,52 @@ impl HttpClient {
             Err(Attempt::Retry(err))
         } else {
             Err(Attempt::Fail(err))
+        }
+    }
+}
+
+impl HttpClient {
+    fn io_error(&self, shown: &str, e: &std::io::Error) -> ProviderError {
+        ProviderError::Io {
+            provider: self.provider.clone(),
+            path: shown.to_owned(),
+            detail: format!("writing the download: {e}"),
+        }
+    }
+}
+
+/// Where a response body goes: memory, or a file counting what it wrote.
+enum Sink<'a> {
+    Memory(&'a mut Vec<u8>),
+    File(&'a mut tokio::fs::File, &'a mut u64),
+}
+
+impl Sink<'_> {
+    /// Empties the sink before a (re)try writes the body again.
+    async fn reset(&mut self) -> std::io::Result<()> {
+        match self {
+            Self::Memory(v) => {
+                v.clear();
+                Ok(())
+            }
+            Self::File(f, n) => {
+                **n = 0;
+                f.set_len(0).await?;
+                f.seek(std::io::SeekFrom::Start(0)).await.map(|_| ())
+            }
+        }
+    }
+
+    async fn write(&mut self, chunk: &[u8]) -> std::io::Result<()> {
+        match self {
+            Self::Memory(v) => {
+                v.extend_from_slice(chunk);
+                Ok(())
+            }
+            Self::File(f, n) => {
+                **n += chunk.len() as u64;
+                f.write_all(chunk).await
+            }
         }
     }
 }
@@ -387,6 +482,42 @@ mod tests {
             }
         });
         assert_eq!(client().get(&url).await.unwrap(), b"{}");
+    }
+
+    #[tokio::test]
+    async fn a_download_streams_to_a_file_and_a_retry_starts_it_over() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            for n in 0.. {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                let mut buf = [0u8; 1024];
+                let _ = sock.read(&mut buf).await;
+                let reply: &[u8] = if n == 0 {
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nPARTIAL-"
+                } else {
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\nconnection: close\r\n\r\ncomplete"
+                };
+                sock.write_all(reply).await.unwrap();
+                sock.shutdown().await.unwrap();
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("offer.json");
+        let mut file = tokio::fs::File::options()
+            .create(true)
+            .read(true)
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .await
+            .unwrap();
+        let written = client().download(&url, &mut file).await.unwrap();
+        drop(file);
+        assert_eq!(
+            (written, std::fs::read_to_string(&path).unwrap()),
+            (8, "complete".to_owned())
+        );
     }
 
     #[test]
