@@ -5,6 +5,8 @@
 //! HTTP and their own wire format and nothing else; they never touch the store,
 //! which is the daemon's job.
 
+#[cfg(feature = "aws")]
+pub mod aws;
 #[cfg(feature = "azure")]
 pub mod azure;
 pub mod error;
