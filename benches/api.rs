@@ -222,7 +222,7 @@ async fn load(
 
 fn serve(dir: &std::path::Path, port: u16) -> Child {
     let config = format!(
-        "[store]\npath = \"catalog.db\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[providers.azure]\nenabled = false\n"
+        "[store]\npath = \"catalog.db\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n"
     );
     std::fs::write(dir.join("gpuplan.toml"), config).unwrap();
     Command::new(env!("CARGO_BIN_EXE_gpuplan"))

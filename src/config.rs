@@ -25,6 +25,11 @@ const DEFAULT_LIST_SCHEDULE: &str = "0 0 * * * *";
 const DEFAULT_MAX_SHRINK_PCT: f64 = 20.0;
 const DEFAULT_LISTEN: &str = "127.0.0.1:8321";
 const DEFAULT_AZURE_ENDPOINT: &str = "https://prices.azure.com";
+const DEFAULT_AWS_BULK_ENDPOINT: &str = "https://pricing.us-east-1.amazonaws.com";
+const DEFAULT_AWS_SPOT_ADVISOR_URL: &str =
+    "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json";
+/// Each region's offer file is hundreds of MB, so the default is two regions, not all.
+const DEFAULT_AWS_REGIONS: [&str; 2] = ["us-east-1", "us-west-2"];
 const DEFAULT_GCP_BILLING_ENDPOINT: &str = "https://cloudbilling.googleapis.com";
 const DEFAULT_GCP_COMPUTE_ENDPOINT: &str = "https://compute.googleapis.com";
 const DEFAULT_LAMBDA_ENDPOINT: &str = "https://cloud.lambda.ai";
@@ -168,6 +173,7 @@ pub struct StoreConfig {
 
 #[derive(Debug, Clone)]
 pub struct ProvidersConfig {
+    pub aws: AwsSourceConfig,
     pub azure: AzureSourceConfig,
     /// `None` when the config has no `[providers.gcp]` (it needs an API key).
     pub gcp: Option<GcpSourceConfig>,
@@ -175,6 +181,16 @@ pub struct ProvidersConfig {
     pub lambda: Option<LambdaSourceConfig>,
     /// Price sheets by name; records carry `file:<name>` as their provider.
     pub file: BTreeMap<String, FileSourceConfig>,
+}
+
+/// AWS from its public price files and spot advisor (no credentials).
+#[derive(Debug, Clone)]
+pub struct AwsSourceConfig {
+    pub enabled: bool,
+    pub regions: Vec<String>,
+    pub bulk_endpoint: String,
+    pub spot_advisor_url: String,
+    pub schedule: Schedule,
 }
 
 #[derive(Debug, Clone)]
@@ -307,6 +323,9 @@ impl Config {
     pub fn enabled_sources(&self) -> Vec<(String, &Schedule)> {
         let p = &self.providers;
         let mut out = Vec::new();
+        if p.aws.enabled {
+            out.push(("aws".to_owned(), &p.aws.schedule));
+        }
         if p.azure.enabled {
             out.push(("azure".to_owned(), &p.azure.schedule));
         }
@@ -476,11 +495,23 @@ struct RawStore {
 #[serde(deny_unknown_fields)]
 struct RawProviders {
     #[serde(default)]
+    aws: RawAws,
+    #[serde(default)]
     azure: RawAzure,
     gcp: Option<RawGcp>,
     lambda: Option<RawLambda>,
     #[serde(default)]
     file: BTreeMap<String, RawFileSource>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAws {
+    enabled: Option<bool>,
+    regions: Option<Vec<String>>,
+    bulk_endpoint: Option<String>,
+    spot_advisor_url: Option<String>,
+    schedule: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -650,6 +681,28 @@ impl RawConfig {
         });
 
         let raw = self.providers;
+        let aws = AwsSourceConfig {
+            enabled: raw.aws.enabled.unwrap_or(true),
+            regions: c.regions(
+                "providers.aws.regions",
+                Some(
+                    raw.aws
+                        .regions
+                        .unwrap_or_else(|| DEFAULT_AWS_REGIONS.map(str::to_owned).to_vec()),
+                ),
+            ),
+            bulk_endpoint: c.endpoint(
+                "providers.aws.bulk_endpoint",
+                raw.aws.bulk_endpoint,
+                DEFAULT_AWS_BULK_ENDPOINT,
+            ),
+            spot_advisor_url: c.endpoint(
+                "providers.aws.spot_advisor_url",
+                raw.aws.spot_advisor_url,
+                DEFAULT_AWS_SPOT_ADVISOR_URL,
+            ),
+            schedule: c.schedule("providers.aws.schedule", raw.aws.schedule.as_deref()),
+        };
         let azure = AzureSourceConfig {
             enabled: raw.azure.enabled.unwrap_or(true),
             endpoint: c.endpoint(
@@ -762,6 +815,7 @@ impl RawConfig {
                 http_timeout,
             },
             providers: ProvidersConfig {
+                aws,
                 azure,
                 gcp,
                 lambda,
@@ -1106,7 +1160,7 @@ mod tests {
             .into_iter()
             .map(|(s, _)| s)
             .collect();
-        assert_eq!(sources, vec!["azure"]);
+        assert_eq!(sources, vec!["aws", "azure"]);
         assert!((config.sync.max_shrink - 0.2).abs() < 1e-12);
         assert_eq!(Config::default().store.path, config.store.path);
     }
@@ -1131,7 +1185,7 @@ mod tests {
             .into_iter()
             .map(|(s, _)| s)
             .collect();
-        assert_eq!(sources, vec!["azure", "file:onprem"]);
+        assert_eq!(sources, vec!["aws", "azure", "file:onprem"]);
     }
 
     #[test]
@@ -1212,7 +1266,7 @@ mod tests {
 
     #[test]
     fn gcp_and_lambda_are_enabled_by_their_sections() {
-        let config = Config::parse("[providers.azure]\nenabled = false\n[providers.gcp]\nproject = \"p\"\n[providers.lambda]\n", Path::new("")).unwrap();
+        let config = Config::parse("[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.gcp]\nproject = \"p\"\n[providers.lambda]\n", Path::new("")).unwrap();
         let sources: Vec<String> = config
             .enabled_sources()
             .into_iter()

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
+use gpuplan_providers::aws::{AwsPublicConfig, AwsPublicProvider};
 use gpuplan_providers::azure::{AzureConfig, AzureProvider};
 use gpuplan_providers::file::FileProvider;
 use gpuplan_providers::gcp::{self, GcpConfig, GcpProvider};
@@ -331,6 +332,14 @@ pub fn enabled_providers(config: &Config) -> Result<Vec<Box<dyn Provider>>, Prov
         ..RetryPolicy::default()
     };
     let mut out: Vec<Box<dyn Provider>> = Vec::new();
+    if p.aws.enabled {
+        out.push(Box::new(AwsPublicProvider::new(AwsPublicConfig {
+            bulk_endpoint: p.aws.bulk_endpoint.clone(),
+            spot_advisor_url: p.aws.spot_advisor_url.clone(),
+            regions: p.aws.regions.clone(),
+            retry: retry(),
+        })?));
+    }
     if p.azure.enabled {
         out.push(Box::new(AzureProvider::new(AzureConfig {
             endpoint: p.azure.endpoint.clone(),

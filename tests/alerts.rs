@@ -52,7 +52,7 @@ struct Daemon {
 
 fn write_config(dir: &Path, receiver: &str, port: u16) {
     let config = format!(
-        "[store]\npath = \"c.db\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[providers.azure]\nenabled = false\n\
+        "[store]\npath = \"c.db\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n\
          [providers.file.sheet]\npath = \"sheet.csv\"\nschedule = \"0 0 0 1 1 *\"\n\
          [alerts]\nretry_initial_secs = 0.05\nretry_max_secs = 0.2\n\
          [alerts.channels.hook]\ntype = \"webhook\"\nurl = \"{receiver}/hook\"\nsecret_env = \"GPUPLAN_TEST_HOOK_SECRET\"\n\

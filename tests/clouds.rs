@@ -56,7 +56,7 @@ impl Setup {
         let dir = tempfile::tempdir().unwrap();
         let config = format!(
             "[store]\npath = \"catalog.db\"\n\n\
-             [providers.azure]\nendpoint = \"{base}\"\nregions = [\"eastus\"]\n\n\
+             [providers.aws]\nenabled = false\n[providers.azure]\nendpoint = \"{base}\"\nregions = [\"eastus\"]\n\n\
              [providers.gcp]\nbilling_endpoint = \"{base}\"\ncompute_endpoint = \"{base}\"\n\n\
              [providers.lambda]\nendpoint = \"{base}\"\n"
         );
@@ -241,4 +241,74 @@ async fn a_missing_key_fails_only_its_provider_and_names_the_variable() {
         .unwrap();
     assert_eq!(by_provider(&records, "azure").len(), 7);
     assert!(by_provider(&records, "lambda").is_empty());
+}
+
+const AWS_INDEX: &str = include_str!("../providers/fixtures/aws/region_index.json");
+const AWS_EAST: &str = include_str!("../providers/fixtures/aws/offer-us-east-1.json");
+const AWS_ADVISOR: &str = include_str!("../providers/fixtures/aws/spot-advisor-data.json");
+
+#[tokio::test(flavor = "multi_thread")]
+async fn aws_public_price_files_fill_the_catalog_without_credentials() {
+    let server = test_server::serve(|req: &Seen, base, _| match req.uri.as_str() {
+        "/offers/v1.0/aws/AmazonEC2/current/region_index.json" => {
+            test_server::json(AWS_INDEX, base)
+        }
+        "/offers/v1.0/aws/AmazonEC2/20261101000000/us-east-1/index.json" => {
+            test_server::json(AWS_EAST, base)
+        }
+        "/spot-advisor-data.json" => test_server::json(AWS_ADVISOR, base),
+        _ => test_server::status(404, "NoSuchKey"),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let base = server.base.clone();
+    std::fs::write(
+        dir.path().join("gpuplan.toml"),
+        format!(
+            "[store]\npath = \"catalog.db\"\n[providers.azure]\nenabled = false\n\
+             [providers.aws]\nregions = [\"us-east-1\"]\nbulk_endpoint = \"{base}\"\nspot_advisor_url = \"{base}/spot-advisor-data.json\"\n"
+        ),
+    )
+    .unwrap();
+    let config = dir.path().join("gpuplan.toml");
+    let run = move |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .output()
+            .unwrap()
+    };
+    let out = tokio::task::spawn_blocking(move || {
+        let sync = run(&["sync"]);
+        assert!(
+            sync.status.success(),
+            "{}",
+            String::from_utf8_lossy(&sync.stdout)
+        );
+        run(&["prices", "--provider", "aws", "--gpu", "H100", "--json"])
+    })
+    .await
+    .unwrap();
+    let records: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let records = records.as_array().unwrap();
+    assert_eq!(records.len(), 3);
+    assert!(
+        records
+            .iter()
+            .all(|r| r["gpu_model"] == "H100-80GB" && r["stale"] == false)
+    );
+    let all_upfront = records
+        .iter()
+        .find(|r| r["price_kind"] == "reserved_3y_all_upfront")
+        .unwrap();
+    assert_eq!(
+        (
+            all_upfront["offering_class"].as_str(),
+            all_upfront["upfront_usd"].as_f64()
+        ),
+        (Some("convertible"), Some(1_200_000.0))
+    );
 }

@@ -64,7 +64,7 @@ fn a_demand_file_is_planned_against_the_catalog() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("gpuplan.toml"),
-        "[store]\npath = \"c.db\"\n[providers.azure]\nenabled = false\n[providers.file.sheet]\npath = \"sheet.csv\"\n",
+        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.file.sheet]\npath = \"sheet.csv\"\n",
     )
     .unwrap();
     std::fs::write(
