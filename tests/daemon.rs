@@ -204,15 +204,24 @@ async fn a_fresh_daemon_syncs_at_start_and_the_api_matches_the_cli() {
         .await;
     assert_eq!(history["series"], serde_json::json!([]));
 
-    let text = d
-        .http
-        .get(format!("{}/metrics", d.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    // A run is visible as `ok` in the catalog a moment before the scheduler
+    // records it in the metrics, so poll (bounded) for the counter.
+    let mut text = String::new();
+    for _ in 0..250 {
+        text = d
+            .http
+            .get(format!("{}/metrics", d.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if text.contains("gpuplan_sync_runs_total{source=\"azure\",result=\"ok\"} 1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(
         text.contains("gpuplan_sync_runs_total{source=\"azure\",result=\"ok\"} 1"),
         "{text}"

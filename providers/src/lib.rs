@@ -45,6 +45,18 @@ pub enum RegionScope {
     NotChecked,
 }
 
+impl RegionScope {
+    /// The scope of a source configured with `regions`, where none means all.
+    #[must_use]
+    pub fn of_configured(regions: &[String]) -> Self {
+        if regions.is_empty() {
+            Self::All
+        } else {
+            Self::Only(regions.to_vec())
+        }
+    }
+}
+
 /// One price source. Object-safe so the daemon can hold `Box<dyn Provider>`.
 #[async_trait]
 pub trait Provider: Send + Sync {

@@ -118,11 +118,7 @@ impl Provider for AzureProvider {
     }
 
     fn region_scope(&self) -> RegionScope {
-        if self.config.regions.is_empty() {
-            RegionScope::All
-        } else {
-            RegionScope::Only(self.config.regions.clone())
-        }
+        RegionScope::of_configured(&self.config.regions)
     }
 
     #[tracing::instrument(skip_all, fields(provider = PROVIDER))]

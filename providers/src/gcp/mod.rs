@@ -177,11 +177,7 @@ impl Provider for GcpProvider {
     }
 
     fn region_scope(&self) -> RegionScope {
-        if self.config.regions.is_empty() {
-            RegionScope::All
-        } else {
-            RegionScope::Only(self.config.regions.clone())
-        }
+        RegionScope::of_configured(&self.config.regions)
     }
 
     #[tracing::instrument(skip_all, fields(provider = PROVIDER))]
