@@ -123,6 +123,11 @@ impl HttpClient {
             &mut Sink::File(file, &mut written),
         )
         .await?;
+        // tokio's File finishes writes in the background; wait for the last one
+        // before anyone reads the file through another handle.
+        file.flush()
+            .await
+            .map_err(|e| self.io_error(&redact_url(url), &e))?;
         Ok(written)
     }
 
