@@ -155,11 +155,11 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// What the API remembers between requests for one state of the catalog. The
 /// catalog changes only when a sync commits, and every commit of data marks a
-/// run `ok` in the same transaction, so the newest good run id identifies the
-/// state exactly, whichever process wrote it.
+/// run `ok` in the same transaction, so [`crate::store::Store::catalog_generation`]
+/// identifies the state exactly, whichever process wrote it.
 #[derive(Default)]
 pub struct CatalogCache {
-    generation: Option<Option<i64>>,
+    generation: Option<(i64, Option<i64>)>,
     last_good: BTreeMap<String, chrono::DateTime<Utc>>,
     /// Encoded `/v1/prices` answers by query and by which sources are stale
     /// (staleness changes with time alone).
@@ -178,7 +178,7 @@ async fn read<T: Send + 'static>(
     let state = state.clone();
     tokio::task::spawn_blocking(move || {
         state.pool.read(|store| {
-            let generation = store.last_ok_run_id()?;
+            let generation = store.catalog_generation()?;
             let last_good = {
                 let mut cache = lock(&state.cache);
                 if cache.generation != Some(generation) {

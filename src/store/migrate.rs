@@ -23,6 +23,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0004_add_alert_fired_at",
         include_str!("../../migrations/0004_add_alert_fired_at.sql"),
     ),
+    (
+        "0005_index_sync_runs_by_status",
+        include_str!("../../migrations/0005_index_sync_runs_by_status.sql"),
+    ),
 ];
 
 pub(super) fn latest_version() -> i64 {

@@ -330,15 +330,19 @@ impl Store {
         .transpose()
     }
 
-    /// The newest good sync run's id: it changes exactly when catalog data does.
+    /// A marker of the catalog's state: (good runs, newest good run id). Every
+    /// data commit marks one more run `ok` in the same transaction, so the count
+    /// changes exactly when data does, whichever process wrote it and in
+    /// whatever order concurrent runs finish (the newest id alone would miss an
+    /// older run finishing last).
     ///
     /// # Errors
     /// On a database error.
-    pub fn last_ok_run_id(&self) -> Result<Option<i64>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT id FROM sync_runs WHERE status = 'ok' ORDER BY id DESC LIMIT 1",
-        )?;
-        Ok(stmt.query_row([], |r| r.get(0)).optional()?)
+    pub fn catalog_generation(&self) -> Result<(i64, Option<i64>), StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT count(*), max(id) FROM sync_runs WHERE status = 'ok'")?;
+        Ok(stmt.query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?)
     }
 
     /// When each source last synced successfully.
