@@ -258,8 +258,12 @@ fn the_catalog_generation_changes_when_an_older_run_finishes_last() {
     let (_dir, mut store) = temp_store();
     let early = store.begin_run("azure", at(0)).unwrap();
     let late = store.begin_run("file:x", at(0)).unwrap();
-    store.write_snapshot(late, "file:x", &snapshot(1, 1.0), at(0), at(0)).unwrap();
+    store
+        .write_snapshot(late, "file:x", &snapshot(1, 1.0), at(0), at(0))
+        .unwrap();
     let after_late = store.catalog_generation().unwrap();
-    store.write_snapshot(early, "azure", &snapshot(1, 2.0), at(0), at(1)).unwrap();
+    store
+        .write_snapshot(early, "azure", &snapshot(1, 2.0), at(0), at(1))
+        .unwrap();
     assert_ne!(store.catalog_generation().unwrap(), after_late);
 }
