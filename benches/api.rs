@@ -134,12 +134,7 @@ fn write_spot(store: &mut Store, types: &[InstanceType], spot_observations: Vec<
 /// Where a prices request spends its time, without HTTP: the query, then JSON.
 fn in_process(path: &std::path::Path) {
     let store = Store::open(path).unwrap();
-    let fresh = Freshness {
-        last_good: store.last_good_syncs().unwrap(),
-        intervals: Default::default(),
-        default_interval: Duration::from_secs(3600),
-        now: Utc::now(),
-    };
+    let fresh = Freshness::read(&store, Default::default(), Utc::now()).unwrap();
     let filter = PriceFilter {
         gpus: vec!["H100-80GB".into()],
         ..PriceFilter::default()

@@ -20,7 +20,37 @@ pub struct Freshness {
     pub now: DateTime<Utc>,
 }
 
+/// The interval assumed for a source without a configured schedule.
+pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_secs(3600);
+
 impl Freshness {
+    /// Freshness as of `now`, from the last good syncs already read.
+    #[must_use]
+    pub fn new(
+        last_good: BTreeMap<String, DateTime<Utc>>,
+        intervals: BTreeMap<String, Duration>,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            last_good,
+            intervals,
+            default_interval: DEFAULT_SYNC_INTERVAL,
+            now,
+        }
+    }
+
+    /// Freshness as of `now`, reading the last good syncs from `store`.
+    ///
+    /// # Errors
+    /// On a store error.
+    pub fn read(
+        store: &Store,
+        intervals: BTreeMap<String, Duration>,
+        now: DateTime<Utc>,
+    ) -> Result<Self, StoreError> {
+        Ok(Self::new(store.last_good_syncs()?, intervals, now))
+    }
+
     /// Whether `source` is stale: it never synced well, or its last good sync is
     /// older than twice its interval.
     #[must_use]

@@ -466,19 +466,8 @@ async fn run_sync(config: &Config, wanted: &[String], json: bool) -> Result<Exit
 
 fn freshness(config: &Config, store: &Store) -> Result<Freshness, CliError> {
     let now = Utc::now();
-    let intervals = config
-        .enabled_sources()
-        .into_iter()
-        .map(|(source, schedule)| (source, schedule.interval(now)))
-        .collect();
-    Ok(Freshness {
-        last_good: store
-            .last_good_syncs()
-            .map_err(|e| CliError::Failed(e.into()))?,
-        intervals,
-        default_interval: std::time::Duration::from_secs(3600),
-        now,
-    })
+    Freshness::read(store, config.source_intervals(now), now)
+        .map_err(|e| CliError::Failed(e.into()))
 }
 
 fn run_prices(config: &Config, args: PricesArgs) -> Result<ExitCode, CliError> {

@@ -317,6 +317,15 @@ impl Config {
         raw.validate(base)
     }
 
+    /// The sync interval of each enabled source, as its schedule stands at `now`.
+    #[must_use]
+    pub fn source_intervals(&self, now: DateTime<Utc>) -> BTreeMap<String, Duration> {
+        self.enabled_sources()
+            .into_iter()
+            .map(|(source, schedule)| (source, schedule.interval(now)))
+            .collect()
+    }
+
     /// The providers the config enables, by their record name (`file:onprem`),
     /// with their schedules.
     #[must_use]

@@ -86,11 +86,7 @@ pub async fn run_with_providers(
     let alert_channels = deliver::channels(&config.alerts.channels).map_err(anyhow::Error::msg)?;
     let wake = Arc::new(Notify::new());
     let now = chrono::Utc::now();
-    let intervals: BTreeMap<String, Duration> = config
-        .enabled_sources()
-        .into_iter()
-        .map(|(id, schedule)| (id, schedule.interval(now)))
-        .collect();
+    let intervals = config.source_intervals(now);
     let alerts = (!config.alerts.rules.is_empty()).then(|| {
         Arc::new(AlertHook {
             rules: config.alerts.rules.clone(),

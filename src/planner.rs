@@ -258,12 +258,7 @@ mod tests {
             restart_hours: 0.5,
             checkpoint_hours: 1.0,
         };
-        let fresh = |now| Freshness {
-            last_good: store.last_good_syncs().unwrap(),
-            intervals: BTreeMap::new(),
-            default_interval: Duration::from_secs(3600),
-            now,
-        };
+        let fresh = |now| Freshness::read(&store, BTreeMap::new(), now).unwrap();
         // Two hours after the sync: exactly twice the (default hourly) interval, not stale yet.
         let built =
             build_problem(&store, &fresh(at(2)), vec![1.0], &inputs, Policy::default()).unwrap();

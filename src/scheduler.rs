@@ -153,12 +153,7 @@ impl AlertHook {
         let (hook, pool) = (self.clone(), pool.clone());
         let outcome = tokio::task::spawn_blocking(move || {
             pool.write(|store| {
-                let fresh = Freshness {
-                    last_good: store.last_good_syncs()?,
-                    intervals: hook.intervals.clone(),
-                    default_interval: Duration::from_secs(3600),
-                    now: Utc::now(),
-                };
+                let fresh = Freshness::read(store, hook.intervals.clone(), Utc::now())?;
                 let sources: Vec<String> = hook.intervals.keys().cloned().collect();
                 alerts::evaluate(store, &fresh, &hook.rules, &sources)
             })
@@ -312,12 +307,7 @@ fn plan_once(
     };
     let mut problem = pool
         .read(|store| {
-            let fresh = Freshness {
-                last_good: store.last_good_syncs()?,
-                intervals,
-                default_interval: Duration::from_secs(3600),
-                now: Utc::now(),
-            };
+            let fresh = Freshness::read(store, intervals, Utc::now())?;
             planner::build_problem(store, &fresh, demand, &inputs, plan.policy.clone())
         })
         .map_err(|e| e.to_string())?

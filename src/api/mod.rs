@@ -189,12 +189,7 @@ async fn read<T: Send + 'static>(
                 }
                 cache.last_good.clone()
             };
-            let fresh = Freshness {
-                last_good,
-                intervals: state.intervals.clone(),
-                default_interval: Duration::from_secs(3600),
-                now: Utc::now(),
-            };
+            let fresh = Freshness::new(last_good, state.intervals.clone(), Utc::now());
             f(store, fresh, &state)
         })
     })
