@@ -384,7 +384,7 @@ mod tests {
 
     use super::*;
     use crate::store::Store;
-    use crate::store::test_support::{count, snapshot};
+    use crate::store::test_support::{count, last_good_run_id, snapshot};
 
     const POLICY: SyncConfig = SyncConfig {
         max_shrink: 0.2,
@@ -461,10 +461,7 @@ mod tests {
         let statuses: Vec<&str> = runs.iter().map(|r| r.status.as_str()).collect();
         assert_eq!(statuses, vec!["failed", "failed", "failed", "ok"]);
         assert!(runs[2].error.as_deref().unwrap().contains("HTTP 500"));
-        assert_eq!(
-            pool.read(|s| s.last_good_run_id("aws")).unwrap(),
-            good.run_id
-        );
+        assert_eq!(pool.read(|s| last_good_run_id(s, "aws")), good.run_id);
     }
 
     #[tokio::test]

@@ -24,6 +24,18 @@ pub fn count(store: &Store, table: &str) -> i64 {
         .unwrap()
 }
 
+/// Id of the most recent good run of `source`, if any.
+pub fn last_good_run_id(store: &Store, source: &str) -> Option<i64> {
+    store
+        .conn
+        .query_row(
+            "SELECT max(id) FROM sync_runs WHERE source = ?1 AND status = 'ok'",
+            [source],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
 pub fn at(hour: i64) -> DateTime<Utc> {
     DateTime::from_timestamp(1_800_000_000 + hour * 3600, 0).unwrap()
 }

@@ -1,7 +1,7 @@
 use gpuplan_providers::{AvailabilityRecord, AvailabilitySignal, Scope};
 use tempfile::TempDir;
 
-use super::test_support::{at, conn, count, open_at_version, snapshot};
+use super::test_support::{at, conn, count, last_good_run_id, open_at_version, snapshot};
 use super::*;
 
 fn temp_store() -> (TempDir, Store) {
@@ -249,7 +249,7 @@ fn sync_runs_record_counts_and_failures() {
     assert_eq!(runs[0].status, "failed");
     assert_eq!(runs[0].error.as_deref(), Some("aws: HTTP 500"));
     assert_eq!((runs[1].status.as_str(), runs[1].prices_seen), ("ok", 4));
-    assert_eq!(store.last_good_run_id("aws").unwrap(), Some(runs[1].id));
+    assert_eq!(last_good_run_id(&store, "aws"), Some(runs[1].id));
     assert_eq!(store.last_good_syncs().unwrap().get("aws"), Some(&at(0)));
 }
 

@@ -426,20 +426,4 @@ impl Store {
             )
             .optional()?)
     }
-
-    /// Id of the most recent good run of `source`, if any.
-    ///
-    /// # Errors
-    /// On a database error.
-    pub fn last_good_run_id(&self, source: &str) -> Result<Option<i64>, StoreError> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT max(id) FROM sync_runs WHERE source = ?1 AND status = 'ok'",
-                [source],
-                |r| r.get(0),
-            )
-            .optional()?
-            .flatten())
-    }
 }
