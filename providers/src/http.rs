@@ -468,8 +468,9 @@ mod tests {
         assert_eq!(hits.load(Ordering::SeqCst), 3);
     }
 
-    #[tokio::test]
-    async fn a_truncated_body_is_a_transport_error_and_is_retried() {
+    /// A raw server whose first answer is `first` (a body cut short) and every
+    /// later one `then`; returns its URL.
+    async fn truncated_then_whole(first: &'static [u8], then: &'static [u8]) -> String {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/", listener.local_addr().unwrap());
         tokio::spawn(async move {
@@ -477,36 +478,32 @@ mod tests {
                 let (mut sock, _) = listener.accept().await.unwrap();
                 let mut buf = [0u8; 1024];
                 let _ = sock.read(&mut buf).await;
-                let reply: &[u8] = if n == 0 {
-                    b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{\"partial\":"
-                } else {
-                    b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}"
-                };
-                sock.write_all(reply).await.unwrap();
+                sock.write_all(if n == 0 { first } else { then })
+                    .await
+                    .unwrap();
                 sock.shutdown().await.unwrap();
             }
         });
+        url
+    }
+
+    #[tokio::test]
+    async fn a_truncated_body_is_a_transport_error_and_is_retried() {
+        let url = truncated_then_whole(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{\"partial\":",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+        )
+        .await;
         assert_eq!(client().get(&url).await.unwrap(), b"{}");
     }
 
     #[tokio::test]
     async fn a_download_streams_to_a_file_and_a_retry_starts_it_over() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            for n in 0.. {
-                let (mut sock, _) = listener.accept().await.unwrap();
-                let mut buf = [0u8; 1024];
-                let _ = sock.read(&mut buf).await;
-                let reply: &[u8] = if n == 0 {
-                    b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nPARTIAL-"
-                } else {
-                    b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\nconnection: close\r\n\r\ncomplete"
-                };
-                sock.write_all(reply).await.unwrap();
-                sock.shutdown().await.unwrap();
-            }
-        });
+        let url = truncated_then_whole(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nPARTIAL-",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\nconnection: close\r\n\r\ncomplete",
+        )
+        .await;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("offer.json");
         let mut file = tokio::fs::File::options()
