@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use gpuplan::store::Store;
+use gpuplan_providers::{InstanceType, Scope, Snapshot, SpotObservation};
 use serde_json::{Value, json};
 
 struct Workspace {
@@ -271,6 +273,71 @@ fn spot_history_summarizes_each_zone() {
     let history = ws.json(&["spot-history", "--instance", "g6.xlarge", "--json"]);
     assert_eq!(history["series"], json!([]));
     assert_eq!(history["stats"], Value::Null);
+
+    // Spot history as a provider with history writes it: two zones, two hours ago.
+    let now = chrono::Utc::now();
+    let point = |zone: &str, hours_ago: i64, usd: f64| SpotObservation {
+        region: "us-east-1".into(),
+        zone: zone.into(),
+        instance_type: "g6.xlarge".into(),
+        usd_per_hour: usd,
+        observed_at: now - chrono::Duration::hours(hours_ago),
+    };
+    let snapshot = Snapshot {
+        scope: Scope::SpotHistory,
+        instance_types: vec![InstanceType {
+            instance_type: "g6.xlarge".into(),
+            gpu_model: "L4".into(),
+            gpu_count: 1,
+            gpu_memory_gib: Some(24.0),
+            vcpus: Some(4),
+            memory_gib: Some(16.0),
+        }],
+        spot_observations: vec![
+            point("us-east-1a", 2, 0.40),
+            point("us-east-1a", 1, 0.50),
+            point("us-east-1b", 2, 0.30),
+        ],
+        ..Snapshot::default()
+    };
+    let mut store = Store::open(&ws.path("catalog.db")).unwrap();
+    let run = store.begin_run("aws", now).unwrap();
+    store
+        .write_snapshot(run, "aws", &snapshot, now, now)
+        .unwrap();
+    drop(store);
+
+    let history = ws.json(&[
+        "spot-history",
+        "--instance",
+        "g6.xlarge",
+        "--since",
+        "1d",
+        "--json",
+    ]);
+    let zones: Vec<&str> = history["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["zone"].as_str().unwrap())
+        .collect();
+    assert_eq!(zones, vec!["us-east-1a", "us-east-1b"]);
+    assert_eq!(history["series"][0]["stats"]["observations"], 2);
+    assert_eq!(
+        (
+            history["stats"]["min"].as_f64(),
+            history["stats"]["max"].as_f64()
+        ),
+        (Some(0.30), Some(0.50))
+    );
+    let table = text(
+        &ws.run(&["spot-history", "--instance", "g6.xlarge", "--since", "1d"])
+            .stdout,
+    );
+    assert!(
+        table.contains("us-east-1b") && table.lines().any(|l| l.starts_with("all")),
+        "{table}"
+    );
 }
 
 #[test]
