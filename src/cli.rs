@@ -1053,14 +1053,7 @@ async fn run_alerts(config: &Config, command: AlertsCommand) -> Result<ExitCode,
             };
             let channels = deliver::channels(&config.alerts.channels)
                 .map_err(|e| CliError::BadInput(anyhow::anyhow!(e)))?;
-            let http = gpuplan_providers::http::HttpClient::new(
-                "alerts",
-                gpuplan_providers::http::RetryPolicy {
-                    max_attempts: 1,
-                    ..gpuplan_providers::http::RetryPolicy::default()
-                },
-            )
-            .map_err(|e| CliError::Failed(e.into()))?;
+            let http = deliver::client().map_err(|e| CliError::Failed(e.into()))?;
             let payload = json!({
                 "rule": r.name, "kind": r.kind.as_str(), "key": "test", "value": 0,
                 "message": format!("test message for rule {} from gpuplan", r.name),

@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod fingerprint;
 pub mod forecast;
 pub mod metrics;
 pub mod optimizer;

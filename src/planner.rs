@@ -18,6 +18,7 @@ use std::time::Duration;
 use gpuplan_providers::PriceKind;
 
 use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter, SpotQuery};
+use crate::fingerprint::fingerprint;
 use crate::optimizer::{Offer, PlanChange, PlanResult, Policy, Problem, ReservedOption, compare};
 use crate::store::{NewPlan, Store, StoreError};
 
@@ -78,20 +79,13 @@ pub fn record_plan(
     let id = store.save_plan(&NewPlan {
         created_at: chrono::Utc::now(),
         name,
-        inputs_hash: &format!("{:016x}", fnv1a(problem_json.as_bytes())),
+        inputs_hash: &fingerprint(problem_json.as_bytes()),
         status: result.status,
         objective: result.objective,
         problem_json: &problem_json,
         result_json: &result_json,
     })?;
     Ok(Recorded { id, change })
-}
-
-/// FNV-1a, 64 bit: a stable fingerprint of the inputs (not for security).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 /// Upper edge of each spot-advisor interruption bucket, as a monthly fraction.

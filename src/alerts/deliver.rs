@@ -124,6 +124,22 @@ pub async fn send(
     }
 }
 
+/// The client alerts are sent with: one try per send, because the outbox is
+/// the retry loop (and its state survives restarts).
+///
+/// # Errors
+/// When the TLS stack cannot be set up.
+pub fn client() -> Result<HttpClient, ProviderError> {
+    HttpClient::new(
+        "alerts",
+        RetryPolicy {
+            max_attempts: 1,
+            request_timeout: Duration::from_secs(30),
+            ..RetryPolicy::default()
+        },
+    )
+}
+
 /// What the delivery task needs.
 pub struct Delivery {
     pub pool: Arc<Pool>,
@@ -145,15 +161,7 @@ async fn blocking<T: Send + 'static>(
 
 /// Drains the outbox until cancelled.
 pub async fn run(d: Delivery) {
-    // One try per attempt: the outbox is the retry loop, and its state survives restarts.
-    let Ok(http) = HttpClient::new(
-        "alerts",
-        RetryPolicy {
-            max_attempts: 1,
-            request_timeout: Duration::from_secs(30),
-            ..RetryPolicy::default()
-        },
-    ) else {
+    let Ok(http) = client() else {
         tracing::error!("Could not build the HTTP client for alert delivery.");
         return;
     };

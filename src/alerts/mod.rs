@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter};
 use crate::config::{RuleConfig, RuleKind, Threshold};
+use crate::fingerprint::fingerprint;
 use crate::store::{AlertState, NewMessage, Store, StoreError};
 
 /// One thing a rule watches, as it stands now.
@@ -320,23 +321,7 @@ pub fn decide(
                 "fired_at": now,
                 "details": o.details,
             });
-            for channel in &rule.channels {
-                let id = format!(
-                    "{}|{}|{}|{channel}",
-                    rule.name,
-                    o.key,
-                    now.timestamp_micros()
-                );
-                let mut payload = payload.clone();
-                let key = format!("gpuplan-{:016x}", fnv1a(id.as_bytes()));
-                payload["idempotency_key"] = json!(key);
-                out.messages.push(NewMessage {
-                    idempotency_key: key,
-                    rule: rule.name.clone(),
-                    channel: channel.clone(),
-                    payload,
-                });
-            }
+            push_messages(&mut out, rule, &o.key, &payload, now);
         }
     }
     out
@@ -402,7 +387,7 @@ fn push_messages(
 ) {
     for channel in &rule.channels {
         let id = format!("{}|{key}|{}|{channel}", rule.name, now.timestamp_micros());
-        let idempotency_key = format!("gpuplan-{:016x}", fnv1a(id.as_bytes()));
+        let idempotency_key = format!("gpuplan-{}", fingerprint(id.as_bytes()));
         let mut payload = payload.clone();
         payload["idempotency_key"] = json!(idempotency_key);
         out.messages.push(NewMessage {
@@ -412,12 +397,6 @@ fn push_messages(
             payload,
         });
     }
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 /// Evaluates every rule and writes the outcome; returns how many messages it queued.
