@@ -13,6 +13,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use gpuplan_providers::aws::{Credentials as AwsCredentials, Sources as AwsSources};
 use gpuplan_providers::file::SheetFormat;
 use serde::Deserialize;
 
@@ -183,13 +184,23 @@ pub struct ProvidersConfig {
     pub file: BTreeMap<String, FileSourceConfig>,
 }
 
-/// AWS from its public price files and spot advisor (no credentials).
+/// AWS: with credentials through the SDK, without them from the public price
+/// files; the spot advisor either way.
 #[derive(Debug, Clone)]
 pub struct AwsSourceConfig {
     pub enabled: bool,
     pub regions: Vec<String>,
+    /// Instance-type patterns (`p5.*`); empty = every GPU/accelerator type.
+    pub instance_types: Vec<String>,
+    /// `Auto`, `Chain` or `None`; static keys never come from the file.
+    pub credentials: AwsCredentials,
+    pub sources: AwsSources,
     pub bulk_endpoint: String,
     pub spot_advisor_url: String,
+    pub pricing_endpoint: Option<String>,
+    pub ec2_endpoint: Option<String>,
+    pub spot_history_days: u32,
+    pub placement_capacity: u32,
     pub schedule: Schedule,
 }
 
@@ -518,8 +529,15 @@ struct RawProviders {
 struct RawAws {
     enabled: Option<bool>,
     regions: Option<Vec<String>>,
+    instance_types: Option<Vec<String>>,
+    credentials: Option<String>,
+    sources: Option<Vec<String>>,
     bulk_endpoint: Option<String>,
     spot_advisor_url: Option<String>,
+    pricing_endpoint: Option<String>,
+    ec2_endpoint: Option<String>,
+    spot_history_days: Option<i64>,
+    placement_capacity: Option<i64>,
     schedule: Option<String>,
 }
 
@@ -592,6 +610,72 @@ impl Checker {
             self.fail(path, format!("`{value}` is not an http(s) base URL"));
         }
         value
+    }
+
+    /// An integer in `range`, or the default.
+    fn bounded(
+        &mut self,
+        path: &str,
+        value: Option<i64>,
+        default: u32,
+        range: std::ops::RangeInclusive<u32>,
+    ) -> u32 {
+        let v = value.unwrap_or(i64::from(default));
+        match u32::try_from(v) {
+            Ok(n) if range.contains(&n) => n,
+            _ => {
+                self.fail(
+                    path,
+                    format!("{v} is not between {} and {}", range.start(), range.end()),
+                );
+                default
+            }
+        }
+    }
+
+    fn instance_types(&mut self, value: Option<Vec<String>>) -> Vec<String> {
+        let patterns = value.unwrap_or_default();
+        for (i, p) in patterns.iter().enumerate() {
+            let ok = !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '*'));
+            if !ok {
+                self.fail(
+                    format!("providers.aws.instance_types[{i}]"),
+                    format!("`{p}` is not an instance type or pattern (like \"p5.48xlarge\" or \"g6.*\")"),
+                );
+            }
+        }
+        patterns
+    }
+
+    fn aws_sources(&mut self, value: Option<Vec<String>>) -> AwsSources {
+        let Some(names) = value else {
+            return AwsSources::default();
+        };
+        let mut sources = AwsSources {
+            spot_history: false,
+            offerings: false,
+            spot_advisor: false,
+            placement_scores: false,
+        };
+        for (i, name) in names.iter().enumerate() {
+            let flag = match name.as_str() {
+                "spot_history" => &mut sources.spot_history,
+                "offerings" => &mut sources.offerings,
+                "spot_advisor" => &mut sources.spot_advisor,
+                "placement_scores" => &mut sources.placement_scores,
+                other => {
+                    self.fail(
+                        format!("providers.aws.sources[{i}]"),
+                        format!("`{other}` is not one of \"spot_history\", \"offerings\", \"spot_advisor\", \"placement_scores\""),
+                    );
+                    continue;
+                }
+            };
+            *flag = true;
+        }
+        sources
     }
 
     fn regions(&mut self, path: &str, value: Option<Vec<String>>) -> Vec<String> {
@@ -709,6 +793,40 @@ impl RawConfig {
                 "providers.aws.spot_advisor_url",
                 raw.aws.spot_advisor_url,
                 DEFAULT_AWS_SPOT_ADVISOR_URL,
+            ),
+            instance_types: c.instance_types(raw.aws.instance_types),
+            credentials: match raw.aws.credentials.as_deref().unwrap_or("auto") {
+                "auto" => AwsCredentials::Auto,
+                "chain" => AwsCredentials::Chain,
+                "none" => AwsCredentials::None,
+                other => {
+                    c.fail(
+                        "providers.aws.credentials",
+                        format!("`{other}` is not one of \"auto\", \"chain\", \"none\""),
+                    );
+                    AwsCredentials::Auto
+                }
+            },
+            sources: c.aws_sources(raw.aws.sources),
+            pricing_endpoint: raw
+                .aws
+                .pricing_endpoint
+                .map(|v| c.endpoint("providers.aws.pricing_endpoint", Some(v), "")),
+            ec2_endpoint: raw
+                .aws
+                .ec2_endpoint
+                .map(|v| c.endpoint("providers.aws.ec2_endpoint", Some(v), "")),
+            spot_history_days: c.bounded(
+                "providers.aws.spot_history_days",
+                raw.aws.spot_history_days,
+                30,
+                1..=90,
+            ),
+            placement_capacity: c.bounded(
+                "providers.aws.placement_capacity",
+                raw.aws.placement_capacity,
+                1,
+                1..=100_000,
             ),
             schedule: c.schedule("providers.aws.schedule", raw.aws.schedule.as_deref()),
         };

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
-use gpuplan_providers::aws::{AwsPublicConfig, AwsPublicProvider};
+use gpuplan_providers::aws::{AwsConfig, AwsProvider};
 use gpuplan_providers::azure::{AzureConfig, AzureProvider};
 use gpuplan_providers::file::FileProvider;
 use gpuplan_providers::gcp::{self, GcpConfig, GcpProvider};
@@ -333,11 +333,17 @@ pub fn enabled_providers(config: &Config) -> Result<Vec<Box<dyn Provider>>, Prov
     };
     let mut out: Vec<Box<dyn Provider>> = Vec::new();
     if p.aws.enabled {
-        out.push(Box::new(AwsPublicProvider::new(AwsPublicConfig {
-            bulk_endpoint: p.aws.bulk_endpoint.clone(),
-            spot_advisor_url: p.aws.spot_advisor_url.clone(),
-            regions: p.aws.regions.clone(),
-            retry: retry(),
+        let a = &p.aws;
+        out.push(Box::new(AwsProvider::new(AwsConfig {
+            regions: a.regions.clone(),
+            instance_types: a.instance_types.clone(),
+            credentials: a.credentials.clone(),
+            sources: a.sources,
+            pricing_endpoint: a.pricing_endpoint.clone(),
+            ec2_endpoint: a.ec2_endpoint.clone(),
+            spot_history_days: a.spot_history_days,
+            placement_capacity: a.placement_capacity,
+            ..AwsConfig::new(a.bulk_endpoint.clone(), a.spot_advisor_url.clone(), retry())
         })?));
     }
     if p.azure.enabled {

@@ -243,63 +243,82 @@ async fn a_missing_key_fails_only_its_provider_and_names_the_variable() {
     assert!(by_provider(&records, "lambda").is_empty());
 }
 
-const AWS_INDEX: &str = include_str!("../providers/fixtures/aws/region_index.json");
-const AWS_EAST: &str = include_str!("../providers/fixtures/aws/offer-us-east-1.json");
-const AWS_ADVISOR: &str = include_str!("../providers/fixtures/aws/spot-advisor-data.json");
+/// Runs the `gpuplan` binary with `config`, in an environment where the AWS
+/// credential chain finds exactly the keys given (none: no keys, no profile
+/// files, no instance metadata service).
+fn gpuplan_aws(config: &std::path::Path, keys: Option<(&str, &str)>, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
+    cmd.arg("--config")
+        .arg(config)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_CONFIG_FILE", config.with_file_name("no-aws-config"))
+        .env(
+            "AWS_SHARED_CREDENTIALS_FILE",
+            config.with_file_name("no-aws-credentials"),
+        );
+    for var in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ] {
+        cmd.env_remove(var);
+    }
+    if let Some((id, secret)) = keys {
+        cmd.env("AWS_ACCESS_KEY_ID", id)
+            .env("AWS_SECRET_ACCESS_KEY", secret);
+    }
+    cmd.output().unwrap()
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn aws_public_price_files_fill_the_catalog_without_credentials() {
-    let server = test_server::serve(|req: &Seen, base, _| match req.uri.as_str() {
-        "/offers/v1.0/aws/AmazonEC2/current/region_index.json" => {
-            test_server::json(AWS_INDEX, base)
-        }
-        "/offers/v1.0/aws/AmazonEC2/20261101000000/us-east-1/index.json" => {
-            test_server::json(AWS_EAST, base)
-        }
-        "/spot-advisor-data.json" => test_server::json(AWS_ADVISOR, base),
-        _ => test_server::status(404, "NoSuchKey"),
-    })
-    .await;
+/// `gpuplan sync` then `gpuplan prices --provider aws --json` on a fresh catalog.
+async fn sync_aws(config_text: String, keys: Option<(&'static str, &'static str)>) -> Value {
     let dir = tempfile::tempdir().unwrap();
-    let base = server.base.clone();
-    std::fs::write(
-        dir.path().join("gpuplan.toml"),
-        format!(
-            "[store]\npath = \"catalog.db\"\n[providers.azure]\nenabled = false\n\
-             [providers.aws]\nregions = [\"us-east-1\"]\nbulk_endpoint = \"{base}\"\nspot_advisor_url = \"{base}/spot-advisor-data.json\"\n"
-        ),
-    )
-    .unwrap();
     let config = dir.path().join("gpuplan.toml");
-    let run = move |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-            .arg("--config")
-            .arg(&config)
-            .args(args)
-            .env("RUST_LOG", "warn")
-            .env_remove("AWS_ACCESS_KEY_ID")
-            .output()
-            .unwrap()
-    };
+    std::fs::write(&config, config_text).unwrap();
     let out = tokio::task::spawn_blocking(move || {
-        let sync = run(&["sync"]);
+        let sync = gpuplan_aws(&config, keys, &["sync"]);
         assert!(
             sync.status.success(),
-            "{}",
-            String::from_utf8_lossy(&sync.stdout)
+            "{}{}",
+            String::from_utf8_lossy(&sync.stdout),
+            String::from_utf8_lossy(&sync.stderr)
         );
-        run(&["prices", "--provider", "aws", "--gpu", "H100", "--json"])
+        gpuplan_aws(&config, keys, &["prices", "--provider", "aws", "--json"])
     })
     .await
     .unwrap();
-    let records: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let records = records.as_array().unwrap();
+    drop(dir);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn aws_public_price_files_fill_the_catalog_without_credentials() {
+    let server =
+        test_server::serve(|req: &Seen, base, _| test_server::aws::answer(req, base)).await;
+    let base = server.base.clone();
+    let records = sync_aws(
+        format!(
+            "[store]\npath = \"catalog.db\"\n[providers.azure]\nenabled = false\n\
+             [providers.aws]\nregions = [\"us-east-1\"]\nbulk_endpoint = \"{base}\"\nspot_advisor_url = \"{base}/spot-advisor-data.json\"\n\
+             pricing_endpoint = \"{base}\"\nec2_endpoint = \"{base}\"\n"
+        ),
+        None,
+    )
+    .await;
+    let records: Vec<&Value> = records
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["gpu_model"] == "H100-80GB")
+        .collect();
     assert_eq!(records.len(), 3);
-    assert!(
-        records
-            .iter()
-            .all(|r| r["gpu_model"] == "H100-80GB" && r["stale"] == false)
-    );
+    assert!(records.iter().all(|r| r["stale"] == false));
     let all_upfront = records
         .iter()
         .find(|r| r["price_kind"] == "reserved_3y_all_upfront")
@@ -311,4 +330,61 @@ async fn aws_public_price_files_fill_the_catalog_without_credentials() {
         ),
         (Some("convertible"), Some(1_200_000.0))
     );
+    // No credentials: the SDK endpoints were never called.
+    assert!(
+        server
+            .requests()
+            .iter()
+            .all(|r| r.uri.starts_with("/offers/") || r.uri == "/spot-advisor-data.json")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn aws_with_credentials_from_the_environment_syncs_through_the_sdk() {
+    let server =
+        test_server::serve(|req: &Seen, base, _| test_server::aws::answer(req, base)).await;
+    let base = server.base.clone();
+    let records = sync_aws(
+        format!(
+            "[store]\npath = \"catalog.db\"\n[providers.azure]\nenabled = false\n\
+             [providers.aws]\nregions = [\"us-east-1\", \"us-west-2\"]\nbulk_endpoint = \"{base}\"\n\
+             spot_advisor_url = \"{base}/spot-advisor-data.json\"\npricing_endpoint = \"{base}\"\nec2_endpoint = \"{base}\"\n"
+        ),
+        Some(("AKIDGPUPLANTEST", "test-secret-key")),
+    )
+    .await;
+    let records = records.as_array().unwrap();
+    let kinds = |t: &str, region: &str| {
+        let mut k: Vec<&str> = records
+            .iter()
+            .filter(|r| r["instance_type"] == t && r["region"] == region)
+            .map(|r| r["price_kind"].as_str().unwrap())
+            .collect();
+        k.sort_unstable();
+        k
+    };
+    assert_eq!(
+        kinds("p5.48xlarge", "us-east-1"),
+        [
+            "on_demand",
+            "reserved_1y_partial_upfront",
+            "reserved_3y_all_upfront",
+            "spot"
+        ]
+    );
+    assert_eq!(kinds("trn1.32xlarge", "us-east-1"), ["on_demand"]);
+    assert!(!kinds("p5.48xlarge", "us-west-2").is_empty());
+    let requests = server.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.headers.contains_key("x-amz-target"))
+    );
+    assert!(!requests.iter().any(|r| r.uri.contains("region_index.json")));
+    // Requests were signed with the environment's key.
+    assert!(requests.iter().any(|r| {
+        r.headers
+            .get("authorization")
+            .is_some_and(|h| h.to_str().unwrap().contains("Credential=AKIDGPUPLANTEST/"))
+    }));
 }

@@ -1,6 +1,8 @@
 //! A local HTTP server for adapter tests: answers every request with what the
 //! test's handler returns for its path, query and headers, and records requests.
 
+pub mod aws;
+
 use std::sync::{Arc, Mutex};
 
 use axum::Router;

@@ -24,6 +24,12 @@ const FAMILIES: &[(&str, &str)] = &[
     ("dl1", "Gaudi"),
 ];
 
+/// The family of an instance type (`p4de.24xlarge` -> `p4de`).
+#[must_use]
+pub fn family(instance_type: &str) -> &str {
+    instance_type.split('.').next().unwrap_or_default()
+}
+
 /// The catalog GPU name of an instance family (`p4de` -> `A100-80GB`).
 #[must_use]
 pub fn model(family: &str) -> Option<&'static str> {

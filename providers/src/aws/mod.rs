@@ -1,89 +1,200 @@
-//! AWS without credentials: the public bulk price files (`region_index.json`,
-//! then each configured region's EC2 offer file, streamed to a temporary file
-//! and parsed entry by entry) and the public spot advisor JSON (interruption
-//! bucket and savings per instance type and region).
+//! AWS: on-demand and reserved prices, spot history, availability and GPU facts.
 //!
-//! The credentialed path (Price List Query API, EC2 spot history, offerings)
-//! is not built yet; its records will match these for the same SKUs.
+//! Two ways in, chosen per sync by [`Credentials`]:
+//! - with credentials ([`sdk`]): the Price List Query API and EC2's describe
+//!   calls, through the official SDK and the standard credential chain;
+//! - without ([`public`]): the public bulk price files.
+//!
+//! Both turn price-list products into records through the same code
+//! ([`offer::Collector`]), so a SKU gives the same records either way. The
+//! public spot advisor JSON (interruption bucket and savings per type and
+//! region) is read in both.
 
 mod gpus;
 mod offer;
+mod public;
+mod sdk;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
 use serde::Deserialize;
 
 use crate::http::{HttpClient, RetryPolicy};
+use crate::secret::Secret;
 use crate::snapshot::{AvailabilityRecord, AvailabilitySignal, Snapshot};
 use crate::{FetchContext, Provider, ProviderError, RegionScope};
 
 const PROVIDER: &str = "aws";
-const REGION_INDEX: &str = "/offers/v1.0/aws/AmazonEC2/current/region_index.json";
+
+/// Where credentials come from.
+#[derive(Debug, Clone)]
+pub enum Credentials {
+    /// The standard chain (environment, profile, SSO, container or instance
+    /// role); when it finds none, the public files.
+    Auto,
+    /// The standard chain; finding none fails the sync.
+    Chain,
+    /// Never look: the public files only.
+    None,
+    /// Fixed keys, for tests and embedding; never read from the config file.
+    Static {
+        access_key_id: String,
+        secret_access_key: Secret,
+    },
+}
+
+/// Which optional sources a sync reads. Prices and instance types always are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sources {
+    /// `DescribeSpotPriceHistory` (credentials).
+    pub spot_history: bool,
+    /// `DescribeInstanceTypeOfferings` and `DescribeAvailabilityZones` (credentials).
+    pub offerings: bool,
+    /// The public spot advisor JSON.
+    pub spot_advisor: bool,
+    /// `GetSpotPlacementScores` (credentials); off by default, as AWS limits
+    /// how many configurations an account may score a day.
+    pub placement_scores: bool,
+}
+
+impl Default for Sources {
+    fn default() -> Self {
+        Self {
+            spot_history: true,
+            offerings: true,
+            spot_advisor: true,
+            placement_scores: false,
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
-pub struct AwsPublicConfig {
+pub struct AwsConfig {
+    /// Region codes; empty means every region.
+    pub regions: Vec<String>,
+    /// Instance-type patterns (`p5.*`, `g6.xlarge`); empty means every type
+    /// with GPUs or accelerators.
+    pub instance_types: Vec<String>,
+    pub credentials: Credentials,
+    pub sources: Sources,
     /// Base URL of the bulk price files (`https://pricing.us-east-1.amazonaws.com`).
     pub bulk_endpoint: String,
     /// The spot advisor JSON's full URL.
     pub spot_advisor_url: String,
-    /// Region codes; empty means every region of the index.
-    pub regions: Vec<String>,
+    /// Overrides of the SDK's endpoints (tests, proxies); `None` is AWS's own.
+    pub pricing_endpoint: Option<String>,
+    pub ec2_endpoint: Option<String>,
+    /// How far back the first spot-history sync of a region reads (1..=90).
+    pub spot_history_days: u32,
+    /// Instances per placement-score request.
+    pub placement_capacity: u32,
     pub retry: RetryPolicy,
 }
 
-pub struct AwsPublicProvider {
-    config: AwsPublicConfig,
+impl AwsConfig {
+    /// The defaults for everything but the endpoints.
+    #[must_use]
+    pub fn new(bulk_endpoint: String, spot_advisor_url: String, retry: RetryPolicy) -> Self {
+        Self {
+            regions: Vec::new(),
+            instance_types: Vec::new(),
+            credentials: Credentials::Auto,
+            sources: Sources::default(),
+            bulk_endpoint,
+            spot_advisor_url,
+            pricing_endpoint: None,
+            ec2_endpoint: None,
+            spot_history_days: 30,
+            placement_capacity: 1,
+            retry,
+        }
+    }
+}
+
+/// Whether `instance_type` matches one of `patterns` (`*` matches any run of
+/// characters); no patterns select every type.
+#[must_use]
+pub fn selected(patterns: &[String], instance_type: &str) -> bool {
+    patterns.is_empty() || patterns.iter().any(|p| glob(p, instance_type))
+}
+
+fn glob(pattern: &str, text: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == text,
+        Some((head, rest)) => {
+            let Some(tail) = text.strip_prefix(head) else {
+                return false;
+            };
+            (0..=tail.len())
+                .filter(|i| tail.is_char_boundary(*i))
+                .any(|i| glob(rest, &tail[i..]))
+        }
+    }
+}
+
+fn decode_error(location: &str, detail: impl ToString) -> ProviderError {
+    ProviderError::Decode {
+        provider: PROVIDER.to_owned(),
+        location: location.to_owned(),
+        detail: detail.to_string(),
+    }
+}
+
+pub struct AwsProvider {
+    config: AwsConfig,
     http: HttpClient,
 }
 
-impl AwsPublicProvider {
+impl AwsProvider {
     /// # Errors
     /// `Transport` when the HTTP client cannot be built.
-    pub fn new(config: AwsPublicConfig) -> Result<Self, ProviderError> {
+    pub fn new(config: AwsConfig) -> Result<Self, ProviderError> {
         let http = HttpClient::new(PROVIDER, config.retry.clone())?;
         Ok(Self { config, http })
     }
 
-    fn decode_error(location: &str, detail: impl ToString) -> ProviderError {
-        ProviderError::Decode {
-            provider: PROVIDER.to_owned(),
-            location: location.to_owned(),
-            detail: detail.to_string(),
+    /// The SDK settings to sync with, or `None` for the public files.
+    async fn sdk_config(&self) -> Result<Option<aws_config::SdkConfig>, ProviderError> {
+        let retry = &self.config.retry;
+        match &self.config.credentials {
+            Credentials::None => Ok(None),
+            Credentials::Static {
+                access_key_id,
+                secret_access_key,
+            } => {
+                let keys = aws_sdk_ec2::config::Credentials::new(
+                    access_key_id,
+                    secret_access_key.expose(),
+                    None,
+                    None,
+                    "gpuplan-static",
+                );
+                Ok(Some(
+                    sdk::load(
+                        retry,
+                        Some(aws_sdk_ec2::config::SharedCredentialsProvider::new(keys)),
+                    )
+                    .await,
+                ))
+            }
+            Credentials::Auto | Credentials::Chain => {
+                let sdk = sdk::load(retry, None).await;
+                match sdk::has_credentials(&sdk).await {
+                    Ok(()) => Ok(Some(sdk)),
+                    Err(why) if matches!(self.config.credentials, Credentials::Auto) => {
+                        tracing::info!(provider = PROVIDER, reason = %why, "No AWS credentials found; using the public price files.");
+                        Ok(None)
+                    }
+                    Err(why) => Err(ProviderError::Auth {
+                        provider: PROVIDER.to_owned(),
+                        url: "the AWS credential chain".to_owned(),
+                        detail: why,
+                    }),
+                }
+            }
         }
     }
-
-    /// Downloads one region's offer file to a temporary file and parses it.
-    async fn region(&self, url: &str) -> Result<Snapshot, ProviderError> {
-        let io = |e: std::io::Error| ProviderError::Io {
-            provider: PROVIDER.to_owned(),
-            path: "a temporary file for the offer file".to_owned(),
-            detail: e.to_string(),
-        };
-        let temp = tempfile::tempfile().map_err(io)?;
-        let mut file = tokio::fs::File::from_std(temp.try_clone().map_err(io)?);
-        self.http.download(url, &mut file).await?;
-        drop(file);
-        let mut temp = temp;
-        let shown = url.to_owned();
-        tokio::task::spawn_blocking(move || {
-            std::io::Seek::rewind(&mut temp).map_err(io)?;
-            offer::parse(temp).map_err(|e| Self::decode_error(&shown, e))
-        })
-        .await
-        .map_err(|e| Self::decode_error(url, e))?
-    }
-}
-
-#[derive(Deserialize)]
-struct RegionIndex {
-    regions: BTreeMap<String, RegionEntry>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RegionEntry {
-    current_version_url: String,
 }
 
 #[derive(Deserialize)]
@@ -99,60 +210,18 @@ struct AdvisorEntry {
     s: u8,
 }
 
-#[async_trait]
-impl Provider for AwsPublicProvider {
-    fn id(&self) -> &str {
-        PROVIDER
-    }
-
-    fn region_scope(&self) -> RegionScope {
-        RegionScope::of_configured(&self.config.regions)
-    }
-
-    #[tracing::instrument(skip_all, fields(provider = PROVIDER))]
-    async fn fetch(&self, _ctx: &FetchContext) -> Result<Snapshot, ProviderError> {
-        let base = self.config.bulk_endpoint.trim_end_matches('/');
-        let index_url = format!("{base}{REGION_INDEX}");
-        let body = self.http.get(&index_url).await?;
-        let index: RegionIndex =
-            serde_json::from_slice(&body).map_err(|e| Self::decode_error(&index_url, e))?;
-        let mut snapshot = Snapshot::default();
-        let wanted: Vec<&String> = if self.config.regions.is_empty() {
-            index.regions.keys().collect()
-        } else {
-            self.config.regions.iter().collect()
-        };
-        let mut types = BTreeMap::new();
-        for region in wanted {
-            let Some(entry) = index.regions.get(region) else {
-                return Err(Self::decode_error(
-                    &index_url,
-                    format!("region {region} is not in the index"),
-                ));
-            };
-            // The index's URLs are relative to the bulk endpoint.
-            let url = format!("{base}{}", entry.current_version_url);
-            let part = self.region(&url).await?;
-            for (reason, n) in part.skipped {
-                *snapshot.skipped.entry(reason).or_insert(0) += n;
-            }
-            snapshot.prices.extend(part.prices);
-            for t in part.instance_types {
-                types.entry(t.instance_type.clone()).or_insert(t);
-            }
-        }
-        snapshot.instance_types = types.into_values().collect();
-
-        let advisor_url = &self.config.spot_advisor_url;
-        let body = self.http.get(advisor_url).await?;
-        let advisor: Advisor =
-            serde_json::from_slice(&body).map_err(|e| Self::decode_error(advisor_url, e))?;
+impl AwsProvider {
+    /// Interruption bucket and savings of every (region, type) that has prices.
+    async fn advisor(&self, snapshot: &mut Snapshot) -> Result<(), ProviderError> {
+        let url = &self.config.spot_advisor_url;
+        let body = self.http.get(url).await?;
+        let advisor: Advisor = serde_json::from_slice(&body).map_err(|e| decode_error(url, e))?;
         let offered: BTreeSet<(&str, &str)> = snapshot
             .prices
             .iter()
             .map(|p| (p.region.as_str(), p.instance_type.as_str()))
             .collect();
-        let mut availability = Vec::new();
+        let mut records = Vec::new();
         for (region, instance_type) in offered {
             let Some(entry) = advisor
                 .spot_advisor
@@ -166,7 +235,7 @@ impl Provider for AwsPublicProvider {
                 AvailabilitySignal::InterruptionBucket(entry.r),
                 AvailabilitySignal::SpotSavingsPct(entry.s),
             ] {
-                availability.push(AvailabilityRecord {
+                records.push(AvailabilityRecord {
                     region: region.to_owned(),
                     zone: None,
                     instance_type: instance_type.to_owned(),
@@ -174,10 +243,41 @@ impl Provider for AwsPublicProvider {
                 });
             }
         }
-        snapshot.availability = availability;
+        snapshot.availability.extend(records);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Provider for AwsProvider {
+    fn id(&self) -> &str {
+        PROVIDER
+    }
+
+    fn region_scope(&self) -> RegionScope {
+        RegionScope::of_configured(&self.config.regions)
+    }
+
+    #[tracing::instrument(skip_all, fields(provider = PROVIDER, mode))]
+    async fn fetch(&self, ctx: &FetchContext) -> Result<Snapshot, ProviderError> {
+        let mut snapshot = match self.sdk_config().await? {
+            Some(sdk) => {
+                tracing::Span::current().record("mode", "credentials");
+                sdk::fetch(&sdk, &self.config, ctx).await?
+            }
+            None => {
+                tracing::Span::current().record("mode", "public");
+                public::fetch(&self.http, &self.config).await?
+            }
+        };
+        if self.config.sources.spot_advisor {
+            self.advisor(&mut snapshot).await?;
+        }
         Ok(snapshot)
     }
 }
 
+#[cfg(test)]
+mod sdk_tests;
 #[cfg(test)]
 mod tests;

@@ -1,10 +1,15 @@
-//! Streaming parser of an AWS EC2 price-list offer file (bulk JSON, the same
-//! term objects as `GetProducts`). A region's file is hundreds of MB: it is read
-//! entry by entry from a reader, keeping only Linux, shared-tenancy,
-//! no-pre-installed-software, no-licence GPU instance products and their terms.
-//! Products come before terms in these files, which is what lets one pass do it.
+//! AWS price-list products and terms into records. Both sources go through the
+//! one [`Collector`], so a SKU gives the same records whether it came from the
+//! Query API (`GetProducts`) or a bulk offer file:
+//! - [`parse`] streams a region's offer file (hundreds of MB) entry by entry
+//!   from a reader. Products come before terms in these files, which is what
+//!   lets one pass do it.
+//! - [`PriceListItem`] is one decoded element of a `GetProducts` page.
+//!
+//! Only Linux, shared-tenancy, no-pre-installed-software, no-licence instance
+//! products with GPUs or accelerators are kept; every other row is counted.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::io::Read;
 
@@ -19,7 +24,9 @@ use super::gpus;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Product {
+pub(super) struct Product {
+    #[serde(default)]
+    sku: String,
     #[serde(default)]
     product_family: String,
     #[serde(default)]
@@ -28,7 +35,7 @@ struct Product {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct OfferTerm {
+pub(super) struct OfferTerm {
     #[serde(default)]
     price_dimensions: HashMap<String, Dimension>,
     #[serde(default)]
@@ -42,41 +49,105 @@ struct Dimension {
     price_per_unit: HashMap<String, String>,
 }
 
+/// One element of a `GetProducts` page's `PriceList` (itself a JSON string).
+/// Unlike the offer file, its terms are keyed by `<sku>.<offerTermCode>` directly.
+#[derive(Deserialize)]
+pub(super) struct PriceListItem {
+    pub product: Product,
+    #[serde(default)]
+    terms: ItemTerms,
+}
+
+#[derive(Deserialize, Default)]
+struct ItemTerms {
+    #[serde(default, rename = "OnDemand")]
+    on_demand: HashMap<String, OfferTerm>,
+    /// Absent for products without reservations.
+    #[serde(default, rename = "Reserved")]
+    reserved: HashMap<String, OfferTerm>,
+}
+
+/// Where a kept product's instance facts (GPU model, count, memory) come from.
+pub(super) enum Facts<'a> {
+    /// The price list's own `gpu` count and the family table: bulk files, no
+    /// credentials. Accelerator-only families (Trainium, Inferentia) have no
+    /// GPU count there and are skipped as `not_gpu`.
+    PriceList,
+    /// `DescribeInstanceTypes` of the region: types not in it have neither GPUs
+    /// nor accelerators (or are filtered out).
+    Described(&'a BTreeMap<String, InstanceType>),
+}
+
 /// A kept product: what its terms become records of.
 struct Kept {
     instance_type: String,
     region: String,
 }
 
+/// Turns products and their terms into a snapshot's prices, instance types
+/// and skip counts.
 #[derive(Default)]
-struct State {
+pub(super) struct Collector {
+    /// Instance-type patterns (`p5.*`); empty keeps every type.
+    filter: Vec<String>,
     kept: HashMap<String, Kept>,
     snapshot: Snapshot,
     types: BTreeMap<String, InstanceType>,
     seen_prices: HashSet<(String, String, PriceKind, Option<OfferingClass>)>,
     terms_seen: bool,
-    unknown: std::collections::BTreeSet<String>,
+    unknown: BTreeSet<String>,
+}
+
+impl Collector {
+    pub fn new(filter: Vec<String>) -> Self {
+        Self {
+            filter,
+            ..Self::default()
+        }
+    }
+
+    /// Adds one `GetProducts` element: its product, then its terms.
+    pub fn item(&mut self, item: &PriceListItem, facts: &Facts<'_>) {
+        let sku = item.product.sku.clone();
+        self.product(sku.clone(), &item.product, facts);
+        for (terms, reserved) in [(&item.terms.on_demand, false), (&item.terms.reserved, true)] {
+            self.terms(&sku, terms, reserved);
+        }
+    }
+
+    fn terms(&mut self, sku: &str, terms: &HashMap<String, OfferTerm>, reserved: bool) {
+        let mut codes: Vec<(&String, &OfferTerm)> = terms.iter().collect();
+        codes.sort_by_key(|(code, _)| *code);
+        for (_, term) in codes {
+            record(self, sku, term, reserved);
+        }
+    }
+
+    /// The collected prices, instance types and skip counts.
+    pub fn finish(mut self) -> Snapshot {
+        for family in &self.unknown {
+            tracing::warn!(provider = "aws", family = %family, "GPU instance family is not in the table; stored with an unknown GPU model.");
+        }
+        self.snapshot.instance_types = self.types.into_values().collect();
+        self.snapshot
+    }
 }
 
 /// Parses an offer file; the result has instance types, prices and skip counts.
 ///
 /// # Errors
 /// A message when the JSON is malformed or out of the expected order.
-pub fn parse(reader: impl Read) -> Result<Snapshot, String> {
-    let mut state = State::default();
+pub fn parse(reader: impl Read, filter: Vec<String>) -> Result<Snapshot, String> {
+    let mut collector = Collector::new(filter);
     let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::new(reader));
-    OfferSeed(&mut state)
+    OfferSeed(&mut collector)
         .deserialize(&mut de)
         .map_err(|e| e.to_string())?;
     de.end().map_err(|e| e.to_string())?;
-    for family in &state.unknown {
-        tracing::warn!(provider = "aws", family = %family, "GPU instance family is not in the table; stored with an unknown GPU model.");
-    }
-    state.snapshot.instance_types = state.types.into_values().collect();
-    Ok(state.snapshot)
+    Ok(collector.finish())
 }
 
-struct OfferSeed<'a>(&'a mut State);
+struct OfferSeed<'a>(&'a mut Collector);
 
 impl<'de> DeserializeSeed<'de> for OfferSeed<'_> {
     type Value = ();
@@ -107,7 +178,7 @@ impl<'de> Visitor<'de> for OfferSeed<'_> {
     }
 }
 
-struct ProductsSeed<'a>(&'a mut State);
+struct ProductsSeed<'a>(&'a mut Collector);
 
 impl<'de> DeserializeSeed<'de> for ProductsSeed<'_> {
     type Value = ();
@@ -128,74 +199,89 @@ impl<'de> Visitor<'de> for ProductsSeed<'_> {
             ));
         }
         while let Some((sku, product)) = map.next_entry::<String, Product>()? {
-            keep_product(self.0, sku, &product);
+            self.0.product(sku, &product, &Facts::PriceList);
         }
         Ok(())
     }
 }
 
-/// Applies the filters of provider-apis.md §1 and records why a row was skipped.
-fn keep_product(state: &mut State, sku: String, p: &Product) {
-    let snap = &mut state.snapshot;
-    if p.product_family != "Compute Instance" {
-        snap.skip(format!("family:{}", p.product_family));
-        return;
-    }
-    let attr = |k: &str| p.attributes.get(k).map_or("", String::as_str);
-    for (key, wanted, reason) in [
-        ("operatingSystem", "Linux", "os"),
-        ("tenancy", "Shared", "tenancy"),
-        ("capacitystatus", "Used", "capacitystatus"),
-        ("preInstalledSw", "NA", "preinstalled_sw"),
-        ("licenseModel", "No License required", "license"),
-    ] {
-        if attr(key) != wanted {
-            snap.skip(format!("{reason}:{}", attr(key)));
+impl Collector {
+    /// Applies the filters of provider-apis.md §1 and records why a row was skipped.
+    fn product(&mut self, sku: String, p: &Product, facts: &Facts<'_>) {
+        let state = self;
+        let snap = &mut state.snapshot;
+        if p.product_family != "Compute Instance" {
+            snap.skip(format!("family:{}", p.product_family));
             return;
         }
+        let attr = |k: &str| p.attributes.get(k).map_or("", String::as_str);
+        for (key, wanted, reason) in [
+            ("operatingSystem", "Linux", "os"),
+            ("tenancy", "Shared", "tenancy"),
+            ("capacitystatus", "Used", "capacitystatus"),
+            ("preInstalledSw", "NA", "preinstalled_sw"),
+            ("licenseModel", "No License required", "license"),
+        ] {
+            if attr(key) != wanted {
+                snap.skip(format!("{reason}:{}", attr(key)));
+                return;
+            }
+        }
+        let instance_type = attr("instanceType").to_owned();
+        if !super::selected(&state.filter, &instance_type) {
+            snap.skip("filtered");
+            return;
+        }
+        let described = match facts {
+            Facts::PriceList => {
+                let count: u32 = attr("gpu").parse().unwrap_or(0);
+                if count == 0 || instance_type.is_empty() {
+                    snap.skip("not_gpu");
+                    return;
+                }
+                let family = gpus::family(&instance_type);
+                let model = gpus::model(family);
+                if model.is_none() {
+                    state.unknown.insert(family.to_owned());
+                }
+                let normalized = model.map(|m| crate::gpu::normalize(m, None));
+                InstanceType {
+                    instance_type: instance_type.clone(),
+                    gpu_model: normalized
+                        .as_ref()
+                        .map_or_else(|| format!("unknown ({family})"), |m| m.name.clone()),
+                    gpu_count: count,
+                    gpu_memory_gib: normalized.and_then(|m| m.memory_gib),
+                    vcpus: attr("vcpu").parse().ok(),
+                    memory_gib: attr("memory")
+                        .split_whitespace()
+                        .next()
+                        .and_then(|m| m.replace(',', "").parse().ok()),
+                }
+            }
+            Facts::Described(types) => match types.get(&instance_type) {
+                Some(t) => t.clone(),
+                None => {
+                    snap.skip("not_gpu");
+                    return;
+                }
+            },
+        };
+        state
+            .types
+            .entry(instance_type.clone())
+            .or_insert(described);
+        state.kept.insert(
+            sku,
+            Kept {
+                instance_type,
+                region: attr("regionCode").to_owned(),
+            },
+        );
     }
-    let count: u32 = attr("gpu").parse().unwrap_or(0);
-    let instance_type = attr("instanceType").to_owned();
-    if count == 0 || instance_type.is_empty() {
-        snap.skip("not_gpu");
-        return;
-    }
-    let family = instance_type
-        .split('.')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    let model = gpus::model(&family);
-    if model.is_none() {
-        state.unknown.insert(family.clone());
-    }
-    let normalized = model.map(|m| crate::gpu::normalize(m, None));
-    state
-        .types
-        .entry(instance_type.clone())
-        .or_insert_with(|| InstanceType {
-            instance_type: instance_type.clone(),
-            gpu_model: normalized
-                .as_ref()
-                .map_or_else(|| format!("unknown ({family})"), |m| m.name.clone()),
-            gpu_count: count,
-            gpu_memory_gib: normalized.and_then(|m| m.memory_gib),
-            vcpus: attr("vcpu").parse().ok(),
-            memory_gib: attr("memory")
-                .split_whitespace()
-                .next()
-                .and_then(|m| m.replace(',', "").parse().ok()),
-        });
-    state.kept.insert(
-        sku,
-        Kept {
-            instance_type,
-            region: attr("regionCode").to_owned(),
-        },
-    );
 }
 
-struct TermsSeed<'a>(&'a mut State);
+struct TermsSeed<'a>(&'a mut Collector);
 
 impl<'de> DeserializeSeed<'de> for TermsSeed<'_> {
     type Value = ();
@@ -229,7 +315,7 @@ impl<'de> Visitor<'de> for TermsSeed<'_> {
 }
 
 struct SkuTermsSeed<'a> {
-    state: &'a mut State,
+    state: &'a mut Collector,
     reserved: bool,
 }
 
@@ -252,11 +338,7 @@ impl<'de> Visitor<'de> for SkuTermsSeed<'_> {
                 continue;
             }
             let terms = map.next_value::<HashMap<String, OfferTerm>>()?;
-            let mut codes: Vec<(&String, &OfferTerm)> = terms.iter().collect();
-            codes.sort_by_key(|(code, _)| *code);
-            for (_, term) in codes {
-                record(self.state, &sku, term, self.reserved);
-            }
+            self.state.terms(&sku, &terms, self.reserved);
         }
         Ok(())
     }
@@ -271,7 +353,7 @@ fn usd(d: &Dimension) -> Option<f64> {
         .filter(|v: &f64| v.is_finite() && *v >= 0.0)
 }
 
-fn record(state: &mut State, sku: &str, term: &OfferTerm, reserved: bool) {
+fn record(state: &mut Collector, sku: &str, term: &OfferTerm, reserved: bool) {
     let Some(kept) = state.kept.get(sku) else {
         return;
     };

@@ -1,34 +1,23 @@
 use super::*;
 use crate::snapshot::{OfferingClass, PriceKind, Term, Upfront};
-use crate::test_server::{self, FixtureServer, Seen};
+use crate::test_server::aws::{EAST, files};
+use crate::test_server::{self, FixtureServer};
 
-const INDEX: &str = include_str!("../../fixtures/aws/region_index.json");
-const EAST: &str = include_str!("../../fixtures/aws/offer-us-east-1.json");
-const WEST: &str = include_str!("../../fixtures/aws/offer-us-west-2.json");
-const ADVISOR: &str = include_str!("../../fixtures/aws/spot-advisor-data.json");
-
-fn provider(server: &FixtureServer, regions: &[&str]) -> AwsPublicProvider {
-    AwsPublicProvider::new(AwsPublicConfig {
-        bulk_endpoint: server.base.clone(),
-        spot_advisor_url: format!("{}/spot-advisor-data.json", server.base),
+/// The public path's settings for `server`: no credentials are looked for.
+pub(super) fn config(server: &FixtureServer, regions: &[&str]) -> AwsConfig {
+    AwsConfig {
         regions: regions.iter().map(|r| (*r).to_owned()).collect(),
-        retry: test_server::fast_retry(),
-    })
-    .unwrap()
+        credentials: Credentials::None,
+        ..AwsConfig::new(
+            server.base.clone(),
+            format!("{}/spot-advisor-data.json", server.base),
+            test_server::fast_retry(),
+        )
+    }
 }
 
-fn files(req: &Seen, base: &str) -> axum::response::Response {
-    match req.uri.as_str() {
-        "/offers/v1.0/aws/AmazonEC2/current/region_index.json" => test_server::json(INDEX, base),
-        "/offers/v1.0/aws/AmazonEC2/20261101000000/us-east-1/index.json" => {
-            test_server::json(EAST, base)
-        }
-        "/offers/v1.0/aws/AmazonEC2/20261101000000/us-west-2/index.json" => {
-            test_server::json(WEST, base)
-        }
-        "/spot-advisor-data.json" => test_server::json(ADVISOR, base),
-        _ => test_server::status(404, "NoSuchKey"),
-    }
+fn provider(server: &FixtureServer, regions: &[&str]) -> AwsProvider {
+    AwsProvider::new(config(server, regions)).unwrap()
 }
 
 fn price<'a>(

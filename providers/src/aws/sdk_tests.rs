@@ -1,0 +1,381 @@
+//! The credentialed path against the local AWS stand-in
+//! ([`crate::test_server::aws`]); the SDK clients sign with static test keys.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::response::IntoResponse;
+use chrono::{TimeZone, Utc};
+use serde_json::json;
+
+use super::tests::config;
+use super::*;
+use crate::secret::Secret;
+use crate::snapshot::{PriceKind, PriceRecord, Term, Upfront};
+use crate::test_server::aws::{self, ec2_error, form, pricing_error, spot_row, xml};
+use crate::test_server::{self, FixtureServer};
+
+fn sdk_config(server: &FixtureServer, regions: &[&str]) -> AwsConfig {
+    AwsConfig {
+        credentials: Credentials::Static {
+            access_key_id: "AKIDGPUPLANTEST".to_owned(),
+            secret_access_key: Secret::new("test-secret-key"),
+        },
+        pricing_endpoint: Some(server.base.clone()),
+        ec2_endpoint: Some(server.base.clone()),
+        ..config(server, regions)
+    }
+}
+
+fn actions(server: &FixtureServer) -> Vec<String> {
+    server
+        .requests()
+        .iter()
+        .map(|r| match r.headers.get("x-amz-target") {
+            Some(t) => t.to_str().unwrap().to_owned(),
+            None => form(&r.body)
+                .get("Action")
+                .cloned()
+                .unwrap_or_else(|| r.uri.clone()),
+        })
+        .collect()
+}
+
+fn find<'a>(snap: &'a Snapshot, region: &str, itype: &str, kind: PriceKind) -> &'a PriceRecord {
+    snap.prices
+        .iter()
+        .find(|p| p.region == region && p.instance_type == itype && p.price_kind == kind)
+        .unwrap_or_else(|| panic!("no {kind} price for {itype} in {region}"))
+}
+
+#[tokio::test]
+async fn with_credentials_every_source_becomes_records() {
+    let server = test_server::serve(|req, base, _| aws::answer(req, base)).await;
+    let mut cfg = sdk_config(&server, &["us-east-1", "us-west-2"]);
+    cfg.sources.placement_scores = true;
+    let snap = AwsProvider::new(cfg)
+        .unwrap()
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap();
+
+    // Instance facts from DescribeInstanceTypes: L4's 22888 MiB is still an L4,
+    // Trainium is kept under its own name, m7i (no accelerator) is not there.
+    let t = |name: &str| snap.instance_types.iter().find(|t| t.instance_type == name);
+    let p5 = t("p5.48xlarge").unwrap();
+    assert_eq!(
+        (p5.gpu_model.as_str(), p5.gpu_count, p5.vcpus, p5.memory_gib),
+        ("H100-80GB", 8, Some(192), Some(2048.0))
+    );
+    assert_eq!(t("g6.xlarge").unwrap().gpu_model, "L4");
+    let trn = t("trn1.32xlarge").unwrap();
+    assert_eq!((trn.gpu_model.as_str(), trn.gpu_count), ("Trainium", 16));
+    assert!(t("m7i.large").is_none());
+
+    // Prices: the traps of the bulk fixture are skipped the same way.
+    let partial = find(
+        &snap,
+        "us-east-1",
+        "p5.48xlarge",
+        PriceKind::AwsReserved(Term::OneYear, Upfront::Partial),
+    );
+    assert_eq!(
+        (partial.upfront_usd, partial.recurring_usd_per_hour),
+        (86829.0, 9.912)
+    );
+    assert_eq!(
+        find(&snap, "us-east-1", "trn1.32xlarge", PriceKind::OnDemand).usd_per_hour,
+        21.5
+    );
+    assert_eq!(snap.skipped.get("os:Windows"), Some(&1));
+    assert_eq!(snap.skipped.get("tenancy:Dedicated"), Some(&1));
+    assert_eq!(snap.skipped.get("license:Bring your own license"), Some(&1));
+
+    // Spot history: every Linux row of both pages, Windows counted and dropped.
+    let mut spot: Vec<(&str, &str, f64)> = snap
+        .spot_observations
+        .iter()
+        .map(|o| (o.zone.as_str(), o.instance_type.as_str(), o.usd_per_hour))
+        .collect();
+    spot.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert_eq!(
+        spot,
+        vec![
+            ("us-east-1a", "g5.xlarge", 0.3987),
+            ("us-east-1a", "g5.xlarge", 0.4012),
+            ("us-east-1b", "p5.48xlarge", 41.112),
+            ("us-west-2a", "p5.48xlarge", 39.0),
+        ]
+    );
+    assert_eq!(snap.skipped.get("spot_product:Windows"), Some(&1));
+
+    // Availability: region and zone offerings (not in the impaired zone), the
+    // advisor, and a placement score mapped from zone id to name.
+    let has = |region: &str, zone: Option<&str>, t: &str, s: AvailabilitySignal| {
+        snap.availability.iter().any(|a| {
+            a.region == region && a.zone.as_deref() == zone && a.instance_type == t && a.signal == s
+        })
+    };
+    assert!(has(
+        "us-east-1",
+        None,
+        "p5.48xlarge",
+        AvailabilitySignal::Offered
+    ));
+    assert!(has(
+        "us-east-1",
+        Some("us-east-1b"),
+        "p5.48xlarge",
+        AvailabilitySignal::Offered
+    ));
+    assert!(!has(
+        "us-east-1",
+        Some("us-east-1e"),
+        "p5.48xlarge",
+        AvailabilitySignal::Offered
+    ));
+    assert!(has(
+        "us-east-1",
+        Some("us-east-1a"),
+        "g5.xlarge",
+        AvailabilitySignal::Offered
+    ));
+    assert!(has(
+        "us-west-2",
+        Some("us-west-2a"),
+        "p5.48xlarge",
+        AvailabilitySignal::Offered
+    ));
+    assert!(has(
+        "us-east-1",
+        Some("us-east-1a"),
+        "p5.48xlarge",
+        AvailabilitySignal::PlacementScore(7)
+    ));
+    assert!(has(
+        "us-east-1",
+        None,
+        "p5.48xlarge",
+        AvailabilitySignal::InterruptionBucket(4)
+    ));
+    assert_eq!(snap.skipped.get("offering:zone_not_available"), Some(&1));
+    // One unknown zone id in the answer for each of the four types.
+    assert_eq!(snap.skipped.get("placement_score:unknown_zone"), Some(&4));
+
+    // Every call paged to its end: the empty <nextToken/> ended paging.
+    let calls = actions(&server);
+    let count = |a: &str| calls.iter().filter(|c| *c == a).count();
+    assert_eq!(count("DescribeInstanceTypes"), 3);
+    assert_eq!(count("DescribeSpotPriceHistory"), 3);
+    assert!(!calls.iter().any(|c| c.contains("region_index.json")));
+}
+
+#[tokio::test]
+async fn query_api_records_equal_the_bulk_file_records_for_the_same_skus() {
+    let server = test_server::serve(|req, base, _| aws::answer(req, base)).await;
+    let mut sdk_cfg = sdk_config(&server, &["us-east-1"]);
+    sdk_cfg.instance_types = vec!["p5.*".to_owned(), "g5.*".to_owned()];
+    let mut public_cfg = config(&server, &["us-east-1"]);
+    public_cfg.instance_types = sdk_cfg.instance_types.clone();
+    let ctx = FetchContext::default();
+    let with_keys = AwsProvider::new(sdk_cfg)
+        .unwrap()
+        .fetch(&ctx)
+        .await
+        .unwrap();
+    let public = AwsProvider::new(public_cfg)
+        .unwrap()
+        .fetch(&ctx)
+        .await
+        .unwrap();
+
+    let sorted = |s: &Snapshot| {
+        let mut p = s.prices.clone();
+        p.sort_by(|a, b| {
+            (&a.instance_type, a.price_kind, &a.source).cmp(&(
+                &b.instance_type,
+                b.price_kind,
+                &b.source,
+            ))
+        });
+        p
+    };
+    assert!(!public.prices.is_empty());
+    assert_eq!(sorted(&with_keys), sorted(&public));
+}
+
+#[tokio::test]
+async fn a_second_sync_asks_only_for_spot_prices_newer_than_the_stored_ones() {
+    let server = test_server::serve(|req, base, _| aws::answer(req, base)).await;
+    let newest = Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 0).unwrap();
+    let ctx = FetchContext {
+        newest_spot_by_region: [("us-east-1".to_owned(), newest)].into(),
+    };
+    AwsProvider::new(sdk_config(&server, &["us-east-1"]))
+        .unwrap()
+        .fetch(&ctx)
+        .await
+        .unwrap();
+    let first = server
+        .requests()
+        .into_iter()
+        .map(|r| form(&r.body))
+        .find(|f| f.get("Action").map(String::as_str) == Some("DescribeSpotPriceHistory"))
+        .unwrap();
+    assert_eq!(first["StartTime"], "2026-11-22T10:00:00Z");
+    assert_eq!(first["ProductDescription.1"], "Linux/UNIX");
+    assert!(first.values().any(|v| v == "p5.48xlarge"));
+}
+
+#[tokio::test]
+async fn throttling_and_server_errors_are_retried_then_succeed() {
+    let (pricing_fails, ec2_fails) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (p, e) = (pricing_fails.clone(), ec2_fails.clone());
+    let server = test_server::serve(move |req, base, _| {
+        if req.headers.contains_key("x-amz-target") && p.fetch_add(1, Ordering::SeqCst) == 0 {
+            return pricing_error("ThrottlingException");
+        }
+        if req.body.contains("Action=DescribeSpotPriceHistory") {
+            match e.fetch_add(1, Ordering::SeqCst) {
+                0 => return ec2_error(503, "RequestLimitExceeded"),
+                1 => return ec2_error(500, "InternalError"),
+                _ => {}
+            }
+        }
+        aws::answer(req, base)
+    })
+    .await;
+    let snap = AwsProvider::new(sdk_config(&server, &["us-west-2"]))
+        .unwrap()
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap();
+    assert_eq!(snap.spot_observations.len(), 1);
+    assert!(!snap.prices.is_empty());
+    assert!(pricing_fails.load(Ordering::SeqCst) >= 2);
+    assert_eq!(ec2_fails.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn a_malformed_page_fails_the_fetch_naming_the_call() {
+    let server = test_server::serve(|req, base, _| {
+        let f = form(&req.body);
+        if f.get("Action").map(String::as_str) == Some("DescribeSpotPriceHistory")
+            && f.contains_key("NextToken")
+        {
+            // Cut at an element boundary: the SDK's XML reader alone would take
+            // this for a complete last page.
+            return xml(&format!(
+                "<DescribeSpotPriceHistoryResponse {{{{NS}}}}><spotPriceHistorySet>{}",
+                spot_row(
+                    "g5.xlarge",
+                    "us-east-1a",
+                    "Linux/UNIX",
+                    "0.3987",
+                    "2026-11-22T10:00:00.000Z"
+                )
+            ));
+        }
+        aws::answer(req, base)
+    })
+    .await;
+    let err = AwsProvider::new(sdk_config(&server, &["us-east-1"]))
+        .unwrap()
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Decode { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("DescribeSpotPriceHistory in us-east-1"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_truncated_price_list_page_names_the_query() {
+    let server = test_server::serve(|req, base, _| {
+        if req.headers.contains_key("x-amz-target") {
+            return (
+                axum::http::StatusCode::OK,
+                [("content-type", "application/x-amz-json-1.1")],
+                r#"{"FormatVersion": "aws_v1", "PriceList": ["{}", "#,
+            )
+                .into_response();
+        }
+        aws::answer(req, base)
+    })
+    .await;
+    let err = AwsProvider::new(sdk_config(&server, &["us-west-2"]))
+        .unwrap()
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Decode { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("GetProducts for p5.48xlarge in us-west-2"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_price_list_element_names_the_query() {
+    let server = test_server::serve(|req, base, _| {
+        if req.headers.contains_key("x-amz-target") {
+            return (
+                axum::http::StatusCode::OK,
+                [("content-type", "application/x-amz-json-1.1")],
+                json!({"FormatVersion": "aws_v1", "PriceList": ["{\"product\": {\"sku\": 3"]})
+                    .to_string(),
+            )
+                .into_response();
+        }
+        aws::answer(req, base)
+    })
+    .await;
+    let err = AwsProvider::new(sdk_config(&server, &["us-west-2"]))
+        .unwrap()
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("GetProducts for p5.48xlarge in us-west-2"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn rejected_credentials_are_an_auth_error() {
+    let server = test_server::serve(|req, base, _| {
+        if req.body.contains("Action=") {
+            return ec2_error(401, "AuthFailure");
+        }
+        aws::answer(req, base)
+    })
+    .await;
+    let err = AwsProvider::new(sdk_config(&server, &["us-east-1"]))
+        .unwrap()
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Auth { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("DescribeInstanceTypes in us-east-1"),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("test-secret-key"));
+}
+
+#[test]
+fn instance_type_patterns() {
+    let p = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    assert!(selected(&[], "p5.48xlarge"));
+    assert!(selected(&p(&["p5.*"]), "p5.48xlarge"));
+    assert!(!selected(&p(&["p5.*"]), "p5e.48xlarge"));
+    assert!(selected(&p(&["g6.xlarge", "*.48xlarge"]), "p5e.48xlarge"));
+    assert!(!selected(&p(&["g6.xlarge"]), "g6.2xlarge"));
+    assert!(selected(&p(&["g*.*large"]), "g6e.12xlarge"));
+}

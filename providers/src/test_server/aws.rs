@@ -1,0 +1,356 @@
+//! A local stand-in for AWS's pricing endpoints, in their real wire formats:
+//! the bulk files and spot advisor (JSON over GET), the Price List Query API
+//! (awsJson1_1, `X-Amz-Target`) and EC2's query protocol (form POST, XML
+//! answers). Its GetProducts pages are generated from the bulk fixtures, so
+//! both AWS paths can be compared SKU by SKU. Regions come from the SigV4
+//! credential scope, as a real regional endpoint would know them.
+
+use std::collections::BTreeMap;
+
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::Seen;
+
+pub const INDEX: &str = include_str!("../../fixtures/aws/region_index.json");
+pub const EAST: &str = include_str!("../../fixtures/aws/offer-us-east-1.json");
+pub const WEST: &str = include_str!("../../fixtures/aws/offer-us-west-2.json");
+pub const ADVISOR: &str = include_str!("../../fixtures/aws/spot-advisor-data.json");
+
+/// The bulk price files and the spot advisor.
+pub fn files(req: &Seen, base: &str) -> Response {
+    match req.uri.as_str() {
+        "/offers/v1.0/aws/AmazonEC2/current/region_index.json" => super::json(INDEX, base),
+        "/offers/v1.0/aws/AmazonEC2/20261101000000/us-east-1/index.json" => super::json(EAST, base),
+        "/offers/v1.0/aws/AmazonEC2/20261101000000/us-west-2/index.json" => super::json(WEST, base),
+        "/spot-advisor-data.json" => super::json(ADVISOR, base),
+        _ => super::status(404, "NoSuchKey"),
+    }
+}
+
+/// Items per GetProducts page: small, so every query pages.
+const PAGE: usize = 2;
+
+/// The first GetProducts elements of `instance_type` in `region`, as the API
+/// sends them: each a JSON string whose terms are keyed `<sku>.<code>`, with
+/// `Reserved` absent when the product has none.
+fn price_list(region: &str, instance_type: &str) -> Vec<String> {
+    let mut items = Vec::new();
+    for file in [EAST, WEST] {
+        let offer: Value = serde_json::from_str(file).unwrap();
+        for (sku, product) in offer["products"].as_object().unwrap() {
+            let a = &product["attributes"];
+            if a["regionCode"] != region || a["instanceType"] != instance_type {
+                continue;
+            }
+            let mut terms = serde_json::Map::new();
+            for kind in ["OnDemand", "Reserved"] {
+                if let Some(t) = offer["terms"][kind].get(sku) {
+                    terms.insert(kind.to_owned(), t.clone());
+                }
+            }
+            items.push(
+                json!({"product": product, "serviceCode": "AmazonEC2", "terms": terms,
+                   "version": "20261101000000", "publicationDate": "2026-11-01T00:00:00Z"})
+                .to_string(),
+            );
+        }
+    }
+    // Types the bulk fixture lacks: an L4 one, and an accelerator whose price
+    // list rows carry no GPU count at all.
+    let extra = match instance_type {
+        "g6.xlarge" => Some(("G6XLARGELINUX01", "1", "0.8048000000")),
+        "trn1.32xlarge" => Some(("TRN1LINUX000001", "NA", "21.5000000000")),
+        _ => None,
+    };
+    if let Some((sku, gpus, usd)) = extra {
+        items.push(json!({
+            "product": {"productFamily": "Compute Instance", "sku": sku,
+                "attributes": {"instanceType": instance_type, "regionCode": region,
+                    "operatingSystem": "Linux", "tenancy": "Shared", "capacitystatus": "Used",
+                    "preInstalledSw": "NA", "licenseModel": "No License required",
+                    "gpu": gpus, "gpuMemory": "NA"}},
+            "serviceCode": "AmazonEC2",
+            "terms": {"OnDemand": {format!("{sku}.JRTCKXETXF"): {
+                "offerTermCode": "JRTCKXETXF", "sku": sku, "termAttributes": {},
+                "priceDimensions": {format!("{sku}.JRTCKXETXF.6YS6EN2CT7"): {
+                    "unit": "Hrs", "beginRange": "0", "endRange": "Inf", "appliesTo": [],
+                    "description": format!("${usd} per On Demand Linux {instance_type} Instance Hour"),
+                    "pricePerUnit": {"USD": usd}}}}}}
+        }).to_string());
+    }
+    items
+}
+
+/// The request's form fields (EC2 query protocol).
+pub fn form(body: &str) -> BTreeMap<String, String> {
+    let decode = |s: &str| {
+        let bytes = s.replace('+', " ").into_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'%' && i + 2 < bytes.len() + 1 {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap();
+                out.push(u8::from_str_radix(hex, 16).unwrap());
+                i += 3;
+            } else {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+        String::from_utf8(out).unwrap()
+    };
+    body.split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (decode(k), decode(v)))
+        .collect()
+}
+
+/// The region a request was signed for (from the SigV4 credential scope).
+fn signed_region(req: &Seen) -> String {
+    let auth = req.headers["authorization"].to_str().unwrap();
+    let scope = auth.split("Credential=").nth(1).unwrap();
+    scope.split('/').nth(2).unwrap().to_owned()
+}
+
+pub fn xml(body: &str) -> Response {
+    (
+        axum::http::StatusCode::OK,
+        [("content-type", "text/xml;charset=UTF-8")],
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n{}",
+            body.replace(
+                "{{NS}}",
+                "xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\""
+            )
+        ),
+    )
+        .into_response()
+}
+
+pub fn ec2_error(status: u16, code: &str) -> Response {
+    (
+        axum::http::StatusCode::from_u16(status).unwrap(),
+        [("content-type", "text/xml;charset=UTF-8")],
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error><Code>{code}</Code><Message>{code} (test)</Message></Error></Errors><RequestID>req-1</RequestID></Response>"
+        ),
+    )
+        .into_response()
+}
+
+pub fn pricing_error(code: &str) -> Response {
+    (
+        axum::http::StatusCode::BAD_REQUEST,
+        [("content-type", "application/x-amz-json-1.1")],
+        json!({"__type": code, "Message": "Rate exceeded"}).to_string(),
+    )
+        .into_response()
+}
+
+fn gpu(name: &str, count: u32, mib: u32) -> String {
+    format!(
+        "<gpuInfo><gpus><item><name>{name}</name><manufacturer>NVIDIA</manufacturer><count>{count}</count><memoryInfo><sizeInMiB>{mib}</sizeInMiB></memoryInfo></item></gpus><totalGpuMemoryInMiB>{}</totalGpuMemoryInMiB></gpuInfo>",
+        count * mib
+    )
+}
+
+fn instance_type(name: &str, vcpus: u32, mib: u64, accelerator: &str) -> String {
+    format!(
+        "<item><instanceType>{name}</instanceType><currentGeneration>true</currentGeneration><vCpuInfo><defaultVCpus>{vcpus}</defaultVCpus></vCpuInfo><memoryInfo><sizeInMiB>{mib}</sizeInMiB></memoryInfo>{accelerator}</item>"
+    )
+}
+
+/// `DescribeInstanceTypes`: us-east-1 in two pages (the last ending with an
+/// empty `<nextToken/>`), us-west-2 in one.
+fn describe_instance_types(region: &str, token: Option<&str>) -> Response {
+    let (items, next) = match (region, token) {
+        ("us-east-1", None) => (
+            instance_type("p5.48xlarge", 192, 2_097_152, &gpu("H100", 8, 81920))
+                + &instance_type("m7i.large", 2, 8192, ""),
+            "<nextToken>types-2</nextToken>",
+        ),
+        ("us-east-1", Some("types-2")) => (
+            instance_type("g5.xlarge", 4, 16384, &gpu("A10G", 1, 24576))
+                + &instance_type("g6.xlarge", 4, 16384, &gpu("L4", 1, 22888))
+                + &instance_type(
+                    "trn1.32xlarge",
+                    128,
+                    524_288,
+                    "<neuronInfo><neuronDevices><item><count>16</count><name>Trainium</name><coreInfo><count>2</count><version>2</version></coreInfo><memoryInfo><sizeInMiB>32768</sizeInMiB></memoryInfo></item></neuronDevices><totalNeuronDeviceMemoryInMiB>524288</totalNeuronDeviceMemoryInMiB></neuronInfo>",
+                ),
+            "<nextToken/>",
+        ),
+        ("us-west-2", None) => (
+            instance_type("p5.48xlarge", 192, 2_097_152, &gpu("H100", 8, 81920)),
+            "",
+        ),
+        other => panic!("unexpected DescribeInstanceTypes {other:?}"),
+    };
+    xml(&format!(
+        "<DescribeInstanceTypesResponse {{{{NS}}}}><requestId>r</requestId><instanceTypeSet>{items}</instanceTypeSet>{next}</DescribeInstanceTypesResponse>"
+    ))
+}
+
+pub fn spot_row(t: &str, zone: &str, product: &str, price: &str, at: &str) -> String {
+    format!(
+        "<item><instanceType>{t}</instanceType><productDescription>{product}</productDescription><spotPrice>{price}</spotPrice><timestamp>{at}</timestamp><availabilityZone>{zone}</availabilityZone></item>"
+    )
+}
+
+/// Spot history: unsorted across two pages, with a Windows row mixed in.
+fn spot_history(region: &str, token: Option<&str>) -> Response {
+    let (rows, next) = match (region, token) {
+        ("us-east-1", None) => (
+            spot_row(
+                "g5.xlarge",
+                "us-east-1a",
+                "Linux/UNIX",
+                "0.401200",
+                "2026-11-20T08:00:00.000Z",
+            ) + &spot_row(
+                "p5.48xlarge",
+                "us-east-1b",
+                "Linux/UNIX",
+                "41.112000",
+                "2026-11-21T09:30:00.000Z",
+            ) + &spot_row(
+                "g5.xlarge",
+                "us-east-1a",
+                "Windows",
+                "0.612000",
+                "2026-11-22T08:00:00.000Z",
+            ),
+            "<nextToken>spot-2</nextToken>",
+        ),
+        ("us-east-1", Some("spot-2")) => (
+            spot_row(
+                "g5.xlarge",
+                "us-east-1a",
+                "Linux/UNIX",
+                "0.398700",
+                "2026-11-22T10:00:00.000Z",
+            ),
+            "<nextToken></nextToken>",
+        ),
+        ("us-west-2", None) => (
+            spot_row(
+                "p5.48xlarge",
+                "us-west-2a",
+                "Linux/UNIX",
+                "39.000000",
+                "2026-11-21T00:00:00.000Z",
+            ),
+            "",
+        ),
+        other => panic!("unexpected DescribeSpotPriceHistory {other:?}"),
+    };
+    xml(&format!(
+        "<DescribeSpotPriceHistoryResponse {{{{NS}}}}><requestId>r</requestId><spotPriceHistorySet>{rows}</spotPriceHistorySet>{next}</DescribeSpotPriceHistoryResponse>"
+    ))
+}
+
+fn zones(region: &str) -> Response {
+    let zones: &[(&str, &str, &str)] = if region == "us-east-1" {
+        &[
+            ("us-east-1a", "use1-az4", "available"),
+            ("us-east-1b", "use1-az6", "available"),
+            ("us-east-1e", "use1-az3", "impaired"),
+        ]
+    } else {
+        &[("us-west-2a", "usw2-az2", "available")]
+    };
+    let items: String = zones
+        .iter()
+        .map(|(name, id, state)| format!("<item><zoneName>{name}</zoneName><zoneId>{id}</zoneId><zoneState>{state}</zoneState><regionName>{region}</regionName><zoneType>availability-zone</zoneType></item>"))
+        .collect();
+    xml(&format!(
+        "<DescribeAvailabilityZonesResponse {{{{NS}}}}><requestId>r</requestId><availabilityZoneInfo>{items}</availabilityZoneInfo></DescribeAvailabilityZonesResponse>"
+    ))
+}
+
+fn offerings(region: &str, location_type: &str, token: Option<&str>) -> Response {
+    let offer = |t: &str, at: &str| {
+        format!(
+            "<item><instanceType>{t}</instanceType><locationType>{location_type}</locationType><location>{at}</location></item>"
+        )
+    };
+    let (items, next) = match (region, location_type, token) {
+        ("us-east-1", "region", None) => (
+            offer("p5.48xlarge", "us-east-1") + &offer("g5.xlarge", "us-east-1"),
+            "",
+        ),
+        ("us-east-1", "availability-zone", None) => (
+            offer("p5.48xlarge", "us-east-1b") + &offer("p5.48xlarge", "us-east-1e"),
+            "<nextToken>off-2</nextToken>",
+        ),
+        ("us-east-1", "availability-zone", Some("off-2")) => (
+            offer("g5.xlarge", "us-east-1a") + &offer("g5.xlarge", "us-east-1b"),
+            "<nextToken/>",
+        ),
+        ("us-west-2", "region", None) => (offer("p5.48xlarge", "us-west-2"), ""),
+        ("us-west-2", "availability-zone", None) => (offer("p5.48xlarge", "us-west-2a"), ""),
+        other => panic!("unexpected DescribeInstanceTypeOfferings {other:?}"),
+    };
+    xml(&format!(
+        "<DescribeInstanceTypeOfferingsResponse {{{{NS}}}}><requestId>r</requestId><instanceTypeOfferingSet>{items}</instanceTypeOfferingSet>{next}</DescribeInstanceTypeOfferingsResponse>"
+    ))
+}
+
+fn placement_scores(region: &str) -> Response {
+    let items = if region == "us-east-1" {
+        "<item><region>us-east-1</region><availabilityZoneId>use1-az4</availabilityZoneId><score>7</score></item><item><region>us-east-1</region><availabilityZoneId>use1-az9</availabilityZoneId><score>3</score></item>"
+    } else {
+        ""
+    };
+    xml(&format!(
+        "<GetSpotPlacementScoresResponse {{{{NS}}}}><requestId>r</requestId><spotPlacementScoreSet>{items}</spotPlacementScoreSet></GetSpotPlacementScoresResponse>"
+    ))
+}
+
+/// Answers Pricing (JSON, by `X-Amz-Target`) and EC2 (form, by `Action`).
+pub fn answer(req: &Seen, base: &str) -> Response {
+    if let Some(target) = req.headers.get("x-amz-target") {
+        assert_eq!(target, "AWSPriceListService.GetProducts");
+        let body: Value = serde_json::from_str(&req.body).unwrap();
+        let field = |name: &str| {
+            body["Filters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["Field"] == name)
+                .map(|f| f["Value"].as_str().unwrap().to_owned())
+                .unwrap()
+        };
+        assert_eq!(body["ServiceCode"], "AmazonEC2");
+        let items = price_list(&field("regionCode"), &field("instanceType"));
+        let start: usize = body["NextToken"]
+            .as_str()
+            .map_or(0, |t| t.trim_start_matches("page-").parse().unwrap());
+        let end = (start + PAGE).min(items.len());
+        let mut page = json!({"FormatVersion": "aws_v1", "PriceList": items[start..end]});
+        if end < items.len() {
+            page["NextToken"] = json!(format!("page-{end}"));
+        }
+        return (
+            axum::http::StatusCode::OK,
+            [("content-type", "application/x-amz-json-1.1")],
+            page.to_string(),
+        )
+            .into_response();
+    }
+    if !req.body.contains("Action=") {
+        return files(req, base);
+    }
+    let f = form(&req.body);
+    let region = signed_region(req);
+    let token = f.get("NextToken").map(String::as_str);
+    match f["Action"].as_str() {
+        "DescribeInstanceTypes" => describe_instance_types(&region, token),
+        "DescribeSpotPriceHistory" => spot_history(&region, token),
+        "DescribeAvailabilityZones" => zones(&region),
+        "DescribeInstanceTypeOfferings" => offerings(&region, &f["LocationType"], token),
+        "GetSpotPlacementScores" => placement_scores(&region),
+        other => panic!("unexpected EC2 action {other}"),
+    }
+}
