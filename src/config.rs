@@ -1278,6 +1278,45 @@ mod tests {
     }
 
     #[test]
+    fn aws_keys_are_read_and_checked() {
+        let config = Config::parse(
+            "[providers.aws]\ncredentials = \"chain\"\ninstance_types = [\"p5.*\"]\n\
+             sources = [\"spot_history\", \"placement_scores\"]\nspot_history_days = 7\n\
+             ec2_endpoint = \"http://127.0.0.1:9/{region}\"\n",
+            Path::new(""),
+        )
+        .unwrap();
+        let aws = &config.providers.aws;
+        assert!(matches!(aws.credentials, AwsCredentials::Chain));
+        assert_eq!(aws.instance_types, ["p5.*"]);
+        assert!(aws.sources.spot_history && aws.sources.placement_scores);
+        assert!(!aws.sources.offerings && !aws.sources.spot_advisor);
+        assert_eq!(aws.spot_history_days, 7);
+        assert_eq!(aws.pricing_endpoint, None);
+        // Defaults: the chain when it has keys, every optional source but scores.
+        let defaults = Config::parse("", Path::new("")).unwrap().providers.aws;
+        assert!(matches!(defaults.credentials, AwsCredentials::Auto));
+        assert_eq!(defaults.sources, AwsSources::default());
+
+        let errors = errors_of(
+            "[providers.aws]\ncredentials = \"env\"\ninstance_types = [\"p5 large\"]\n\
+             sources = [\"spot\"]\nspot_history_days = 91\npricing_endpoint = \"localhost\"\n",
+        );
+        for path in [
+            "providers.aws.credentials",
+            "providers.aws.instance_types[0]",
+            "providers.aws.sources[0]",
+            "providers.aws.spot_history_days",
+            "providers.aws.pricing_endpoint",
+        ] {
+            assert!(
+                errors.iter().any(|e| e.starts_with(path)),
+                "{path}: {errors:?}"
+            );
+        }
+    }
+
+    #[test]
     fn no_config_means_built_in_defaults() {
         let config = Config::parse("", Path::new("")).unwrap();
         assert_eq!(config.store.path, PathBuf::from("gpuplan.db"));

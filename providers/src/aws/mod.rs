@@ -25,6 +25,8 @@ use crate::secret::Secret;
 use crate::snapshot::{AvailabilityRecord, AvailabilitySignal, Snapshot};
 use crate::{FetchContext, Provider, ProviderError, RegionScope};
 
+pub use offer::parse as parse_offer_file;
+
 const PROVIDER: &str = "aws";
 
 /// Where credentials come from.
@@ -84,6 +86,7 @@ pub struct AwsConfig {
     pub spot_advisor_url: String,
     /// Overrides of the SDK's endpoints (tests, proxies); `None` is AWS's own.
     pub pricing_endpoint: Option<String>,
+    /// `{region}` in it is replaced by each region's code.
     pub ec2_endpoint: Option<String>,
     /// How far back the first spot-history sync of a region reads (1..=90).
     pub spot_history_days: u32,

@@ -104,7 +104,7 @@ impl Clients {
             .region(Region::new(region.to_owned()))
             .interceptor(CompleteXml);
         if let Some(url) = &self.ec2_endpoint {
-            b = b.endpoint_url(url);
+            b = b.endpoint_url(url.replace("{region}", region));
         }
         aws_sdk_ec2::Client::from_conf(b.build())
     }
