@@ -46,7 +46,7 @@ fn product(i: usize) -> String {
     let itype = format!("{family}.{i}xlarge");
     let os = OS[(i / FAMILIES.len()) % OS.len()];
     let tenancy = TENANCY[(i / 28) % TENANCY.len()];
-    let product_family = if i % 97 == 0 {
+    let product_family = if i.is_multiple_of(97) {
         "Storage"
     } else {
         "Compute Instance"
