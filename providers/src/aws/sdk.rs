@@ -160,16 +160,16 @@ fn xml_is_complete(body: &str) -> bool {
 
 /// An SDK error as a [`ProviderError`] naming the call (`ec2
 /// DescribeSpotPriceHistory in us-west-2`).
-fn sdk_error<E, R>(call: &str, err: &SdkError<E, R>) -> ProviderError
+fn sdk_error<E>(call: &str, err: &SdkError<E>) -> ProviderError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug,
 {
     let provider = PROVIDER.to_owned();
     let detail = DisplayErrorContext(err).to_string();
     match err {
         SdkError::ServiceError(service) => {
             let e = service.err();
+            let status = service.raw().status();
             match e.code() {
                 Some(
                     "AuthFailure"
@@ -195,10 +195,17 @@ where
                 Some(code) => ProviderError::Http {
                     provider,
                     url: call.to_owned(),
-                    status: 400,
+                    status: status.as_u16(),
                     body: format!("{code}: {}", e.message().unwrap_or_default()),
                 },
-                // No error code: the response did not parse.
+                // A failure without an AWS error body (a proxy's 502 page, say).
+                None if !status.is_success() => ProviderError::Http {
+                    provider,
+                    url: call.to_owned(),
+                    status: status.as_u16(),
+                    body: detail,
+                },
+                // A success that did not parse.
                 None => ProviderError::Decode {
                     provider,
                     location: call.to_owned(),

@@ -347,6 +347,46 @@ async fn a_malformed_price_list_element_names_the_query() {
 }
 
 #[tokio::test]
+async fn a_server_error_that_outlasts_the_retries_keeps_its_status() {
+    let server = test_server::serve(|req, base, _| {
+        if req.body.contains("Action=DescribeSpotPriceHistory") {
+            return ec2_error(503, "Unavailable");
+        }
+        if req.body.contains("Action=DescribeAvailabilityZones") {
+            return test_server::status(502, "<html>Bad Gateway</html>");
+        }
+        aws::answer(req, base)
+    })
+    .await;
+    let mut cfg = sdk_config(&server, &["us-west-2"]);
+    let err = AwsProvider::new(cfg.clone())
+        .unwrap()
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::Http { status: 503, .. }),
+        "{err}"
+    );
+    assert!(err.is_retryable());
+    cfg.sources.spot_history = false;
+    let err = AwsProvider::new(cfg)
+        .unwrap()
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::Http { status: 502, .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("DescribeAvailabilityZones in us-west-2"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
 async fn rejected_credentials_are_an_auth_error() {
     let server = test_server::serve(|req, base, _| {
         if req.body.contains("Action=") {
