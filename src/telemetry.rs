@@ -13,7 +13,12 @@ pub enum LogFormat {
 /// Installs the global subscriber. `RUST_LOG` overrides the default filter.
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("warn,gpuplan=info,gpuplan_providers=info"));
+        // aws_config warns on every sync where its credential chain comes up
+        // empty, which is the normal case for the public AWS path; gpuplan says
+        // so itself, once per sync, at info.
+        .unwrap_or_else(|_| {
+            EnvFilter::new("warn,gpuplan=info,gpuplan_providers=info,aws_config=error")
+        });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

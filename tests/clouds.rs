@@ -276,19 +276,26 @@ fn gpuplan_aws(config: &std::path::Path, keys: Option<(&str, &str)>, args: &[&st
     cmd.output().unwrap()
 }
 
-/// `gpuplan sync` then `gpuplan prices --provider aws --json` on a fresh catalog.
-async fn sync_aws(config_text: String, keys: Option<(&'static str, &'static str)>) -> Value {
+/// `gpuplan sync` (`syncs` times) then `gpuplan prices --provider aws --json`
+/// on a fresh catalog.
+async fn sync_aws(
+    config_text: String,
+    keys: Option<(&'static str, &'static str)>,
+    syncs: usize,
+) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gpuplan.toml");
     std::fs::write(&config, config_text).unwrap();
     let out = tokio::task::spawn_blocking(move || {
-        let sync = gpuplan_aws(&config, keys, &["sync"]);
-        assert!(
-            sync.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&sync.stdout),
-            String::from_utf8_lossy(&sync.stderr)
-        );
+        for _ in 0..syncs {
+            let sync = gpuplan_aws(&config, keys, &["sync"]);
+            assert!(
+                sync.status.success(),
+                "{}{}",
+                String::from_utf8_lossy(&sync.stdout),
+                String::from_utf8_lossy(&sync.stderr)
+            );
+        }
         gpuplan_aws(&config, keys, &["prices", "--provider", "aws", "--json"])
     })
     .await
@@ -309,6 +316,7 @@ async fn aws_public_price_files_fill_the_catalog_without_credentials() {
              pricing_endpoint = \"{base}\"\nec2_endpoint = \"{base}\"\n"
         ),
         None,
+        1,
     )
     .await;
     let records: Vec<&Value> = records
@@ -351,6 +359,7 @@ async fn aws_with_credentials_from_the_environment_syncs_through_the_sdk() {
              spot_advisor_url = \"{base}/spot-advisor-data.json\"\npricing_endpoint = \"{base}\"\nec2_endpoint = \"{base}\"\n"
         ),
         Some(("AKIDGPUPLANTEST", "test-secret-key")),
+        2,
     )
     .await;
     let records = records.as_array().unwrap();
@@ -381,6 +390,31 @@ async fn aws_with_credentials_from_the_environment_syncs_through_the_sdk() {
             .any(|r| r.headers.contains_key("x-amz-target"))
     );
     assert!(!requests.iter().any(|r| r.uri.contains("region_index.json")));
+    // The second sync asked each region only for spot prices newer than the
+    // newest it had stored from the first.
+    let starts: Vec<(String, String)> = requests
+        .iter()
+        .filter(|r| r.body.contains("Action=DescribeSpotPriceHistory"))
+        .map(|r| {
+            let auth = r.headers["authorization"].to_str().unwrap();
+            let region = auth.split('/').nth(2).unwrap().to_owned();
+            let start = r
+                .body
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("StartTime="))
+                .unwrap()
+                .replace("%3A", ":");
+            (region, start)
+        })
+        .collect();
+    assert!(
+        starts.contains(&("us-east-1".to_owned(), "2026-11-22T10:00:00Z".to_owned())),
+        "{starts:?}"
+    );
+    assert!(
+        starts.contains(&("us-west-2".to_owned(), "2026-11-21T00:00:00Z".to_owned())),
+        "{starts:?}"
+    );
     // Requests were signed with the environment's key.
     assert!(requests.iter().any(|r| {
         r.headers

@@ -266,7 +266,12 @@ impl Provider for AwsProvider {
         let mut snapshot = match self.sdk_config().await? {
             Some(sdk) => {
                 tracing::Span::current().record("mode", "credentials");
-                sdk::fetch(&sdk, &self.config, ctx).await?
+                sdk::fetch(&sdk, &self.config, ctx).await.map_err(|e| {
+                    e.with_auth_hint(
+                        "the IAM permissions pricing:GetProducts and ec2:Describe*, \
+                         [providers.aws] sources, or credentials = \"none\" for the public files",
+                    )
+                })?
             }
             None => {
                 tracing::Span::current().record("mode", "public");

@@ -74,7 +74,11 @@ pub(super) async fn has_credentials(sdk: &SdkConfig) -> Result<(), String> {
             .provide_credentials()
             .await
             .map(|_| ())
-            .map_err(|e| DisplayErrorContext(&e).to_string()),
+            // The message chain, without the Debug dump of the last response.
+            .map_err(|e| {
+                let full = DisplayErrorContext(&e).to_string();
+                full.split(" (").next().unwrap_or_default().to_owned()
+            }),
     }
 }
 

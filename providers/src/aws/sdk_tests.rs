@@ -407,6 +407,7 @@ async fn rejected_credentials_are_an_auth_error() {
         "{err}"
     );
     assert!(!err.to_string().contains("test-secret-key"));
+    assert!(err.to_string().contains("credentials = \"none\""), "{err}");
 }
 
 #[test]
