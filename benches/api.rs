@@ -77,7 +77,9 @@ fn build_catalog(path: &std::path::Path, observations: usize) -> Duration {
     let mut store = Store::open(path).unwrap();
     let types = instance_types();
     let now = Utc::now();
-    let run = store.begin_run("aws", now).unwrap();
+    let run = store
+        .begin_run("aws", gpuplan_providers::Scope::Full, now)
+        .unwrap();
     let full = Snapshot {
         instance_types: types.clone(),
         prices: list_prices(&types),
@@ -121,7 +123,9 @@ fn build_catalog(path: &std::path::Path, observations: usize) -> Duration {
 
 fn write_spot(store: &mut Store, types: &[InstanceType], spot_observations: Vec<SpotObservation>) {
     let now = Utc::now();
-    let run = store.begin_run("aws", now).unwrap();
+    let run = store
+        .begin_run("aws", gpuplan_providers::Scope::Full, now)
+        .unwrap();
     let snap = Snapshot {
         scope: Scope::SpotHistory,
         instance_types: types.to_vec(),

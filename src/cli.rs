@@ -12,8 +12,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
-use gpuplan_providers::PriceKind;
 use gpuplan_providers::secret::Secret;
+use gpuplan_providers::{PriceKind, Scope};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -413,7 +413,9 @@ async fn run_sync(config: &Config, wanted: &[String], json: bool) -> Result<Exit
     let cancel = CancellationToken::new();
     let mut outcomes = Vec::new();
     for provider in &providers {
-        outcomes.push(sync::sync_provider(&pool, provider.as_ref(), &config.sync, &cancel).await);
+        outcomes.push(
+            sync::sync_provider(&pool, provider.as_ref(), Scope::Full, &config.sync, &cancel).await,
+        );
     }
     let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
     if json {

@@ -29,6 +29,9 @@ const DEFAULT_AZURE_ENDPOINT: &str = "https://prices.azure.com";
 const DEFAULT_AWS_BULK_ENDPOINT: &str = "https://pricing.us-east-1.amazonaws.com";
 const DEFAULT_AWS_SPOT_ADVISOR_URL: &str =
     "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json";
+/// Spot prices move faster than list prices; with credentials, AWS reads its
+/// new spot history this often between full syncs.
+const DEFAULT_AWS_SPOT_SCHEDULE: &str = "0 */10 * * * *";
 /// Each region's offer file is hundreds of MB, so the default is two regions, not all.
 const DEFAULT_AWS_REGIONS: [&str; 2] = ["us-east-1", "us-west-2"];
 const DEFAULT_GCP_BILLING_ENDPOINT: &str = "https://cloudbilling.googleapis.com";
@@ -202,6 +205,8 @@ pub struct AwsSourceConfig {
     pub spot_history_days: u32,
     pub placement_capacity: u32,
     pub schedule: Schedule,
+    /// Spot history alone, more often than the list prices; `None` = off.
+    pub spot_schedule: Option<Schedule>,
 }
 
 #[derive(Debug, Clone)]
@@ -539,6 +544,7 @@ struct RawAws {
     spot_history_days: Option<i64>,
     placement_capacity: Option<i64>,
     schedule: Option<String>,
+    spot_schedule: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -829,6 +835,13 @@ impl RawConfig {
                 1..=100_000,
             ),
             schedule: c.schedule("providers.aws.schedule", raw.aws.schedule.as_deref()),
+            spot_schedule: match raw.aws.spot_schedule.as_deref() {
+                Some("off") => None,
+                other => Some(c.schedule(
+                    "providers.aws.spot_schedule",
+                    Some(other.unwrap_or(DEFAULT_AWS_SPOT_SCHEDULE)),
+                )),
+            },
         };
         let azure = AzureSourceConfig {
             enabled: raw.azure.enabled.unwrap_or(true),
@@ -1293,6 +1306,10 @@ mod tests {
         assert!(!aws.sources.offerings && !aws.sources.spot_advisor);
         assert_eq!(aws.spot_history_days, 7);
         assert_eq!(aws.pricing_endpoint, None);
+        assert!(aws.spot_schedule.is_some());
+        let off =
+            Config::parse("[providers.aws]\nspot_schedule = \"off\"\n", Path::new("")).unwrap();
+        assert!(off.providers.aws.spot_schedule.is_none());
         // Defaults: the chain when it has keys, every optional source but scores.
         let defaults = Config::parse("", Path::new("")).unwrap().providers.aws;
         assert!(matches!(defaults.credentials, AwsCredentials::Auto));
@@ -1300,7 +1317,8 @@ mod tests {
 
         let errors = errors_of(
             "[providers.aws]\ncredentials = \"env\"\ninstance_types = [\"p5 large\"]\n\
-             sources = [\"spot\"]\nspot_history_days = 91\npricing_endpoint = \"localhost\"\n",
+             sources = [\"spot\"]\nspot_history_days = 91\npricing_endpoint = \"localhost\"\n\
+             spot_schedule = \"every ten minutes\"\n",
         );
         for path in [
             "providers.aws.credentials",
@@ -1308,6 +1326,7 @@ mod tests {
             "providers.aws.sources[0]",
             "providers.aws.spot_history_days",
             "providers.aws.pricing_endpoint",
+            "providers.aws.spot_schedule",
         ] {
             assert!(
                 errors.iter().any(|e| e.starts_with(path)),

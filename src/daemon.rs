@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use gpuplan_providers::Provider;
 use gpuplan_providers::secret::Secret;
+use gpuplan_providers::{Provider, Scope};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -135,8 +135,26 @@ pub async fn run_with_providers(
             scheduler::run_source(
                 Source {
                     provider,
+                    scope: Scope::Full,
                     schedule,
                     trigger,
+                },
+                ctx.clone(),
+            ),
+            span,
+        ));
+    }
+
+    for (provider, schedule) in sync::spot_providers(&config)? {
+        let span = tracing::info_span!("source", provider = %provider.id(), scope = "spot_history");
+        tracker.spawn(tracing::Instrument::instrument(
+            scheduler::run_source(
+                Source {
+                    provider,
+                    scope: Scope::SpotHistory,
+                    schedule,
+                    // Not triggered by `POST /v1/sync`: a full sync reads spot history too.
+                    trigger: Arc::new(Notify::new()),
                 },
                 ctx.clone(),
             ),

@@ -239,7 +239,9 @@ mod tests {
     fn offers_come_from_the_catalog_with_history_based_spot_and_staleness() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(&dir.path().join("c.db")).unwrap();
-        let run = store.begin_run("aws", at(0)).unwrap();
+        let run = store
+            .begin_run("aws", gpuplan_providers::Scope::Full, at(0))
+            .unwrap();
         // gpu0: on-demand 3.0, commit_1y with 876 upfront, spot 1.0 then 2.0.
         store
             .write_snapshot(run, "aws", &snapshot(2, 3.0), at(0), at(0))

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use gpuplan_providers::Provider;
 use gpuplan_providers::http::{RetryPolicy, backoff_delay};
+use gpuplan_providers::{Provider, Scope};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -120,6 +120,8 @@ impl Default for Clock {
 /// One source as the scheduler runs it.
 pub struct Source {
     pub provider: Box<dyn Provider>,
+    /// Full syncs, or only new spot history (AWS's `spot_schedule`).
+    pub scope: Scope,
     pub schedule: Schedule,
     /// Notified to sync now (`POST /v1/sync`).
     pub trigger: Arc<Notify>,
@@ -182,7 +184,12 @@ pub async fn run_source(source: Source, ctx: Context) {
             .and_then(Result::ok)
             .and_then(|m| m.get(&id).copied())
     };
-    let mut next = first_run(&source.schedule, last_good, ctx.clock.now());
+    // A spot-only job waits for its schedule: the full sync at start reads
+    // spot history too.
+    let mut next = match source.scope {
+        Scope::Full => first_run(&source.schedule, last_good, ctx.clock.now()),
+        Scope::SpotHistory => source.schedule.next_after(ctx.clock.now()),
+    };
     let mut failures = 0u32;
     loop {
         tracing::debug!(provider = %id, next = %next, "Next sync scheduled.");
@@ -194,6 +201,7 @@ pub async fn run_source(source: Source, ctx: Context) {
         let outcome = sync::sync_provider(
             &ctx.pool,
             source.provider.as_ref(),
+            source.scope,
             &ctx.policy,
             &ctx.cancel,
         )
@@ -472,6 +480,7 @@ mod tests {
         let trigger = Arc::new(Notify::new());
         let source = Source {
             provider: Box::new(SharedProvider(flaky.clone())),
+            scope: Scope::Full,
             schedule: Schedule::from_str("0 */10 * * * *").unwrap(),
             trigger: trigger.clone(),
         };

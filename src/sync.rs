@@ -45,13 +45,15 @@ pub struct SyncOutcome {
     pub seconds: f64,
 }
 
-/// Syncs `provider` into the catalog. Never fails itself: the outcome carries
-/// the error. Store work runs on the blocking pool; `cancel` abandons the fetch
+/// Syncs `provider` into the catalog: everything it has (`Scope::Full`), or
+/// only its new spot history. Never fails itself: the outcome carries the
+/// error. Store work runs on the blocking pool; `cancel` abandons the fetch
 /// (the run is recorded as failed and nothing of it is stored).
-#[tracing::instrument(skip_all, fields(provider = %provider.id()))]
+#[tracing::instrument(skip_all, fields(provider = %provider.id(), scope = ?scope))]
 pub async fn sync_provider(
     pool: &Arc<Pool>,
     provider: &dyn Provider,
+    scope: Scope,
     policy: &SyncConfig,
     cancel: &CancellationToken,
 ) -> SyncOutcome {
@@ -60,17 +62,18 @@ pub async fn sync_provider(
     let started_at = Utc::now();
     let begin = {
         let id = id.clone();
-        let scope = provider.region_scope();
+        let regions = provider.region_scope();
         blocking(pool, move |p| {
             p.write(|s| -> Result<_, StoreError> {
-                let run_id = s.begin_run(&id, started_at)?;
+                let run_id = s.begin_run(&id, scope, started_at)?;
                 let ctx = FetchContext {
+                    scope,
                     newest_spot_by_region: s.newest_spot_by_region(&id)?,
                 };
                 let last = LastGood {
                     prices: s.last_good_price_count(&id)?,
                     regions: s.current_regions(&id)?,
-                    scope,
+                    scope: regions,
                 };
                 Ok((run_id, ctx, last))
             })
@@ -91,7 +94,7 @@ pub async fn sync_provider(
 
     let result = tokio::select! {
         () = cancel.cancelled() => Err(SyncError::Cancelled { provider: id.clone() }),
-        fetched = provider.fetch(&ctx) => check_and_write(pool, &id, fetched, &last, policy, run_id, started_at).await,
+        fetched = provider.fetch(&ctx) => check_and_write(pool, &id, fetched.and_then(|s| in_scope(&id, scope, s)), &last, policy, run_id, started_at).await,
     };
     match &result {
         Ok(stats) => tracing::info!(
@@ -119,6 +122,19 @@ pub async fn sync_provider(
         result,
         seconds: start.elapsed().as_secs_f64(),
     }
+}
+
+/// A spot-only sync must store nothing but spot history, whatever the provider
+/// answered: the run is recorded as spot-only.
+fn in_scope(id: &str, asked: Scope, snapshot: Snapshot) -> Result<Snapshot, ProviderError> {
+    if asked == Scope::SpotHistory && snapshot.scope != Scope::SpotHistory {
+        return Err(ProviderError::Decode {
+            provider: id.to_owned(),
+            location: "a spot-only sync".to_owned(),
+            detail: "the provider answered with a full snapshot".to_owned(),
+        });
+    }
+    Ok(snapshot)
 }
 
 /// What the source's last good data looked like, to judge a new snapshot by.
@@ -216,7 +232,9 @@ fn check_regions(
 /// # Errors
 /// The first problem found, naming the record.
 pub fn validate(snapshot: &Snapshot) -> Result<(), String> {
-    if snapshot.prices.is_empty()
+    // A spot-only sync may well find nothing new since the last one.
+    if snapshot.scope == Scope::Full
+        && snapshot.prices.is_empty()
         && snapshot.spot_observations.is_empty()
         && snapshot.availability.is_empty()
     {
@@ -319,6 +337,50 @@ pub fn validate(snapshot: &Snapshot) -> Result<(), String> {
     Ok(())
 }
 
+/// The providers that also sync their spot history alone, on a schedule of
+/// its own, with that schedule (AWS with a `spot_schedule`).
+///
+/// # Errors
+/// When an HTTP client cannot be built.
+pub fn spot_providers(
+    config: &Config,
+) -> Result<Vec<(Box<dyn Provider>, crate::config::Schedule)>, ProviderError> {
+    let aws = &config.providers.aws;
+    match &aws.spot_schedule {
+        Some(schedule) if aws.enabled && aws.sources.spot_history => {
+            Ok(vec![(Box::new(aws_provider(config)?), schedule.clone())])
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+fn retry_policy(config: &Config) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: config.sync.http_attempts,
+        request_timeout: config.sync.http_timeout,
+        ..RetryPolicy::default()
+    }
+}
+
+fn aws_provider(config: &Config) -> Result<AwsProvider, ProviderError> {
+    let a = &config.providers.aws;
+    AwsProvider::new(AwsConfig {
+        regions: a.regions.clone(),
+        instance_types: a.instance_types.clone(),
+        credentials: a.credentials.clone(),
+        sources: a.sources,
+        pricing_endpoint: a.pricing_endpoint.clone(),
+        ec2_endpoint: a.ec2_endpoint.clone(),
+        spot_history_days: a.spot_history_days,
+        placement_capacity: a.placement_capacity,
+        ..AwsConfig::new(
+            a.bulk_endpoint.clone(),
+            a.spot_advisor_url.clone(),
+            retry_policy(config),
+        )
+    })
+}
+
 /// The providers `config` enables, ready to sync. Credentials come from the
 /// environment here, never from the config file.
 ///
@@ -326,25 +388,10 @@ pub fn validate(snapshot: &Snapshot) -> Result<(), String> {
 /// When an HTTP client cannot be built.
 pub fn enabled_providers(config: &Config) -> Result<Vec<Box<dyn Provider>>, ProviderError> {
     let p = &config.providers;
-    let retry = || RetryPolicy {
-        max_attempts: config.sync.http_attempts,
-        request_timeout: config.sync.http_timeout,
-        ..RetryPolicy::default()
-    };
+    let retry = || retry_policy(config);
     let mut out: Vec<Box<dyn Provider>> = Vec::new();
     if p.aws.enabled {
-        let a = &p.aws;
-        out.push(Box::new(AwsProvider::new(AwsConfig {
-            regions: a.regions.clone(),
-            instance_types: a.instance_types.clone(),
-            credentials: a.credentials.clone(),
-            sources: a.sources,
-            pricing_endpoint: a.pricing_endpoint.clone(),
-            ec2_endpoint: a.ec2_endpoint.clone(),
-            spot_history_days: a.spot_history_days,
-            placement_capacity: a.placement_capacity,
-            ..AwsConfig::new(a.bulk_endpoint.clone(), a.spot_advisor_url.clone(), retry())
-        })?));
+        out.push(Box::new(aws_provider(config)?));
     }
     if p.azure.enabled {
         out.push(Box::new(AzureProvider::new(AzureConfig {
@@ -435,6 +482,89 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn spot_only_syncs_add_spot_history_and_never_count_as_full_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 0).unwrap());
+        let cancel = CancellationToken::new();
+        let mut spot = snapshot(1, 1.0);
+        spot.scope = Scope::SpotHistory;
+        spot.prices.clear();
+        spot.spot_observations
+            .push(gpuplan_providers::SpotObservation {
+                region: "us-east-1".into(),
+                zone: "us-east-1a".into(),
+                instance_type: "gpu0.xlarge".into(),
+                usd_per_hour: 0.4,
+                observed_at: Utc::now(),
+            });
+        let nothing_new = Snapshot {
+            scope: Scope::SpotHistory,
+            ..Snapshot::default()
+        };
+        let provider = Scripted::new(vec![
+            Ok(snapshot(2, 1.0)),
+            Err(server_error()),
+            Ok(spot),
+            Ok(nothing_new),
+            Ok(snapshot(2, 1.0)),
+        ]);
+        let full = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
+        assert!(full.result.is_ok());
+        let full_at = pool.read(Store::last_good_syncs).unwrap()["aws"];
+        let failed = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
+        assert!(failed.result.is_err());
+
+        let spot = sync_provider(&pool, &provider, Scope::SpotHistory, &POLICY, &cancel).await;
+        assert_eq!(spot.result.unwrap().spot_added, 1);
+        // Finding nothing new is a good spot-only run, not an empty snapshot.
+        let quiet = sync_provider(&pool, &provider, Scope::SpotHistory, &POLICY, &cancel).await;
+        assert!(quiet.result.is_ok());
+        // A full answer to a spot-only ask is not stored.
+        let wrong = sync_provider(&pool, &provider, Scope::SpotHistory, &POLICY, &cancel).await;
+        assert!(wrong.result.unwrap_err().to_string().contains("spot-only"));
+
+        // List prices are as old as the last full run, and the failed full run
+        // is still the newest one the failed-sync alert sees.
+        assert_eq!(pool.read(Store::last_good_syncs).unwrap()["aws"], full_at);
+        let scopes: Vec<String> = pool
+            .read(|s| s.sync_runs(10))
+            .unwrap()
+            .into_iter()
+            .map(|r| r.scope)
+            .collect();
+        assert_eq!(
+            scopes,
+            [
+                "spot_history",
+                "spot_history",
+                "spot_history",
+                "full",
+                "full"
+            ]
+        );
+        let latest = pool.read(Store::latest_runs).unwrap();
+        assert_eq!(latest[0].1, "failed");
+        // The four list prices stay; the spot observation is the fifth price.
+        assert_eq!(pool.read(Store::current_prices).unwrap().len(), 5);
+    }
+
+    #[test]
+    fn aws_gets_a_spot_only_job_unless_its_spot_schedule_is_off() {
+        let parse = |text: &str| Config::parse(text, std::path::Path::new("")).unwrap();
+        let spot = |c: &Config| spot_providers(c).unwrap().len();
+        assert_eq!(spot(&parse("")), 1);
+        assert_eq!(
+            spot(&parse("[providers.aws]\nspot_schedule = \"off\"\n")),
+            0
+        );
+        assert_eq!(spot(&parse("[providers.aws]\nenabled = false\n")), 0);
+        assert_eq!(
+            spot(&parse("[providers.aws]\nsources = [\"offerings\"]\n")),
+            0
+        );
+    }
+
+    #[tokio::test]
     async fn a_failing_provider_leaves_its_previous_data_untouched() {
         let dir = tempfile::tempdir().unwrap();
         let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 0).unwrap());
@@ -448,17 +578,17 @@ mod tests {
             Ok(Snapshot::default()),
         ]);
 
-        let good = sync_provider(&pool, &provider, &POLICY, &cancel).await;
+        let good = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
         assert_eq!(good.result.unwrap().prices_seen, 8);
         let before = pool.read(Store::current_prices).unwrap();
         let versions = pool.read(|s| count(s, "price_versions"));
 
-        let failed = sync_provider(&pool, &provider, &POLICY, &cancel).await;
+        let failed = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
         assert!(matches!(failed.result, Err(SyncError::Provider(_))));
-        let rejected = sync_provider(&pool, &provider, &POLICY, &cancel).await;
+        let rejected = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
         let err = rejected.result.unwrap_err().to_string();
         assert!(err.contains("listed twice"), "{err}");
-        let empty = sync_provider(&pool, &provider, &POLICY, &cancel).await;
+        let empty = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
         assert!(empty.result.unwrap_err().to_string().contains("empty"));
 
         assert_eq!(pool.read(Store::current_prices).unwrap(), before);
@@ -480,13 +610,13 @@ mod tests {
             Ok(snapshot(7, 1.0)),
             Ok(snapshot(8, 1.0)),
         ]);
-        sync_provider(&pool, &provider, &POLICY, &cancel)
+        sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel)
             .await
             .result
             .unwrap();
         let before = pool.read(Store::current_prices).unwrap();
 
-        let err = sync_provider(&pool, &provider, &POLICY, &cancel)
+        let err = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel)
             .await
             .result
             .unwrap_err()
@@ -497,7 +627,7 @@ mod tests {
         );
         assert_eq!(pool.read(Store::current_prices).unwrap(), before);
         // Exactly 20% fewer is still within the limit.
-        let ok = sync_provider(&pool, &provider, &POLICY, &cancel)
+        let ok = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel)
             .await
             .result
             .unwrap();

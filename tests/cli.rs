@@ -301,7 +301,9 @@ fn spot_history_summarizes_each_zone() {
         ..Snapshot::default()
     };
     let mut store = Store::open(&ws.path("catalog.db")).unwrap();
-    let run = store.begin_run("aws", now).unwrap();
+    let run = store
+        .begin_run("aws", gpuplan_providers::Scope::Full, now)
+        .unwrap();
     store
         .write_snapshot(run, "aws", &snapshot, now, now)
         .unwrap();

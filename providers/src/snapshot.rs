@@ -51,6 +51,9 @@ pub enum Scope {
 /// Providers never read the store; the sync hands them this instead.
 #[derive(Debug, Clone, Default)]
 pub struct FetchContext {
+    /// What the sync asks for: everything, or (for a provider with a spot
+    /// schedule) only new spot history. A provider may always answer `Full`.
+    pub scope: Scope,
     /// Newest stored spot observation per region, for incremental spot history.
     pub newest_spot_by_region: BTreeMap<String, DateTime<Utc>>,
 }

@@ -249,14 +249,16 @@ impl Store {
         Ok(())
     }
 
-    /// The newest run of each source: (source, status, error).
+    /// The newest full run of each source: (source, status, error). Spot-only
+    /// runs are left out, so one that works cannot hide a failing list sync.
     ///
     /// # Errors
     /// On a database error.
     pub fn latest_runs(&self) -> Result<Vec<(String, String, Option<String>)>, StoreError> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT r.source, r.status, r.error FROM sync_runs r
-             WHERE r.id = (SELECT max(id) FROM sync_runs WHERE source = r.source AND status != 'running')",
+             WHERE r.id = (SELECT max(id) FROM sync_runs
+                           WHERE source = r.source AND status != 'running' AND scope = 'full')",
         )?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)

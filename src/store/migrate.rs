@@ -27,6 +27,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0005_index_sync_runs_by_status",
         include_str!("../../migrations/0005_index_sync_runs_by_status.sql"),
     ),
+    (
+        "0006_add_sync_run_scope",
+        include_str!("../../migrations/0006_add_sync_run_scope.sql"),
+    ),
 ];
 
 pub(super) fn latest_version() -> i64 {

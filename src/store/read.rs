@@ -61,6 +61,8 @@ pub struct SyncRun {
     pub started_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
     pub status: String,
+    /// `full`, or `spot_history` for a spot-only run.
+    pub scope: String,
     pub instance_types: i64,
     pub prices_seen: i64,
     pub prices_changed: i64,
@@ -79,6 +81,7 @@ struct RawRun {
     started: String,
     finished: Option<String>,
     status: String,
+    scope: String,
     counts: [i64; 7],
     skipped: String,
     error: Option<String>,
@@ -345,13 +348,15 @@ impl Store {
         Ok(stmt.query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?)
     }
 
-    /// When each source last synced successfully.
+    /// When each source last synced successfully and completely (spot-only
+    /// runs refresh no list price).
     ///
     /// # Errors
     /// On a database error or an unreadable timestamp.
     pub fn last_good_syncs(&self) -> Result<BTreeMap<String, DateTime<Utc>>, StoreError> {
         let mut stmt = self.conn.prepare(
-            "SELECT source, max(finished_at) FROM sync_runs WHERE status = 'ok' GROUP BY source",
+            "SELECT source, max(finished_at) FROM sync_runs
+             WHERE status = 'ok' AND scope = 'full' GROUP BY source",
         )?;
         let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
         let mut out = BTreeMap::new();
@@ -370,7 +375,7 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT id, source, started_at, finished_at, status, instance_types, prices_seen,
                     prices_changed, prices_withdrawn, spot_seen, spot_added, availability,
-                    skipped_json, error
+                    skipped_json, error, scope
              FROM sync_runs ORDER BY id DESC LIMIT ?1",
         )?;
         let rows = stmt.query_map([limit], |r| {
@@ -391,6 +396,7 @@ impl Store {
                 ],
                 skipped: r.get(12)?,
                 error: r.get(13)?,
+                scope: r.get(14)?,
             })
         })?;
         let mut out = Vec::new();
@@ -411,6 +417,7 @@ impl Store {
                 started_at: parse_ts(&raw.started)?,
                 finished_at: raw.finished.as_deref().map(parse_ts).transpose()?,
                 status: raw.status,
+                scope: raw.scope,
                 instance_types,
                 prices_seen,
                 prices_changed,

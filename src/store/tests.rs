@@ -11,7 +11,9 @@ fn temp_store() -> (TempDir, Store) {
 }
 
 fn sync(store: &mut Store, snap: &gpuplan_providers::Snapshot, hour: i64) -> WriteStats {
-    let run = store.begin_run("aws", at(hour)).unwrap();
+    let run = store
+        .begin_run("aws", gpuplan_providers::Scope::Full, at(hour))
+        .unwrap();
     store
         .write_snapshot(run, "aws", snap, at(hour), at(hour))
         .unwrap()
@@ -200,7 +202,9 @@ fn an_error_half_way_through_a_snapshot_stores_none_of_it() {
     // New prices for every type, but one in the second half violates the schema.
     let mut bad = snapshot(10, 2.0);
     bad.prices[15].upfront_usd = -1.0;
-    let run = store.begin_run("aws", at(1)).unwrap();
+    let run = store
+        .begin_run("aws", gpuplan_providers::Scope::Full, at(1))
+        .unwrap();
     let err = store
         .write_snapshot(run, "aws", &bad, at(1), at(1))
         .unwrap_err();
@@ -242,7 +246,9 @@ fn spot_history_includes_the_price_in_force_at_the_window_start() {
 fn sync_runs_record_counts_and_failures() {
     let (_dir, mut store) = temp_store();
     sync(&mut store, &snapshot(2, 1.0), 0);
-    let failed = store.begin_run("aws", at(1)).unwrap();
+    let failed = store
+        .begin_run("aws", gpuplan_providers::Scope::Full, at(1))
+        .unwrap();
     store.fail_run(failed, at(1), "aws: HTTP 500").unwrap();
     let runs = store.sync_runs(10).unwrap();
     assert_eq!(runs.len(), 2);
@@ -256,8 +262,12 @@ fn sync_runs_record_counts_and_failures() {
 #[test]
 fn the_catalog_generation_changes_when_an_older_run_finishes_last() {
     let (_dir, mut store) = temp_store();
-    let early = store.begin_run("azure", at(0)).unwrap();
-    let late = store.begin_run("file:x", at(0)).unwrap();
+    let early = store
+        .begin_run("azure", gpuplan_providers::Scope::Full, at(0))
+        .unwrap();
+    let late = store
+        .begin_run("file:x", gpuplan_providers::Scope::Full, at(0))
+        .unwrap();
     store
         .write_snapshot(late, "file:x", &snapshot(1, 1.0), at(0), at(0))
         .unwrap();

@@ -83,10 +83,19 @@ impl Store {
     ///
     /// # Errors
     /// On a database error.
-    pub fn begin_run(&self, source: &str, started_at: DateTime<Utc>) -> Result<i64, StoreError> {
+    pub fn begin_run(
+        &self,
+        source: &str,
+        scope: Scope,
+        started_at: DateTime<Utc>,
+    ) -> Result<i64, StoreError> {
+        let scope = match scope {
+            Scope::Full => "full",
+            Scope::SpotHistory => "spot_history",
+        };
         self.conn.execute(
-            "INSERT INTO sync_runs (source, started_at, status) VALUES (?1, ?2, 'running')",
-            params![source, ts(started_at)],
+            "INSERT INTO sync_runs (source, started_at, status, scope) VALUES (?1, ?2, 'running', ?3)",
+            params![source, ts(started_at), scope],
         )?;
         Ok(self.conn.last_insert_rowid())
     }

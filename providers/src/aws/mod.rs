@@ -23,7 +23,7 @@ use serde::Deserialize;
 use crate::http::{HttpClient, RetryPolicy};
 use crate::secret::Secret;
 use crate::snapshot::{AvailabilityRecord, AvailabilitySignal, Snapshot};
-use crate::{FetchContext, Provider, ProviderError, RegionScope};
+use crate::{FetchContext, Provider, ProviderError, RegionScope, Scope};
 
 pub use offer::parse as parse_offer_file;
 
@@ -136,6 +136,13 @@ fn glob(pattern: &str, text: &str) -> bool {
     }
 }
 
+fn auth_hint(e: ProviderError) -> ProviderError {
+    e.with_auth_hint(
+        "the IAM permissions pricing:GetProducts and ec2:Describe*, \
+         [providers.aws] sources, or credentials = \"none\" for the public files",
+    )
+}
+
 fn decode_error(location: &str, detail: impl ToString) -> ProviderError {
     ProviderError::Decode {
         provider: PROVIDER.to_owned(),
@@ -158,7 +165,10 @@ impl AwsProvider {
     }
 
     /// The SDK settings to sync with, or `None` for the public files.
-    async fn sdk_config(&self) -> Result<Option<aws_config::SdkConfig>, ProviderError> {
+    async fn sdk_config(
+        &self,
+        scope: Scope,
+    ) -> Result<Option<aws_config::SdkConfig>, ProviderError> {
         let retry = &self.config.retry;
         match &self.config.credentials {
             Credentials::None => Ok(None),
@@ -186,7 +196,10 @@ impl AwsProvider {
                 match sdk::has_credentials(&sdk).await {
                     Ok(()) => Ok(Some(sdk)),
                     Err(why) if matches!(self.config.credentials, Credentials::Auto) => {
-                        tracing::info!(provider = PROVIDER, reason = %why, "No AWS credentials found; using the public price files.");
+                        // Said once per full sync, not every few minutes.
+                        if scope == Scope::Full {
+                            tracing::info!(provider = PROVIDER, reason = %why, "No AWS credentials found; using the public price files.");
+                        }
                         Ok(None)
                     }
                     Err(why) => Err(ProviderError::Auth {
@@ -263,15 +276,28 @@ impl Provider for AwsProvider {
 
     #[tracing::instrument(skip_all, fields(provider = PROVIDER, mode))]
     async fn fetch(&self, ctx: &FetchContext) -> Result<Snapshot, ProviderError> {
-        let mut snapshot = match self.sdk_config().await? {
+        let sdk = self.sdk_config(ctx.scope).await?;
+        if ctx.scope == Scope::SpotHistory {
+            tracing::Span::current().record("mode", "spot_history");
+            return match sdk {
+                Some(sdk) if self.config.sources.spot_history => {
+                    sdk::fetch_spot_history(&sdk, &self.config, ctx)
+                        .await
+                        .map_err(auth_hint)
+                }
+                // Spot history needs credentials: there is nothing to add.
+                _ => Ok(Snapshot {
+                    scope: Scope::SpotHistory,
+                    ..Snapshot::default()
+                }),
+            };
+        }
+        let mut snapshot = match sdk {
             Some(sdk) => {
                 tracing::Span::current().record("mode", "credentials");
-                sdk::fetch(&sdk, &self.config, ctx).await.map_err(|e| {
-                    e.with_auth_hint(
-                        "the IAM permissions pricing:GetProducts and ec2:Describe*, \
-                         [providers.aws] sources, or credentials = \"none\" for the public files",
-                    )
-                })?
+                sdk::fetch(&sdk, &self.config, ctx)
+                    .await
+                    .map_err(auth_hint)?
             }
             None => {
                 tracing::Span::current().record("mode", "public");

@@ -25,7 +25,7 @@ use super::offer::{Collector, Facts, PriceListItem};
 use super::{AwsConfig, PROVIDER, gpus};
 use crate::http::RetryPolicy;
 use crate::snapshot::{
-    AvailabilityRecord, AvailabilitySignal, InstanceType, Snapshot, SpotObservation,
+    AvailabilityRecord, AvailabilitySignal, InstanceType, Scope, Snapshot, SpotObservation,
 };
 use crate::{FetchContext, ProviderError};
 
@@ -250,14 +250,7 @@ pub(super) async fn fetch(
         prices(&clients.pricing, region, &types, &mut collector).await?;
         let names: Vec<&str> = types.keys().map(String::as_str).collect();
         if config.sources.spot_history {
-            let since = ctx
-                .newest_spot_by_region
-                .get(region)
-                .copied()
-                .unwrap_or_else(|| {
-                    Utc::now() - ChronoDuration::days(i64::from(config.spot_history_days))
-                });
-            spot_history(&ec2, region, &names, since, &mut extra).await?;
+            spot_history(&ec2, region, &names, since(config, ctx, region), &mut extra).await?;
         }
         if config.sources.offerings || config.sources.placement_scores {
             let zones = zones(&ec2, region).await?;
@@ -284,6 +277,52 @@ pub(super) async fn fetch(
         *snapshot.skipped.entry(reason).or_insert(0) += n;
     }
     Ok(snapshot)
+}
+
+/// Only new spot history (and the instance types it names), for a spot-only
+/// sync between full ones: no prices, so nothing is withdrawn.
+pub(super) async fn fetch_spot_history(
+    sdk: &SdkConfig,
+    config: &AwsConfig,
+    ctx: &FetchContext,
+) -> Result<Snapshot, ProviderError> {
+    let clients = Clients::new(sdk, config);
+    let regions = if config.regions.is_empty() {
+        all_regions(&clients).await?
+    } else {
+        config.regions.clone()
+    };
+    let mut out = Snapshot {
+        scope: Scope::SpotHistory,
+        ..Snapshot::default()
+    };
+    let mut described = BTreeMap::new();
+    for region in &regions {
+        let ec2 = clients.ec2(region);
+        let types = instance_types(&ec2, region, &config.instance_types).await?;
+        let names: Vec<&str> = types.keys().map(String::as_str).collect();
+        spot_history(&ec2, region, &names, since(config, ctx, region), &mut out).await?;
+        described.extend(types);
+    }
+    let seen: BTreeSet<&str> = out
+        .spot_observations
+        .iter()
+        .map(|o| o.instance_type.as_str())
+        .collect();
+    out.instance_types = described
+        .into_values()
+        .filter(|t| seen.contains(t.instance_type.as_str()))
+        .collect();
+    Ok(out)
+}
+
+/// Where a region's spot history starts: after the newest stored observation,
+/// or `spot_history_days` back on the first sync.
+fn since(config: &AwsConfig, ctx: &FetchContext, region: &str) -> DateTime<Utc> {
+    ctx.newest_spot_by_region
+        .get(region)
+        .copied()
+        .unwrap_or_else(|| Utc::now() - ChronoDuration::days(i64::from(config.spot_history_days)))
 }
 
 async fn all_regions(clients: &Clients) -> Result<Vec<String>, ProviderError> {

@@ -209,6 +209,7 @@ async fn a_second_sync_asks_only_for_spot_prices_newer_than_the_stored_ones() {
     let server = test_server::serve(|req, base, _| aws::answer(req, base)).await;
     let newest = Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 0).unwrap();
     let ctx = FetchContext {
+        scope: Scope::Full,
         newest_spot_by_region: [("us-east-1".to_owned(), newest)].into(),
     };
     AwsProvider::new(sdk_config(&server, &["us-east-1"]))
@@ -225,6 +226,56 @@ async fn a_second_sync_asks_only_for_spot_prices_newer_than_the_stored_ones() {
     assert_eq!(first["StartTime"], "2026-11-22T10:00:00Z");
     assert_eq!(first["ProductDescription.1"], "Linux/UNIX");
     assert!(first.values().any(|v| v == "p5.48xlarge"));
+}
+
+#[tokio::test]
+async fn a_spot_only_sync_reads_spot_history_and_nothing_else() {
+    let server = test_server::serve(|req, base, _| aws::answer(req, base)).await;
+    let ctx = FetchContext {
+        scope: Scope::SpotHistory,
+        ..FetchContext::default()
+    };
+    let snap = AwsProvider::new(sdk_config(&server, &["us-east-1"]))
+        .unwrap()
+        .fetch(&ctx)
+        .await
+        .unwrap();
+    assert_eq!(snap.scope, Scope::SpotHistory);
+    assert!(snap.prices.is_empty() && snap.availability.is_empty());
+    assert_eq!(snap.spot_observations.len(), 3);
+    // Only the types the observations name are described.
+    let mut types: Vec<&str> = snap
+        .instance_types
+        .iter()
+        .map(|t| t.instance_type.as_str())
+        .collect();
+    types.sort_unstable();
+    assert_eq!(types, ["g5.xlarge", "p5.48xlarge"]);
+    let mut calls = actions(&server);
+    calls.dedup();
+    assert_eq!(calls, ["DescribeInstanceTypes", "DescribeSpotPriceHistory"]);
+}
+
+#[tokio::test]
+async fn without_credentials_a_spot_only_sync_has_nothing_to_add() {
+    let server = test_server::serve(|req, base, _| aws::answer(req, base)).await;
+    let ctx = FetchContext {
+        scope: Scope::SpotHistory,
+        ..FetchContext::default()
+    };
+    let snap = AwsProvider::new(config(&server, &["us-east-1"]))
+        .unwrap()
+        .fetch(&ctx)
+        .await
+        .unwrap();
+    assert_eq!(
+        snap,
+        Snapshot {
+            scope: Scope::SpotHistory,
+            ..Snapshot::default()
+        }
+    );
+    assert!(server.requests().is_empty());
 }
 
 #[tokio::test]
