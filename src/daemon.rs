@@ -145,12 +145,12 @@ pub async fn run_with_providers(
         ));
     }
 
-    for (provider, schedule) in sync::spot_providers(&config)? {
-        let span = tracing::info_span!("source", provider = %provider.id(), scope = "spot_history");
+    if let Some((provider, schedule)) = sync::aws_spot_job(&config)? {
+        let span = tracing::info_span!("source", provider = "aws", scope = "spot_history");
         tracker.spawn(tracing::Instrument::instrument(
             scheduler::run_source(
                 Source {
-                    provider,
+                    provider: Box::new(provider),
                     scope: Scope::SpotHistory,
                     schedule,
                     // Not triggered by `POST /v1/sync`: a full sync reads spot history too.

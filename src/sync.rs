@@ -19,7 +19,7 @@ use gpuplan_providers::secret::Secret;
 use gpuplan_providers::{FetchContext, Provider, ProviderError, RegionScope, Scope, Snapshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, SyncConfig};
+use crate::config::{Config, Schedule, SyncConfig};
 use crate::store::{Pool, StoreError, WriteStats};
 
 #[derive(Debug, thiserror::Error)]
@@ -337,20 +337,18 @@ pub fn validate(snapshot: &Snapshot) -> Result<(), String> {
     Ok(())
 }
 
-/// The providers that also sync their spot history alone, on a schedule of
-/// its own, with that schedule (AWS with a `spot_schedule`).
+/// AWS again, for its spot-only syncs, with their schedule: when AWS is
+/// enabled with spot history and a `spot_schedule`.
 ///
 /// # Errors
 /// When an HTTP client cannot be built.
-pub fn spot_providers(
-    config: &Config,
-) -> Result<Vec<(Box<dyn Provider>, crate::config::Schedule)>, ProviderError> {
+pub fn aws_spot_job(config: &Config) -> Result<Option<(AwsProvider, Schedule)>, ProviderError> {
     let aws = &config.providers.aws;
     match &aws.spot_schedule {
         Some(schedule) if aws.enabled && aws.sources.spot_history => {
-            Ok(vec![(Box::new(aws_provider(config)?), schedule.clone())])
+            Ok(Some((aws_provider(config)?, schedule.clone())))
         }
-        _ => Ok(Vec::new()),
+        _ => Ok(None),
     }
 }
 
@@ -551,17 +549,13 @@ mod tests {
     #[test]
     fn aws_gets_a_spot_only_job_unless_its_spot_schedule_is_off() {
         let parse = |text: &str| Config::parse(text, std::path::Path::new("")).unwrap();
-        let spot = |c: &Config| spot_providers(c).unwrap().len();
-        assert_eq!(spot(&parse("")), 1);
-        assert_eq!(
-            spot(&parse("[providers.aws]\nspot_schedule = \"off\"\n")),
-            0
-        );
-        assert_eq!(spot(&parse("[providers.aws]\nenabled = false\n")), 0);
-        assert_eq!(
-            spot(&parse("[providers.aws]\nsources = [\"offerings\"]\n")),
-            0
-        );
+        let spot = |c: &Config| aws_spot_job(c).unwrap().is_some();
+        assert!(spot(&parse("")));
+        assert!(!spot(&parse("[providers.aws]\nspot_schedule = \"off\"\n")));
+        assert!(!spot(&parse("[providers.aws]\nenabled = false\n")));
+        assert!(!spot(&parse(
+            "[providers.aws]\nsources = [\"offerings\"]\n"
+        )));
     }
 
     #[tokio::test]
