@@ -422,3 +422,73 @@ async fn aws_with_credentials_from_the_environment_syncs_through_the_sdk() {
             .is_some_and(|h| h.to_str().unwrap().contains("Credential=AKIDGPUPLANTEST/"))
     }));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn aws_a_malformed_page_fails_the_sync_and_keeps_the_stored_data() {
+    let broken = Arc::new(AtomicBool::new(false));
+    let flag = broken.clone();
+    let server = test_server::serve(move |req: &Seen, base, _| {
+        if flag.load(Ordering::SeqCst)
+            && req.body.contains("Action=DescribeSpotPriceHistory")
+            && req.body.contains("NextToken=")
+        {
+            return test_server::aws::xml(
+                "<DescribeSpotPriceHistoryResponse {{NS}}><spotPriceHistorySet><item>",
+            );
+        }
+        test_server::aws::answer(req, base)
+    })
+    .await;
+    let base = server.base.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gpuplan.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[store]\npath = \"catalog.db\"\n[providers.azure]\nenabled = false\n\
+             [providers.aws]\nregions = [\"us-east-1\"]\nbulk_endpoint = \"{base}\"\n\
+             spot_advisor_url = \"{base}/spot-advisor-data.json\"\npricing_endpoint = \"{base}\"\nec2_endpoint = \"{base}\"\n"
+        ),
+    )
+    .unwrap();
+    let keys = Some(("AKIDGPUPLANTEST", "test-secret-key"));
+    let (first, failed, after) = tokio::task::spawn_blocking(move || {
+        // What a record is, without the fields that change with the clock.
+        let prices = || {
+            let out = gpuplan_aws(&config, keys, &["prices", "--provider", "aws", "--json"]);
+            let records: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let mut rows: Vec<String> = records
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} {} {} {} {}",
+                        r["region"],
+                        r["zone"],
+                        r["instance_type"],
+                        r["price_kind"],
+                        r["usd_per_hour"]
+                    )
+                })
+                .collect();
+            rows.sort();
+            rows
+        };
+        assert!(gpuplan_aws(&config, keys, &["sync"]).status.success());
+        let first = prices();
+        broken.store(true, Ordering::SeqCst);
+        let failed = gpuplan_aws(&config, keys, &["sync"]);
+        (first, failed, prices())
+    })
+    .await
+    .unwrap();
+    assert!(!failed.status.success());
+    let said = String::from_utf8_lossy(&failed.stdout);
+    assert!(
+        said.contains("DescribeSpotPriceHistory in us-east-1"),
+        "{said}"
+    );
+    assert!(!first.is_empty());
+    assert_eq!(first, after);
+}

@@ -167,6 +167,8 @@ async fn with_credentials_every_source_becomes_records() {
     let count = |a: &str| calls.iter().filter(|c| *c == a).count();
     assert_eq!(count("DescribeInstanceTypes"), 3);
     assert_eq!(count("DescribeSpotPriceHistory"), 3);
+    // Two pages for each of the four us-east-1 types, one for us-west-2's.
+    assert_eq!(count("GetSpotPlacementScores"), 9);
     assert!(!calls.iter().any(|c| c.contains("region_index.json")));
 }
 

@@ -297,14 +297,21 @@ fn offerings(region: &str, location_type: &str, token: Option<&str>) -> Response
     ))
 }
 
-fn placement_scores(region: &str) -> Response {
-    let items = if region == "us-east-1" {
-        "<item><region>us-east-1</region><availabilityZoneId>use1-az4</availabilityZoneId><score>7</score></item><item><region>us-east-1</region><availabilityZoneId>use1-az9</availabilityZoneId><score>3</score></item>"
-    } else {
-        ""
+/// Placement scores: us-east-1 in two pages, the second with a zone id the
+/// account does not have.
+fn placement_scores(region: &str, token: Option<&str>) -> Response {
+    let score = |id: &str, score: u8| {
+        format!(
+            "<item><region>{region}</region><availabilityZoneId>{id}</availabilityZoneId><score>{score}</score></item>"
+        )
+    };
+    let (items, next) = match (region, token) {
+        ("us-east-1", None) => (score("use1-az4", 7), "<nextToken>scores-2</nextToken>"),
+        ("us-east-1", Some("scores-2")) => (score("use1-az9", 3), "<nextToken/>"),
+        _ => (String::new(), ""),
     };
     xml(&format!(
-        "<GetSpotPlacementScoresResponse {{{{NS}}}}><requestId>r</requestId><spotPlacementScoreSet>{items}</spotPlacementScoreSet></GetSpotPlacementScoresResponse>"
+        "<GetSpotPlacementScoresResponse {{{{NS}}}}><requestId>r</requestId><spotPlacementScoreSet>{items}</spotPlacementScoreSet>{next}</GetSpotPlacementScoresResponse>"
     ))
 }
 
@@ -350,7 +357,7 @@ pub fn answer(req: &Seen, base: &str) -> Response {
         "DescribeSpotPriceHistory" => spot_history(&region, token),
         "DescribeAvailabilityZones" => zones(&region),
         "DescribeInstanceTypeOfferings" => offerings(&region, &f["LocationType"], token),
-        "GetSpotPlacementScores" => placement_scores(&region),
+        "GetSpotPlacementScores" => placement_scores(&region, token),
         other => panic!("unexpected EC2 action {other}"),
     }
 }
