@@ -492,3 +492,47 @@ async fn aws_a_malformed_page_fails_the_sync_and_keeps_the_stored_data() {
     assert!(!first.is_empty());
     assert_eq!(first, after);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn aws_auto_takes_prices_from_the_public_files_when_the_price_list_refuses_the_keys() {
+    let server = test_server::serve(|req: &Seen, base, _| {
+        if req.headers.contains_key("x-amz-target") {
+            return test_server::status(
+                400,
+                r#"{"__type":"AccessDeniedException","Message":"not authorized to perform: pricing:GetProducts"}"#,
+            );
+        }
+        test_server::aws::answer(req, base)
+    })
+    .await;
+    let base = server.base.clone();
+    let records = sync_aws(
+        format!(
+            "[store]\npath = \"catalog.db\"\n[providers.azure]\nenabled = false\n\
+             [providers.aws]\nregions = [\"us-east-1\"]\nbulk_endpoint = \"{base}\"\n\
+             spot_advisor_url = \"{base}/spot-advisor-data.json\"\npricing_endpoint = \"{base}\"\nec2_endpoint = \"{base}\"\n"
+        ),
+        Some(("AKIDGPUPLANTEST", "test-secret-key")),
+        1,
+    )
+    .await;
+    let kinds: Vec<&str> = records
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["instance_type"] == "p5.48xlarge")
+        .map(|r| r["price_kind"].as_str().unwrap())
+        .collect();
+    // List prices from the offer file, spot prices from EC2.
+    assert!(
+        kinds.contains(&"on_demand") && kinds.contains(&"spot"),
+        "{kinds:?}"
+    );
+    let requests = server.requests();
+    assert!(requests.iter().any(|r| r.uri.contains("region_index.json")));
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.body.contains("Action=DescribeSpotPriceHistory"))
+    );
+}

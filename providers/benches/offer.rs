@@ -134,8 +134,9 @@ fn main() {
         let path = &args[i + 1];
         let size = std::fs::metadata(path).unwrap().len() as f64 / 1e6;
         let start = Instant::now();
-        let snap = gpuplan_providers::aws::parse_offer_file(File::open(path).unwrap(), Vec::new())
-            .unwrap();
+        let snap =
+            gpuplan_providers::aws::parse_offer_file(File::open(path).unwrap(), Vec::new(), None)
+                .unwrap();
         let secs = start.elapsed().as_secs_f64();
         println!(
             "parse: {size:.0} MB in {secs:.2} s = {:.0} MB/s; peak RSS {:.1} MB; {} prices, {} instance types, {} rows skipped",

@@ -136,6 +136,26 @@ fn glob(pattern: &str, text: &str) -> bool {
     }
 }
 
+/// Adds `part` (one region's, or one source's) to `into`; an instance type
+/// seen twice keeps its first description.
+fn merge(into: &mut Snapshot, part: Snapshot) {
+    into.prices.extend(part.prices);
+    into.spot_observations.extend(part.spot_observations);
+    into.availability.extend(part.availability);
+    for t in part.instance_types {
+        if !into
+            .instance_types
+            .iter()
+            .any(|known| known.instance_type == t.instance_type)
+        {
+            into.instance_types.push(t);
+        }
+    }
+    for (reason, n) in part.skipped {
+        *into.skipped.entry(reason).or_insert(0) += n;
+    }
+}
+
 fn auth_hint(e: ProviderError) -> ProviderError {
     e.with_auth_hint(
         "the IAM permissions pricing:GetProducts and ec2:Describe*, \
@@ -295,7 +315,11 @@ impl Provider for AwsProvider {
         let mut snapshot = match sdk {
             Some(sdk) => {
                 tracing::Span::current().record("mode", "credentials");
-                sdk::fetch(&sdk, &self.config, ctx)
+                // With `auto`, keys that may not read the price list still
+                // get EC2's data, with prices from the public files.
+                let bulk =
+                    matches!(self.config.credentials, Credentials::Auto).then_some(&self.http);
+                sdk::fetch(&sdk, &self.config, ctx, bulk)
                     .await
                     .map_err(auth_hint)?
             }

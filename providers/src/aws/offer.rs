@@ -67,17 +67,6 @@ struct ItemTerms {
     reserved: HashMap<String, OfferTerm>,
 }
 
-/// Where a kept product's instance facts (GPU model, count, memory) come from.
-pub(super) enum Facts<'a> {
-    /// The price list's own `gpu` count and the family table: bulk files, no
-    /// credentials. Accelerator-only families (Trainium, Inferentia) have no
-    /// GPU count there and are skipped as `not_gpu`.
-    PriceList,
-    /// `DescribeInstanceTypes` of the region: types not in it have neither GPUs
-    /// nor accelerators (or are filtered out).
-    Described(&'a BTreeMap<String, InstanceType>),
-}
-
 /// A kept product: what its terms become records of.
 struct Kept {
     instance_type: String,
@@ -90,6 +79,12 @@ struct Kept {
 pub(super) struct Collector {
     /// Instance-type patterns (`p5.*`); empty keeps every type.
     filter: Vec<String>,
+    /// Where kept products' instance facts (GPU model, count, memory) come
+    /// from: `DescribeInstanceTypes` of the region, when there are credentials
+    /// (types not in it have neither GPUs nor accelerators). Without, the price
+    /// list's own `gpu` count and the family table; accelerator-only families
+    /// (Trainium, Inferentia) have no GPU count there and are skipped as `not_gpu`.
+    described: Option<BTreeMap<String, InstanceType>>,
     kept: HashMap<String, Kept>,
     snapshot: Snapshot,
     types: BTreeMap<String, InstanceType>,
@@ -99,17 +94,18 @@ pub(super) struct Collector {
 }
 
 impl Collector {
-    pub fn new(filter: Vec<String>) -> Self {
+    pub fn new(filter: Vec<String>, described: Option<BTreeMap<String, InstanceType>>) -> Self {
         Self {
             filter,
+            described,
             ..Self::default()
         }
     }
 
     /// Adds one `GetProducts` element: its product, then its terms.
-    pub fn item(&mut self, item: &PriceListItem, facts: &Facts<'_>) {
+    pub fn item(&mut self, item: &PriceListItem) {
         let sku = item.product.sku.clone();
-        self.product(sku.clone(), &item.product, facts);
+        self.product(sku.clone(), &item.product);
         for (terms, reserved) in [(&item.terms.on_demand, false), (&item.terms.reserved, true)] {
             self.terms(&sku, terms, reserved);
         }
@@ -133,12 +129,17 @@ impl Collector {
     }
 }
 
-/// Parses an offer file; the result has instance types, prices and skip counts.
+/// Parses an offer file; the result has instance types, prices and skip
+/// counts. `filter` and `described` are as in [`Collector`].
 ///
 /// # Errors
 /// A message when the JSON is malformed or out of the expected order.
-pub fn parse(reader: impl Read, filter: Vec<String>) -> Result<Snapshot, String> {
-    let mut collector = Collector::new(filter);
+pub fn parse(
+    reader: impl Read,
+    filter: Vec<String>,
+    described: Option<BTreeMap<String, InstanceType>>,
+) -> Result<Snapshot, String> {
+    let mut collector = Collector::new(filter, described);
     let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::new(reader));
     OfferSeed(&mut collector)
         .deserialize(&mut de)
@@ -199,7 +200,7 @@ impl<'de> Visitor<'de> for ProductsSeed<'_> {
             ));
         }
         while let Some((sku, product)) = map.next_entry::<String, Product>()? {
-            self.0.product(sku, &product, &Facts::PriceList);
+            self.0.product(sku, &product);
         }
         Ok(())
     }
@@ -207,7 +208,7 @@ impl<'de> Visitor<'de> for ProductsSeed<'_> {
 
 impl Collector {
     /// Applies the filters of provider-apis.md §1 and records why a row was skipped.
-    fn product(&mut self, sku: String, p: &Product, facts: &Facts<'_>) {
+    fn product(&mut self, sku: String, p: &Product) {
         let state = self;
         let snap = &mut state.snapshot;
         if p.product_family != "Compute Instance" {
@@ -232,8 +233,8 @@ impl Collector {
             snap.skip("filtered");
             return;
         }
-        let described = match facts {
-            Facts::PriceList => {
+        let described = match &state.described {
+            None => {
                 let count: u32 = attr("gpu").parse().unwrap_or(0);
                 if count == 0 || instance_type.is_empty() {
                     snap.skip("not_gpu");
@@ -259,7 +260,7 @@ impl Collector {
                         .and_then(|m| m.replace(',', "").parse().ok()),
                 }
             }
-            Facts::Described(types) => match types.get(&instance_type) {
+            Some(types) => match types.get(&instance_type) {
                 Some(t) => t.clone(),
                 None => {
                     snap.skip("not_gpu");

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{AwsConfig, PROVIDER, decode_error, offer};
+use super::{AwsConfig, PROVIDER, decode_error, merge, offer};
 use crate::ProviderError;
 use crate::http::HttpClient;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{InstanceType, Snapshot};
 
 const REGION_INDEX: &str = "/offers/v1.0/aws/AmazonEC2/current/region_index.json";
 
@@ -24,42 +24,66 @@ struct RegionEntry {
     current_version_url: String,
 }
 
+/// Where each region's offer file is.
+pub(super) struct BulkIndex {
+    base: String,
+    url: String,
+    regions: BTreeMap<String, RegionEntry>,
+}
+
+impl BulkIndex {
+    pub async fn load(http: &HttpClient, config: &AwsConfig) -> Result<Self, ProviderError> {
+        let base = config.bulk_endpoint.trim_end_matches('/').to_owned();
+        let url = format!("{base}{REGION_INDEX}");
+        let body = http.get(&url).await?;
+        let index: RegionIndex =
+            serde_json::from_slice(&body).map_err(|e| decode_error(&url, e))?;
+        Ok(Self {
+            base,
+            url,
+            regions: index.regions,
+        })
+    }
+
+    /// One region's prices, instance types and skips. Instance facts come from
+    /// `described` when given (see [`offer::Collector`]).
+    pub async fn region(
+        &self,
+        http: &HttpClient,
+        region: &str,
+        filter: Vec<String>,
+        described: Option<BTreeMap<String, InstanceType>>,
+    ) -> Result<Snapshot, ProviderError> {
+        let Some(entry) = self.regions.get(region) else {
+            return Err(decode_error(
+                &self.url,
+                format!("region {region} is not in the index"),
+            ));
+        };
+        // The index's URLs are relative to the bulk endpoint.
+        let url = format!("{}{}", self.base, entry.current_version_url);
+        region_file(http, &url, filter, described).await
+    }
+}
+
 /// Prices and instance types of the configured regions (all when none are).
 pub(super) async fn fetch(
     http: &HttpClient,
     config: &AwsConfig,
 ) -> Result<Snapshot, ProviderError> {
-    let base = config.bulk_endpoint.trim_end_matches('/');
-    let index_url = format!("{base}{REGION_INDEX}");
-    let body = http.get(&index_url).await?;
-    let index: RegionIndex =
-        serde_json::from_slice(&body).map_err(|e| decode_error(&index_url, e))?;
-    let wanted: Vec<&String> = if config.regions.is_empty() {
-        index.regions.keys().collect()
+    let index = BulkIndex::load(http, config).await?;
+    let regions: Vec<String> = if config.regions.is_empty() {
+        index.regions.keys().cloned().collect()
     } else {
-        config.regions.iter().collect()
+        config.regions.clone()
     };
     let mut snapshot = Snapshot::default();
-    let mut types = BTreeMap::new();
-    for region in wanted {
-        let Some(entry) = index.regions.get(region) else {
-            return Err(decode_error(
-                &index_url,
-                format!("region {region} is not in the index"),
-            ));
-        };
-        // The index's URLs are relative to the bulk endpoint.
-        let url = format!("{base}{}", entry.current_version_url);
-        let part = region_file(http, &url, config.instance_types.clone()).await?;
-        for (reason, n) in part.skipped {
-            *snapshot.skipped.entry(reason).or_insert(0) += n;
-        }
-        snapshot.prices.extend(part.prices);
-        for t in part.instance_types {
-            types.entry(t.instance_type.clone()).or_insert(t);
-        }
+    for region in &regions {
+        let part = index
+            .region(http, region, config.instance_types.clone(), None)
+            .await?;
+        merge(&mut snapshot, part);
     }
-    snapshot.instance_types = types.into_values().collect();
     Ok(snapshot)
 }
 
@@ -68,6 +92,7 @@ async fn region_file(
     http: &HttpClient,
     url: &str,
     filter: Vec<String>,
+    described: Option<BTreeMap<String, InstanceType>>,
 ) -> Result<Snapshot, ProviderError> {
     let io = |e: std::io::Error| ProviderError::Io {
         provider: PROVIDER.to_owned(),
@@ -82,7 +107,7 @@ async fn region_file(
     let shown = url.to_owned();
     tokio::task::spawn_blocking(move || {
         std::io::Seek::rewind(&mut temp).map_err(io)?;
-        offer::parse(temp, filter).map_err(|e| decode_error(&shown, e))
+        offer::parse(temp, filter, described).map_err(|e| decode_error(&shown, e))
     })
     .await
     .map_err(|e| decode_error(url, e))?

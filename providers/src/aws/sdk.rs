@@ -21,8 +21,10 @@ use aws_sdk_pricing::types::{Filter as PriceFilter, FilterType};
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use futures_util::StreamExt;
 
-use super::offer::{Collector, Facts, PriceListItem};
-use super::{AwsConfig, PROVIDER, gpus};
+use super::offer::{Collector, PriceListItem};
+use super::public::BulkIndex;
+use super::{AwsConfig, PROVIDER, gpus, merge};
+use crate::http::HttpClient;
 use crate::http::RetryPolicy;
 use crate::snapshot::{
     AvailabilityRecord, AvailabilitySignal, InstanceType, Scope, Snapshot, SpotObservation,
@@ -230,11 +232,15 @@ where
     }
 }
 
-/// Everything the credentialed path fetches, for `regions`.
+/// Everything the credentialed path fetches, for `regions`. With `bulk`, keys
+/// that the Price List Query API refuses fall back to the public files for
+/// prices (instance facts still from `DescribeInstanceTypes`: the records are
+/// the same either way); without, that refusal fails the sync.
 pub(super) async fn fetch(
     sdk: &SdkConfig,
     config: &AwsConfig,
     ctx: &FetchContext,
+    bulk: Option<&HttpClient>,
 ) -> Result<Snapshot, ProviderError> {
     let clients = Clients::new(sdk, config);
     let regions = if config.regions.is_empty() {
@@ -242,20 +248,50 @@ pub(super) async fn fetch(
     } else {
         config.regions.clone()
     };
-    let mut collector = Collector::new(config.instance_types.clone());
-    let mut extra = Snapshot::default();
+    let filter = &config.instance_types;
+    let mut snapshot = Snapshot::default();
+    let mut bulk_index: Option<BulkIndex> = None;
     for region in &regions {
         let ec2 = clients.ec2(region);
-        let types = instance_types(&ec2, region, &config.instance_types).await?;
-        prices(&clients.pricing, region, &types, &mut collector).await?;
+        let types = instance_types(&ec2, region, filter).await?;
+        let priced = match (&bulk_index, bulk) {
+            (Some(index), Some(http)) => {
+                index
+                    .region(http, region, filter.clone(), Some(types.clone()))
+                    .await?
+            }
+            _ => match prices(&clients.pricing, region, &types, filter).await {
+                Err(refused @ ProviderError::Auth { .. }) => {
+                    let Some(http) = bulk else {
+                        return Err(refused);
+                    };
+                    tracing::warn!(provider = PROVIDER, error = %refused, "The price list refused these credentials; prices come from the public files.");
+                    let index = BulkIndex::load(http, config).await?;
+                    let part = index
+                        .region(http, region, filter.clone(), Some(types.clone()))
+                        .await?;
+                    bulk_index = Some(index);
+                    part
+                }
+                other => other?,
+            },
+        };
+        merge(&mut snapshot, priced);
         let names: Vec<&str> = types.keys().map(String::as_str).collect();
         if config.sources.spot_history {
-            spot_history(&ec2, region, &names, since(config, ctx, region), &mut extra).await?;
+            spot_history(
+                &ec2,
+                region,
+                &names,
+                since(config, ctx, region),
+                &mut snapshot,
+            )
+            .await?;
         }
         if config.sources.offerings || config.sources.placement_scores {
             let zones = zones(&ec2, region).await?;
             if config.sources.offerings {
-                offerings(&ec2, region, &names, &zones, &mut extra).await?;
+                offerings(&ec2, region, &names, &zones, &mut snapshot).await?;
             }
             if config.sources.placement_scores {
                 placement_scores(
@@ -264,17 +300,11 @@ pub(super) async fn fetch(
                     &names,
                     &zones,
                     config.placement_capacity,
-                    &mut extra,
+                    &mut snapshot,
                 )
                 .await?;
             }
         }
-    }
-    let mut snapshot = collector.finish();
-    snapshot.spot_observations = extra.spot_observations;
-    snapshot.availability = extra.availability;
-    for (reason, n) in extra.skipped {
-        *snapshot.skipped.entry(reason).or_insert(0) += n;
     }
     Ok(snapshot)
 }
@@ -429,8 +459,9 @@ async fn prices(
     pricing: &aws_sdk_pricing::Client,
     region: &str,
     types: &BTreeMap<String, InstanceType>,
-    collector: &mut Collector,
-) -> Result<(), ProviderError> {
+    filter: &[String],
+) -> Result<Snapshot, ProviderError> {
+    let mut collector = Collector::new(filter.to_vec(), Some(types.clone()));
     // Collected first: a lazily mapped iterator of borrowing futures makes the
     // whole fetch future fail the `Send` check.
     let queries: Vec<_> = types.keys().map(|t| products(pricing, region, t)).collect();
@@ -447,10 +478,10 @@ async fn prices(
                     location: format!("{call}, PriceList[{n}]"),
                     detail: e.to_string(),
                 })?;
-            collector.item(&item, &Facts::Described(types));
+            collector.item(&item);
         }
     }
-    Ok(())
+    Ok(collector.finish())
 }
 
 async fn products(

@@ -440,6 +440,29 @@ async fn a_server_error_that_outlasts_the_retries_keeps_its_status() {
 }
 
 #[tokio::test]
+async fn keys_the_price_list_refuses_fail_the_sync_unless_credentials_are_auto() {
+    let server = test_server::serve(|req, base, _| {
+        if req.headers.contains_key("x-amz-target") {
+            return (
+                axum::http::StatusCode::BAD_REQUEST,
+                [("content-type", "application/x-amz-json-1.1")],
+                json!({"__type": "AccessDeniedException", "Message": "not authorized to perform: pricing:GetProducts"}).to_string(),
+            )
+                .into_response();
+        }
+        aws::answer(req, base)
+    })
+    .await;
+    let err = AwsProvider::new(sdk_config(&server, &["us-east-1"]))
+        .unwrap()
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Auth { .. }), "{err}");
+    assert!(err.to_string().contains("pricing:GetProducts"), "{err}");
+}
+
+#[tokio::test]
 async fn rejected_credentials_are_an_auth_error() {
     let server = test_server::serve(|req, base, _| {
         if req.body.contains("Action=") {
