@@ -2,7 +2,8 @@
 //! (`GetProducts`) for on-demand and reserved prices, and per region EC2's
 //! `DescribeInstanceTypes` (GPU and accelerator facts), `DescribeSpotPriceHistory`
 //! (incremental), `DescribeInstanceTypeOfferings` with `DescribeAvailabilityZones`,
-//! and optionally `GetSpotPlacementScores`.
+//! and optionally `GetSpotPlacementScores`. Spot-only syncs read just the
+//! instance types and the new spot history.
 //!
 //! The SDK signs, retries throttling (`ThrottlingException`,
 //! `RequestLimitExceeded`) and 5xx with backoff, and pages; its paginators treat
@@ -24,8 +25,7 @@ use futures_util::StreamExt;
 use super::offer::{Collector, PriceListItem};
 use super::public::BulkIndex;
 use super::{AwsConfig, PROVIDER, gpus, merge};
-use crate::http::HttpClient;
-use crate::http::RetryPolicy;
+use crate::http::{HttpClient, RetryPolicy};
 use crate::snapshot::{
     AvailabilityRecord, AvailabilitySignal, InstanceType, Scope, Snapshot, SpotObservation,
 };
