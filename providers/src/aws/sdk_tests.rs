@@ -90,6 +90,10 @@ async fn with_credentials_every_source_becomes_records() {
     assert_eq!(snap.skipped.get("os:Windows"), Some(&1));
     assert_eq!(snap.skipped.get("tenancy:Dedicated"), Some(&1));
     assert_eq!(snap.skipped.get("license:Bring your own license"), Some(&1));
+    assert_eq!(
+        snap.skipped.get("capacitystatus:UnusedCapacityReservation"),
+        Some(&1)
+    );
 
     // Spot history: every Linux row of both pages, Windows counted and dropped.
     let mut spot: Vec<(&str, &str, f64)> = snap

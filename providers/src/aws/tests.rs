@@ -105,6 +105,7 @@ async fn public_price_files_and_the_spot_advisor_become_records() {
         skipped,
         vec![
             ("capacitystatus:AllocatedCapacityReservation", 1),
+            ("capacitystatus:UnusedCapacityReservation", 1),
             ("family:Storage", 1),
             ("license:Bring your own license", 1),
             ("not_gpu", 1),
