@@ -30,8 +30,9 @@ const DEFAULT_AWS_BULK_ENDPOINT: &str = "https://pricing.us-east-1.amazonaws.com
 const DEFAULT_AWS_SPOT_ADVISOR_URL: &str =
     "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json";
 /// Spot prices move faster than list prices; with credentials, AWS reads its
-/// new spot history this often between full syncs.
-const DEFAULT_AWS_SPOT_SCHEDULE: &str = "0 */10 * * * *";
+/// new spot history every 10 minutes between full syncs, offset by 5 so it never
+/// runs at the same time as the hourly full sync (which reads it too).
+const DEFAULT_AWS_SPOT_SCHEDULE: &str = "0 5-55/10 * * * *";
 /// Each region's offer file is hundreds of MB, so the default is two regions, not all.
 const DEFAULT_AWS_REGIONS: [&str; 2] = ["us-east-1", "us-west-2"];
 const DEFAULT_GCP_BILLING_ENDPOINT: &str = "https://cloudbilling.googleapis.com";
@@ -1306,7 +1307,9 @@ mod tests {
         assert!(!aws.sources.offerings && !aws.sources.spot_advisor);
         assert_eq!(aws.spot_history_days, 7);
         assert_eq!(aws.pricing_endpoint, None);
-        assert!(aws.spot_schedule.is_some());
+        let spot = aws.spot_schedule.as_ref().unwrap();
+        let next = spot.next_after("2026-11-29T10:00:00Z".parse().unwrap());
+        assert_eq!(next.to_rfc3339(), "2026-11-29T10:05:00+00:00");
         let off =
             Config::parse("[providers.aws]\nspot_schedule = \"off\"\n", Path::new("")).unwrap();
         assert!(off.providers.aws.spot_schedule.is_none());
