@@ -507,10 +507,75 @@ mod tests {
         task.await.unwrap();
     }
 
-    struct SharedProvider(Arc<Flaky>);
+    /// Records the scope each fetch asked for; finds no new spot history.
+    #[derive(Default)]
+    struct SpotOnly {
+        asked: std::sync::Mutex<Vec<Scope>>,
+    }
 
     #[async_trait]
-    impl Provider for SharedProvider {
+    impl Provider for SpotOnly {
+        fn id(&self) -> &str {
+            "aws"
+        }
+
+        async fn fetch(&self, ctx: &FetchContext) -> Result<Snapshot, ProviderError> {
+            self.asked.lock().unwrap().push(ctx.scope);
+            Ok(Snapshot {
+                scope: Scope::SpotHistory,
+                ..Snapshot::default()
+            })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_spot_only_source_waits_for_its_slot_and_asks_for_spot_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 0).unwrap());
+        let ctx = Context {
+            pool: pool.clone(),
+            policy: SyncConfig {
+                max_shrink: 1.0,
+                retry_initial: BACKOFF.initial,
+                retry_max: BACKOFF.max,
+                http_attempts: 1,
+                http_timeout: Duration::from_secs(5),
+            },
+            backoff: BACKOFF,
+            metrics: Arc::new(Metrics::default()),
+            cancel: CancellationToken::new(),
+            clock: Clock::starting_at(at("2026-11-29T10:00:30Z")),
+            alerts: None,
+        };
+        let spot = Arc::new(SpotOnly::default());
+        let source = Source {
+            provider: Box::new(SharedProvider(spot.clone())),
+            scope: Scope::SpotHistory,
+            schedule: Schedule::from_str("0 5-55/10 * * * *").unwrap(),
+            trigger: Arc::new(Notify::new()),
+        };
+        let task = tokio::spawn(run_source(source, ctx.clone()));
+
+        // Never synced, yet no run at start: the first slot is 10:05.
+        tokio::time::sleep(Duration::from_secs(200)).await;
+        assert!(spot.asked.lock().unwrap().is_empty());
+        tokio::time::sleep(Duration::from_secs(100)).await;
+        assert_eq!(*spot.asked.lock().unwrap(), [Scope::SpotHistory]);
+        let runs = pool.read(|s| s.sync_runs(10)).unwrap();
+        assert_eq!(
+            (runs[0].status.as_str(), runs[0].scope.as_str()),
+            ("ok", "spot_history")
+        );
+
+        ctx.cancel.cancel();
+        task.await.unwrap();
+    }
+
+    /// A provider the test keeps a handle on while the loop owns the box.
+    struct SharedProvider<P>(Arc<P>);
+
+    #[async_trait]
+    impl<P: Provider> Provider for SharedProvider<P> {
         fn id(&self) -> &str {
             self.0.id()
         }
