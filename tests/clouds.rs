@@ -497,9 +497,9 @@ async fn aws_a_malformed_page_fails_the_sync_and_keeps_the_stored_data() {
 async fn aws_auto_takes_prices_from_the_public_files_when_the_price_list_refuses_the_keys() {
     let server = test_server::serve(|req: &Seen, base, _| {
         if req.headers.contains_key("x-amz-target") {
-            return test_server::status(
-                400,
-                r#"{"__type":"AccessDeniedException","Message":"not authorized to perform: pricing:GetProducts"}"#,
+            return test_server::aws::pricing_error(
+                "AccessDeniedException",
+                "not authorized to perform: pricing:GetProducts",
             );
         }
         test_server::aws::answer(req, base)

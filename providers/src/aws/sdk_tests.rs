@@ -4,15 +4,13 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use axum::response::IntoResponse;
 use chrono::{TimeZone, Utc};
-use serde_json::json;
 
-use super::tests::config;
+use super::tests::{config, price};
 use super::*;
 use crate::secret::Secret;
-use crate::snapshot::{PriceKind, PriceRecord, Term, Upfront};
-use crate::test_server::aws::{self, ec2_error, form, pricing_error, spot_row, xml};
+use crate::snapshot::{PriceKind, Term, Upfront};
+use crate::test_server::aws::{self, ec2_error, form, pricing_error, pricing_json, spot_row, xml};
 use crate::test_server::{self, FixtureServer};
 
 fn sdk_config(server: &FixtureServer, regions: &[&str]) -> AwsConfig {
@@ -41,11 +39,9 @@ fn actions(server: &FixtureServer) -> Vec<String> {
         .collect()
 }
 
-fn find<'a>(snap: &'a Snapshot, region: &str, itype: &str, kind: PriceKind) -> &'a PriceRecord {
-    snap.prices
-        .iter()
-        .find(|p| p.region == region && p.instance_type == itype && p.price_kind == kind)
-        .unwrap_or_else(|| panic!("no {kind} price for {itype} in {region}"))
+/// One sync of a provider configured with `cfg`.
+async fn fetch(cfg: AwsConfig, ctx: &FetchContext) -> Result<Snapshot, ProviderError> {
+    AwsProvider::new(cfg).unwrap().fetch(ctx).await
 }
 
 #[tokio::test]
@@ -53,11 +49,7 @@ async fn with_credentials_every_source_becomes_records() {
     let server = test_server::serve(|req, base, _| aws::answer(req, base)).await;
     let mut cfg = sdk_config(&server, &["us-east-1", "us-west-2"]);
     cfg.sources.placement_scores = true;
-    let snap = AwsProvider::new(cfg)
-        .unwrap()
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap();
+    let snap = fetch(cfg, &FetchContext::default()).await.unwrap();
 
     // Instance facts from DescribeInstanceTypes: L4's 22888 MiB is still an L4,
     // Trainium is kept under its own name, m7i (no accelerator) is not there.
@@ -73,7 +65,7 @@ async fn with_credentials_every_source_becomes_records() {
     assert!(t("m7i.large").is_none());
 
     // Prices: the traps of the bulk fixture are skipped the same way.
-    let partial = find(
+    let partial = price(
         &snap,
         "us-east-1",
         "p5.48xlarge",
@@ -84,7 +76,7 @@ async fn with_credentials_every_source_becomes_records() {
         (86829.0, 9.912)
     );
     assert_eq!(
-        find(&snap, "us-east-1", "trn1.32xlarge", PriceKind::OnDemand).usd_per_hour,
+        price(&snap, "us-east-1", "trn1.32xlarge", PriceKind::OnDemand).usd_per_hour,
         21.5
     );
     assert_eq!(snap.skipped.get("os:Windows"), Some(&1));
@@ -184,16 +176,8 @@ async fn query_api_records_equal_the_bulk_file_records_for_the_same_skus() {
     let mut public_cfg = config(&server, &["us-east-1"]);
     public_cfg.instance_types = sdk_cfg.instance_types.clone();
     let ctx = FetchContext::default();
-    let with_keys = AwsProvider::new(sdk_cfg)
-        .unwrap()
-        .fetch(&ctx)
-        .await
-        .unwrap();
-    let public = AwsProvider::new(public_cfg)
-        .unwrap()
-        .fetch(&ctx)
-        .await
-        .unwrap();
+    let with_keys = fetch(sdk_cfg, &ctx).await.unwrap();
+    let public = fetch(public_cfg, &ctx).await.unwrap();
 
     let sorted = |s: &Snapshot| {
         let mut p = s.prices.clone();
@@ -218,9 +202,7 @@ async fn a_second_sync_asks_only_for_spot_prices_newer_than_the_stored_ones() {
         scope: Scope::Full,
         newest_spot_by_region: [("us-east-1".to_owned(), newest)].into(),
     };
-    AwsProvider::new(sdk_config(&server, &["us-east-1"]))
-        .unwrap()
-        .fetch(&ctx)
+    fetch(sdk_config(&server, &["us-east-1"]), &ctx)
         .await
         .unwrap();
     let first = server
@@ -241,9 +223,7 @@ async fn a_spot_only_sync_reads_spot_history_and_nothing_else() {
         scope: Scope::SpotHistory,
         ..FetchContext::default()
     };
-    let snap = AwsProvider::new(sdk_config(&server, &["us-east-1"]))
-        .unwrap()
-        .fetch(&ctx)
+    let snap = fetch(sdk_config(&server, &["us-east-1"]), &ctx)
         .await
         .unwrap();
     assert_eq!(snap.scope, Scope::SpotHistory);
@@ -269,11 +249,7 @@ async fn without_credentials_a_spot_only_sync_has_nothing_to_add() {
         scope: Scope::SpotHistory,
         ..FetchContext::default()
     };
-    let snap = AwsProvider::new(config(&server, &["us-east-1"]))
-        .unwrap()
-        .fetch(&ctx)
-        .await
-        .unwrap();
+    let snap = fetch(config(&server, &["us-east-1"]), &ctx).await.unwrap();
     assert_eq!(
         snap,
         Snapshot {
@@ -290,7 +266,7 @@ async fn throttling_and_server_errors_are_retried_then_succeed() {
     let (p, e) = (pricing_fails.clone(), ec2_fails.clone());
     let server = test_server::serve(move |req, base, _| {
         if req.headers.contains_key("x-amz-target") && p.fetch_add(1, Ordering::SeqCst) == 0 {
-            return pricing_error("ThrottlingException");
+            return pricing_error("ThrottlingException", "Rate exceeded");
         }
         if req.body.contains("Action=DescribeSpotPriceHistory") {
             match e.fetch_add(1, Ordering::SeqCst) {
@@ -302,11 +278,12 @@ async fn throttling_and_server_errors_are_retried_then_succeed() {
         aws::answer(req, base)
     })
     .await;
-    let snap = AwsProvider::new(sdk_config(&server, &["us-west-2"]))
-        .unwrap()
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap();
+    let snap = fetch(
+        sdk_config(&server, &["us-west-2"]),
+        &FetchContext::default(),
+    )
+    .await
+    .unwrap();
     assert_eq!(snap.spot_observations.len(), 1);
     assert!(!snap.prices.is_empty());
     assert!(pricing_fails.load(Ordering::SeqCst) >= 2);
@@ -336,11 +313,12 @@ async fn a_malformed_page_fails_the_fetch_naming_the_call() {
         aws::answer(req, base)
     })
     .await;
-    let err = AwsProvider::new(sdk_config(&server, &["us-east-1"]))
-        .unwrap()
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap_err();
+    let err = fetch(
+        sdk_config(&server, &["us-east-1"]),
+        &FetchContext::default(),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, ProviderError::Decode { .. }), "{err}");
     assert!(
         err.to_string()
@@ -353,21 +331,17 @@ async fn a_malformed_page_fails_the_fetch_naming_the_call() {
 async fn a_truncated_price_list_page_names_the_query() {
     let server = test_server::serve(|req, base, _| {
         if req.headers.contains_key("x-amz-target") {
-            return (
-                axum::http::StatusCode::OK,
-                [("content-type", "application/x-amz-json-1.1")],
-                r#"{"FormatVersion": "aws_v1", "PriceList": ["{}", "#,
-            )
-                .into_response();
+            return pricing_json(200, r#"{"FormatVersion": "aws_v1", "PriceList": ["{}", "#);
         }
         aws::answer(req, base)
     })
     .await;
-    let err = AwsProvider::new(sdk_config(&server, &["us-west-2"]))
-        .unwrap()
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap_err();
+    let err = fetch(
+        sdk_config(&server, &["us-west-2"]),
+        &FetchContext::default(),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, ProviderError::Decode { .. }), "{err}");
     assert!(
         err.to_string()
@@ -380,22 +354,20 @@ async fn a_truncated_price_list_page_names_the_query() {
 async fn a_malformed_price_list_element_names_the_query() {
     let server = test_server::serve(|req, base, _| {
         if req.headers.contains_key("x-amz-target") {
-            return (
-                axum::http::StatusCode::OK,
-                [("content-type", "application/x-amz-json-1.1")],
-                json!({"FormatVersion": "aws_v1", "PriceList": ["{\"product\": {\"sku\": 3"]})
-                    .to_string(),
-            )
-                .into_response();
+            return pricing_json(
+                200,
+                r#"{"FormatVersion": "aws_v1", "PriceList": ["{\"product\": {\"sku\": 3"]}"#,
+            );
         }
         aws::answer(req, base)
     })
     .await;
-    let err = AwsProvider::new(sdk_config(&server, &["us-west-2"]))
-        .unwrap()
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap_err();
+    let err = fetch(
+        sdk_config(&server, &["us-west-2"]),
+        &FetchContext::default(),
+    )
+    .await
+    .unwrap_err();
     assert!(
         err.to_string()
             .contains("GetProducts for p5.48xlarge in us-west-2"),
@@ -416,9 +388,7 @@ async fn a_server_error_that_outlasts_the_retries_keeps_its_status() {
     })
     .await;
     let mut cfg = sdk_config(&server, &["us-west-2"]);
-    let err = AwsProvider::new(cfg.clone())
-        .unwrap()
-        .fetch(&FetchContext::default())
+    let err = fetch(cfg.clone(), &FetchContext::default())
         .await
         .unwrap_err();
     assert!(
@@ -427,11 +397,7 @@ async fn a_server_error_that_outlasts_the_retries_keeps_its_status() {
     );
     assert!(err.is_retryable());
     cfg.sources.spot_history = false;
-    let err = AwsProvider::new(cfg)
-        .unwrap()
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap_err();
+    let err = fetch(cfg, &FetchContext::default()).await.unwrap_err();
     assert!(
         matches!(err, ProviderError::Http { status: 502, .. }),
         "{err}"
@@ -447,21 +413,20 @@ async fn a_server_error_that_outlasts_the_retries_keeps_its_status() {
 async fn keys_the_price_list_refuses_fail_the_sync_unless_credentials_are_auto() {
     let server = test_server::serve(|req, base, _| {
         if req.headers.contains_key("x-amz-target") {
-            return (
-                axum::http::StatusCode::BAD_REQUEST,
-                [("content-type", "application/x-amz-json-1.1")],
-                json!({"__type": "AccessDeniedException", "Message": "not authorized to perform: pricing:GetProducts"}).to_string(),
-            )
-                .into_response();
+            return pricing_error(
+                "AccessDeniedException",
+                "not authorized to perform: pricing:GetProducts",
+            );
         }
         aws::answer(req, base)
     })
     .await;
-    let err = AwsProvider::new(sdk_config(&server, &["us-east-1"]))
-        .unwrap()
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap_err();
+    let err = fetch(
+        sdk_config(&server, &["us-east-1"]),
+        &FetchContext::default(),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, ProviderError::Auth { .. }), "{err}");
     assert!(err.to_string().contains("pricing:GetProducts"), "{err}");
 }
@@ -475,11 +440,12 @@ async fn rejected_credentials_are_an_auth_error() {
         aws::answer(req, base)
     })
     .await;
-    let err = AwsProvider::new(sdk_config(&server, &["us-east-1"]))
-        .unwrap()
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap_err();
+    let err = fetch(
+        sdk_config(&server, &["us-east-1"]),
+        &FetchContext::default(),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, ProviderError::Auth { .. }), "{err}");
     assert!(
         err.to_string()

@@ -20,7 +20,7 @@ fn provider(server: &FixtureServer, regions: &[&str]) -> AwsProvider {
     AwsProvider::new(config(server, regions)).unwrap()
 }
 
-fn price<'a>(
+pub(super) fn price<'a>(
     snap: &'a Snapshot,
     region: &str,
     itype: &str,

@@ -139,13 +139,22 @@ pub fn ec2_error(status: u16, code: &str) -> Response {
         .into_response()
 }
 
-pub fn pricing_error(code: &str) -> Response {
+/// A Price List Query API answer (awsJson1_1).
+pub fn pricing_json(status: u16, body: &str) -> Response {
     (
-        axum::http::StatusCode::BAD_REQUEST,
+        axum::http::StatusCode::from_u16(status).unwrap(),
         [("content-type", "application/x-amz-json-1.1")],
-        json!({"__type": code, "Message": "Rate exceeded"}).to_string(),
+        body.to_owned(),
     )
         .into_response()
+}
+
+/// A Price List Query API error: HTTP 400 with the error's type and message.
+pub fn pricing_error(code: &str, message: &str) -> Response {
+    pricing_json(
+        400,
+        &json!({"__type": code, "Message": message}).to_string(),
+    )
 }
 
 fn gpu(name: &str, count: u32, mib: u32) -> String {
@@ -339,12 +348,7 @@ pub fn answer(req: &Seen, base: &str) -> Response {
         if end < items.len() {
             page["NextToken"] = json!(format!("page-{end}"));
         }
-        return (
-            axum::http::StatusCode::OK,
-            [("content-type", "application/x-amz-json-1.1")],
-            page.to_string(),
-        )
-            .into_response();
+        return pricing_json(200, &page.to_string());
     }
     if !req.body.contains("Action=") {
         return files(req, base);
