@@ -453,15 +453,10 @@ mod tests {
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn the_loop_syncs_at_start_retries_after_failures_then_follows_the_schedule() {
-        let dir = tempfile::tempdir().unwrap();
-        let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 0).unwrap());
-        let flaky = Arc::new(Flaky {
-            calls: AtomicUsize::new(0),
-            fail: 2,
-        });
-        let ctx = Context {
+    /// A source loop's context on `pool`, with one try per request and a
+    /// paused clock 30 s past a 10-minute slot, so the slots fall at known times.
+    fn loop_context(pool: &Arc<Pool>) -> Context {
+        Context {
             pool: pool.clone(),
             policy: SyncConfig {
                 max_shrink: 1.0,
@@ -473,10 +468,20 @@ mod tests {
             backoff: BACKOFF,
             metrics: Arc::new(Metrics::default()),
             cancel: CancellationToken::new(),
-            // 30 s past a 10-minute slot, so the slots fall at known times.
             clock: Clock::starting_at(at("2026-11-29T10:00:30Z")),
             alerts: None,
-        };
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_loop_syncs_at_start_retries_after_failures_then_follows_the_schedule() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 0).unwrap());
+        let flaky = Arc::new(Flaky {
+            calls: AtomicUsize::new(0),
+            fail: 2,
+        });
+        let ctx = loop_context(&pool);
         let trigger = Arc::new(Notify::new());
         let source = Source {
             provider: Box::new(SharedProvider(flaky.clone())),
@@ -532,21 +537,7 @@ mod tests {
     async fn a_spot_only_source_waits_for_its_slot_and_asks_for_spot_history() {
         let dir = tempfile::tempdir().unwrap();
         let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 0).unwrap());
-        let ctx = Context {
-            pool: pool.clone(),
-            policy: SyncConfig {
-                max_shrink: 1.0,
-                retry_initial: BACKOFF.initial,
-                retry_max: BACKOFF.max,
-                http_attempts: 1,
-                http_timeout: Duration::from_secs(5),
-            },
-            backoff: BACKOFF,
-            metrics: Arc::new(Metrics::default()),
-            cancel: CancellationToken::new(),
-            clock: Clock::starting_at(at("2026-11-29T10:00:30Z")),
-            alerts: None,
-        };
+        let ctx = loop_context(&pool);
         let spot = Arc::new(SpotOnly::default());
         let source = Source {
             provider: Box::new(SharedProvider(spot.clone())),
