@@ -243,11 +243,7 @@ pub(super) async fn fetch(
     bulk: Option<&HttpClient>,
 ) -> Result<Snapshot, ProviderError> {
     let clients = Clients::new(sdk, config);
-    let regions = if config.regions.is_empty() {
-        all_regions(&clients).await?
-    } else {
-        config.regions.clone()
-    };
+    let regions = regions(&clients, config).await?;
     let filter = &config.instance_types;
     let mut snapshot = Snapshot::default();
     let mut bulk_index: Option<BulkIndex> = None;
@@ -317,11 +313,7 @@ pub(super) async fn fetch_spot_history(
     ctx: &FetchContext,
 ) -> Result<Snapshot, ProviderError> {
     let clients = Clients::new(sdk, config);
-    let regions = if config.regions.is_empty() {
-        all_regions(&clients).await?
-    } else {
-        config.regions.clone()
-    };
+    let regions = regions(&clients, config).await?;
     let mut out = Snapshot {
         scope: Scope::SpotHistory,
         ..Snapshot::default()
@@ -355,7 +347,11 @@ fn since(config: &AwsConfig, ctx: &FetchContext, region: &str) -> DateTime<Utc> 
         .unwrap_or_else(|| Utc::now() - ChronoDuration::days(i64::from(config.spot_history_days)))
 }
 
-async fn all_regions(clients: &Clients) -> Result<Vec<String>, ProviderError> {
+/// The configured regions, or when none are, every region of the account.
+async fn regions(clients: &Clients, config: &AwsConfig) -> Result<Vec<String>, ProviderError> {
+    if !config.regions.is_empty() {
+        return Ok(config.regions.clone());
+    }
     let call = format!("ec2 DescribeRegions in {PRICING_REGION}");
     let out = clients
         .ec2(PRICING_REGION)
