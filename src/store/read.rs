@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, Row, params};
 use serde::Serialize;
 
-use super::{Store, StoreError, parse_ts, ts};
+use super::{Store, StoreError, WriteStats, parse_ts, ts};
 
 /// A price as it stands now, joined with its instance type's specs.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,14 +63,9 @@ pub struct SyncRun {
     pub status: String,
     /// `full`, or `spot_history` for a spot-only run.
     pub scope: String,
-    pub instance_types: i64,
-    pub prices_seen: i64,
-    pub prices_changed: i64,
-    pub prices_withdrawn: i64,
-    pub spot_seen: i64,
-    pub spot_added: i64,
-    pub availability: i64,
-    pub skipped: BTreeMap<String, u64>,
+    /// What the run wrote (zero for a run that failed).
+    #[serde(flatten)]
+    pub stats: WriteStats,
     pub error: Option<String>,
 }
 
@@ -418,16 +413,18 @@ impl Store {
                 finished_at: raw.finished.as_deref().map(parse_ts).transpose()?,
                 status: raw.status,
                 scope: raw.scope,
-                instance_types,
-                prices_seen,
-                prices_changed,
-                prices_withdrawn,
-                spot_seen,
-                spot_added,
-                availability,
-                skipped: serde_json::from_str(&raw.skipped).map_err(|e| {
-                    StoreError::Corrupt(format!("skipped_json `{}`: {e}", raw.skipped))
-                })?,
+                stats: WriteStats {
+                    instance_types,
+                    prices_seen,
+                    prices_changed,
+                    prices_withdrawn,
+                    spot_seen,
+                    spot_added,
+                    availability,
+                    skipped: serde_json::from_str(&raw.skipped).map_err(|e| {
+                        StoreError::Corrupt(format!("skipped_json `{}`: {e}", raw.skipped))
+                    })?,
+                },
                 error: raw.error,
             });
         }

@@ -254,7 +254,10 @@ fn sync_runs_record_counts_and_failures() {
     assert_eq!(runs.len(), 2);
     assert_eq!(runs[0].status, "failed");
     assert_eq!(runs[0].error.as_deref(), Some("aws: HTTP 500"));
-    assert_eq!((runs[1].status.as_str(), runs[1].prices_seen), ("ok", 4));
+    assert_eq!(
+        (runs[1].status.as_str(), runs[1].stats.prices_seen),
+        ("ok", 4)
+    );
     assert_eq!(last_good_run_id(&store, "aws"), Some(runs[1].id));
     assert_eq!(store.last_good_syncs().unwrap().get("aws"), Some(&at(0)));
 }
