@@ -276,6 +276,15 @@ fn gpuplan_aws(config: &std::path::Path, keys: Option<(&str, &str)>, args: &[&st
     cmd.output().unwrap()
 }
 
+/// A config with only AWS enabled, every AWS endpoint at the stand-in `base`.
+fn aws_config(base: &str, regions: &[&str]) -> String {
+    format!(
+        "[store]\npath = \"catalog.db\"\n[providers.azure]\nenabled = false\n\
+         [providers.aws]\nregions = {regions:?}\nbulk_endpoint = \"{base}\"\n\
+         spot_advisor_url = \"{base}/spot-advisor-data.json\"\npricing_endpoint = \"{base}\"\nec2_endpoint = \"{base}\"\n"
+    )
+}
+
 /// `gpuplan sync` (`syncs` times) then `gpuplan prices --provider aws --json`
 /// on a fresh catalog.
 async fn sync_aws(
@@ -309,16 +318,7 @@ async fn aws_public_price_files_fill_the_catalog_without_credentials() {
     let server =
         test_server::serve(|req: &Seen, base, _| test_server::aws::answer(req, base)).await;
     let base = server.base.clone();
-    let records = sync_aws(
-        format!(
-            "[store]\npath = \"catalog.db\"\n[providers.azure]\nenabled = false\n\
-             [providers.aws]\nregions = [\"us-east-1\"]\nbulk_endpoint = \"{base}\"\nspot_advisor_url = \"{base}/spot-advisor-data.json\"\n\
-             pricing_endpoint = \"{base}\"\nec2_endpoint = \"{base}\"\n"
-        ),
-        None,
-        1,
-    )
-    .await;
+    let records = sync_aws(aws_config(&base, &["us-east-1"]), None, 1).await;
     let records: Vec<&Value> = records
         .as_array()
         .unwrap()
@@ -353,11 +353,7 @@ async fn aws_with_credentials_from_the_environment_syncs_through_the_sdk() {
         test_server::serve(|req: &Seen, base, _| test_server::aws::answer(req, base)).await;
     let base = server.base.clone();
     let records = sync_aws(
-        format!(
-            "[store]\npath = \"catalog.db\"\n[providers.azure]\nenabled = false\n\
-             [providers.aws]\nregions = [\"us-east-1\", \"us-west-2\"]\nbulk_endpoint = \"{base}\"\n\
-             spot_advisor_url = \"{base}/spot-advisor-data.json\"\npricing_endpoint = \"{base}\"\nec2_endpoint = \"{base}\"\n"
-        ),
+        aws_config(&base, &["us-east-1", "us-west-2"]),
         Some(("AKIDGPUPLANTEST", "test-secret-key")),
         2,
     )
@@ -442,15 +438,7 @@ async fn aws_a_malformed_page_fails_the_sync_and_keeps_the_stored_data() {
     let base = server.base.clone();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gpuplan.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[store]\npath = \"catalog.db\"\n[providers.azure]\nenabled = false\n\
-             [providers.aws]\nregions = [\"us-east-1\"]\nbulk_endpoint = \"{base}\"\n\
-             spot_advisor_url = \"{base}/spot-advisor-data.json\"\npricing_endpoint = \"{base}\"\nec2_endpoint = \"{base}\"\n"
-        ),
-    )
-    .unwrap();
+    std::fs::write(&config, aws_config(&base, &["us-east-1"])).unwrap();
     let keys = Some(("AKIDGPUPLANTEST", "test-secret-key"));
     let (first, failed, after) = tokio::task::spawn_blocking(move || {
         // What a record is, without the fields that change with the clock.
@@ -507,11 +495,7 @@ async fn aws_auto_takes_prices_from_the_public_files_when_the_price_list_refuses
     .await;
     let base = server.base.clone();
     let records = sync_aws(
-        format!(
-            "[store]\npath = \"catalog.db\"\n[providers.azure]\nenabled = false\n\
-             [providers.aws]\nregions = [\"us-east-1\"]\nbulk_endpoint = \"{base}\"\n\
-             spot_advisor_url = \"{base}/spot-advisor-data.json\"\npricing_endpoint = \"{base}\"\nec2_endpoint = \"{base}\"\n"
-        ),
+        aws_config(&base, &["us-east-1"]),
         Some(("AKIDGPUPLANTEST", "test-secret-key")),
         1,
     )
