@@ -11,7 +11,9 @@ use super::*;
 use crate::secret::Secret;
 use crate::snapshot::{PriceKind, Term, Upfront};
 use crate::test_server::aws::{self, ec2_error, form, pricing_error, pricing_json, spot_row, xml};
-use crate::test_server::{self, FixtureServer};
+use axum::response::Response;
+
+use crate::test_server::{self, FixtureServer, Seen};
 
 fn sdk_config(server: &FixtureServer, regions: &[&str]) -> AwsConfig {
     AwsConfig {
@@ -42,6 +44,22 @@ fn actions(server: &FixtureServer) -> Vec<String> {
 /// One sync of a provider configured with `cfg`.
 async fn fetch(cfg: AwsConfig, ctx: &FetchContext) -> Result<Snapshot, ProviderError> {
     AwsProvider::new(cfg).unwrap().fetch(ctx).await
+}
+
+/// One sync of `region` with keys against the stand-in, where `broken`
+/// answers the requests it wants to (the others get the stand-in's answer);
+/// the sync's error.
+async fn failing_sync(
+    region: &str,
+    broken: impl Fn(&Seen) -> Option<Response> + Send + Sync + 'static,
+) -> ProviderError {
+    let server = test_server::serve(move |req, base, _| {
+        broken(req).unwrap_or_else(|| aws::answer(req, base))
+    })
+    .await;
+    fetch(sdk_config(&server, &[region]), &FetchContext::default())
+        .await
+        .unwrap_err()
 }
 
 #[tokio::test]
@@ -292,14 +310,14 @@ async fn throttling_and_server_errors_are_retried_then_succeed() {
 
 #[tokio::test]
 async fn a_malformed_page_fails_the_fetch_naming_the_call() {
-    let server = test_server::serve(|req, base, _| {
+    let err = failing_sync("us-east-1", |req| {
         let f = form(&req.body);
         if f.get("Action").map(String::as_str) == Some("DescribeSpotPriceHistory")
             && f.contains_key("NextToken")
         {
             // Cut at an element boundary: the SDK's XML reader alone would take
             // this for a complete last page.
-            return xml(&format!(
+            return Some(xml(&format!(
                 "<DescribeSpotPriceHistoryResponse {{{{NS}}}}><spotPriceHistorySet>{}",
                 spot_row(
                     "g5.xlarge",
@@ -308,17 +326,11 @@ async fn a_malformed_page_fails_the_fetch_naming_the_call() {
                     "0.3987",
                     "2026-11-22T10:00:00.000Z"
                 )
-            ));
+            )));
         }
-        aws::answer(req, base)
+        None
     })
     .await;
-    let err = fetch(
-        sdk_config(&server, &["us-east-1"]),
-        &FetchContext::default(),
-    )
-    .await
-    .unwrap_err();
     assert!(matches!(err, ProviderError::Decode { .. }), "{err}");
     assert!(
         err.to_string()
@@ -329,19 +341,16 @@ async fn a_malformed_page_fails_the_fetch_naming_the_call() {
 
 #[tokio::test]
 async fn a_truncated_price_list_page_names_the_query() {
-    let server = test_server::serve(|req, base, _| {
+    let err = failing_sync("us-west-2", |req| {
         if req.headers.contains_key("x-amz-target") {
-            return pricing_json(200, r#"{"FormatVersion": "aws_v1", "PriceList": ["{}", "#);
+            return Some(pricing_json(
+                200,
+                r#"{"FormatVersion": "aws_v1", "PriceList": ["{}", "#,
+            ));
         }
-        aws::answer(req, base)
+        None
     })
     .await;
-    let err = fetch(
-        sdk_config(&server, &["us-west-2"]),
-        &FetchContext::default(),
-    )
-    .await
-    .unwrap_err();
     assert!(matches!(err, ProviderError::Decode { .. }), "{err}");
     assert!(
         err.to_string()
@@ -352,22 +361,16 @@ async fn a_truncated_price_list_page_names_the_query() {
 
 #[tokio::test]
 async fn a_malformed_price_list_element_names_the_query() {
-    let server = test_server::serve(|req, base, _| {
+    let err = failing_sync("us-west-2", |req| {
         if req.headers.contains_key("x-amz-target") {
-            return pricing_json(
+            return Some(pricing_json(
                 200,
                 r#"{"FormatVersion": "aws_v1", "PriceList": ["{\"product\": {\"sku\": 3"]}"#,
-            );
+            ));
         }
-        aws::answer(req, base)
+        None
     })
     .await;
-    let err = fetch(
-        sdk_config(&server, &["us-west-2"]),
-        &FetchContext::default(),
-    )
-    .await
-    .unwrap_err();
     assert!(
         err.to_string()
             .contains("GetProducts for p5.48xlarge in us-west-2"),
@@ -411,41 +414,29 @@ async fn a_server_error_that_outlasts_the_retries_keeps_its_status() {
 
 #[tokio::test]
 async fn keys_the_price_list_refuses_fail_the_sync_unless_credentials_are_auto() {
-    let server = test_server::serve(|req, base, _| {
+    let err = failing_sync("us-east-1", |req| {
         if req.headers.contains_key("x-amz-target") {
-            return pricing_error(
+            return Some(pricing_error(
                 "AccessDeniedException",
                 "not authorized to perform: pricing:GetProducts",
-            );
+            ));
         }
-        aws::answer(req, base)
+        None
     })
     .await;
-    let err = fetch(
-        sdk_config(&server, &["us-east-1"]),
-        &FetchContext::default(),
-    )
-    .await
-    .unwrap_err();
     assert!(matches!(err, ProviderError::Auth { .. }), "{err}");
     assert!(err.to_string().contains("pricing:GetProducts"), "{err}");
 }
 
 #[tokio::test]
 async fn rejected_credentials_are_an_auth_error() {
-    let server = test_server::serve(|req, base, _| {
+    let err = failing_sync("us-east-1", |req| {
         if req.body.contains("Action=") {
-            return ec2_error(401, "AuthFailure");
+            return Some(ec2_error(401, "AuthFailure"));
         }
-        aws::answer(req, base)
+        None
     })
     .await;
-    let err = fetch(
-        sdk_config(&server, &["us-east-1"]),
-        &FetchContext::default(),
-    )
-    .await
-    .unwrap_err();
     assert!(matches!(err, ProviderError::Auth { .. }), "{err}");
     assert!(
         err.to_string()
