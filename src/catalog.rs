@@ -257,7 +257,14 @@ pub struct SpotQuery {
     pub region: Option<String>,
     pub zone: Option<String>,
     pub since: DateTime<Utc>,
+    /// Refuse (`StoreError::TooLarge`) rather than answer with more
+    /// observations than this.
+    pub max_observations: Option<usize>,
 }
+
+/// The most spot observations one answer to a person or script holds
+/// (`/v1/spot-history`, `gpuplan spot-history`): about 20 MiB of JSON.
+pub const MAX_SPOT_OBSERVATIONS: usize = 200_000;
 
 /// Spot history of one instance type per zone, with statistics per zone and overall.
 ///
@@ -275,6 +282,7 @@ pub fn spot_history(
         q.region.as_deref(),
         q.zone.as_deref(),
         q.since,
+        q.max_observations,
     )?;
     let mut grouped: BTreeMap<(String, String), Vec<SpotPoint>> = BTreeMap::new();
     for p in points {
@@ -361,30 +369,50 @@ fn stats(segments: &[(f64, f64)], observations: usize) -> Option<SpotStats> {
     })
 }
 
+/// The furthest back a window may reach: ten years, more than any provider
+/// keeps, and small enough that no date arithmetic on it can overflow.
+pub const MAX_WINDOW_DAYS: i64 = 3650;
+
 /// A window start: `7d` / `36h` / `90m` / `2w` back from `now`, a date, or an
-/// RFC 3339 time.
+/// RFC 3339 time, at most [`MAX_WINDOW_DAYS`] back and not after `now`.
 ///
 /// # Errors
-/// A message naming the text that is none of these.
+/// A message naming the text that is none of these, or is out of range.
 pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
     let s = s.trim();
-    let units: BTreeMap<char, i64> =
+    let max_back = chrono::Duration::days(MAX_WINDOW_DAYS);
+    let out_of_range = || {
+        format!("`{s}` is out of range: a window reaches back between 0 and {MAX_WINDOW_DAYS} days")
+    };
+    let units: BTreeMap<char, u64> =
         BTreeMap::from([('m', 60), ('h', 3600), ('d', 86400), ('w', 604_800)]);
-    if let Some(unit) = s.chars().last().and_then(|c| units.get(&c))
-        && let Ok(n) = s[..s.len() - 1].parse::<i64>()
-        && n >= 0
-    {
-        return Ok(now - chrono::Duration::seconds(n.saturating_mul(*unit)));
+    if let Some(unit) = s.chars().last().and_then(|c| units.get(&c)) {
+        let digits = &s[..s.len() - 1];
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            let back = digits
+                .parse::<u64>()
+                .ok()
+                .and_then(|n| n.checked_mul(*unit))
+                .and_then(|secs| i64::try_from(secs).ok())
+                .map(chrono::Duration::seconds)
+                .filter(|d| *d <= max_back)
+                .ok_or_else(out_of_range)?;
+            return Ok(now - back);
+        }
     }
-    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-        return Ok(t.with_timezone(&Utc));
+    let at = if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        t.with_timezone(&Utc)
+    } else if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc()
+    } else {
+        return Err(format!(
+            "`{s}` is not a duration (7d, 36h, 90m, 2w), a date (2026-11-01) or an RFC 3339 time"
+        ));
+    };
+    if at > now || now - at > max_back {
+        return Err(out_of_range());
     }
-    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        return Ok(d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc());
-    }
-    Err(format!(
-        "`{s}` is not a duration (7d, 36h, 90m, 2w), a date (2026-11-01) or an RFC 3339 time"
-    ))
+    Ok(at)
 }
 
 #[cfg(test)]
@@ -450,6 +478,15 @@ mod tests {
                 .contains("last week")
         );
         assert!(parse_since("-3d", now).is_err());
+        // Found by an attacker: this used to panic in the date arithmetic.
+        for huge in ["100000000000d", "18446744073709551615w", "3651d", "1999-01-01", "2027-01-01"] {
+            let err = parse_since(huge, now).unwrap_err();
+            assert!(err.contains("out of range") && err.contains(huge), "{err}");
+        }
+        assert_eq!(
+            parse_since("3650d", now).unwrap(),
+            now - chrono::Duration::days(3650)
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter, SpotHistory, S
 use crate::config::{self, Config};
 use crate::daemon;
 use crate::optimizer::{self, OptimizeError, PlanResult, Problem, SolveOptions};
-use crate::store::{Pool, Store};
+use crate::store::{Pool, Store, StoreError};
 use crate::sync;
 use crate::telemetry::LogFormat;
 use crate::{forecast, planner};
@@ -608,9 +608,14 @@ fn run_spot_history(config: &Config, args: &SpotHistoryArgs) -> Result<ExitCode,
         region: args.region.clone(),
         zone: args.zone.clone(),
         since,
+        max_observations: Some(catalog::MAX_SPOT_OBSERVATIONS),
     };
-    let history =
-        catalog::spot_history(&store, &query, &fresh).map_err(|e| CliError::Failed(e.into()))?;
+    let history = catalog::spot_history(&store, &query, &fresh).map_err(|e| match e {
+        e @ StoreError::TooLarge { .. } => {
+            CliError::BadInput(anyhow::anyhow!("--since, --region, --zone: {e}"))
+        }
+        e => CliError::Failed(e.into()),
+    })?;
     if args.json {
         print_json(&history)?;
     } else if history.series.is_empty() {
@@ -698,8 +703,12 @@ fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
             }
         }
         (None, None, Some(path)) => {
-            if args.horizon_hours == 0 {
-                return refuse("--horizon-hours must be at least 1".to_owned());
+            if !(1..=optimizer::MAX_HORIZON_HOURS).contains(&args.horizon_hours) {
+                return refuse(format!(
+                    "--horizon-hours: {} is out of range; allowed: 1 to {}",
+                    args.horizon_hours,
+                    optimizer::MAX_HORIZON_HOURS
+                ));
             }
             let usage = match forecast::read_demand(path) {
                 Ok(u) => u,
@@ -718,10 +727,11 @@ fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
         }
         (None, None, None) => return refuse("give --problem, --demand or --usage".to_owned()),
     };
-    if !(args.time_limit_secs.is_finite() && args.time_limit_secs > 0.0) {
-        return Err(CliError::BadInput(anyhow::anyhow!(
-            "--time-limit-secs must be a positive number"
-        )));
+    if let Err(message) = in_range("--time-limit-secs", args.time_limit_secs, 0.001, 86_400.0) {
+        return refuse(message);
+    }
+    if let Err(e) = problem.check_size() {
+        return refuse(e.to_string());
     }
     let opts = SolveOptions {
         relax: args.relax,
@@ -814,11 +824,21 @@ fn problem_from_catalog(
     demand: Vec<f64>,
     a: &PlanCatalogArgs,
 ) -> Result<Result<planner::Built, String>, CliError> {
-    let share_ok = |v: Option<f64>| v.is_none_or(|x| (0.0..=1.0).contains(&x));
-    if !share_ok(a.max_spot_share) || !share_ok(a.max_pool_share) {
-        return Ok(Err(
-            "--max-spot-share and --max-pool-share must be between 0 and 1".to_owned(),
-        ));
+    let checks = [
+        ("--max-spot-share", a.max_spot_share, 1.0),
+        ("--max-pool-share", a.max_pool_share, 1.0),
+        ("--spot-overhead", Some(a.spot_overhead), 10.0),
+        ("--budget", a.budget, 1e15),
+        ("--min-gpu-memory", a.min_gpu_memory, 1e6),
+        ("--restart-hours", Some(a.restart_hours), 8760.0),
+        ("--checkpoint-hours", Some(a.checkpoint_hours), 8760.0),
+    ];
+    for (flag, value, max) in checks {
+        if let Some(v) = value
+            && let Err(message) = in_range(flag, v, 0.0, max)
+        {
+            return Ok(Err(message));
+        }
     }
     let window = match catalog::parse_since(&a.spot_window, Utc::now()) {
         Ok(since) => (Utc::now() - since).to_std().unwrap_or_default(),
@@ -827,7 +847,7 @@ fn problem_from_catalog(
     let policy = optimizer::Policy {
         max_spot_share: a.max_spot_share,
         max_pool_share: a.max_pool_share,
-        spot_overhead_factor: a.spot_overhead.max(0.0),
+        spot_overhead_factor: a.spot_overhead,
         integer_hourly: a.integer_hourly,
         budget: a.budget,
         min_gpu_memory_gib: a.min_gpu_memory,
@@ -838,8 +858,8 @@ fn problem_from_catalog(
         clouds: a.clouds.clone(),
         regions: a.regions.clone(),
         spot_window: window,
-        restart_hours: a.restart_hours.max(0.0),
-        checkpoint_hours: a.checkpoint_hours.max(0.0),
+        restart_hours: a.restart_hours,
+        checkpoint_hours: a.checkpoint_hours,
     };
     let store = open_store(config)?;
     let fresh = freshness(config, &store)?;
@@ -852,6 +872,18 @@ fn problem_from_catalog(
             .with_context(|| format!("Failed to write {}.", path.display()))?;
     }
     Ok(Ok(built))
+}
+
+/// Checks a number flag against its allowed range.
+///
+/// # Errors
+/// A refusal naming the flag and the range.
+fn in_range(flag: &str, value: f64, min: f64, max: f64) -> Result<f64, String> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("{flag}: {value} is out of range; allowed: {min} to {max}"))
+    }
 }
 
 /// The plan for people: purchases, the hourly blend, costs and savings.
@@ -1065,9 +1097,7 @@ async fn run_alerts(config: &Config, command: AlertsCommand) -> Result<ExitCode,
             let mut failed = 0;
             for name in &r.channels {
                 let outcome = match channels.get(name) {
-                    Some(ch) => deliver::send(&http, ch, &payload)
-                        .await
-                        .map_err(|e| e.to_string()),
+                    Some(ch) => deliver::send(&http, ch, &payload).await,
                     None => Err("not configured".to_owned()),
                 };
                 match outcome {

@@ -15,6 +15,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use gpuplan_providers::aws::{Credentials as AwsCredentials, Sources as AwsSources};
 use gpuplan_providers::file::SheetFormat;
+use gpuplan_providers::http::url_origin;
+use gpuplan_providers::secret::Secret;
 use serde::Deserialize;
 
 /// The documented example, also printed by `gpuplan config example`.
@@ -43,9 +45,16 @@ const DEFAULT_LAMBDA_ENDPOINT: &str = "https://cloud.lambda.ai";
 pub struct Config {
     pub store: StoreConfig,
     pub api: ApiConfig,
+    pub planner: PlannerConfig,
     pub sync: SyncConfig,
     pub providers: ProvidersConfig,
     pub alerts: AlertsConfig,
+}
+
+#[derive(Debug, Clone)]
+pub struct PlannerConfig {
+    /// Solves the API runs at once; more requests get 503 with `Retry-After`.
+    pub max_concurrent_solves: usize,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -64,13 +73,23 @@ pub enum ChannelConfig {
     /// Generic webhook: JSON body, `Idempotency-Key` header, optional HMAC-SHA256
     /// signature with the secret read from the environment variable named here.
     Webhook {
-        url: String,
+        url: ChannelUrl,
         secret_env: Option<String>,
     },
     /// Slack incoming webhook.
-    Slack { url: String },
+    Slack { url: ChannelUrl },
     /// The daemon's log.
     Log,
+}
+
+/// Where a channel's URL comes from. Slack and webhook URLs carry their
+/// credential in the path, so they are secrets either way.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChannelUrl {
+    /// `url` in the file.
+    Inline(Secret),
+    /// `url_env`: the environment variable holding it, read at start.
+    Env(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -425,6 +444,8 @@ struct RawConfig {
     #[serde(default)]
     api: RawApi,
     #[serde(default)]
+    planner: RawPlanner,
+    #[serde(default)]
     sync: RawSync,
     #[serde(default)]
     providers: RawProviders,
@@ -467,6 +488,7 @@ struct RawChannel {
     #[serde(rename = "type")]
     kind: String,
     url: Option<String>,
+    url_env: Option<String>,
     secret_env: Option<String>,
 }
 
@@ -509,6 +531,12 @@ struct RawSync {
 #[serde(deny_unknown_fields)]
 struct RawApi {
     listen: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPlanner {
+    max_concurrent_solves: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -780,6 +808,15 @@ impl RawConfig {
             std::net::SocketAddr::from(([127, 0, 0, 1], 8321))
         });
 
+        let planner = PlannerConfig {
+            max_concurrent_solves: c.bounded(
+                "planner.max_concurrent_solves",
+                self.planner.max_concurrent_solves,
+                2,
+                1..=64,
+            ) as usize,
+        };
+
         let raw = self.providers;
         let aws = AwsSourceConfig {
             enabled: raw.aws.enabled.unwrap_or(true),
@@ -948,6 +985,7 @@ impl RawConfig {
                 path: resolve(&store_path),
             },
             api: ApiConfig { listen },
+            planner,
             sync: SyncConfig {
                 max_shrink: shrink / 100.0,
                 retry_initial,
@@ -1026,6 +1064,15 @@ fn validate_plans(
     plans
 }
 
+/// An absolute http(s) URL with a host and no whitespace.
+#[must_use]
+pub fn is_http_url(u: &str) -> bool {
+    ["http://", "https://"].iter().any(|scheme| {
+        u.strip_prefix(scheme)
+            .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
+    }) && !u.contains(char::is_whitespace)
+}
+
 fn validate_alerts(
     raw: RawAlerts,
     c: &mut Checker,
@@ -1035,15 +1082,33 @@ fn validate_alerts(
     let mut channels = BTreeMap::new();
     for (name, ch) in raw.channels {
         let at = |key: &str| format!("alerts.channels.{name}.{key}");
-        let url = |c: &mut Checker| match &ch.url {
-            Some(u) if u.starts_with("http://") || u.starts_with("https://") => u.clone(),
-            Some(u) => {
-                c.fail(at("url"), format!("`{u}` is not an http(s) URL"));
-                String::new()
+        let url = |c: &mut Checker| match (&ch.url, &ch.url_env) {
+            (Some(u), None) if is_http_url(u) => ChannelUrl::Inline(Secret::new(u.clone())),
+            (Some(u), None) => {
+                c.fail(
+                    at("url"),
+                    format!("`{}` is not an http(s) URL", url_origin(u)),
+                );
+                ChannelUrl::Inline(Secret::new(String::new()))
             }
-            None => {
-                c.fail(at("url"), format!("a {} channel needs a url", ch.kind));
-                String::new()
+            (None, Some(var)) if !var.trim().is_empty() => ChannelUrl::Env(var.trim().to_owned()),
+            (None, Some(_)) => {
+                c.fail(at("url_env"), "must name an environment variable");
+                ChannelUrl::Env(String::new())
+            }
+            (Some(_), Some(_)) => {
+                c.fail(at("url"), "give url or url_env, not both");
+                ChannelUrl::Env(String::new())
+            }
+            (None, None) => {
+                c.fail(
+                    at("url"),
+                    format!(
+                        "a {} channel needs url_env (the environment variable holding its URL) or url",
+                        ch.kind
+                    ),
+                );
+                ChannelUrl::Env(String::new())
             }
         };
         let channel = match ch.kind.as_str() {
@@ -1061,6 +1126,9 @@ fn validate_alerts(
                 continue;
             }
         };
+        if (ch.url.is_some() || ch.url_env.is_some()) && ch.kind == "log" {
+            c.fail(at("url"), "a log channel has no URL");
+        }
         if ch.secret_env.is_some() && ch.kind != "webhook" {
             c.fail(
                 at("secret_env"),

@@ -22,6 +22,7 @@ use crate::api::{self, AppState};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::scheduler::{self, AlertHook, Backoff, Clock, Source};
+use crate::solver_pool::SolverPool;
 use crate::store::Pool;
 use crate::sync;
 
@@ -180,7 +181,9 @@ pub async fn run_with_providers(
         triggers,
         intervals,
         token: options.token,
+        loopback: addr.ip().is_loopback(),
         cache: std::sync::Mutex::default(),
+        solver: SolverPool::new(config.planner.max_concurrent_solves),
     });
     let server = axum::serve(listener, api::router(state))
         .with_graceful_shutdown(cancel.clone().cancelled_owned());

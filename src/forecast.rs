@@ -16,6 +16,8 @@ use std::path::Path;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 
+use crate::optimizer::MAX_DEMAND_PER_HOUR;
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}:{line}: {message}")]
 pub struct DemandError {
@@ -30,6 +32,9 @@ pub struct Demand {
     pub gpus: Vec<f64>,
     pub start: Option<DateTime<Utc>>,
 }
+
+/// Rows a demand or usage file may have: ten years of hours.
+pub const MAX_ROWS: usize = 87_600;
 
 /// Reads a demand CSV.
 ///
@@ -121,22 +126,33 @@ pub fn parse_demand(file: &str, text: &str) -> Result<Demand, DemandError> {
                 .map_err(|_| fail(line, format!("hour `{}` is not a whole number", cells[0])))?
         };
         if let Some((prev, prev_line)) = previous
-            && hour != prev + 1
+            && prev.checked_add(1) != Some(hour)
         {
             return Err(fail(
                 line,
                 format!(
                     "hours must be consecutive: this row follows line {prev_line} but is {} hour(s) after it",
-                    hour - prev
+                    i128::from(hour) - i128::from(prev)
                 ),
+            ));
+        }
+        if gpus.len() == MAX_ROWS {
+            return Err(fail(
+                line,
+                format!("more than {MAX_ROWS} rows (ten years of hours)"),
             ));
         }
         previous = Some((hour, line));
         let g = cells[1]
             .parse::<f64>()
             .ok()
-            .filter(|g| g.is_finite() && *g >= 0.0)
-            .ok_or_else(|| fail(line, format!("gpus `{}` is not a number >= 0", cells[1])))?;
+            .filter(|g| (0.0..=MAX_DEMAND_PER_HOUR).contains(g))
+            .ok_or_else(|| {
+                fail(
+                    line,
+                    format!("gpus `{}` is not a number between 0 and {MAX_DEMAND_PER_HOUR}", cells[1]),
+                )
+            })?;
         gpus.push(g);
     }
     if gpus.is_empty() {

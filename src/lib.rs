@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod optimizer;
 pub mod planner;
 pub mod scheduler;
+pub mod solver_pool;
 pub mod store;
 pub mod sync;
 pub mod telemetry;

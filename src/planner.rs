@@ -166,6 +166,7 @@ pub fn build_problem(
                     region: Some(region.clone()),
                     zone: None,
                     since,
+                    max_observations: None,
                 },
                 fresh,
             )?;

@@ -51,8 +51,14 @@ pub fn first_run(
     }
 }
 
+/// The longest server-requested wait honoured. A provider's `Retry-After` is
+/// outside input: a huge one must neither overflow the clock nor park the
+/// source for years (the next scheduled run comes first anyway).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(6 * 3600);
+
 /// When a source syncs next after a run. `failures` counts consecutive failed
-/// runs (0 after a success); `retry_after` is the server's requested wait.
+/// runs (0 after a success); `retry_after` is the server's requested wait,
+/// capped at [`MAX_RETRY_AFTER`].
 #[must_use]
 pub fn after_run(
     schedule: &Schedule,
@@ -71,9 +77,14 @@ pub fn after_run(
         max_delay: backoff.max,
         ..RetryPolicy::default()
     };
-    let delay = retry_after.unwrap_or_else(|| backoff_delay(&policy, failures, random));
-    let retry = now + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
-    retry.min(scheduled)
+    let delay = retry_after.map_or_else(
+        || backoff_delay(&policy, failures, random),
+        |wait| wait.min(MAX_RETRY_AFTER),
+    );
+    chrono::Duration::from_std(delay)
+        .ok()
+        .and_then(|d| now.checked_add_signed(d))
+        .map_or(scheduled, |retry| retry.min(scheduled))
 }
 
 /// Wall-clock time derived from tokio's clock, so paused-time tests move both.
@@ -220,10 +231,14 @@ pub async fn run_source(source: Source, ctx: Context) {
             }
             Err(err) => {
                 failures += 1;
-                match err {
+                let wait = match err {
                     SyncError::Provider(e) => e.retry_after(),
                     _ => None,
+                };
+                if let Some(w) = wait.filter(|w| *w > MAX_RETRY_AFTER) {
+                    tracing::warn!(provider = %id, requested_secs = w.as_secs(), capped_secs = MAX_RETRY_AFTER.as_secs(), "The server asked for a longer wait than gpuplan honours; capped.");
                 }
+                wait
             }
         };
         next = after_run(
@@ -425,6 +440,18 @@ mod tests {
             after_run(&hourly(), BACKOFF, 20, None, late, 1.0),
             at("2026-11-29T11:00:00Z")
         );
+    }
+
+    #[test]
+    fn a_huge_retry_after_is_capped_instead_of_overflowing_the_clock() {
+        let yearly = Schedule::from_str("0 0 0 1 1 *").unwrap();
+        let now = at("2026-11-29T10:20:00Z");
+        for requested in [Duration::MAX, Duration::from_secs(u64::MAX), Duration::from_secs(400 * 86400)] {
+            assert_eq!(
+                after_run(&yearly, BACKOFF, 1, Some(requested), now, 0.5),
+                now + chrono::Duration::from_std(MAX_RETRY_AFTER).unwrap()
+            );
+        }
     }
 
     /// Fails its first `fail` fetches with a 503, then succeeds; counts calls.

@@ -52,6 +52,9 @@ pub struct HttpClient {
     client: Client,
     provider: String,
     policy: RetryPolicy,
+    /// How a URL is shown in errors and logs: [`redact_url`] for provider
+    /// calls, [`url_origin`] for receivers whose whole path is the secret.
+    redact: fn(&str) -> String,
 }
 
 enum Attempt {
@@ -77,7 +80,15 @@ impl HttpClient {
             client,
             provider: provider.to_owned(),
             policy,
+            redact: redact_url,
         })
+    }
+
+    /// The same client showing URLs through `redact` in every error and log.
+    #[must_use]
+    pub fn with_redaction(mut self, redact: fn(&str) -> String) -> Self {
+        self.redact = redact;
+        self
     }
 
     /// GETs `url` and returns the whole body.
@@ -127,7 +138,7 @@ impl HttpClient {
         // before anyone reads the file through another handle.
         file.flush()
             .await
-            .map_err(|e| self.io_error(&redact_url(url), &e))?;
+            .map_err(|e| self.io_error(&(self.redact)(url), &e))?;
         Ok(written)
     }
 
@@ -137,7 +148,7 @@ impl HttpClient {
         build: &(dyn Fn(&Client) -> RequestBuilder + Sync),
         sink: &mut Sink<'_>,
     ) -> Result<(), ProviderError> {
-        let shown = redact_url(url);
+        let shown = (self.redact)(url);
         let mut attempt = 1;
         loop {
             let err = match self.try_once(&shown, build(&self.client), sink).await {
@@ -322,6 +333,21 @@ pub fn redact_url(url: &str) -> String {
         })
         .collect();
     format!("{base}?{}", parts.join("&"))
+}
+
+/// Only the scheme, host and port of `url`: for alert receivers (Slack and
+/// webhook URLs), whose path and query are the credential.
+#[must_use]
+pub fn url_origin(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    // A `user:password@` part is a credential too.
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if scheme.is_empty() {
+        format!("{host}/…")
+    } else {
+        format!("{scheme}://{host}/…")
+    }
 }
 
 /// An error and its causes on one line; reqwest's own Display hides the cause.
@@ -559,5 +585,13 @@ mod tests {
             "https://x.test/skus?key=REDACTED&pageToken=abc"
         );
         assert_eq!(redact_url("https://x.test/plain"), "https://x.test/plain");
+        assert_eq!(
+            url_origin("https://hooks.slack.com/services/T0/B0/SECRET?x=SECRET#SECRET"),
+            "https://hooks.slack.com/…"
+        );
+        assert_eq!(
+            url_origin("http://user:SECRET@127.0.0.1:9/hook"),
+            "http://127.0.0.1:9/…"
+        );
     }
 }

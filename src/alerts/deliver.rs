@@ -20,38 +20,87 @@ use sha2::Sha256;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ChannelConfig;
+use crate::config::{ChannelConfig, ChannelUrl, is_http_url};
 use crate::store::{OutboxMessage, Pool};
 
 /// The header carrying `sha256=<hex HMAC of the body>` when a secret is set.
 pub const SIGNATURE_HEADER: &str = "X-Gpuplan-Signature";
 
-/// A channel ready to send: its config and, for webhooks, the signing secret.
+/// A channel ready to send: its config, its URL (from the file or the
+/// environment) and, for webhooks, the signing secret.
 pub struct Channel {
     pub config: ChannelConfig,
+    pub url: Option<Secret>,
     pub secret: Option<Secret>,
 }
 
-/// Resolves channels, reading signing secrets from the environment.
+/// Resolves channels, reading URLs and signing secrets from the environment.
 ///
 /// # Errors
-/// Names the channel whose `secret_env` variable is unset.
+/// Names the channel whose `url_env` or `secret_env` variable is unset, or
+/// whose `url_env` does not hold an http(s) URL.
 pub fn channels(
     config: &BTreeMap<String, ChannelConfig>,
 ) -> Result<BTreeMap<String, Channel>, String> {
     config
         .iter()
         .map(|(name, c)| {
+            let from_env = |key: &str, var: &str| {
+                Secret::from_env(var).ok_or_else(|| {
+                    format!("alerts.channels.{name}.{key}: the environment variable {var} is not set")
+                })
+            };
+            let url = match c {
+                ChannelConfig::Webhook { url, .. } | ChannelConfig::Slack { url } => Some(match url {
+                    ChannelUrl::Inline(u) => u.clone(),
+                    ChannelUrl::Env(var) => {
+                        let u = from_env("url_env", var)?;
+                        if !is_http_url(u.expose()) {
+                            return Err(format!(
+                                "alerts.channels.{name}.url_env: {var} does not hold an http(s) URL"
+                            ));
+                        }
+                        u
+                    }
+                }),
+                ChannelConfig::Log => None,
+            };
             let secret = match c {
-                ChannelConfig::Webhook { secret_env: Some(var), .. } => Some(
-                    Secret::from_env(var)
-                        .ok_or_else(|| format!("alerts.channels.{name}.secret_env: the environment variable {var} is not set"))?,
-                ),
+                ChannelConfig::Webhook { secret_env: Some(var), .. } => {
+                    Some(from_env("secret_env", var)?)
+                }
                 _ => None,
             };
-            Ok((name.clone(), Channel { config: c.clone(), secret }))
+            Ok((name.clone(), Channel { config: c.clone(), url, secret }))
         })
         .collect()
+}
+
+/// Parts of a receiver's URL shorter than this (`/hook`) are names, not
+/// credentials, and blanking them would garble ordinary words of the error.
+const MIN_SCRUBBED: usize = 6;
+
+/// A delivery error as it may be logged, stored and shown: the client already
+/// shows receivers by origin only, and a receiver that echoes its own URL
+/// (a 404 page, say) has each part of that URL's path and query blanked too.
+fn scrub(error: &str, url: &Secret) -> String {
+    let rest = url
+        .expose()
+        .split_once("://")
+        .map_or(url.expose(), |(_, r)| r);
+    let path = rest.find(['/', '?']).map_or("", |i| &rest[i..]);
+    let mut out = error.to_owned();
+    let mut parts: Vec<&str> = path
+        .split(['/', '?', '&', '=', '#'])
+        .filter(|p| p.len() >= MIN_SCRUBBED)
+        .collect();
+    parts.push(path);
+    // Longest first, so a whole path goes before its pieces.
+    parts.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for part in parts.into_iter().filter(|p| p.len() >= MIN_SCRUBBED) {
+        out = out.replace(part, "[REDACTED]");
+    }
+    out
 }
 
 /// `sha256=` and the hex HMAC-SHA256 of `body` under `secret`.
@@ -76,18 +125,27 @@ fn slack_text(payload: &Value) -> String {
 /// Sends one payload through one channel.
 ///
 /// # Errors
-/// The transport error or the receiver's non-2xx answer.
-pub async fn send(
+/// The transport error or the receiver's non-2xx answer, with the URL's
+/// secret parts removed.
+pub async fn send(http: &HttpClient, channel: &Channel, payload: &Value) -> Result<(), String> {
+    let Some(url) = &channel.url else {
+        tracing::warn!(rule = %payload["rule"], key = %payload["key"], message = %payload["message"], "Alert.");
+        return Ok(());
+    };
+    post(http, channel, url.expose(), payload)
+        .await
+        .map_err(|e| scrub(&e.to_string(), url))
+}
+
+async fn post(
     http: &HttpClient,
     channel: &Channel,
+    url: &str,
     payload: &Value,
 ) -> Result<(), ProviderError> {
     match &channel.config {
-        ChannelConfig::Log => {
-            tracing::warn!(rule = %payload["rule"], key = %payload["key"], message = %payload["message"], "Alert.");
-            Ok(())
-        }
-        ChannelConfig::Slack { url } => {
+        ChannelConfig::Log => Ok(()),
+        ChannelConfig::Slack { .. } => {
             let body = json!({"text": slack_text(payload)}).to_string();
             http.send(url, |c| {
                 c.post(url)
@@ -97,7 +155,7 @@ pub async fn send(
             .await
             .map(|_| ())
         }
-        ChannelConfig::Webhook { url, .. } => {
+        ChannelConfig::Webhook { .. } => {
             let body = payload.to_string();
             let key = payload["idempotency_key"]
                 .as_str()
@@ -125,19 +183,21 @@ pub async fn send(
 }
 
 /// The client alerts are sent with: one try per send, because the outbox is
-/// the retry loop (and its state survives restarts).
+/// the retry loop (and its state survives restarts); receivers are shown by
+/// origin only.
 ///
 /// # Errors
 /// When the TLS stack cannot be set up.
 pub fn client() -> Result<HttpClient, ProviderError> {
-    HttpClient::new(
+    Ok(HttpClient::new(
         "alerts",
         RetryPolicy {
             max_attempts: 1,
             request_timeout: Duration::from_secs(30),
             ..RetryPolicy::default()
         },
-    )
+    )?
+    .with_redaction(gpuplan_providers::http::url_origin))
 }
 
 /// What the delivery task needs.
@@ -207,9 +267,7 @@ async fn deliver_one(
     message: OutboxMessage,
 ) {
     let result = match d.channels.get(&message.channel) {
-        Some(channel) => send(http, channel, &message.payload)
-            .await
-            .map_err(|e| e.to_string()),
+        Some(channel) => send(http, channel, &message.payload).await,
         None => Err(format!(
             "channel `{}` is no longer configured",
             message.channel
@@ -243,6 +301,17 @@ async fn deliver_one(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scrubbing_blanks_every_part_of_a_receivers_url_path() {
+        let url = Secret::new("https://hooks.slack.com/services/T0AAAA/B0BBBB/XXSECRETXX?token=QQSECRET");
+        let echoed = "hooks.slack.com/… answered HTTP 404: no route /services/T0AAAA/B0BBBB/XXSECRETXX; token QQSECRET; XXSECRETXX";
+        let out = scrub(echoed, &url);
+        for secret in ["XXSECRETXX", "QQSECRET", "T0AAAA", "B0BBBB"] {
+            assert!(!out.contains(secret), "{out}");
+        }
+        assert!(out.contains("hooks.slack.com/… answered HTTP 404"), "{out}");
+    }
 
     #[test]
     fn signatures_are_hex_hmac_sha256_of_the_body() {

@@ -1,8 +1,11 @@
 //! The HTTP API (axum): health, readiness, Prometheus metrics, and the catalog
 //! queries the CLI offers, answering with the same JSON records. When the daemon
 //! listens beyond loopback every route but the health checks needs the bearer
-//! token, compared in constant time.
+//! token, compared in constant time. Every request is treated as possibly
+//! hostile: [`guard`] keeps browser pages out, bodies are bounded, solves run
+//! on a capped [`SolverPool`], and a panicking handler answers 500.
 
+mod guard;
 mod params;
 
 use std::collections::{BTreeMap, HashMap};
@@ -24,8 +27,9 @@ use tokio::sync::Notify;
 
 use crate::catalog::{self, Freshness, PriceFilter, SpotQuery};
 use crate::metrics::Metrics;
-use crate::optimizer::{self, Problem, SolveOptions, ValidationError};
+use crate::optimizer::{Problem, SolveOptions, ValidationError};
 use crate::planner;
+use crate::solver_pool::SolverPool;
 use crate::store::{Pool, StoreError};
 
 use params::Params;
@@ -39,8 +43,18 @@ pub struct AppState {
     /// Per source: its sync interval, for staleness.
     pub intervals: BTreeMap<String, Duration>,
     pub token: Option<Secret>,
+    /// Whether the listener is on loopback: then `Host` must name loopback.
+    pub loopback: bool,
     pub cache: Mutex<CatalogCache>,
+    pub solver: SolverPool,
 }
+
+/// The largest request body read: a problem with the most offers and the
+/// longest horizon the optimizer takes fits in well under this.
+pub const MAX_BODY_BYTES: usize = 4 << 20;
+
+/// How long a client refused for busy solvers is asked to wait.
+const SOLVER_RETRY_AFTER_SECS: u64 = 10;
 
 /// An error answer: status and a JSON body naming what was wrong.
 #[derive(Debug)]
@@ -81,7 +95,14 @@ impl IntoResponse for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        Self::internal(&e)
+        match e {
+            StoreError::TooLarge { .. } => Self {
+                status: StatusCode::BAD_REQUEST,
+                message: e.to_string(),
+                parameter: None,
+            },
+            e => Self::internal(&e),
+        }
     }
 }
 
@@ -98,21 +119,63 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/plans", post(create_plan))
         .route("/v1/plans/latest", get(latest_plan))
         .route("/v1/plans/{id}", get(plan_by_id))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(middleware::from_fn_with_state(state.clone(), measure))
         .with_state(state)
 }
 
+/// A handler that panicked: logged, answered with a 500, connection kept.
+fn panicked(payload: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let detail = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)");
+    tracing::error!(panic = %detail, "A request handler panicked.");
+    ApiError {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        message: "internal error; see the daemon's log".to_owned(),
+        parameter: None,
+    }
+    .into_response()
+}
+
+async fn guard(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    match guard::check(req.method(), req.headers(), state.loopback) {
+        Ok(()) => next.run(req).await,
+        Err(refused) => refused.into_response(),
+    }
+}
+
+/// The method as a metric label: known methods only, so a client cannot mint
+/// label values (and time series) by inventing method names.
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
 async fn measure(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let start = Instant::now();
-    let method = req.method().to_string();
+    let method = method_label(req.method());
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let response = next.run(req).await;
     state.metrics.record_request(
-        &method,
+        method,
         &route,
         response.status().as_u16(),
         start.elapsed().as_secs_f64(),
@@ -290,11 +353,17 @@ async fn spot_history(
         region: p.one("region")?,
         zone: p.one("zone")?,
         since,
+        max_observations: Some(catalog::MAX_SPOT_OBSERVATIONS),
     };
     let history = read(&state, move |store, fresh, _| {
         catalog::spot_history(store, &query, &fresh)
     })
-    .await?;
+    .await
+    .map_err(|e| match e.status {
+        // The window holds too many observations: `since` is what to narrow.
+        StatusCode::BAD_REQUEST => ApiError::bad_parameter("since", e.message),
+        _ => e,
+    })?;
     Ok(Json(history).into_response())
 }
 
@@ -417,57 +486,71 @@ async fn create_plan(
         (Problem::from_json(&doc).map_err(field)?, None)
     };
 
-    let answer = read(&state, move |store, fresh, state| {
-        let (problem, stale) = match inputs {
-            Some(inputs) => {
-                let built = planner::build_problem(
-                    store,
-                    &fresh,
-                    problem.demand.clone(),
-                    &inputs,
-                    problem.policy.clone(),
-                )?;
-                let mut built_problem = built.problem;
-                built_problem.name = problem.name.clone();
-                (built_problem, Some(built.stale_sources))
-            }
-            None => (problem, None),
+    // Read what the solve needs, then let go of the store: a solve can take
+    // minutes and must not hold a reader connection that queries need.
+    let (problem, stale) = read(&state, move |store, fresh, _| {
+        let Some(inputs) = inputs else {
+            return Ok((problem, None));
         };
-        let opts = SolveOptions {
-            relax,
-            time_limit: Some(Duration::from_secs(120)),
-            ..SolveOptions::default()
-        };
-        let result = match optimizer::solve(&problem, &opts) {
-            Ok(r) => r,
-            Err(e) => return Ok(Err(e)),
-        };
-        let mut doc =
-            serde_json::to_value(&result).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        if let Some(stale) = stale {
-            doc["catalog"] = json!({"offers": problem.offers.len(), "stale_sources": stale});
-        }
-        if save {
-            let name = problem
-                .name
-                .clone()
-                .unwrap_or_else(|| "api plan".to_owned());
-            let recorded = state
-                .pool
-                .write(|w| planner::record_plan(w, &name, &problem, &result))?;
-            doc["saved"] = json!(recorded);
-        }
-        Ok(Ok(doc))
+        let built = planner::build_problem(
+            store,
+            &fresh,
+            problem.demand.clone(),
+            &inputs,
+            problem.policy.clone(),
+        )?;
+        let mut built_problem = built.problem;
+        built_problem.name = problem.name;
+        Ok((built_problem, Some(built.stale_sources)))
     })
     .await?;
-    match answer {
-        Ok(doc) => Ok(Json(doc).into_response()),
-        Err(e) => Err(ApiError {
-            status: StatusCode::UNPROCESSABLE_ENTITY,
-            message: e.to_string(),
-            parameter: None,
-        }),
+    problem.check_size().map_err(field)?;
+    let opts = SolveOptions {
+        relax,
+        time_limit: Some(Duration::from_secs(120)),
+        ..SolveOptions::default()
+    };
+    let result = match state.solver.solve(problem.clone(), opts).await {
+        Err(busy) => {
+            let mut refused = ApiError {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                message: busy.to_string(),
+                parameter: None,
+            }
+            .into_response();
+            refused.headers_mut().insert(
+                header::RETRY_AFTER,
+                axum::http::HeaderValue::from(SOLVER_RETRY_AFTER_SECS),
+            );
+            return Ok(refused);
+        }
+        Ok(Err(e)) => {
+            return Err(ApiError {
+                status: StatusCode::UNPROCESSABLE_ENTITY,
+                message: e.to_string(),
+                parameter: None,
+            });
+        }
+        Ok(Ok(result)) => result,
+    };
+    let mut doc = serde_json::to_value(&result).map_err(|e| ApiError::internal(&e))?;
+    if let Some(stale) = stale {
+        doc["catalog"] = json!({"offers": problem.offers.len(), "stale_sources": stale});
     }
+    if save {
+        let name = problem
+            .name
+            .clone()
+            .unwrap_or_else(|| "api plan".to_owned());
+        let pool = state.pool.clone();
+        let recorded = tokio::task::spawn_blocking(move || {
+            pool.write(|w| planner::record_plan(w, &name, &problem, &result))
+        })
+        .await
+        .map_err(|e| ApiError::internal(&e))??;
+        doc["saved"] = json!(recorded);
+    }
+    Ok(Json(doc).into_response())
 }
 
 async fn latest_plan(

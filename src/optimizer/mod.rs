@@ -27,7 +27,10 @@ use serde_json::{Value, json};
 
 pub use change::{PlanChange, compare};
 pub use lp::{Backend, LpError};
-pub use model::{Offer, Policy, Problem, ReservedOption, ValidationError};
+pub use model::{
+    MAX_DEMAND_PER_HOUR, MAX_HORIZON_HOURS, MAX_OFFERS, Offer, Policy, Problem, ReservedOption,
+    ValidationError,
+};
 
 use lp::{Milp, Row, Sense};
 

@@ -5,6 +5,16 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
+/// Hours a problem may span: a (leap) year. Every variable is per hour, so
+/// this bounds the model a request can make the solver build.
+pub const MAX_HORIZON_HOURS: usize = 8784;
+
+/// Offers a problem may hold.
+pub const MAX_OFFERS: usize = 2000;
+
+/// GPUs one hour may ask for; more is a typo, not a fleet.
+pub const MAX_DEMAND_PER_HOUR: f64 = 1_000_000.0;
+
 /// A problem that passed validation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Problem {
@@ -195,12 +205,38 @@ impl Problem {
             Some(Value::Object(p)) => policy(p)?,
             Some(v) => return err("policy", format!("must be an object, found {v}")),
         };
-        Ok(Self {
+        let problem = Self {
             name,
             demand,
             offers,
             policy,
-        })
+        };
+        problem.check_size()?;
+        Ok(problem)
+    }
+
+    /// Refuses a problem larger than the solver is allowed to build: more than
+    /// [`MAX_HORIZON_HOURS`] hours or [`MAX_OFFERS`] offers. Problems built from
+    /// the catalog are checked with this too.
+    ///
+    /// # Errors
+    /// Names `demand` or `offers` and the allowed range.
+    pub fn check_size(&self) -> Result<(), ValidationError> {
+        let hours = self.demand.len();
+        if hours > MAX_HORIZON_HOURS {
+            return err(
+                "demand",
+                format!("has {hours} hours; a horizon of 1 to {MAX_HORIZON_HOURS} hours is allowed"),
+            );
+        }
+        let offers = self.offers.len();
+        if offers > MAX_OFFERS {
+            return err(
+                "offers",
+                format!("has {offers} offers; at most {MAX_OFFERS} are allowed (narrow the GPU, cloud or region filters)"),
+            );
+        }
+        Ok(())
     }
 }
 
@@ -215,10 +251,10 @@ fn demand(v: Option<&Value>) -> Result<Vec<f64>, ValidationError> {
         .iter()
         .enumerate()
         .map(|(t, d)| match d.as_f64() {
-            Some(x) if x.is_finite() && x >= 0.0 && !d.is_boolean() => Ok(x),
+            Some(x) if (0.0..=MAX_DEMAND_PER_HOUR).contains(&x) => Ok(x),
             _ => err(
                 format!("demand[{t}]"),
-                format!("must be a finite number >= 0, found {d}"),
+                format!("must be a number between 0 and {MAX_DEMAND_PER_HOUR}, found {d}"),
             ),
         })
         .collect()
@@ -479,6 +515,24 @@ mod tests {
         assert_eq!(error_path(|d| d["demand"] = json!([])), "demand");
         assert_eq!(error_path(|d| d["demand"][1] = json!(-1)), "demand[1]");
         assert_eq!(error_path(|d| d["demand"][2] = json!("x")), "demand[2]");
+        assert_eq!(error_path(|d| d["demand"][0] = json!(1e300)), "demand[0]");
+        assert_eq!(
+            error_path(|d| d["demand"] = json!(vec![1; MAX_HORIZON_HOURS + 1])),
+            "demand"
+        );
+        assert_eq!(
+            error_path(|d| {
+                let o = d["offers"][0].clone();
+                d["offers"] = (0..=MAX_OFFERS)
+                    .map(|i| {
+                        let mut o = o.clone();
+                        o["id"] = json!(format!("o{i}"));
+                        o
+                    })
+                    .collect();
+            }),
+            "offers"
+        );
         assert_eq!(
             error_path(|d| d["offers"][0]["gpus_per_instance"] = json!(true)),
             "offers[0].gpus_per_instance"

@@ -49,6 +49,10 @@ pub enum StoreError {
     Db(#[from] rusqlite::Error),
     #[error("catalog holds a value it cannot read back: {0}")]
     Corrupt(String),
+    /// A read asked for more rows than its caller allows (outside input must
+    /// not make one answer unbounded).
+    #[error("more than {limit} {what} match; narrow the query")]
+    TooLarge { what: &'static str, limit: usize },
 }
 
 /// How long a writer waits for another process's transaction before failing.

@@ -38,13 +38,21 @@ impl Pool {
         f(&mut lock(&self.writer))
     }
 
-    /// Runs `f` with a reader connection (the writer when there are none).
+    /// Runs `f` with a reader connection (the writer when there are none): the
+    /// first idle one, so a slow read never makes a quick one queue while
+    /// another reader is free; when all are busy, the next in turn.
     pub fn read<T>(&self, f: impl FnOnce(&Store) -> T) -> T {
         if self.readers.is_empty() {
             return f(&lock(&self.writer));
         }
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.readers.len();
-        f(&lock(&self.readers[i]))
+        let n = self.readers.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        for i in 0..n {
+            if let Ok(idle) = self.readers[(start + i) % n].try_lock() {
+                return f(&idle);
+            }
+        }
+        f(&lock(&self.readers[start % n]))
     }
 }
 

@@ -194,6 +194,7 @@ impl Store {
         region: Option<&str>,
         zone: Option<&str>,
         since: DateTime<Utc>,
+        limit: Option<usize>,
     ) -> Result<Vec<SpotPoint>, StoreError> {
         let mut stmt = self.conn.prepare(
             "WITH matching AS (
@@ -212,10 +213,13 @@ impl Store {
              UNION ALL
              SELECT provider, region, zone, instance_type, observed_at, usd_per_hour
              FROM matching WHERE observed_at >= ?5
-             ORDER BY provider, zone, observed_at",
+             ORDER BY provider, zone, observed_at
+             LIMIT ?6",
         )?;
+        // One row past the limit tells "exactly at the limit" from "over it".
+        let sql_limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX - 1) + 1);
         let rows = stmt.query_map(
-            params![instance_type, provider, region, zone, ts(since)],
+            params![instance_type, provider, region, zone, ts(since), sql_limit],
             |r| {
                 Ok((
                     r.get::<_, String>(0)?,
@@ -237,6 +241,14 @@ impl Store {
                 instance_type,
                 observed_at: parse_ts(&at)?,
                 usd_per_hour,
+            });
+        }
+        if let Some(limit) = limit
+            && out.len() > limit
+        {
+            return Err(StoreError::TooLarge {
+                what: "spot observations",
+                limit,
             });
         }
         Ok(out)

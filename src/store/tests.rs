@@ -232,14 +232,23 @@ fn spot_history_includes_the_price_in_force_at_the_window_start() {
             None,
             None,
             at(0) + chrono::Duration::minutes(30),
+            None,
         )
         .unwrap();
     assert_eq!(points.len(), 2);
     assert_eq!(points[0].observed_at, at(0));
     let none = store
-        .spot_history("gpu9.xlarge", None, None, None, at(0))
+        .spot_history("gpu9.xlarge", None, None, None, at(0), None)
         .unwrap();
     assert!(none.is_empty());
+    // A bounded read answers up to its limit and refuses past it.
+    let since = at(0) + chrono::Duration::minutes(30);
+    let read = |limit| store.spot_history("gpu0.xlarge", None, None, None, since, Some(limit));
+    assert_eq!(read(2).unwrap().len(), 2);
+    assert!(matches!(
+        read(1),
+        Err(StoreError::TooLarge { limit: 1, .. })
+    ));
 }
 
 #[test]

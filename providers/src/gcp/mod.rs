@@ -133,7 +133,7 @@ impl GcpProvider {
         }
         Err(ProviderError::Decode {
             provider: PROVIDER.to_owned(),
-            location: first.to_string(),
+            location: crate::http::redact_url(first.as_str()),
             detail: format!("more than {MAX_PAGES} pages"),
         })
     }

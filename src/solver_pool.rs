@@ -1,0 +1,105 @@
+//! Where requested solves run: at most N at once, each on its own thread, away
+//! from the async runtime and the store's connections. A solve can keep a core
+//! busy for minutes; beyond the cap a request is refused at once (the caller
+//! answers 503) rather than queued, so a burst of heavy plans cannot pile up
+//! behind each other or starve the catalog queries.
+
+use std::sync::Arc;
+
+use tokio::sync::{Semaphore, TryAcquireError, oneshot};
+
+use crate::optimizer::{self, OptimizeError, PlanResult, Problem, SolveOptions};
+
+/// Every solve slot is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("all {max} solver slots are busy; try again shortly")]
+pub struct Busy {
+    pub max: usize,
+}
+
+pub struct SolverPool {
+    slots: Arc<Semaphore>,
+    max: usize,
+}
+
+impl SolverPool {
+    /// A pool running at most `max` solves at once (at least one).
+    #[must_use]
+    pub fn new(max: usize) -> Self {
+        let max = max.max(1);
+        Self {
+            slots: Arc::new(Semaphore::new(max)),
+            max,
+        }
+    }
+
+    /// Solves `problem` on a thread of its own when a slot is free.
+    ///
+    /// # Errors
+    /// [`Busy`] when `max` solves are running already. The inner result is the
+    /// optimizer's.
+    pub async fn solve(
+        &self,
+        problem: Problem,
+        opts: SolveOptions,
+    ) -> Result<Result<PlanResult, OptimizeError>, Busy> {
+        let permit = match self.slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(TryAcquireError::NoPermits | TryAcquireError::Closed) => {
+                return Err(Busy { max: self.max });
+            }
+        };
+        let (tx, rx) = oneshot::channel();
+        let span = tracing::info_span!("solve", name = problem.name.as_deref().unwrap_or("-"), offers = problem.offers.len(), hours = problem.demand.len());
+        let spawned = std::thread::Builder::new()
+            .name("gpuplan-solve".to_owned())
+            .spawn(move || {
+                let _entered = span.enter();
+                let _permit = permit;
+                let _ = tx.send(optimizer::solve(&problem, &opts));
+            });
+        if let Err(e) = spawned {
+            return Ok(Err(OptimizeError::Solver(format!(
+                "cannot start a solver thread: {e}"
+            ))));
+        }
+        // The sender is dropped without a value only when the solve panicked.
+        Ok(rx.await.unwrap_or_else(|_| {
+            Err(OptimizeError::Solver(
+                "the solver panicked; see the daemon's log".to_owned(),
+            ))
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(hours: usize) -> Problem {
+        Problem::from_json(&serde_json::json!({
+            "demand": vec![4; hours],
+            "offers": [{"id": "a", "cloud": "c", "region": "r", "instance_type": "t",
+                        "gpu_model": "L4", "gpus_per_instance": 1, "on_demand_price": 1.0}]
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn solves_beyond_the_cap_are_refused_not_queued() {
+        let pool = Arc::new(SolverPool::new(1));
+        // Hold the only slot as a running solve would.
+        let held = pool.slots.clone().try_acquire_owned().unwrap();
+        let refused = pool.solve(problem(3), SolveOptions::default()).await;
+        assert_eq!(refused.unwrap_err(), Busy { max: 1 });
+        drop(held);
+        let solved = pool
+            .solve(problem(3), SolveOptions::default())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!((solved.objective.unwrap() - 12.0).abs() < 1e-9);
+        // The slot is free again once the solve ended.
+        assert_eq!(pool.slots.available_permits(), 1);
+    }
+}
