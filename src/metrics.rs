@@ -23,6 +23,7 @@ struct Inner {
     sources: BTreeMap<String, SourceMetrics>,
     requests: BTreeMap<(String, String, u16), u64>,
     latency: BTreeMap<String, Histogram>,
+    alert_evaluations: u64,
 }
 
 #[derive(Debug, Default)]
@@ -62,6 +63,11 @@ impl Metrics {
             }
             Err(_) => m.failed += 1,
         }
+    }
+
+    /// One evaluation of the alert rules finished (fired or not).
+    pub fn record_alert_evaluation(&self) {
+        self.lock().alert_evaluations += 1;
     }
 
     pub fn record_request(&self, method: &str, route: &str, status: u16, seconds: f64) {
@@ -106,6 +112,11 @@ impl Metrics {
                 m.failed
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP gpuplan_alert_evaluations_total Evaluations of the alert rules, one after each sync.\n# TYPE gpuplan_alert_evaluations_total counter\ngpuplan_alert_evaluations_total {}",
+            inner.alert_evaluations
+        );
         let gauge = |out: &mut String, name: &str, help: &str, values: Vec<(String, f64)>| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
             for (source, v) in values {

@@ -223,6 +223,7 @@ pub async fn run_source(source: Source, ctx: Context) {
         }
         if let Some(hook) = &ctx.alerts {
             hook.evaluate(&ctx.pool).await;
+            ctx.metrics.record_alert_evaluation();
         }
         let retry_after = match &outcome.result {
             Ok(_) => {

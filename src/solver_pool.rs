@@ -55,8 +55,11 @@ impl SolverPool {
             .name("gpuplan-solve".to_owned())
             .spawn(move || {
                 let _entered = span.enter();
-                let _permit = permit;
-                let _ = tx.send(optimizer::solve(&problem, &opts));
+                let result = optimizer::solve(&problem, &opts);
+                // Free the slot before answering, so a caller that got its
+                // answer finds the slot free.
+                drop(permit);
+                let _ = tx.send(result);
             });
         if let Err(e) = spawned {
             return Ok(Err(OptimizeError::Solver(format!(

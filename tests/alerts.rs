@@ -2,9 +2,10 @@
 //! prices the test moves, and a local receiver standing in for a webhook and
 //! Slack.
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command};
-use std::sync::Arc;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -48,11 +49,15 @@ struct Daemon {
     child: Child,
     base: String,
     http: reqwest::Client,
+    /// Every line the daemon logged (JSON), for tests that search the log.
+    log: Arc<Mutex<Vec<String>>>,
 }
 
-fn write_config(dir: &Path, receiver: &str, port: u16) {
+/// The config: the API on a port the daemon picks itself (it logs which), so
+/// no other process can take it between a test choosing it and the bind.
+fn write_config(dir: &Path, receiver: &str) {
     let config = format!(
-        "[store]\npath = \"c.db\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n\
+        "[store]\npath = \"c.db\"\n[api]\nlisten = \"127.0.0.1:0\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n\
          [providers.file.sheet]\npath = \"sheet.csv\"\nschedule = \"0 0 0 1 1 *\"\n\
          [alerts]\nretry_initial_secs = 0.05\nretry_max_secs = 0.2\n\
          [alerts.channels.hook]\ntype = \"webhook\"\nurl = \"{receiver}/hook\"\nsecret_env = \"GPUPLAN_TEST_HOOK_SECRET\"\n\
@@ -63,32 +68,40 @@ fn write_config(dir: &Path, receiver: &str, port: u16) {
     std::fs::write(dir.join("gpuplan.toml"), config).unwrap();
 }
 
-async fn start(dir: &Path, port: u16) -> Daemon {
-    let child = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+async fn start(dir: &Path) -> Daemon {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
         .arg("--config")
         .arg(dir.join("gpuplan.toml"))
-        .arg("serve")
+        .args(["--log-format", "json", "serve"])
         .env("GPUPLAN_TEST_HOOK_SECRET", SECRET)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", "warn,gpuplan=info")
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let d = Daemon {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-        http: reqwest::Client::new(),
-    };
-    for _ in 0..500 {
-        if d.http
-            .get(format!("{}/readyz", d.base))
-            .send()
-            .await
-            .is_ok()
-        {
-            return d;
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let lines = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Ok(entry) = serde_json::from_str::<Value>(&line)
+                && entry["fields"]["message"] == "gpuplan is serving."
+            {
+                let _ = addr_tx.send(entry["fields"]["listen"].as_str().unwrap().to_owned());
+            }
+            lines.lock().unwrap().push(line);
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    });
+    let addr = tokio::task::spawn_blocking(move || addr_rx.recv_timeout(Duration::from_secs(20)))
+        .await
+        .unwrap()
+        .expect("the daemon never said where it listens");
+    Daemon {
+        child,
+        base: format!("http://{addr}"),
+        http: reqwest::Client::new(),
+        log,
     }
-    panic!("the daemon never became ready");
 }
 
 impl Daemon {
@@ -111,18 +124,38 @@ impl Daemon {
             .count()
     }
 
-    /// Triggers a sync and waits until it is recorded (alerts are evaluated
-    /// right after it, before the source's next run).
+    /// How many times the daemon has evaluated its rules (once after each sync).
+    async fn evaluations(&self) -> u64 {
+        let text = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("gpuplan_alert_evaluations_total "))
+            .map_or(0, |v| v.trim().parse().unwrap())
+    }
+
+    /// Triggers a sync and waits until the rules were evaluated on its result,
+    /// so that "nothing new" afterwards means nothing fired.
     async fn sync(&self) {
-        let before = self.ok_runs().await;
-        self.http
+        let (runs, evaluations) = (self.ok_runs().await, self.evaluations().await);
+        let r = self
+            .http
             .post(format!("{}/v1/sync", self.base))
+            .header("content-type", "application/json")
             .send()
             .await
             .unwrap();
-        self.until(|| async { self.ok_runs().await > before }).await;
-        // Evaluation follows the write; the messages it queues show up here.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(r.status().as_u16(), 202);
+        self.until(|| async {
+            self.ok_runs().await > runs && self.evaluations().await > evaluations
+        })
+        .await;
     }
 
     async fn until<F: std::future::Future<Output = bool>>(&self, check: impl Fn() -> F) {
@@ -160,14 +193,6 @@ impl Drop for Daemon {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 async fn delivered(d: &Daemon, n: usize) {
     d.until(|| async {
         d.messages()
@@ -184,10 +209,9 @@ async fn delivered(d: &Daemon, n: usize) {
 async fn a_crossing_is_delivered_once_to_each_channel_and_again_after_re_arming() {
     let (server, _) = receiver(0, Arc::default()).await;
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    write_config(dir.path(), &server.base, port);
+    write_config(dir.path(), &server.base);
     sheet(dir.path(), 2.5);
-    let d = start(dir.path(), port).await;
+    let d = start(dir.path()).await;
     d.until(|| async { d.ok_runs().await == 1 }).await;
     assert!(server.requests().is_empty());
 
@@ -245,10 +269,9 @@ async fn a_crossing_is_delivered_once_to_each_channel_and_again_after_re_arming(
 async fn a_receiver_failing_twice_gets_exactly_one_accepted_delivery() {
     let (server, hooks) = receiver(2, Arc::default()).await;
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    write_config(dir.path(), &server.base, port);
+    write_config(dir.path(), &server.base);
     sheet(dir.path(), 1.5);
-    let d = start(dir.path(), port).await;
+    let d = start(dir.path()).await;
     delivered(&d, 2).await;
     assert_eq!(hooks.load(Ordering::SeqCst), 3);
     let hook = d
@@ -269,10 +292,9 @@ async fn undelivered_alerts_survive_a_restart() {
     let down = Arc::new(AtomicUsize::new(1));
     let (server, _) = receiver(0, down.clone()).await;
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    write_config(dir.path(), &server.base, port);
+    write_config(dir.path(), &server.base);
     sheet(dir.path(), 1.5);
-    let d = start(dir.path(), port).await;
+    let d = start(dir.path()).await;
     d.until(|| async { d.messages().await.len() == 2 }).await;
     d.until(|| async {
         d.messages()
@@ -284,7 +306,7 @@ async fn undelivered_alerts_survive_a_restart() {
     d.stop();
 
     down.store(0, Ordering::SeqCst);
-    let d = start(dir.path(), port).await;
+    let d = start(dir.path()).await;
     delivered(&d, 2).await;
     let accepted = server
         .requests()
@@ -304,7 +326,7 @@ async fn undelivered_alerts_survive_a_restart() {
 async fn alerts_test_sends_through_the_rules_channels() {
     let (server, _) = receiver(0, Arc::default()).await;
     let dir = tempfile::tempdir().unwrap();
-    write_config(dir.path(), &server.base, free_port());
+    write_config(dir.path(), &server.base);
     let dir_path = dir.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_gpuplan"))
@@ -334,8 +356,7 @@ async fn alerts_test_sends_through_the_rules_channels() {
 async fn a_scheduled_plan_that_changes_alerts_its_rule() {
     let (server, _) = receiver(0, Arc::default()).await;
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    write_config(dir.path(), &server.base, port);
+    write_config(dir.path(), &server.base);
     let mut config = std::fs::read_to_string(dir.path().join("gpuplan.toml")).unwrap();
     config.push_str(
         "[alerts.plans.weekly]\ndemand = \"demand.csv\"\nschedule = \"* * * * * *\"\ngpu = [\"H100\"]\n\
@@ -349,7 +370,7 @@ async fn a_scheduled_plan_that_changes_alerts_its_rule() {
         )
     };
     std::fs::write(dir.path().join("sheet.csv"), priced(4.0)).unwrap();
-    let d = start(dir.path(), port).await;
+    let d = start(dir.path()).await;
     // The first plan reserves 4 GPUs; it is the first of its name, so no alert.
     d.until(|| async {
         d.get("/v1/plans/latest?name=weekly").await["result"]["reserved"][0]["count"] == 4.0

@@ -51,6 +51,8 @@ struct TestDaemon {
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<anyhow::Result<()>>,
     http: reqwest::Client,
+    /// Sent by `get` and `post` when the daemon has one.
+    token: Option<String>,
 }
 
 /// Writes the sheet and a config (`extra` appended) into a temp dir.
@@ -97,14 +99,21 @@ async fn start(
         stop: Some(stop),
         task,
         http: reqwest::Client::new(),
+        token: token.map(str::to_owned),
     }
 }
 
 impl TestDaemon {
+    fn authorized(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        }
+    }
+
     async fn get(&self, path: &str) -> (u16, Value) {
         let r = self
-            .http
-            .get(format!("{}{path}", self.base))
+            .authorized(self.http.get(format!("{}{path}", self.base)))
             .send()
             .await
             .unwrap();
@@ -118,8 +127,8 @@ impl TestDaemon {
 
     async fn post(&self, path: &str) -> (u16, Value) {
         let r = self
-            .http
-            .post(format!("{}{path}", self.base))
+            .authorized(self.http.post(format!("{}{path}", self.base)))
+            .header("content-type", "application/json")
             .send()
             .await
             .unwrap();
@@ -353,7 +362,7 @@ async fn beyond_loopback_the_api_needs_the_token() {
     assert!(err.to_string().contains("GPUPLAN_API_TOKEN"), "{err}");
 
     let d = start(dir, config, None, Some("s3cret")).await;
-    let (status, _) = d.get("/v1/prices").await;
+    let (status, _, _) = raw(&d, "GET", "/v1/prices", &[], "").await;
     assert_eq!(status, 401);
     assert_eq!(d.get("/healthz").await.0, 200);
     let r = d
@@ -579,5 +588,178 @@ async fn plans_are_solved_saved_and_fetched_over_the_api() {
     )
     .await;
     assert_eq!((status, bad["parameter"].as_str()), (400, Some("gpus")));
+    d.stop().await;
+}
+
+/// A request as a hostile page or client would send it: any method, headers
+/// and body. Answers the status, the `Retry-After` header and the body.
+async fn raw(
+    d: &TestDaemon,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<reqwest::Body>,
+) -> (u16, Option<String>, Value) {
+    let mut req = d.http.request(
+        reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+        format!("{}{path}", d.base),
+    );
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let r = req.body(body).send().await.unwrap();
+    let status = r.status().as_u16();
+    let retry = r
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let text = r.text().await.unwrap();
+    (
+        status,
+        retry,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+const JSON: (&str, &str) = ("content-type", "application/json");
+
+#[tokio::test(flavor = "multi_thread")]
+async fn out_of_range_numbers_get_a_400_naming_them_instead_of_a_dropped_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path(), None, "");
+    let d = start(dir, config, None, None).await;
+    let (status, body) = d
+        .get("/v1/spot-history?instance=p5.48xlarge&since=100000000000d")
+        .await;
+    assert_eq!((status, body["parameter"].as_str()), (400, Some("since")), "{body}");
+    assert!(body["error"].as_str().unwrap().contains("3650"), "{body}");
+
+    let plan = |body: Value| raw(&d, "POST", "/v1/plans", &[JSON], body.to_string());
+    let (status, _, body) = plan(serde_json::json!({"demand": [1], "spot_window": "100000000000d"})).await;
+    assert_eq!((status, body["parameter"].as_str()), (400, Some("spot_window")), "{body}");
+    let long = vec![1; gpuplan::optimizer::MAX_HORIZON_HOURS + 1];
+    let (status, _, body) = plan(serde_json::json!({"demand": long})).await;
+    assert_eq!((status, body["parameter"].as_str()), (400, Some("demand")), "{body}");
+    assert!(body["error"].as_str().unwrap().contains("8784"), "{body}");
+    let (status, _, body) = plan(serde_json::json!({"demand": [1e300]})).await;
+    assert_eq!((status, body["parameter"].as_str()), (400, Some("demand[0]")), "{body}");
+
+    // A body past the limit is refused before it is parsed.
+    let huge = format!("{{\"demand\": [{}1]}}", "1,".repeat(3 << 20));
+    let (status, _, _) = raw(&d, "POST", "/v1/plans", &[JSON], huge).await;
+    assert_eq!(status, 413);
+    // The daemon still answers.
+    assert_eq!(d.get("/healthz").await.0, 200);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_browser_page_cannot_write_or_read_through_a_rebound_name() {
+    for token in [None, Some("s3cret")] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config_in(dir.path(), None, "");
+        let d = start(dir, config, None, token).await;
+        let bearer = format!("Bearer {}", token.unwrap_or(""));
+        let auth = ("authorization", bearer.as_str());
+        d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
+        let host = d.base.trim_start_matches("http://").to_owned();
+        let own = d.base.clone();
+
+        // A simple (no-preflight) cross-site POST: text/plain.
+        let plan = serde_json::json!({"name": "evil", "demand": [8]}).to_string();
+        let (status, _, body) = raw(&d, "POST", "/v1/plans?save=true", &[auth, ("content-type", "text/plain")], plan.clone()).await;
+        assert_eq!(status, 415, "{body}");
+        assert_eq!(body["parameter"], "Content-Type");
+        let (status, _, _) = raw(&d, "GET", "/v1/plans/latest?name=evil", &[auth], "").await;
+        assert_eq!(status, 404, "nothing was saved");
+
+        // JSON from another origin, or marked cross-site by the browser.
+        for (k, v) in [("origin", "https://evil.example"), ("origin", "null"), ("sec-fetch-site", "cross-site")] {
+            let (status, _, body) = raw(&d, "POST", "/v1/sync", &[auth, JSON, (k, v)], "").await;
+            assert_eq!(status, 403, "{k}: {v}: {body}");
+        }
+        // A rebound name reaches the socket but gets no answer.
+        for name in ["evil.example", "evil.example:8321"] {
+            let (status, _, body) = raw(&d, "GET", "/v1/prices", &[auth, ("host", name)], "").await;
+            assert_eq!((status, body["parameter"].as_str()), (403, Some("Host")), "{name}");
+        }
+        let runs = d.get("/v1/sync-runs").await.1.as_array().unwrap().len();
+
+        // The daemon's own origin and loopback names work.
+        let localhost = host.replace("127.0.0.1", "localhost");
+        let (status, _, _) = raw(&d, "GET", "/v1/prices", &[auth, ("host", localhost.as_str())], "").await;
+        assert_eq!(status, 200);
+        let (status, _, body) = raw(&d, "POST", "/v1/sync", &[auth, JSON, ("origin", own.as_str())], "").await;
+        assert_eq!(status, 202, "{body}");
+        d.runs_until(|r| r.len() > runs).await;
+        d.stop().await;
+    }
+}
+
+/// Hourly-integer problem that the default solver cannot finish in minutes
+/// (README, "Solver backend"): it holds a solver slot for as long as a test needs.
+fn heavy_problem() -> Value {
+    let offers: Vec<Value> = (0..20)
+        .map(|k| {
+            let od = 2.0 + f64::from(k % 7) * 0.37 + f64::from(k) * 0.011;
+            serde_json::json!({"id": format!("o{k}"), "cloud": "c", "region": format!("r{}", k % 5),
+                "instance_type": format!("t{k}"), "gpu_model": "H100-80GB", "gpus_per_instance": 1 + k % 3,
+                "on_demand_price": od, "spot_price": od * 0.41, "spot_interruption_rate": 0.05,
+                "max_spot_instances": 3 + k % 4,
+                "reserved": [{"id": "1y", "term_hours": 8760, "hourly_price": od * 0.63}]})
+        })
+        .collect();
+    let demand: Vec<f64> = (0..168).map(|t| 20.0 + f64::from(t % 24) * 1.7 + f64::from(t % 5) * 0.3).collect();
+    serde_json::json!({"name": "heavy", "demand": demand, "offers": offers,
+        "policy": {"integer_hourly": true, "max_spot_share": 0.6, "max_pool_share": 0.3}})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn solves_beyond_the_cap_get_503_and_queries_keep_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path(), None, "[planner]\nmax_concurrent_solves = 1");
+    let d = start(dir, config, None, None).await;
+    d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
+    let heavy = {
+        let req = d
+            .http
+            .post(format!("{}/v1/plans", d.base))
+            .json(&heavy_problem());
+        tokio::spawn(async move { req.send().await })
+    };
+    let small = serde_json::json!({"demand": [8], "gpu": ["H100"]}).to_string();
+    let mut refused = None;
+    for _ in 0..500 {
+        let (status, retry, body) = raw(&d, "POST", "/v1/plans", &[JSON], small.clone()).await;
+        if status == 503 {
+            refused = Some((retry, body));
+            break;
+        }
+        assert_eq!(status, 200, "{body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (retry, body) = refused.expect("the heavy solve never held the only slot");
+    assert_eq!(retry.as_deref(), Some("10"));
+    assert!(body["error"].as_str().unwrap().contains("busy"), "{body}");
+    // The store is not held by the solve: queries answer meanwhile.
+    assert!(!heavy.is_finished());
+    let (status, prices) = d.get("/v1/prices?gpu=H100").await;
+    assert_eq!((status, prices.as_array().map(Vec::len)), (200, Some(2)));
+    heavy.abort();
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn invented_methods_do_not_become_metric_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path(), None, "");
+    let d = start(dir, config, None, None).await;
+    for method in ["FOO", "BAR", "GET"] {
+        raw(&d, method, "/v1/prices", &[], "").await;
+    }
+    let (_, metrics) = d.get("/metrics").await;
+    let text = metrics.as_str().unwrap();
+    assert!(text.contains(r#"method="other""#), "{text}");
+    assert!(!text.contains("FOO") && !text.contains("BAR"), "{text}");
     d.stop().await;
 }

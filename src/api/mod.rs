@@ -107,7 +107,7 @@ impl From<StoreError> for ApiError {
 }
 
 pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(|| async { Json(json!({"ready": true})) }))
         .route("/metrics", get(metrics))
@@ -118,7 +118,14 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/alerts", get(alerts))
         .route("/v1/plans", post(create_plan))
         .route("/v1/plans/latest", get(latest_plan))
-        .route("/v1/plans/{id}", get(plan_by_id))
+        .route("/v1/plans/{id}", get(plan_by_id));
+    harden(routes, state)
+}
+
+/// The layers every route gets, outermost last: metrics, the browser guard,
+/// the token, panics turned into 500s, and the body limit.
+fn harden(routes: Router<Arc<AppState>>, state: Arc<AppState>) -> Router {
+    routes
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
@@ -610,6 +617,43 @@ fn not_found(message: &str) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_and_the_connection_survives() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = Arc::new(AppState {
+            pool: Arc::new(Pool::open(&dir.path().join("c.db"), 1).unwrap()),
+            metrics: Arc::default(),
+            triggers: BTreeMap::new(),
+            intervals: BTreeMap::new(),
+            token: None,
+            loopback: true,
+            cache: Mutex::default(),
+            solver: SolverPool::new(1),
+        });
+        let routes = Router::new()
+            .route(
+                "/boom",
+                get(|| async {
+                    if true {
+                        panic!("deliberate");
+                    }
+                    "unreachable"
+                }),
+            )
+            .route("/fine", get(|| async { "ok" }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let app = harden(routes, state);
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        // One connection for both requests: the panic must not drop it.
+        let http = reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
+        let boom = http.get(format!("{base}/boom")).send().await.unwrap();
+        assert_eq!(boom.status().as_u16(), 500);
+        assert!(boom.text().await.unwrap().contains("internal error"));
+        let fine = http.get(format!("{base}/fine")).send().await.unwrap();
+        assert_eq!(fine.status().as_u16(), 200);
+    }
 
     #[test]
     fn tokens_compare_equal_only_when_identical() {
