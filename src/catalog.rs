@@ -419,6 +419,28 @@ pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String>
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// Outside input (`since`, `--since`, `spot_window`): a value in range or
+        /// an error quoting the text, never a panic.
+        #[test]
+        fn any_since_text_is_a_window_or_an_error_naming_it(
+            text in "\\PC{0,24}",
+            n in proptest::num::u64::ANY,
+            unit in "[mhdwx ]",
+        ) {
+            let now = at(0);
+            for s in [text.clone(), format!("{n}{unit}")] {
+                match parse_since(&s, now) {
+                    Ok(t) => proptest::prop_assert!(
+                        t <= now && now - t <= chrono::Duration::days(MAX_WINDOW_DAYS)
+                    ),
+                    Err(e) => proptest::prop_assert!(e.contains(s.trim()), "{e}"),
+                }
+            }
+        }
+    }
+
+
     fn at(h: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_800_000_000 + h * 3600, 0).unwrap()
     }

@@ -1285,6 +1285,39 @@ fn validate_alerts(
 mod tests {
     use super::*;
 
+    use proptest::strategy::Strategy as _;
+
+    proptest::proptest! {
+        /// The config file: a config or errors that each name a dotted path
+        /// (or the file itself, for TOML syntax), never a panic.
+        #[test]
+        fn any_config_text_validates_or_names_each_problem(
+            text in "\\PC{0,120}",
+            key in proptest::sample::select(vec![
+                "sync.max_shrink_pct", "sync.retry_initial_secs", "sync.http_attempts",
+                "sync.http_timeout_secs", "planner.max_concurrent_solves", "alerts.retry_max_secs",
+                "api.listen", "store.path",
+            ]),
+            value in proptest::prop_oneof![
+                proptest::num::f64::ANY.prop_map(|x| format!("{x:?}")),
+                proptest::num::i64::ANY.prop_map(|n| n.to_string()),
+                "\\PC{0,12}".prop_map(|s| format!("{s:?}")),
+            ],
+        ) {
+            let (table, field) = key.split_once('.').unwrap();
+            let structured = format!("[{table}]\n{field} = {value}\n");
+            for t in [text.clone(), structured] {
+                if let Err(errors) = Config::parse(t.as_str(), Path::new("")) {
+                    proptest::prop_assert!(!errors.is_empty());
+                    for e in errors {
+                        proptest::prop_assert!(!e.message.is_empty(), "{e:?}");
+                    }
+                }
+            }
+        }
+    }
+
+
     #[test]
     fn bad_alert_rules_are_named_by_rule() {
         let errors = errors_of(

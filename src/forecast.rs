@@ -320,6 +320,28 @@ pub fn forecast(usage: &Demand, horizon: usize) -> Result<Forecast, String> {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// Demand and usage CSV: hours or an error naming file and line.
+        #[test]
+        fn any_demand_csv_parses_or_names_file_and_line(
+            text in "\\PC{0,200}",
+            rows in proptest::collection::vec((proptest::num::i64::ANY, "\\PC{0,12}"), 0..8),
+            by_time in proptest::bool::ANY,
+        ) {
+            let header = if by_time { "timestamp,gpus" } else { "hour,gpus" };
+            let structured = rows.iter().fold(format!("{header}\n"), |acc, (h, g)| format!("{acc}{h},{g}\n"));
+            for t in [text.clone(), structured] {
+                match parse_demand("d.csv", &t) {
+                    Ok(d) => proptest::prop_assert!(
+                        !d.gpus.is_empty() && d.gpus.iter().all(|g| (0.0..=MAX_DEMAND_PER_HOUR).contains(g))
+                    ),
+                    Err(e) => proptest::prop_assert!(e.to_string().starts_with("d.csv:"), "{e}"),
+                }
+            }
+        }
+    }
+
+
     #[test]
     fn a_weekly_pattern_with_growth_is_forecast_closely() {
         // Weekdays 40 GPUs in working hours, else 10; growing 0.01 GPU per hour.

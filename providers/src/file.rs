@@ -481,6 +481,32 @@ fn parse_row(c: &mut Cells<'_>) -> Option<(InstanceType, PriceRecord)> {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// Price sheets: a snapshot, or errors naming file, line and field.
+        #[test]
+        fn any_sheet_row_is_stored_or_named_by_file_line_and_field(
+            cells in proptest::collection::vec("\\PC{0,10}", 6),
+            text in "\\PC{0,120}",
+        ) {
+            let csv = format!(
+                "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\n{}\n",
+                cells.iter().map(|c| c.replace([',', '"', '\n', '\r'], "")).collect::<Vec<_>>().join(",")
+            );
+            for (t, format) in [(csv, SheetFormat::Csv), (text.clone(), SheetFormat::Csv), (text.clone(), SheetFormat::Json)] {
+                match parse_sheet("file:x", "x.csv", &t, format) {
+                    Ok(_) => {}
+                    Err(ProviderError::Sheet { errors, .. }) => {
+                        for e in errors {
+                            proptest::prop_assert!(e.file == "x.csv" && e.line >= 1, "{e}");
+                        }
+                    }
+                    Err(e) => proptest::prop_assert!(e.to_string().contains("x.csv"), "{e}"),
+                }
+            }
+        }
+    }
+
+
     const CSV: &str = "\
 # negotiated and on-prem rates
 region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,gpu_memory_gib,max_instances,upfront_usd

@@ -376,6 +376,21 @@ mod tests {
 
     use super::*;
 
+    proptest::proptest! {
+        /// A server's `Retry-After`: a wait or nothing, never a panic.
+        #[test]
+        fn any_retry_after_value_is_a_wait_or_ignored(value in "[ -~]{0,40}", secs in proptest::num::u64::ANY) {
+            for v in [value.clone(), secs.to_string()] {
+                let mut h = HeaderMap::new();
+                if let Ok(v) = HeaderValue::from_str(&v) {
+                    h.insert(RETRY_AFTER, v);
+                }
+                let _ = retry_after(&h, Utc::now());
+            }
+        }
+    }
+
+
     fn fast_policy() -> RetryPolicy {
         RetryPolicy {
             max_attempts: 3,

@@ -61,6 +61,17 @@ fn offer_key(r: &CatalogRecord) -> String {
     format!("{}/{}/{}", r.provider, r.region, r.instance_type)
 }
 
+/// Whether `v` has crossed threshold `t` (below it, or above it when `below` is
+/// false), and whether it is back past `t` by the hysteresis share `h`, which
+/// re-arms a fired key.
+fn crossing(below: bool, v: f64, t: f64, h: f64) -> (bool, bool) {
+    if below {
+        (v < t, v >= t * (1.0 + h))
+    } else {
+        (v > t, v <= t * (1.0 - h))
+    }
+}
+
 /// What a rule watches now. `sources` are the enabled sources; `seen` the keys
 /// a `new_offer` rule already knows.
 ///
@@ -104,11 +115,7 @@ pub fn observe(
             let unit = if per_gpu { "USD/GPU-hour" } else { "USD/hour" };
             let observe = |key: String, r: &CatalogRecord| {
                 let v = value(r);
-                let (active, rearm) = if below {
-                    (v < t, v >= t * (1.0 + h))
-                } else {
-                    (v > t, v <= t * (1.0 - h))
-                };
+                let (active, rearm) = crossing(below, v, t, h);
                 Observation {
                     key,
                     value: v,
@@ -183,8 +190,8 @@ pub fn observe(
                     Some(Observation {
                         message: format!("spot for {key} costs {spot:.4} USD/hour, more than its {kind} price {c:.4}"),
                         details: json!({"offer": key, "spot_usd_per_hour": spot, "committed_usd_per_hour": c, "committed_kind": kind}),
-                        active: spot > c,
-                        rearm: spot <= c * (1.0 - h),
+                        active: crossing(false, spot, c, h).0,
+                        rearm: crossing(false, spot, c, h).1,
                         value: spot,
                         key,
                     })
@@ -445,12 +452,15 @@ mod tests {
         }
     }
 
-    fn obs(value: f64) -> Observation {
+    /// A `price_below` observation of the rule's threshold of 2, crossed and
+    /// re-armed by the rule's own hysteresis.
+    fn obs(rule: &RuleConfig, value: f64) -> Observation {
+        let (active, rearm) = crossing(true, value, 2.0, rule.hysteresis);
         Observation {
             key: "cheapest".into(),
             value,
-            active: value < 2.0,
-            rearm: value >= 2.1,
+            active,
+            rearm,
             message: String::new(),
             details: Value::Null,
         }
@@ -462,7 +472,7 @@ mod tests {
         let mut fired_at = Vec::new();
         for (i, v) in values.iter().enumerate() {
             let now = DateTime::from_timestamp(1_800_000_000 + i as i64 * 600, 0).unwrap();
-            let d = decide(rule, &states, &[obs(*v)], now);
+            let d = decide(rule, &states, &[obs(rule, *v)], now);
             if !d.messages.is_empty() {
                 assert_eq!(d.messages.len(), 2, "one message per channel");
                 fired_at.push(i);
@@ -480,10 +490,17 @@ mod tests {
         let r = rule(RuleKind::PriceBelow, None);
         // Below at 1; stays below; 2.05 is above 2 but within 5% -> not re-armed;
         // 2.2 re-arms; below again at 6 fires again.
-        assert_eq!(
-            fires(&r, &[2.5, 1.5, 1.4, 1.6, 2.05, 1.9, 2.2, 1.8]),
-            vec![1, 7]
-        );
+        let series = [2.5, 1.5, 1.4, 1.6, 2.05, 1.9, 2.2, 1.8];
+        assert_eq!(fires(&r, &series), vec![1, 7]);
+        // With 2% hysteresis, 2.05 is past 2.04 and re-arms: 1.9 fires again.
+        let narrow = RuleConfig {
+            hysteresis: 0.02,
+            ..r.clone()
+        };
+        assert_eq!(fires(&narrow, &series), vec![1, 5, 7]);
+        // Above rules re-arm below the threshold by the hysteresis.
+        assert_eq!(crossing(false, 1.95, 2.0, 0.05), (false, false));
+        assert_eq!(crossing(false, 1.9, 2.0, 0.05), (false, true));
     }
 
     #[test]

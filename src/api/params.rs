@@ -76,6 +76,28 @@ impl Params {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// Any query string: parsed values or a 400 naming a parameter.
+        #[test]
+        fn any_query_parses_or_names_its_parameter(query in "\\PC{0,64}", raw in proptest::collection::vec(proptest::num::u8::ANY, 0..48)) {
+            let bytes = String::from_utf8_lossy(&raw).into_owned();
+            for q in [query.clone(), bytes, format!("limit={query}&since={query}")] {
+                match Params::parse(Some(&q), &["limit", "since", "gpu"]) {
+                    Ok(p) => {
+                        let _ = p.all("gpu");
+                        for (key, r) in [("limit", p.parsed::<u32>("limit", "a count").err()), ("since", p.one("since").err())] {
+                            if let Some(e) = r {
+                                proptest::prop_assert_eq!(e.parameter.as_deref(), Some(key));
+                            }
+                        }
+                    }
+                    Err(e) => proptest::prop_assert!(e.parameter.is_some()),
+                }
+            }
+        }
+    }
+
+
     #[test]
     fn values_repeat_or_split_on_commas_and_unknown_keys_are_refused() {
         let p = Params::parse(Some("gpu=H100,A100&gpu=L4&max=2.5"), &["gpu", "max"]).unwrap();

@@ -480,6 +480,54 @@ mod tests {
 
     use super::*;
 
+    use proptest::prelude::*;
+
+    /// Any JSON value, nested a few levels.
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<f64>().prop_map(|x| json!(x)),
+            "\\PC{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 32, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(
+                    prop_oneof![
+                        Just("demand".to_owned()), Just("offers".to_owned()), Just("policy".to_owned()),
+                        Just("id".to_owned()), Just("gpus_per_instance".to_owned()), Just("reserved".to_owned()),
+                        Just("term_hours".to_owned()), Just("max_spot_share".to_owned()), "[a-z_]{1,8}",
+                    ],
+                    inner,
+                    0..6,
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// `POST /v1/plans` and `--problem` bodies: a problem or an error
+        /// naming its field, never a panic.
+        #[test]
+        fn any_document_is_a_problem_or_an_error_naming_its_field(
+            doc in any_json(),
+            field in prop::sample::select(vec!["demand", "offers", "policy", "schema_version", "name"]),
+            value in any_json(),
+        ) {
+            let mut mutated = base();
+            mutated[field] = value;
+            for d in [doc, mutated] {
+                if let Err(e) = Problem::from_json(&d) {
+                    prop_assert!(!e.path.is_empty() && !e.message.is_empty(), "{e}");
+                }
+            }
+        }
+    }
+
+
     fn base() -> Value {
         json!({
             "schema_version": 1,
