@@ -440,7 +440,6 @@ mod tests {
         }
     }
 
-
     fn at(h: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_800_000_000 + h * 3600, 0).unwrap()
     }
@@ -501,7 +500,13 @@ mod tests {
         );
         assert!(parse_since("-3d", now).is_err());
         // Found by an attacker: this used to panic in the date arithmetic.
-        for huge in ["100000000000d", "18446744073709551615w", "3651d", "1999-01-01", "2027-01-01"] {
+        for huge in [
+            "100000000000d",
+            "18446744073709551615w",
+            "3651d",
+            "1999-01-01",
+            "2027-01-01",
+        ] {
             let err = parse_since(huge, now).unwrap_err();
             assert!(err.contains("out of range") && err.contains(huge), "{err}");
         }

@@ -882,7 +882,9 @@ fn in_range(flag: &str, value: f64, min: f64, max: f64) -> Result<f64, String> {
     if (min..=max).contains(&value) {
         Ok(value)
     } else {
-        Err(format!("{flag}: {value} is out of range; allowed: {min} to {max}"))
+        Err(format!(
+            "{flag}: {value} is out of range; allowed: {min} to {max}"
+        ))
     }
 }
 
@@ -1087,7 +1089,8 @@ async fn run_alerts(config: &Config, command: AlertsCommand) -> Result<ExitCode,
             };
             let channels = deliver::channels(&config.alerts.channels)
                 .map_err(|e| CliError::BadInput(anyhow::anyhow!(e)))?;
-            let http = deliver::client().map_err(|e| CliError::Failed(e.into()))?;
+            let http =
+                deliver::client(config.alerts.timeout).map_err(|e| CliError::Failed(e.into()))?;
             let payload = json!({
                 "rule": r.name, "kind": r.kind.as_str(), "key": "test", "value": 0,
                 "message": format!("test message for rule {} from gpuplan", r.name),

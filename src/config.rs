@@ -66,6 +66,8 @@ pub struct AlertsConfig {
     /// Backoff of deliveries to a receiver that fails.
     pub retry_initial: Duration,
     pub retry_max: Duration,
+    /// How long one delivery may take before it counts as failed.
+    pub timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -458,6 +460,7 @@ struct RawConfig {
 struct RawAlerts {
     retry_initial_secs: Option<f64>,
     retry_max_secs: Option<f64>,
+    timeout_secs: Option<f64>,
     #[serde(default)]
     channels: BTreeMap<String, RawChannel>,
     #[serde(default)]
@@ -1278,6 +1281,7 @@ fn validate_alerts(
         rules,
         retry_initial: c.seconds("alerts.retry_initial_secs", raw.retry_initial_secs, 5.0),
         retry_max: c.seconds("alerts.retry_max_secs", raw.retry_max_secs, 600.0),
+        timeout: c.seconds("alerts.timeout_secs", raw.timeout_secs, 10.0),
     }
 }
 
@@ -1317,6 +1321,44 @@ mod tests {
         }
     }
 
+    #[test]
+    fn channel_urls_come_from_the_file_or_the_environment_and_are_never_echoed() {
+        let config = Config::parse(
+            "[alerts.channels.a]\ntype = \"slack\"\nurl_env = \"GPUPLAN_SLACK_URL\"\n\
+             [alerts.channels.b]\ntype = \"webhook\"\nurl = \"https://h.example/T0/SECRETPATH\"\n",
+            Path::new(""),
+        )
+        .unwrap();
+        let channels = &config.alerts.channels;
+        assert_eq!(
+            channels["a"],
+            ChannelConfig::Slack {
+                url: ChannelUrl::Env("GPUPLAN_SLACK_URL".into())
+            }
+        );
+        assert!(!format!("{:?}", channels["b"]).contains("SECRETPATH"));
+        let errors = errors_of(
+            "[alerts.channels.both]\ntype = \"slack\"\nurl = \"https://h.example/x\"\nurl_env = \"V\"\n\
+             [alerts.channels.none]\ntype = \"webhook\"\n\
+             [alerts.channels.blank]\ntype = \"webhook\"\nurl_env = \" \"\n\
+             [alerts.channels.plain]\ntype = \"webhook\"\nurl = \"hooks.example/SECRETPATH\"\n\
+             [alerts.channels.log]\ntype = \"log\"\nurl = \"https://h.example/x\"\n",
+        )
+        .join("\n");
+        for expected in [
+            "alerts.channels.both.url: give url or url_env, not both",
+            "alerts.channels.none.url: a webhook channel needs url_env",
+            "alerts.channels.blank.url_env",
+            "alerts.channels.plain.url",
+            "alerts.channels.log.url",
+        ] {
+            assert!(
+                errors.contains(expected),
+                "missing {expected} in:\n{errors}"
+            );
+        }
+        assert!(!errors.contains("SECRETPATH"), "{errors}");
+    }
 
     #[test]
     fn bad_alert_rules_are_named_by_rule() {

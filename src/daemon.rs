@@ -101,6 +101,7 @@ pub async fn run_with_providers(
             channels: alert_channels,
             retry_initial: config.alerts.retry_initial,
             retry_max: config.alerts.retry_max,
+            timeout: config.alerts.timeout,
             wake,
             cancel: cancel.clone(),
         }));

@@ -150,7 +150,10 @@ pub fn parse_demand(file: &str, text: &str) -> Result<Demand, DemandError> {
             .ok_or_else(|| {
                 fail(
                     line,
-                    format!("gpus `{}` is not a number between 0 and {MAX_DEMAND_PER_HOUR}", cells[1]),
+                    format!(
+                        "gpus `{}` is not a number between 0 and {MAX_DEMAND_PER_HOUR}",
+                        cells[1]
+                    ),
                 )
             })?;
         gpus.push(g);
@@ -340,7 +343,6 @@ mod tests {
             }
         }
     }
-
 
     #[test]
     fn a_weekly_pattern_with_growth_is_forecast_closely() {

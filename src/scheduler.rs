@@ -447,7 +447,11 @@ mod tests {
     fn a_huge_retry_after_is_capped_instead_of_overflowing_the_clock() {
         let yearly = Schedule::from_str("0 0 0 1 1 *").unwrap();
         let now = at("2026-11-29T10:20:00Z");
-        for requested in [Duration::MAX, Duration::from_secs(u64::MAX), Duration::from_secs(400 * 86400)] {
+        for requested in [
+            Duration::MAX,
+            Duration::from_secs(u64::MAX),
+            Duration::from_secs(400 * 86400),
+        ] {
             assert_eq!(
                 after_run(&yearly, BACKOFF, 1, Some(requested), now, 0.5),
                 now + chrono::Duration::from_std(MAX_RETRY_AFTER).unwrap()

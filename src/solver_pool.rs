@@ -50,7 +50,12 @@ impl SolverPool {
             }
         };
         let (tx, rx) = oneshot::channel();
-        let span = tracing::info_span!("solve", name = problem.name.as_deref().unwrap_or("-"), offers = problem.offers.len(), hours = problem.demand.len());
+        let span = tracing::info_span!(
+            "solve",
+            name = problem.name.as_deref().unwrap_or("-"),
+            offers = problem.offers.len(),
+            hours = problem.demand.len()
+        );
         let spawned = std::thread::Builder::new()
             .name("gpuplan-solve".to_owned())
             .spawn(move || {

@@ -1,12 +1,13 @@
 //! Alerts end to end: the real `gpuplan serve` process, a price sheet whose
 //! prices the test moves, and a local receiver standing in for a webhook and
-//! Slack.
+//! Slack. Also where secrets in receiver and provider URLs are pushed through
+//! every failure path and searched for everywhere the daemon writes.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gpuplan::alerts::deliver::{SIGNATURE_HEADER, signature};
@@ -69,12 +70,18 @@ fn write_config(dir: &Path, receiver: &str) {
 }
 
 async fn start(dir: &Path) -> Daemon {
+    start_with(dir, &[]).await
+}
+
+/// Starts `gpuplan serve` on the directory's config with `env` set too.
+async fn start_with(dir: &Path, env: &[(&str, &str)]) -> Daemon {
     let mut child = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
         .arg("--config")
         .arg(dir.join("gpuplan.toml"))
         .args(["--log-format", "json", "serve"])
         .env("GPUPLAN_TEST_HOOK_SECRET", SECRET)
-        .env("RUST_LOG", "warn,gpuplan=info")
+        .env("RUST_LOG", "warn,gpuplan=info,gpuplan_providers=info")
+        .envs(env.iter().copied())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -398,4 +405,243 @@ async fn a_scheduled_plan_that_changes_alerts_its_rule() {
         "{body}"
     );
     d.stop();
+}
+
+/// In every receiver URL's path, and the GCP API key.
+const URL_SECRET: &str = "s3cr3t-hook-t0ken-4711";
+const GCP_KEY: &str = "gcp-s3cr3t-key-0815";
+
+/// A "server" that accepts connections and never answers: every request to it
+/// times out.
+async fn silent() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = listener.accept().await {
+            held.push(sock);
+        }
+    });
+    base
+}
+
+/// A port nothing listens on: connections are refused.
+fn refused() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://{}", l.local_addr().unwrap())
+}
+
+fn run_cli(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .arg("--config")
+        .arg(dir.join("gpuplan.toml"))
+        .args(args)
+        .env("RUST_LOG", "info")
+        .envs(env.iter().copied())
+        .env_remove("GPUPLAN_GCP_TOKEN")
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn secrets_in_urls_never_reach_the_log_the_database_or_any_answer() {
+    // Receivers and a GCP billing API that echo the request, secret included,
+    // in their error bodies; GCP answers by the path prefix its base URL has.
+    let echo = test_server::serve(|req: &Seen, _, n| {
+        let uri = req.uri.clone();
+        if uri.starts_with("/e403/") {
+            test_server::status(403, &format!("forbidden: {uri}"))
+        } else if uri.starts_with("/e500/") || uri.starts_with("/hook500/") {
+            test_server::status(500, &format!("failed: {uri}"))
+        } else if uri.starts_with("/bad/") {
+            test_server::status(200, &format!("{{\"skus\": [{uri}"))
+        } else if uri.starts_with("/pages/") {
+            let page = format!("{{\"skus\": [], \"nextPageToken\": \"t{n}\"}}");
+            test_server::status(200, &page)
+        } else {
+            test_server::status(404, &format!("no route {uri}"))
+        }
+    })
+    .await;
+    let (quiet, closed) = (silent().await, refused());
+    let dir = tempfile::tempdir().unwrap();
+    sheet(dir.path(), 1.5);
+    let receivers = [
+        format!("{closed}/refused/{URL_SECRET}"),
+        format!("{quiet}/timeout/{URL_SECRET}"),
+        format!("{}/hook404/{URL_SECRET}?token={URL_SECRET}", echo.base),
+        format!("{}/hook500/{URL_SECRET}", echo.base),
+    ];
+    let gcp_config = |base: &str| {
+        format!(
+            "[store]\npath = \"c.db\"\n[api]\nlisten = \"127.0.0.1:0\"\n\
+             [sync]\nhttp_attempts = 1\nhttp_timeout_secs = 0.5\nretry_initial_secs = 0.05\nretry_max_secs = 0.2\n\
+             [providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n\
+             [providers.gcp]\nbilling_endpoint = \"{base}\"\n\
+             [providers.file.sheet]\npath = \"sheet.csv\"\nschedule = \"0 0 0 1 1 *\"\n\
+             [alerts]\nretry_initial_secs = 0.05\nretry_max_secs = 0.2\ntimeout_secs = 0.3\n\
+             [alerts.channels.c0]\ntype = \"webhook\"\nurl_env = \"GPUPLAN_TEST_URL_0\"\n\
+             [alerts.channels.c1]\ntype = \"slack\"\nurl_env = \"GPUPLAN_TEST_URL_1\"\n\
+             [alerts.channels.c2]\ntype = \"webhook\"\nurl_env = \"GPUPLAN_TEST_URL_2\"\n\
+             [alerts.channels.c3]\ntype = \"slack\"\nurl = \"{}\"\n\
+             [[alerts.rules]]\nname = \"cheap-h100-spot\"\nkind = \"price_below\"\ngpu_models = [\"H100\"]\n\
+             price_kinds = [\"spot\"]\nusd_per_gpu_hour = 2.0\nchannels = [\"c0\", \"c1\", \"c2\", \"c3\"]\n",
+            receivers[3]
+        )
+    };
+    let env = [
+        ("GPUPLAN_GCP_API_KEY", GCP_KEY),
+        ("GPUPLAN_TEST_URL_0", receivers[0].as_str()),
+        ("GPUPLAN_TEST_URL_1", receivers[1].as_str()),
+        ("GPUPLAN_TEST_URL_2", receivers[2].as_str()),
+    ];
+    let mut seen = String::new();
+
+    // GCP through each failure path, by the CLI: refused, timeout, 4xx, 5xx,
+    // a body that is not JSON, and a page chain that never ends.
+    for base in [
+        closed.clone(),
+        quiet.clone(),
+        format!("{}/e403", echo.base),
+        format!("{}/e500", echo.base),
+        format!("{}/bad", echo.base),
+        format!("{}/pages", echo.base),
+    ] {
+        std::fs::write(dir.path().join("gpuplan.toml"), gcp_config(&base)).unwrap();
+        let dir_path = dir.path().to_path_buf();
+        let env_owned: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let out = tokio::task::spawn_blocking(move || {
+            let env: Vec<(&str, &str)> = env_owned
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            run_cli(&dir_path, &["sync", "--provider", "gcp"], &env)
+        })
+        .await
+        .unwrap();
+        assert!(
+            out.contains("gcp") && out.contains("FAILED"),
+            "{base}: {out}"
+        );
+        seen.push_str(&out);
+    }
+    assert!(seen.contains("more than 10000 pages"), "{seen}");
+    assert!(seen.contains("key=REDACTED"), "{seen}");
+
+    // The daemon: the rule fires, every receiver fails and is retried, and
+    // GCP fails again at start.
+    let d = start_with(dir.path(), &env).await;
+    d.until(|| async {
+        let messages = d.messages().await;
+        messages.len() == 4
+            && messages
+                .iter()
+                .all(|m| m["attempts"].as_i64().unwrap() >= 2)
+    })
+    .await;
+    let failed_gcp = |runs: &Value| {
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["source"] == "gcp" && r["status"] == "failed")
+            .count()
+    };
+    d.until(|| async { failed_gcp(&d.get("/v1/sync-runs?limit=100").await) >= 7 })
+        .await;
+    for path in [
+        "/v1/alerts",
+        "/v1/sync-runs?limit=100",
+        "/v1/prices",
+        "/healthz",
+    ] {
+        let r = d
+            .http
+            .get(format!("{}{path}", d.base))
+            .send()
+            .await
+            .unwrap();
+        seen.push_str(&r.text().await.unwrap());
+    }
+    seen.push_str(
+        &d.http
+            .get(format!("{}/metrics", d.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    );
+    let errors: Vec<String> = d
+        .messages()
+        .await
+        .iter()
+        .map(|m| m["last_error"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    // The errors are there and say what happened; only the secret is gone.
+    assert!(errors.iter().any(|e| e.contains("HTTP 404")), "{errors:?}");
+    assert!(errors.iter().any(|e| e.contains("HTTP 500")), "{errors:?}");
+    assert!(errors.iter().all(|e| e.contains("127.0.0.1")), "{errors:?}");
+    let log = d.log.clone();
+    d.stop();
+    seen.push_str(&log.lock().unwrap().join("\n"));
+    assert!(
+        seen.contains("Alert delivery failed"),
+        "the log was searched"
+    );
+
+    // The CLI's views of the same failures, and one more try of each receiver.
+    let dir_path = dir.path().to_path_buf();
+    let env_owned: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let cli = tokio::task::spawn_blocking(move || {
+        let env: Vec<(&str, &str)> = env_owned
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        [
+            run_cli(&dir_path, &["alerts", "history"], &env),
+            run_cli(&dir_path, &["alerts", "history", "--json"], &env),
+            run_cli(&dir_path, &["alerts", "test", "cheap-h100-spot"], &env),
+            run_cli(&dir_path, &["alerts", "list", "--json"], &env),
+            run_cli(&dir_path, &["config", "validate"], &env),
+        ]
+        .join("\n")
+    })
+    .await
+    .unwrap();
+    assert!(
+        cli.contains("c2: FAILED") && cli.contains("HTTP 404"),
+        "{cli}"
+    );
+    seen.push_str(&cli);
+
+    // Every file of the catalog, write-ahead log included.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("c.db")
+        {
+            seen.push_str(&String::from_utf8_lossy(&std::fs::read(&path).unwrap()));
+        }
+    }
+    for secret in [URL_SECRET, GCP_KEY] {
+        assert!(!seen.contains(secret), "`{secret}` leaked: {}", {
+            let i = seen.find(secret).unwrap();
+            &seen[i.saturating_sub(300)..(i + 100).min(seen.len())]
+        });
+    }
 }

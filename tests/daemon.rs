@@ -631,18 +631,35 @@ async fn out_of_range_numbers_get_a_400_naming_them_instead_of_a_dropped_connect
     let (status, body) = d
         .get("/v1/spot-history?instance=p5.48xlarge&since=100000000000d")
         .await;
-    assert_eq!((status, body["parameter"].as_str()), (400, Some("since")), "{body}");
+    assert_eq!(
+        (status, body["parameter"].as_str()),
+        (400, Some("since")),
+        "{body}"
+    );
     assert!(body["error"].as_str().unwrap().contains("3650"), "{body}");
 
     let plan = |body: Value| raw(&d, "POST", "/v1/plans", &[JSON], body.to_string());
-    let (status, _, body) = plan(serde_json::json!({"demand": [1], "spot_window": "100000000000d"})).await;
-    assert_eq!((status, body["parameter"].as_str()), (400, Some("spot_window")), "{body}");
+    let (status, _, body) =
+        plan(serde_json::json!({"demand": [1], "spot_window": "100000000000d"})).await;
+    assert_eq!(
+        (status, body["parameter"].as_str()),
+        (400, Some("spot_window")),
+        "{body}"
+    );
     let long = vec![1; gpuplan::optimizer::MAX_HORIZON_HOURS + 1];
     let (status, _, body) = plan(serde_json::json!({"demand": long})).await;
-    assert_eq!((status, body["parameter"].as_str()), (400, Some("demand")), "{body}");
+    assert_eq!(
+        (status, body["parameter"].as_str()),
+        (400, Some("demand")),
+        "{body}"
+    );
     assert!(body["error"].as_str().unwrap().contains("8784"), "{body}");
     let (status, _, body) = plan(serde_json::json!({"demand": [1e300]})).await;
-    assert_eq!((status, body["parameter"].as_str()), (400, Some("demand[0]")), "{body}");
+    assert_eq!(
+        (status, body["parameter"].as_str()),
+        (400, Some("demand[0]")),
+        "{body}"
+    );
 
     // A body past the limit is refused before it is parsed.
     let huge = format!("{{\"demand\": [{}1]}}", "1,".repeat(3 << 20));
@@ -667,29 +684,58 @@ async fn a_browser_page_cannot_write_or_read_through_a_rebound_name() {
 
         // A simple (no-preflight) cross-site POST: text/plain.
         let plan = serde_json::json!({"name": "evil", "demand": [8]}).to_string();
-        let (status, _, body) = raw(&d, "POST", "/v1/plans?save=true", &[auth, ("content-type", "text/plain")], plan.clone()).await;
+        let (status, _, body) = raw(
+            &d,
+            "POST",
+            "/v1/plans?save=true",
+            &[auth, ("content-type", "text/plain")],
+            plan.clone(),
+        )
+        .await;
         assert_eq!(status, 415, "{body}");
         assert_eq!(body["parameter"], "Content-Type");
         let (status, _, _) = raw(&d, "GET", "/v1/plans/latest?name=evil", &[auth], "").await;
         assert_eq!(status, 404, "nothing was saved");
 
         // JSON from another origin, or marked cross-site by the browser.
-        for (k, v) in [("origin", "https://evil.example"), ("origin", "null"), ("sec-fetch-site", "cross-site")] {
+        for (k, v) in [
+            ("origin", "https://evil.example"),
+            ("origin", "null"),
+            ("sec-fetch-site", "cross-site"),
+        ] {
             let (status, _, body) = raw(&d, "POST", "/v1/sync", &[auth, JSON, (k, v)], "").await;
             assert_eq!(status, 403, "{k}: {v}: {body}");
         }
         // A rebound name reaches the socket but gets no answer.
         for name in ["evil.example", "evil.example:8321"] {
             let (status, _, body) = raw(&d, "GET", "/v1/prices", &[auth, ("host", name)], "").await;
-            assert_eq!((status, body["parameter"].as_str()), (403, Some("Host")), "{name}");
+            assert_eq!(
+                (status, body["parameter"].as_str()),
+                (403, Some("Host")),
+                "{name}"
+            );
         }
         let runs = d.get("/v1/sync-runs").await.1.as_array().unwrap().len();
 
         // The daemon's own origin and loopback names work.
         let localhost = host.replace("127.0.0.1", "localhost");
-        let (status, _, _) = raw(&d, "GET", "/v1/prices", &[auth, ("host", localhost.as_str())], "").await;
+        let (status, _, _) = raw(
+            &d,
+            "GET",
+            "/v1/prices",
+            &[auth, ("host", localhost.as_str())],
+            "",
+        )
+        .await;
         assert_eq!(status, 200);
-        let (status, _, body) = raw(&d, "POST", "/v1/sync", &[auth, JSON, ("origin", own.as_str())], "").await;
+        let (status, _, body) = raw(
+            &d,
+            "POST",
+            "/v1/sync",
+            &[auth, JSON, ("origin", own.as_str())],
+            "",
+        )
+        .await;
         assert_eq!(status, 202, "{body}");
         d.runs_until(|r| r.len() > runs).await;
         d.stop().await;
@@ -709,7 +755,9 @@ fn heavy_problem() -> Value {
                 "reserved": [{"id": "1y", "term_hours": 8760, "hourly_price": od * 0.63}]})
         })
         .collect();
-    let demand: Vec<f64> = (0..168).map(|t| 20.0 + f64::from(t % 24) * 1.7 + f64::from(t % 5) * 0.3).collect();
+    let demand: Vec<f64> = (0..168)
+        .map(|t| 20.0 + f64::from(t % 24) * 1.7 + f64::from(t % 5) * 0.3)
+        .collect();
     serde_json::json!({"name": "heavy", "demand": demand, "offers": offers,
         "policy": {"integer_hourly": true, "max_spot_share": 0.6, "max_pool_share": 0.3}})
 }
@@ -732,7 +780,11 @@ async fn solves_beyond_the_cap_get_503_and_queries_keep_answering() {
     for _ in 0..1500 {
         if heavy.is_finished() {
             let answer = heavy.await.unwrap().unwrap();
-            panic!("the heavy solve ended: {} {}", answer.status(), answer.text().await.unwrap());
+            panic!(
+                "the heavy solve ended: {} {}",
+                answer.status(),
+                answer.text().await.unwrap()
+            );
         }
         let (status, retry, body) = raw(&d, "POST", "/v1/plans", &[JSON], small.clone()).await;
         if status == 503 {

@@ -506,7 +506,6 @@ mod tests {
         }
     }
 
-
     const CSV: &str = "\
 # negotiated and on-prem rates
 region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,gpu_memory_gib,max_instances,upfront_usd

@@ -151,7 +151,7 @@ impl HttpClient {
         let shown = (self.redact)(url);
         let mut attempt = 1;
         loop {
-            let err = match self.try_once(&shown, build(&self.client), sink).await {
+            let err = match self.try_once(url, &shown, build(&self.client), sink).await {
                 Ok(()) => return Ok(()),
                 Err(Attempt::Fail(err)) => return Err(err),
                 Err(Attempt::Retry(err)) => err,
@@ -178,6 +178,7 @@ impl HttpClient {
 
     async fn try_once(
         &self,
+        url: &str,
         shown: &str,
         request: RequestBuilder,
         sink: &mut Sink<'_>,
@@ -221,7 +222,8 @@ impl HttpClient {
                 retry_after,
             }));
         }
-        let body = response.text().await.unwrap_or_default();
+        // A server may echo the request, credentials included, in its error.
+        let body = blank_query_secrets(&response.text().await.unwrap_or_default(), url);
         let body: String = body.chars().take(300).collect();
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
             return Err(Attempt::Fail(ProviderError::Auth {
@@ -335,6 +337,32 @@ pub fn redact_url(url: &str) -> String {
     format!("{base}?{}", parts.join("&"))
 }
 
+/// `text` with every credential value of `url`'s query (raw and
+/// percent-decoded) blanked.
+fn blank_query_secrets(text: &str, url: &str) -> String {
+    let is_secret = |k: &str| SECRET_PARAMS.iter().any(|s| s.eq_ignore_ascii_case(k));
+    let raw = url
+        .split_once('?')
+        .map_or("", |(_, q)| q)
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .filter(|(k, _)| is_secret(k))
+        .map(|(_, v)| v.to_owned());
+    let decoded: Vec<String> = reqwest::Url::parse(url)
+        .map(|u| {
+            u.query_pairs()
+                .filter(|(k, _)| is_secret(k))
+                .map(|(_, v)| v.into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut values: Vec<String> = raw.chain(decoded).filter(|v| !v.is_empty()).collect();
+    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    values.iter().fold(text.to_owned(), |out, v| {
+        out.replace(v.as_str(), "REDACTED")
+    })
+}
+
 /// Only the scheme, host and port of `url`: for alert receivers (Slack and
 /// webhook URLs), whose path and query are the credential.
 #[must_use]
@@ -389,7 +417,6 @@ mod tests {
             }
         }
     }
-
 
     fn fast_policy() -> RetryPolicy {
         RetryPolicy {
@@ -600,6 +627,13 @@ mod tests {
             "https://x.test/skus?key=REDACTED&pageToken=abc"
         );
         assert_eq!(redact_url("https://x.test/plain"), "https://x.test/plain");
+        assert_eq!(
+            blank_query_secrets(
+                "bad key s3c+r/t or s3c%2Br%2Ft; page abc",
+                "https://x.test/skus?key=s3c%2Br%2Ft&pageToken=abc"
+            ),
+            "bad key REDACTED or REDACTED; page abc"
+        );
         assert_eq!(
             url_origin("https://hooks.slack.com/services/T0/B0/SECRET?x=SECRET#SECRET"),
             "https://hooks.slack.com/…"

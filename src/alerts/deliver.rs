@@ -188,12 +188,12 @@ async fn post(
 ///
 /// # Errors
 /// When the TLS stack cannot be set up.
-pub fn client() -> Result<HttpClient, ProviderError> {
+pub fn client(timeout: Duration) -> Result<HttpClient, ProviderError> {
     Ok(HttpClient::new(
         "alerts",
         RetryPolicy {
             max_attempts: 1,
-            request_timeout: Duration::from_secs(30),
+            request_timeout: timeout,
             ..RetryPolicy::default()
         },
     )?
@@ -206,6 +206,7 @@ pub struct Delivery {
     pub channels: BTreeMap<String, Channel>,
     pub retry_initial: Duration,
     pub retry_max: Duration,
+    pub timeout: Duration,
     /// Notified when an evaluation queued messages.
     pub wake: Arc<Notify>,
     pub cancel: CancellationToken,
@@ -221,7 +222,7 @@ async fn blocking<T: Send + 'static>(
 
 /// Drains the outbox until cancelled.
 pub async fn run(d: Delivery) {
-    let Ok(http) = client() else {
+    let Ok(http) = client(d.timeout) else {
         tracing::error!("Could not build the HTTP client for alert delivery.");
         return;
     };
@@ -303,8 +304,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_channel_url_from_an_unset_or_non_url_variable_is_refused_by_name() {
+        let config = |var: &str| {
+            BTreeMap::from([(
+                "chat".to_owned(),
+                ChannelConfig::Slack {
+                    url: ChannelUrl::Env(var.to_owned()),
+                },
+            )])
+        };
+        let unset = channels(&config("GPUPLAN_TEST_SURELY_UNSET_URL"))
+            .err()
+            .unwrap();
+        assert!(
+            unset.contains("alerts.channels.chat.url_env")
+                && unset.contains("GPUPLAN_TEST_SURELY_UNSET_URL is not set"),
+            "{unset}"
+        );
+        // PATH is set on every machine and is no URL; its value is not echoed.
+        let not_url = channels(&config("PATH")).err().unwrap();
+        assert!(
+            not_url.contains("PATH does not hold an http(s) URL"),
+            "{not_url}"
+        );
+        assert!(!not_url.contains("/usr"), "{not_url}");
+    }
+
+    #[test]
     fn scrubbing_blanks_every_part_of_a_receivers_url_path() {
-        let url = Secret::new("https://hooks.slack.com/services/T0AAAA/B0BBBB/XXSECRETXX?token=QQSECRET");
+        let url =
+            Secret::new("https://hooks.slack.com/services/T0AAAA/B0BBBB/XXSECRETXX?token=QQSECRET");
         let echoed = "hooks.slack.com/… answered HTTP 404: no route /services/T0AAAA/B0BBBB/XXSECRETXX; token QQSECRET; XXSECRETXX";
         let out = scrub(echoed, &url);
         for secret in ["XXSECRETXX", "QQSECRET", "T0AAAA", "B0BBBB"] {

@@ -57,7 +57,9 @@ pub fn check(method: &Method, headers: &HeaderMap, loopback: bool) -> Result<(),
             return Err(refuse(
                 StatusCode::FORBIDDEN,
                 "Origin",
-                format!("writes from `{origin}` are refused; only the daemon's own origin may write"),
+                format!(
+                    "writes from `{origin}` are refused; only the daemon's own origin may write"
+                ),
             ));
         }
     }
@@ -108,10 +110,7 @@ fn is_loopback_host(host: &str) -> bool {
 }
 
 fn is_port(s: &str) -> bool {
-    s.strip_prefix(':')
-        .unwrap_or(s)
-        .parse::<u16>()
-        .is_ok()
+    s.strip_prefix(':').unwrap_or(s).parse::<u16>().is_ok()
 }
 
 #[cfg(test)]
@@ -162,11 +161,20 @@ mod tests {
 
     #[test]
     fn reads_need_only_a_loopback_host() {
-        assert_eq!(status(Method::GET, &[("host", "127.0.0.1:8321")], true), 200);
-        assert_eq!(status(Method::GET, &[("host", "rebound.example:8321")], true), 403);
+        assert_eq!(
+            status(Method::GET, &[("host", "127.0.0.1:8321")], true),
+            200
+        );
+        assert_eq!(
+            status(Method::GET, &[("host", "rebound.example:8321")], true),
+            403
+        );
         assert_eq!(status(Method::GET, &[], true), 403);
         // Beyond loopback the names are the operator's; the token guards it.
-        assert_eq!(status(Method::GET, &[("host", "gpuplan.internal")], false), 200);
+        assert_eq!(
+            status(Method::GET, &[("host", "gpuplan.internal")], false),
+            200
+        );
     }
 
     #[test]
@@ -175,26 +183,56 @@ mod tests {
         let json = ("content-type", "application/json; charset=utf-8");
         assert_eq!(status(Method::POST, &[host, json], true), 200);
         assert_eq!(status(Method::POST, &[host], true), 415);
-        assert_eq!(status(Method::POST, &[host, ("content-type", "text/plain")], true), 415);
         assert_eq!(
-            status(Method::POST, &[host, json, ("origin", "http://127.0.0.1:8321")], true),
+            status(Method::POST, &[host, ("content-type", "text/plain")], true),
+            415
+        );
+        assert_eq!(
+            status(
+                Method::POST,
+                &[host, json, ("origin", "http://127.0.0.1:8321")],
+                true
+            ),
             200
         );
         assert_eq!(
-            status(Method::POST, &[host, json, ("origin", "https://evil.example")], true),
-            403
-        );
-        assert_eq!(status(Method::POST, &[host, json, ("origin", "null")], true), 403);
-        assert_eq!(
-            status(Method::POST, &[host, json, ("origin", "http://127.0.0.1:9999")], true),
-            403
-        );
-        assert_eq!(
-            status(Method::POST, &[host, json, ("sec-fetch-site", "cross-site")], true),
+            status(
+                Method::POST,
+                &[host, json, ("origin", "https://evil.example")],
+                true
+            ),
             403
         );
         assert_eq!(
-            status(Method::DELETE, &[("host", "gpuplan.internal"), ("origin", "https://evil.example"), json], false),
+            status(Method::POST, &[host, json, ("origin", "null")], true),
+            403
+        );
+        assert_eq!(
+            status(
+                Method::POST,
+                &[host, json, ("origin", "http://127.0.0.1:9999")],
+                true
+            ),
+            403
+        );
+        assert_eq!(
+            status(
+                Method::POST,
+                &[host, json, ("sec-fetch-site", "cross-site")],
+                true
+            ),
+            403
+        );
+        assert_eq!(
+            status(
+                Method::DELETE,
+                &[
+                    ("host", "gpuplan.internal"),
+                    ("origin", "https://evil.example"),
+                    json
+                ],
+                false
+            ),
             403
         );
     }

@@ -647,7 +647,10 @@ mod tests {
         let app = harden(routes, state);
         tokio::spawn(async move { axum::serve(listener, app).await });
         // One connection for both requests: the panic must not drop it.
-        let http = reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(1)
+            .build()
+            .unwrap();
         let boom = http.get(format!("{base}/boom")).send().await.unwrap();
         assert_eq!(boom.status().as_u16(), 500);
         assert!(boom.text().await.unwrap().contains("internal error"));

@@ -97,7 +97,6 @@ mod tests {
         }
     }
 
-
     #[test]
     fn values_repeat_or_split_on_commas_and_unknown_keys_are_refused() {
         let p = Params::parse(Some("gpu=H100,A100&gpu=L4&max=2.5"), &["gpu", "max"]).unwrap();

@@ -226,14 +226,18 @@ impl Problem {
         if hours > MAX_HORIZON_HOURS {
             return err(
                 "demand",
-                format!("has {hours} hours; a horizon of 1 to {MAX_HORIZON_HOURS} hours is allowed"),
+                format!(
+                    "has {hours} hours; a horizon of 1 to {MAX_HORIZON_HOURS} hours is allowed"
+                ),
             );
         }
         let offers = self.offers.len();
         if offers > MAX_OFFERS {
             return err(
                 "offers",
-                format!("has {offers} offers; at most {MAX_OFFERS} are allowed (narrow the GPU, cloud or region filters)"),
+                format!(
+                    "has {offers} offers; at most {MAX_OFFERS} are allowed (narrow the GPU, cloud or region filters)"
+                ),
             );
         }
         Ok(())
@@ -496,9 +500,15 @@ mod tests {
                 prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
                 prop::collection::btree_map(
                     prop_oneof![
-                        Just("demand".to_owned()), Just("offers".to_owned()), Just("policy".to_owned()),
-                        Just("id".to_owned()), Just("gpus_per_instance".to_owned()), Just("reserved".to_owned()),
-                        Just("term_hours".to_owned()), Just("max_spot_share".to_owned()), "[a-z_]{1,8}",
+                        Just("demand".to_owned()),
+                        Just("offers".to_owned()),
+                        Just("policy".to_owned()),
+                        Just("id".to_owned()),
+                        Just("gpus_per_instance".to_owned()),
+                        Just("reserved".to_owned()),
+                        Just("term_hours".to_owned()),
+                        Just("max_spot_share".to_owned()),
+                        "[a-z_]{1,8}",
                     ],
                     inner,
                     0..6,
@@ -526,7 +536,6 @@ mod tests {
             }
         }
     }
-
 
     fn base() -> Value {
         json!({
