@@ -22,7 +22,7 @@ use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter, SpotHistory, S
 use crate::config::{self, Config};
 use crate::daemon;
 use crate::optimizer::{self, OptimizeError, PlanResult, Problem, SolveOptions};
-use crate::store::{Pool, Store, StoreError};
+use crate::store::{Pool, Prunable, Store, StoreError};
 use crate::sync;
 use crate::telemetry::LogFormat;
 use crate::{forecast, planner};
@@ -72,6 +72,23 @@ pub enum Command {
     /// Check or print configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Maintain the catalog file.
+    #[command(subcommand)]
+    Store(StoreCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Delete history older than `[store.retention]` allows (the daemon does
+    /// this on `store.retention.schedule`). Current prices and the newest spot
+    /// observation of every pool always stay.
+    Prune {
+        /// Only count what would go.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -313,6 +330,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::SpotHistory(args) => {
             let config = load_config(cli.config.as_deref())?;
             run_spot_history(&config, &args)
+        }
+        Command::Store(StoreCommand::Prune { dry_run, json }) => {
+            let config = load_config(cli.config.as_deref())?;
+            run_prune(&config, dry_run, json)
         }
     }
 }
@@ -594,6 +615,28 @@ fn render_table<const N: usize>(
         line(row.iter().map(String::as_str).collect());
     }
     out
+}
+
+fn run_prune(config: &Config, dry_run: bool, json: bool) -> Result<ExitCode, CliError> {
+    let pool = Pool::open(&config.store.path, 0)
+        .with_context(|| format!("Failed to open {}.", config.store.path.display()))?;
+    let counts = crate::store::prune(&pool, &config.store.retention, Utc::now(), dry_run)
+        .map_err(|e| CliError::Failed(e.into()))?;
+    if json {
+        print_json(&json!({"dry_run": dry_run, "rows": counts}))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let verb = if dry_run { "would delete" } else { "deleted" };
+    let rows: Vec<[String; 2]> = Prunable::ALL
+        .iter()
+        .map(|k| [k.name().to_owned(), counts.get(*k).to_string()])
+        .collect();
+    println!(
+        "{}",
+        render_table(&["TABLE", "ROWS"], &rows, &[1]).trim_end()
+    );
+    println!("{verb} {} rows in all", counts.total());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_spot_history(config: &Config, args: &SpotHistoryArgs) -> Result<ExitCode, CliError> {

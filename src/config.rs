@@ -17,6 +17,8 @@ use gpuplan_providers::aws::{Credentials as AwsCredentials, Sources as AwsSource
 use gpuplan_providers::file::SheetFormat;
 use gpuplan_providers::http::url_origin;
 use gpuplan_providers::secret::Secret;
+
+use crate::store::Retention;
 use serde::Deserialize;
 
 /// The documented example, also printed by `gpuplan config example`.
@@ -37,6 +39,8 @@ const DEFAULT_AWS_SPOT_ADVISOR_URL: &str =
 const DEFAULT_AWS_SPOT_SCHEDULE: &str = "0 5-55/10 * * * *";
 /// Each region's offer file is hundreds of MB, so the default is two regions, not all.
 const DEFAULT_AWS_REGIONS: [&str; 2] = ["us-east-1", "us-west-2"];
+/// Pruning runs daily at a quiet minute, away from the hourly syncs at :00.
+const DEFAULT_PRUNE_SCHEDULE: &str = "0 17 3 * * *";
 const DEFAULT_GCP_BILLING_ENDPOINT: &str = "https://cloudbilling.googleapis.com";
 const DEFAULT_GCP_COMPUTE_ENDPOINT: &str = "https://compute.googleapis.com";
 const DEFAULT_LAMBDA_ENDPOINT: &str = "https://cloud.lambda.ai";
@@ -195,6 +199,9 @@ pub struct SyncConfig {
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
     pub path: PathBuf,
+    pub retention: Retention,
+    /// When the daemon prunes what `retention` lets go.
+    pub prune_schedule: Schedule,
 }
 
 #[derive(Debug, Clone)]
@@ -546,6 +553,19 @@ struct RawPlanner {
 #[serde(deny_unknown_fields)]
 struct RawStore {
     path: Option<String>,
+    #[serde(default)]
+    retention: RawRetention,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetention {
+    spot_history_days: Option<i64>,
+    price_history_days: Option<i64>,
+    sync_runs_days: Option<i64>,
+    plans_days: Option<i64>,
+    delivered_alerts_days: Option<i64>,
+    schedule: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -781,6 +801,52 @@ impl RawConfig {
         if store_path.trim().is_empty() {
             c.fail("store.path", "must not be empty");
         }
+        let raw_retention = self.store.retention;
+        let defaults = Retention::default();
+        let mut days = |key: &str, value: Option<i64>, default: Option<Duration>| {
+            let default_days = default.map_or(0, |d| d.as_secs() / 86_400);
+            match c.bounded(
+                &format!("store.retention.{key}"),
+                value,
+                u32::try_from(default_days).unwrap_or(0),
+                0..=36_500,
+            ) {
+                0 => None,
+                n => Some(Duration::from_secs(u64::from(n) * 86_400)),
+            }
+        };
+        let retention = Retention {
+            spot_history: days(
+                "spot_history_days",
+                raw_retention.spot_history_days,
+                defaults.spot_history,
+            ),
+            price_history: days(
+                "price_history_days",
+                raw_retention.price_history_days,
+                defaults.price_history,
+            ),
+            sync_runs: days(
+                "sync_runs_days",
+                raw_retention.sync_runs_days,
+                defaults.sync_runs,
+            ),
+            plans: days("plans_days", raw_retention.plans_days, defaults.plans),
+            delivered_alerts: days(
+                "delivered_alerts_days",
+                raw_retention.delivered_alerts_days,
+                defaults.delivered_alerts,
+            ),
+        };
+        let prune_schedule = c.schedule(
+            "store.retention.schedule",
+            Some(
+                raw_retention
+                    .schedule
+                    .as_deref()
+                    .unwrap_or(DEFAULT_PRUNE_SCHEDULE),
+            ),
+        );
         let shrink = self.sync.max_shrink_pct.unwrap_or(DEFAULT_MAX_SHRINK_PCT);
         if !(0.0..=100.0).contains(&shrink) {
             c.fail(
@@ -986,6 +1052,8 @@ impl RawConfig {
             alerts,
             store: StoreConfig {
                 path: resolve(&store_path),
+                retention,
+                prune_schedule,
             },
             api: ApiConfig { listen },
             planner,

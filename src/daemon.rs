@@ -164,6 +164,14 @@ pub async fn run_with_providers(
         ));
     }
 
+    tracker.spawn(scheduler::run_pruning(
+        config.store.prune_schedule.clone(),
+        config.store.retention.clone(),
+        pool.clone(),
+        cancel.clone(),
+        ctx.clock,
+    ));
+
     for (name, plan) in &config.alerts.plans {
         tracker.spawn(scheduler::run_plan(
             name.clone(),

@@ -358,3 +358,41 @@ fn no_config_file_uses_the_defaults_in_the_working_directory() {
     );
     assert!(Path::new(&dir.path().join("gpuplan.db")).exists());
 }
+
+#[test]
+fn store_prune_counts_in_a_dry_run_and_keeps_current_prices() {
+    let ws = Workspace::new(&[("onprem", "onprem.csv")]);
+    ws.write("onprem.csv", SHEET);
+    for _ in 0..3 {
+        assert!(ws.run(&["sync"]).status.success());
+    }
+    let before = ws.json(&["prices", "--json"]);
+    // Everything is younger than any retention: nothing to prune.
+    let dry = ws.json(&["store", "prune", "--dry-run", "--json"]);
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(dry["rows"]["sync_runs"], 0, "{dry}");
+    let table = ws.run(&["store", "prune"]);
+    assert!(table.status.success(), "{}", text(&table.stderr));
+    let shown = text(&table.stdout);
+    assert!(
+        shown.contains("sync_runs") && shown.contains("deleted 0 rows in all"),
+        "{shown}"
+    );
+    assert_eq!(ws.json(&["prices", "--json"]), before);
+
+    // A bad retention setting is refused by its path.
+    let mut config = std::fs::read_to_string(ws.path("gpuplan.toml")).unwrap();
+    config = config.replace(
+        "[store]\npath = \"catalog.db\"\n",
+        "[store]\npath = \"catalog.db\"\n[store.retention]\nspot_history_days = -1\nschedule = \"daily\"\n",
+    );
+    ws.write("gpuplan.toml", &config);
+    let bad = ws.run(&["store", "prune"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let err = text(&bad.stderr);
+    assert!(
+        err.contains("store.retention.spot_history_days")
+            && err.contains("store.retention.schedule"),
+        "{err}"
+    );
+}

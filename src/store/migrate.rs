@@ -31,6 +31,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0006_add_sync_run_scope",
         include_str!("../../migrations/0006_add_sync_run_scope.sql"),
     ),
+    (
+        "0007_index_price_versions_by_run",
+        include_str!("../../migrations/0007_index_price_versions_by_run.sql"),
+    ),
 ];
 
 pub(super) fn latest_version() -> i64 {

@@ -7,6 +7,7 @@
 mod alerts;
 mod migrate;
 mod pool;
+pub mod prune;
 mod read;
 mod write;
 
@@ -18,6 +19,7 @@ use rusqlite::{Connection, OpenFlags};
 
 pub use alerts::{AlertState, NewMessage, OutboxMessage};
 pub use pool::Pool;
+pub use prune::{Prunable, PruneCounts, Retention, prune};
 pub use read::{CurrentPrice, SavedPlan, SpotPoint, SyncRun};
 pub use write::{NewPlan, WriteStats};
 

@@ -289,3 +289,144 @@ fn the_catalog_generation_changes_when_an_older_run_finishes_last() {
         .unwrap();
     assert_ne!(store.catalog_generation().unwrap(), after_late);
 }
+
+/// A catalog with a year and more of history: prices at days 0, 10 and 400,
+/// spot observations along the way, a failed run, plans and alert messages.
+fn aged_store() -> (TempDir, Store) {
+    let (dir, mut store) = temp_store();
+    for (day, base, spot_hours) in [
+        (0, 1.0, vec![0, 1]),
+        (10, 2.0, vec![240, 241]),
+        (400, 3.0, vec![9600]),
+    ] {
+        let mut snap = snapshot(2, base);
+        snap.spot_observations = spot_hours
+            .into_iter()
+            .map(|h| gpuplan_providers::SpotObservation {
+                region: "us-east-1".into(),
+                zone: "us-east-1a".into(),
+                instance_type: "gpu0.xlarge".into(),
+                usd_per_hour: 0.5 + h as f64 / 1e4,
+                observed_at: at(h),
+            })
+            .collect();
+        sync(&mut store, &snap, day * 24);
+    }
+    let failed = store.begin_run("aws", Scope::Full, at(24)).unwrap();
+    store.fail_run(failed, at(25), "HTTP 503").unwrap();
+    for (name, day) in [("a", 0), ("a", 5), ("b", 0), ("a", 400)] {
+        conn(&store)
+            .execute(
+                "INSERT INTO plans (created_at, name, inputs_hash, status, problem_json, result_json)
+                 VALUES (?1, ?2, 'h', 'optimal', '{}', '{}')",
+                rusqlite::params![ts(at(day * 24)), name],
+            )
+            .unwrap();
+    }
+    for (key, created, delivered) in [
+        ("old", 0, Some(1)),
+        ("pending", 0, None),
+        ("recent", 399, Some(399)),
+    ] {
+        conn(&store)
+            .execute(
+                "INSERT INTO alert_outbox (idempotency_key, rule, channel, payload_json, created_at, next_attempt_at, delivered_at)
+                 VALUES (?1, 'r', 'c', '{}', ?2, ?2, ?3)",
+                rusqlite::params![key, ts(at(created * 24)), delivered.map(|d: i64| ts(at(d * 24)))],
+            )
+            .unwrap();
+    }
+    (dir, store)
+}
+
+#[test]
+fn pruning_deletes_old_history_in_batches_and_keeps_what_is_current() {
+    let (dir, store) = aged_store();
+    let path = dir.path().join("catalog.db");
+    let current = store.current_prices().unwrap();
+    drop(store);
+    let pool = Pool::open(&path, 1).unwrap();
+    let now = at(401 * 24);
+    let retention = Retention::default();
+    let expected = PruneCounts {
+        // Spot at hours 0, 1 and 240; 241 was in force at the cutoff.
+        spot_observations: 3,
+        // Day 0's four versions were superseded on day 10, before the cutoff.
+        price_versions: 4,
+        // The failed run; day 0's run still names the instance types it found.
+        sync_runs: 1,
+        // Plan "a" of days 0 and 5; "b" is the newest of its name.
+        plans: 2,
+        // Delivered on day 1; the undelivered one stays.
+        alert_messages: 1,
+    };
+    assert_eq!(prune(&pool, &retention, now, true).unwrap(), expected);
+    assert_eq!(prune(&pool, &retention, now, false).unwrap(), expected);
+    assert_eq!(prune(&pool, &retention, now, false).unwrap().total(), 0);
+    pool.read(|s| {
+        assert_eq!(s.current_prices().unwrap(), current);
+        let pending: i64 = conn(s)
+            .query_row(
+                "SELECT count(*) FROM alert_outbox WHERE delivered_at IS NULL",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(pending, 1);
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    });
+
+    // Whatever the settings: a second of history, long after the last sync.
+    let second = Some(std::time::Duration::from_secs(1));
+    let harsh = Retention {
+        spot_history: second,
+        price_history: second,
+        sync_runs: second,
+        plans: second,
+        delivered_alerts: second,
+    };
+    prune(&pool, &harsh, at(100_000), false).unwrap();
+    pool.read(|s| {
+        assert_eq!(s.current_prices().unwrap(), current);
+        let points = s
+            .spot_history("gpu0.xlarge", None, None, None, at(0), None)
+            .unwrap();
+        assert_eq!(points.len(), 1, "the newest observation of the pool stays");
+        assert_eq!(points[0].observed_at, at(9600));
+        assert_eq!(count(s, "plans"), 2, "the newest plan of each name stays");
+        assert!(last_good_run_id(s, "aws").is_some());
+        assert_eq!(s.last_good_syncs().unwrap()["aws"], at(9600));
+    });
+}
+
+#[test]
+fn a_large_prune_goes_in_batches() {
+    let (dir, mut store) = temp_store();
+    let mut snap = snapshot(1, 1.0);
+    snap.spot_observations = (0..prune::BATCH as i64 * 2 + 10)
+        .map(|m| gpuplan_providers::SpotObservation {
+            region: "us-east-1".into(),
+            zone: "us-east-1a".into(),
+            instance_type: "gpu0.xlarge".into(),
+            usd_per_hour: 1.0,
+            observed_at: at(0) + chrono::Duration::minutes(m),
+        })
+        .collect();
+    sync(&mut store, &snap, 0);
+    let cutoff = at(1000);
+    assert_eq!(
+        store
+            .prune_batch(Prunable::SpotObservations, cutoff, prune::BATCH)
+            .unwrap(),
+        prune::BATCH
+    );
+    drop(store);
+    let pool = Pool::open(&dir.path().join("catalog.db"), 0).unwrap();
+    let retention = Retention {
+        spot_history: Some(std::time::Duration::from_secs(3600)),
+        ..Retention::default()
+    };
+    let counts = prune(&pool, &retention, at(1001), false).unwrap();
+    assert_eq!(counts.spot_observations, prune::BATCH as u64 + 9);
+    pool.read(|s| assert_eq!(count(s, "spot_observations"), 1));
+}

@@ -1,0 +1,256 @@
+//! Retention: what old rows may go, deleted a bounded batch at a time so that
+//! one prune never holds the write lock for long (readers are never blocked in
+//! WAL mode, but a sync waits for the writer).
+//!
+//! Whatever the settings, these stay:
+//! - the current version of every price series, and the version in force at
+//!   the cutoff (a version goes only once a newer one was in force before it);
+//! - of every spot pool, the newest observation before the cutoff (the price
+//!   in force when the window opens) and everything after it, so the newest
+//!   observation of every pool is never pruned;
+//! - the newest good run of every source and scope, and every run a stored row
+//!   still refers to; runs still going;
+//! - the newest saved plan of every name (the next plan is compared with it);
+//! - alert messages not yet delivered.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rusqlite::params;
+use serde::Serialize;
+
+use super::{Pool, Store, StoreError, ts};
+
+/// Rows deleted per transaction: small enough that a sync waiting for the
+/// writer waits milliseconds, not seconds.
+pub const BATCH: usize = 2000;
+
+/// How long each kind of history is kept; `None` keeps it forever.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retention {
+    pub spot_history: Option<Duration>,
+    pub price_history: Option<Duration>,
+    pub sync_runs: Option<Duration>,
+    pub plans: Option<Duration>,
+    pub delivered_alerts: Option<Duration>,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        let days = |d: u64| Some(Duration::from_secs(d * 86_400));
+        Self {
+            spot_history: days(365),
+            price_history: days(365),
+            sync_runs: days(90),
+            plans: days(365),
+            delivered_alerts: days(90),
+        }
+    }
+}
+
+/// What can be pruned, each with the SQL that names its prunable rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prunable {
+    SpotObservations,
+    PriceVersions,
+    SyncRuns,
+    Plans,
+    AlertMessages,
+}
+
+impl Prunable {
+    pub const ALL: [Self; 5] = [
+        Self::SpotObservations,
+        Self::PriceVersions,
+        Self::SyncRuns,
+        Self::Plans,
+        Self::AlertMessages,
+    ];
+
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SpotObservations => "spot_observations",
+            Self::PriceVersions => "price_versions",
+            Self::SyncRuns => "sync_runs",
+            Self::Plans => "plans",
+            Self::AlertMessages => "alert_messages",
+        }
+    }
+
+    /// This kind's setting in `r`.
+    #[must_use]
+    pub fn keep(self, r: &Retention) -> Option<Duration> {
+        match self {
+            Self::SpotObservations => r.spot_history,
+            Self::PriceVersions => r.price_history,
+            Self::SyncRuns => r.sync_runs,
+            Self::Plans => r.plans,
+            Self::AlertMessages => r.delivered_alerts,
+        }
+    }
+
+    /// The table, the key that identifies a row, and a query of the keys of
+    /// prunable rows older than `?1`.
+    fn sql(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Self::SpotObservations => (
+                "spot_observations",
+                "(instance_type, zone, provider, observed_at)",
+                "SELECT o.instance_type, o.zone, o.provider, o.observed_at
+                 FROM spot_observations o
+                 WHERE o.observed_at < ?1
+                   AND o.observed_at < (
+                       SELECT max(p.observed_at) FROM spot_observations p
+                       WHERE p.instance_type = o.instance_type AND p.zone = o.zone
+                         AND p.provider = o.provider AND p.observed_at < ?1)",
+            ),
+            Self::PriceVersions => (
+                "price_versions",
+                "id",
+                "SELECT v.id FROM price_versions v
+                 WHERE v.valid_from < ?1
+                   AND EXISTS (
+                       SELECT 1 FROM price_versions w
+                       WHERE w.series_id = v.series_id AND w.id > v.id AND w.valid_from < ?1)",
+            ),
+            Self::SyncRuns => (
+                "sync_runs",
+                "id",
+                "SELECT r.id FROM sync_runs r
+                 WHERE r.status <> 'running' AND coalesce(r.finished_at, r.started_at) < ?1
+                   AND r.id NOT IN (SELECT max(id) FROM sync_runs WHERE status = 'ok' GROUP BY source, scope)
+                   AND NOT EXISTS (SELECT 1 FROM price_versions v WHERE v.sync_run_id = r.id)
+                   AND NOT EXISTS (SELECT 1 FROM instance_types t WHERE t.first_seen_run = r.id)
+                   AND NOT EXISTS (SELECT 1 FROM availability a WHERE a.sync_run_id = r.id)",
+            ),
+            Self::Plans => (
+                "plans",
+                "id",
+                "SELECT p.id FROM plans p
+                 WHERE p.created_at < ?1
+                   AND p.id < (SELECT max(q.id) FROM plans q WHERE q.name IS p.name)",
+            ),
+            Self::AlertMessages => (
+                "alert_outbox",
+                "id",
+                "SELECT id FROM alert_outbox WHERE delivered_at IS NOT NULL AND delivered_at < ?1",
+            ),
+        }
+    }
+}
+
+/// Rows pruned (or, in a dry run, prunable) by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PruneCounts {
+    pub spot_observations: u64,
+    pub price_versions: u64,
+    pub sync_runs: u64,
+    pub plans: u64,
+    pub alert_messages: u64,
+}
+
+impl PruneCounts {
+    fn slot(&mut self, kind: Prunable) -> &mut u64 {
+        match kind {
+            Prunable::SpotObservations => &mut self.spot_observations,
+            Prunable::PriceVersions => &mut self.price_versions,
+            Prunable::SyncRuns => &mut self.sync_runs,
+            Prunable::Plans => &mut self.plans,
+            Prunable::AlertMessages => &mut self.alert_messages,
+        }
+    }
+
+    pub fn add(&mut self, kind: Prunable, n: u64) {
+        *self.slot(kind) += n;
+    }
+
+    #[must_use]
+    pub fn get(&self, kind: Prunable) -> u64 {
+        *self.clone().slot(kind)
+    }
+
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        self.spot_observations
+            + self.price_versions
+            + self.sync_runs
+            + self.plans
+            + self.alert_messages
+    }
+}
+
+impl Store {
+    /// How many rows of `kind` older than `cutoff` a prune would delete.
+    ///
+    /// # Errors
+    /// On a database error.
+    pub fn count_prunable(&self, kind: Prunable, cutoff: DateTime<Utc>) -> Result<u64, StoreError> {
+        let (_, _, candidates) = kind.sql();
+        let n: i64 = self.conn.query_row(
+            &format!("SELECT count(*) FROM ({candidates})"),
+            [ts(cutoff)],
+            |r| r.get(0),
+        )?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// Deletes up to `batch` prunable rows of `kind` older than `cutoff`, in
+    /// one transaction; returns how many went (fewer than `batch`: done).
+    ///
+    /// # Errors
+    /// On a database error (nothing of the batch is deleted).
+    pub fn prune_batch(
+        &mut self,
+        kind: Prunable,
+        cutoff: DateTime<Utc>,
+        batch: usize,
+    ) -> Result<usize, StoreError> {
+        let (table, key, candidates) = kind.sql();
+        let tx = self.conn.transaction()?;
+        let n = tx.execute(
+            &format!("DELETE FROM {table} WHERE {key} IN ({candidates} LIMIT ?2)"),
+            params![ts(cutoff), i64::try_from(batch).unwrap_or(i64::MAX)],
+        )?;
+        tx.commit()?;
+        Ok(n)
+    }
+}
+
+/// Prunes everything `retention` allows as of `now`, [`BATCH`] rows per
+/// transaction, taking the writer for each batch only; with `dry_run`, only
+/// counts.
+///
+/// # Errors
+/// On a database error; batches already committed stay pruned.
+pub fn prune(
+    pool: &Pool,
+    retention: &Retention,
+    now: DateTime<Utc>,
+    dry_run: bool,
+) -> Result<PruneCounts, StoreError> {
+    let mut counts = PruneCounts::default();
+    for kind in Prunable::ALL {
+        let Some(cutoff) = kind
+            .keep(retention)
+            .and_then(|d| chrono::Duration::from_std(d).ok())
+            .and_then(|d| now.checked_sub_signed(d))
+        else {
+            continue;
+        };
+        if dry_run {
+            counts.add(kind, pool.read(|s| s.count_prunable(kind, cutoff))?);
+            continue;
+        }
+        loop {
+            let n = pool.write(|s| s.prune_batch(kind, cutoff, BATCH))?;
+            counts.add(kind, n as u64);
+            if n < BATCH {
+                break;
+            }
+            // Let a waiting sync take the writer between batches.
+            std::thread::yield_now();
+        }
+    }
+    Ok(counts)
+}
