@@ -389,13 +389,15 @@ pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String>
     if let Some(unit) = s.chars().last().and_then(|c| units.get(&c)) {
         let digits = &s[..s.len() - 1];
         if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            // Checked in plain seconds first: chrono's own constructor panics
+            // past its range.
             let back = digits
                 .parse::<u64>()
                 .ok()
                 .and_then(|n| n.checked_mul(*unit))
                 .and_then(|secs| i64::try_from(secs).ok())
+                .filter(|secs| *secs <= MAX_WINDOW_DAYS * 86_400)
                 .map(chrono::Duration::seconds)
-                .filter(|d| *d <= max_back)
                 .ok_or_else(out_of_range)?;
             return Ok(now - back);
         }

@@ -463,8 +463,16 @@ async fn run_sync(config: &Config, wanted: &[String], json: bool) -> Result<Exit
                             .collect::<Vec<_>>()
                             .join(", ")
                     };
+                    let unchanged = if s.regions_unchanged > 0 {
+                        format!(
+                            "  unchanged regions {} (not downloaded)",
+                            s.regions_unchanged
+                        )
+                    } else {
+                        String::new()
+                    };
                     println!(
-                        "{:<16} ok      {:>7.2}s  types {}  prices {} (changed {}, withdrawn {})  spot {} (new {})  availability {}  skipped: {skipped}",
+                        "{:<16} ok      {:>7.2}s  types {}  prices {} (changed {}, withdrawn {})  spot {} (new {})  availability {}  skipped: {skipped}{unchanged}",
                         o.provider,
                         o.seconds,
                         s.instance_types,

@@ -5,6 +5,7 @@
 //! behind each other or starve the catalog queries.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::{Semaphore, TryAcquireError, oneshot};
 
@@ -20,6 +21,7 @@ pub struct Busy {
 pub struct SolverPool {
     slots: Arc<Semaphore>,
     max: usize,
+    refused: AtomicU64,
 }
 
 impl SolverPool {
@@ -30,7 +32,31 @@ impl SolverPool {
         Self {
             slots: Arc::new(Semaphore::new(max)),
             max,
+            refused: AtomicU64::new(0),
         }
+    }
+
+    /// Solves running now.
+    #[must_use]
+    pub fn running(&self) -> usize {
+        self.max - self.slots.available_permits()
+    }
+
+    /// Solves refused so far because every slot was busy.
+    #[must_use]
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// The pool's gauges in the Prometheus text format.
+    #[must_use]
+    pub fn render_metrics(&self) -> String {
+        format!(
+            "# HELP gpuplan_solves_running Plans being solved for API requests.\n# TYPE gpuplan_solves_running gauge\ngpuplan_solves_running {}\n\
+             # HELP gpuplan_solves_refused_total Plan requests refused because every solver slot was busy.\n# TYPE gpuplan_solves_refused_total counter\ngpuplan_solves_refused_total {}\n",
+            self.running(),
+            self.refused()
+        )
     }
 
     /// Solves `problem` on a thread of its own when a slot is free.
@@ -46,6 +72,7 @@ impl SolverPool {
         let permit = match self.slots.clone().try_acquire_owned() {
             Ok(p) => p,
             Err(TryAcquireError::NoPermits | TryAcquireError::Closed) => {
+                self.refused.fetch_add(1, Ordering::Relaxed);
                 return Err(Busy { max: self.max });
             }
         };
@@ -100,6 +127,7 @@ mod tests {
         let held = pool.slots.clone().try_acquire_owned().unwrap();
         let refused = pool.solve(problem(3), SolveOptions::default()).await;
         assert_eq!(refused.unwrap_err(), Busy { max: 1 });
+        assert_eq!((pool.running(), pool.refused()), (1, 1));
         drop(held);
         let solved = pool
             .solve(problem(3), SolveOptions::default())

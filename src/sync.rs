@@ -4,7 +4,7 @@
 //! leaves its last good data exactly as it was; the run is recorded as failed with
 //! the reason.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -66,13 +66,23 @@ pub async fn sync_provider(
         blocking(pool, move |p| {
             p.write(|s| -> Result<_, StoreError> {
                 let run_id = s.begin_run(&id, scope, started_at)?;
+                let counts = s.current_price_counts(&id)?;
                 let ctx = FetchContext {
                     scope,
                     newest_spot_by_region: s.newest_spot_by_region(&id)?,
+                    versions: s.source_versions(&id)?,
+                    priced_types: counts
+                        .iter()
+                        .map(|(region, types)| (region.clone(), types.keys().cloned().collect()))
+                        .collect(),
                 };
                 let last = LastGood {
                     prices: s.last_good_price_count(&id)?,
-                    regions: s.current_regions(&id)?,
+                    by_region: counts
+                        .into_iter()
+                        .map(|(region, types)| (region, types.values().sum()))
+                        .collect(),
+                    versions: ctx.versions.clone(),
                     scope: regions,
                 };
                 Ok((run_id, ctx, last))
@@ -140,7 +150,10 @@ fn in_scope(id: &str, asked: Scope, snapshot: Snapshot) -> Result<Snapshot, Prov
 /// What the source's last good data looked like, to judge a new snapshot by.
 struct LastGood {
     prices: Option<i64>,
-    regions: BTreeSet<String>,
+    /// Current prices per region.
+    by_region: BTreeMap<String, i64>,
+    /// The source versions the last good full sync read.
+    versions: BTreeMap<String, String>,
     /// Which of those regions are still wanted.
     scope: RegionScope,
 }
@@ -161,10 +174,19 @@ async fn check_and_write(
     };
     validate(&snapshot).map_err(reject)?;
     if snapshot.scope == Scope::Full {
+        check_unchanged(&snapshot, last).map_err(reject)?;
+        // Prices of unchanged regions stay current: they are part of the list.
+        let kept: i64 = snapshot
+            .unchanged_regions
+            .iter()
+            .filter_map(|r| last.by_region.get(r))
+            .sum();
         if let Some(before) = last.prices {
-            check_shrink(snapshot.prices.len(), before, policy.max_shrink).map_err(reject)?;
+            let now = snapshot.prices.len() + usize::try_from(kept).unwrap_or(0);
+            check_shrink(now, before, policy.max_shrink).map_err(reject)?;
         }
-        check_regions(&snapshot, &last.regions, &last.scope).map_err(reject)?;
+        let before: BTreeSet<String> = last.by_region.keys().cloned().collect();
+        check_regions(&snapshot, &before, &last.scope).map_err(reject)?;
     }
     let id = id.to_owned();
     let stats = blocking(pool, move |p| {
@@ -211,7 +233,12 @@ fn check_regions(
         RegionScope::Only(list) => list.contains(r),
         RegionScope::NotChecked => false,
     };
-    let now: BTreeSet<&String> = snapshot.prices.iter().map(|p| &p.region).collect();
+    let now: BTreeSet<&String> = snapshot
+        .prices
+        .iter()
+        .map(|p| &p.region)
+        .chain(&snapshot.unchanged_regions)
+        .collect();
     let missing: Vec<&str> = before
         .iter()
         .filter(|r| wanted(r) && !now.contains(r))
@@ -227,13 +254,39 @@ fn check_regions(
     }
 }
 
+/// A region may be called unchanged only at the version the last good sync
+/// read, and only when that sync left prices of it to keep.
+fn check_unchanged(snapshot: &Snapshot, last: &LastGood) -> Result<(), String> {
+    for region in &snapshot.unchanged_regions {
+        let claimed = snapshot.versions.get(region);
+        if claimed.is_none() || claimed != last.versions.get(region) {
+            return Err(format!(
+                "region {region} is called unchanged, but not at the version the last good sync read"
+            ));
+        }
+        if snapshot.prices.iter().any(|p| &p.region == region) {
+            return Err(format!(
+                "region {region} is called unchanged but the snapshot carries prices of it"
+            ));
+        }
+        if !last.by_region.contains_key(region) {
+            return Err(format!(
+                "region {region} is called unchanged, but the catalog has no current price of it"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks that a snapshot holds together before anything of it is stored.
 ///
 /// # Errors
 /// The first problem found, naming the record.
 pub fn validate(snapshot: &Snapshot) -> Result<(), String> {
-    // A spot-only sync may well find nothing new since the last one.
+    // A spot-only sync may well find nothing new since the last one; a full
+    // one whose regions are all unchanged keeps the stored prices.
     if snapshot.scope == Scope::Full
+        && snapshot.unchanged_regions.is_empty()
         && snapshot.prices.is_empty()
         && snapshot.spot_observations.is_empty()
         && snapshot.availability.is_empty()
@@ -626,6 +679,67 @@ mod tests {
             .result
             .unwrap();
         assert_eq!(ok.prices_withdrawn, 4);
+    }
+
+    #[tokio::test]
+    async fn an_unchanged_region_keeps_its_prices_only_at_the_version_last_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 0).unwrap());
+        let cancel = CancellationToken::new();
+        let versioned = |version: &str| {
+            let mut s = snapshot(3, 1.0);
+            s.versions.insert("us-east-1".into(), version.into());
+            s
+        };
+        let unchanged = |version: &str| Snapshot {
+            versions: [("us-east-1".to_owned(), version.to_owned())].into(),
+            unchanged_regions: ["us-east-1".to_owned()].into(),
+            ..Snapshot::default()
+        };
+        let provider = Scripted::new(vec![
+            Ok(versioned("v1")),
+            // Claims an unchanged region at a version never read: refused.
+            Ok(unchanged("v0")),
+            Ok(unchanged("v1")),
+        ]);
+        let run = || sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel);
+        run().await.result.unwrap();
+        let before = pool.read(Store::current_prices).unwrap();
+        let err = run().await.result.unwrap_err().to_string();
+        assert!(
+            err.contains("not at the version the last good sync read"),
+            "{err}"
+        );
+        // At the stored version: nothing downloaded, nothing withdrawn, and the
+        // list counts as complete for the next shrink check.
+        let stats = run().await.result.unwrap();
+        assert_eq!(
+            (
+                stats.prices_seen,
+                stats.prices_withdrawn,
+                stats.regions_unchanged
+            ),
+            (6, 0, 1)
+        );
+        assert_eq!(pool.read(Store::current_prices).unwrap(), before);
+        assert_eq!(
+            pool.read(|s| s.source_versions("aws")).unwrap()["us-east-1"],
+            "v1"
+        );
+
+        // A region the catalog holds nothing of cannot be "unchanged".
+        let empty = tempfile::tempdir().unwrap();
+        let fresh_pool = Arc::new(Pool::open(&empty.path().join("c.db"), 0).unwrap());
+        let liar = Scripted::new(vec![Ok(unchanged("v1"))]);
+        let err = sync_provider(&fresh_pool, &liar, Scope::Full, &POLICY, &cancel)
+            .await
+            .result
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("region us-east-1 is called unchanged"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -520,3 +520,71 @@ async fn aws_auto_takes_prices_from_the_public_files_when_the_price_list_refuses
             .any(|r| r.body.contains("Action=DescribeSpotPriceHistory"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn aws_an_unchanged_offer_file_is_not_downloaded_and_its_prices_stay_current() {
+    let server =
+        test_server::serve(|req: &Seen, base, _| test_server::aws::answer(req, base)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gpuplan.toml");
+    std::fs::write(
+        &config,
+        aws_config(&server.base, &["us-east-1", "us-west-2"]),
+    )
+    .unwrap();
+    let (runs, before, after) = tokio::task::spawn_blocking(move || {
+        let sync = || {
+            let out = gpuplan_aws(&config, None, &["sync", "--json"]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            serde_json::from_slice::<Value>(&out.stdout).unwrap()
+        };
+        let prices = || {
+            let out = gpuplan_aws(&config, None, &["prices", "--provider", "aws", "--json"]);
+            serde_json::from_slice::<Value>(&out.stdout).unwrap()
+        };
+        let first = sync();
+        let before = prices();
+        let second = sync();
+        (vec![first, second], before, prices())
+    })
+    .await
+    .unwrap();
+    let offer_downloads = server
+        .requests()
+        .iter()
+        .filter(|r| r.uri.contains("/20261101000000/"))
+        .count();
+    assert_eq!(offer_downloads, 2, "one per region, on the first sync only");
+    let stats = |run: &Value| run[0]["stats"].clone();
+    assert_eq!(stats(&runs[0])["regions_unchanged"], 0, "{}", runs[0]);
+    let second = stats(&runs[1]);
+    assert_eq!(second["regions_unchanged"], 2, "{}", runs[1]);
+    // The same complete list: nothing withdrawn, nothing re-versioned.
+    assert_eq!(second["prices_seen"], stats(&runs[0])["prices_seen"]);
+    assert_eq!(
+        (
+            second["prices_withdrawn"].as_i64(),
+            second["prices_changed"].as_i64()
+        ),
+        (Some(0), Some(0))
+    );
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        for r in v.as_array_mut().unwrap() {
+            r.as_object_mut().unwrap().remove("fetched_at");
+        }
+        v
+    };
+    assert_eq!(strip(&after), strip(&before));
+    assert!(
+        after
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["stale"] == false)
+    );
+}

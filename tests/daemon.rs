@@ -775,28 +775,34 @@ async fn solves_beyond_the_cap_get_503_and_queries_keep_answering() {
             .json(&heavy_problem());
         tokio::spawn(async move { req.send().await })
     };
-    let small = serde_json::json!({"demand": [8], "gpu": ["H100"]}).to_string();
-    let mut refused = None;
+    // Wait until the heavy solve holds the only slot.
+    let mut running = false;
     for _ in 0..1500 {
-        if heavy.is_finished() {
-            let answer = heavy.await.unwrap().unwrap();
-            panic!(
-                "the heavy solve ended: {} {}",
-                answer.status(),
-                answer.text().await.unwrap()
-            );
-        }
-        let (status, retry, body) = raw(&d, "POST", "/v1/plans", &[JSON], small.clone()).await;
-        if status == 503 {
-            refused = Some((retry, body));
+        assert!(!heavy.is_finished(), "the heavy solve ended early");
+        let (_, metrics) = d.get("/metrics").await;
+        if metrics
+            .as_str()
+            .unwrap()
+            .contains("gpuplan_solves_running 1")
+        {
+            running = true;
             break;
         }
-        assert_eq!(status, 200, "{body}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let (retry, body) = refused.expect("the heavy solve never held the only slot");
+    assert!(running, "the heavy solve never started");
+    let small = serde_json::json!({"demand": [8], "gpu": ["H100"]}).to_string();
+    let (status, retry, body) = raw(&d, "POST", "/v1/plans", &[JSON], small).await;
+    assert_eq!(status, 503, "{body}");
     assert_eq!(retry.as_deref(), Some("10"));
     assert!(body["error"].as_str().unwrap().contains("busy"), "{body}");
+    let (_, metrics) = d.get("/metrics").await;
+    assert!(
+        metrics
+            .as_str()
+            .unwrap()
+            .contains("gpuplan_solves_refused_total 1")
+    );
     // The store is not held by the solve: queries answer meanwhile.
     assert!(!heavy.is_finished());
     let (status, prices) = d.get("/v1/prices?gpu=H100").await;

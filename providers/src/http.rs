@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::header::{
+    ETAG, HeaderMap, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, RETRY_AFTER,
+};
 use reqwest::{Client, RequestBuilder, StatusCode};
 use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
@@ -62,6 +64,18 @@ enum Attempt {
     Fail(ProviderError),
 }
 
+/// What a conditional GET ([`HttpClient::get_if_changed`]) found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Conditional {
+    /// The server says the resource is the one `validator` names (304).
+    NotModified,
+    /// A new body, with the validator to send next time when the server gave one.
+    Changed {
+        body: Vec<u8>,
+        validator: Option<String>,
+    },
+}
+
 impl HttpClient {
     /// # Errors
     /// `Transport` when the TLS stack cannot be set up.
@@ -97,6 +111,46 @@ impl HttpClient {
     /// See [`HttpClient::send`].
     pub async fn get(&self, url: &str) -> Result<Vec<u8>, ProviderError> {
         self.send(url, |c| c.get(url)).await
+    }
+
+    /// GETs `url` unless it is still what `validator` (from an earlier
+    /// [`Conditional::Changed`]) names: the validator becomes `If-None-Match`
+    /// (an `ETag`) or `If-Modified-Since` (a `Last-Modified` date).
+    ///
+    /// # Errors
+    /// As [`HttpClient::send`].
+    pub async fn get_if_changed(
+        &self,
+        url: &str,
+        validator: Option<&str>,
+    ) -> Result<Conditional, ProviderError> {
+        let mut body = Vec::new();
+        let (status, headers) = self
+            .run(
+                url,
+                &|c: &Client| {
+                    let req = c.get(url);
+                    match validator.and_then(|v| v.split_once(':')) {
+                        Some(("etag", tag)) => req.header(IF_NONE_MATCH, tag),
+                        Some(("last-modified", date)) => req.header(IF_MODIFIED_SINCE, date),
+                        _ => req,
+                    }
+                },
+                &mut Sink::Memory(&mut body),
+            )
+            .await?;
+        if status == StatusCode::NOT_MODIFIED && validator.is_some() {
+            return Ok(Conditional::NotModified);
+        }
+        let header = |name| {
+            headers
+                .get(name)
+                .and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok())
+        };
+        let validator = header(ETAG)
+            .map(|tag| format!("etag:{tag}"))
+            .or_else(|| header(LAST_MODIFIED).map(|date| format!("last-modified:{date}")));
+        Ok(Conditional::Changed { body, validator })
     }
 
     /// Sends the request `build` makes (once per attempt) and returns the body of
@@ -147,12 +201,12 @@ impl HttpClient {
         url: &str,
         build: &(dyn Fn(&Client) -> RequestBuilder + Sync),
         sink: &mut Sink<'_>,
-    ) -> Result<(), ProviderError> {
+    ) -> Result<(StatusCode, HeaderMap), ProviderError> {
         let shown = (self.redact)(url);
         let mut attempt = 1;
         loop {
             let err = match self.try_once(url, &shown, build(&self.client), sink).await {
-                Ok(()) => return Ok(()),
+                Ok(answer) => return Ok(answer),
                 Err(Attempt::Fail(err)) => return Err(err),
                 Err(Attempt::Retry(err)) => err,
             };
@@ -182,7 +236,7 @@ impl HttpClient {
         shown: &str,
         request: RequestBuilder,
         sink: &mut Sink<'_>,
-    ) -> Result<(), Attempt> {
+    ) -> Result<(StatusCode, HeaderMap), Attempt> {
         let transport = |detail: String| ProviderError::Transport {
             provider: self.provider.clone(),
             url: shown.to_owned(),
@@ -194,7 +248,11 @@ impl HttpClient {
             .map_err(|e| Attempt::Retry(transport(error_chain(&e.without_url()))))?;
         let mut response = response;
         let status = response.status();
+        if status == StatusCode::NOT_MODIFIED {
+            return Ok((status, response.headers().clone()));
+        }
         if status.is_success() {
+            let headers = response.headers().clone();
             sink.reset()
                 .await
                 .map_err(|e| Attempt::Fail(self.io_error(shown, &e)))?;
@@ -204,7 +262,7 @@ impl HttpClient {
                         .write(&chunk)
                         .await
                         .map_err(|e| Attempt::Fail(self.io_error(shown, &e)))?,
-                    Ok(None) => return Ok(()),
+                    Ok(None) => return Ok((status, headers)),
                     Err(e) => {
                         return Err(Attempt::Retry(transport(format!(
                             "reading the body: {}",

@@ -24,6 +24,19 @@ pub struct Snapshot {
     /// Rows of the source that were deliberately not turned into records, by reason
     /// (`os:Windows`, `tenancy:Dedicated`, ...), so a sync summary can show them.
     pub skipped: BTreeMap<String, u64>,
+    /// The version of each part of the source this snapshot stands for, by the
+    /// provider's own name for the part (a region, or a source-wide file such
+    /// as `region_index.json`): a published version id, an `ETag`, a date.
+    /// Unchanged parts are listed too. The sync stores these with a good full
+    /// run and hands them back in [`FetchContext::versions`].
+    pub versions: BTreeMap<String, String>,
+    /// Regions whose price list is still the version [`FetchContext::versions`]
+    /// named, so the provider did not download it again. The snapshot carries
+    /// no price of these regions; their stored prices stay current (neither
+    /// withdrawn nor re-versioned) and count as part of this snapshot for the
+    /// shrink and missing-region checks. Each must be in `versions` with the
+    /// version the context gave.
+    pub unchanged_regions: std::collections::BTreeSet<String>,
 }
 
 impl Snapshot {
@@ -56,6 +69,12 @@ pub struct FetchContext {
     pub scope: Scope,
     /// Newest stored spot observation per region, for incremental spot history.
     pub newest_spot_by_region: BTreeMap<String, DateTime<Utc>>,
+    /// The versions the last good full sync stored (see [`Snapshot::versions`]).
+    pub versions: BTreeMap<String, String>,
+    /// Instance types with a current price, per region: what an unchanged
+    /// region still offers, for sources (the AWS spot advisor) that describe
+    /// the priced types of every region.
+    pub priced_types: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 /// A machine shape and its accelerators. `gpu_model` is normalized (see [`crate::gpu`]).

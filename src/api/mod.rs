@@ -274,8 +274,8 @@ fn lock(m: &Mutex<CatalogCache>) -> std::sync::MutexGuard<'_, CatalogCache> {
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
     let metrics = state.metrics.clone();
-    let text = read(&state, move |_, fresh, _| {
-        Ok(metrics.render(&fresh.last_good, fresh.now))
+    let text = read(&state, move |_, fresh, state| {
+        Ok(metrics.render(&fresh.last_good, fresh.now) + &state.solver.render_metrics())
     })
     .await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())

@@ -35,6 +35,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0007_index_price_versions_by_run",
         include_str!("../../migrations/0007_index_price_versions_by_run.sql"),
     ),
+    (
+        "0008_create_source_versions",
+        include_str!("../../migrations/0008_create_source_versions.sql"),
+    ),
 ];
 
 pub(super) fn latest_version() -> i64 {

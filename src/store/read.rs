@@ -77,7 +77,7 @@ struct RawRun {
     finished: Option<String>,
     status: String,
     scope: String,
-    counts: [i64; 7],
+    counts: [i64; 8],
     skipped: String,
     error: Option<String>,
 }
@@ -254,22 +254,35 @@ impl Store {
         Ok(out)
     }
 
-    /// The regions in which `provider` has current (not withdrawn) list prices.
+    /// How many current (not withdrawn) list prices `provider` has, by region
+    /// and instance type.
     ///
     /// # Errors
     /// On a database error.
-    pub fn current_regions(
+    pub fn current_price_counts(
         &self,
         provider: &str,
-    ) -> Result<std::collections::BTreeSet<String>, StoreError> {
+    ) -> Result<BTreeMap<String, BTreeMap<String, i64>>, StoreError> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT DISTINCT s.region FROM price_series s
+            "SELECT s.region, s.instance_type, count(*) FROM price_series s
              JOIN price_versions v
                ON v.id = (SELECT max(id) FROM price_versions WHERE series_id = s.id)
-             WHERE s.provider = ?1 AND v.withdrawn = 0",
+             WHERE s.provider = ?1 AND v.withdrawn = 0
+             GROUP BY s.region, s.instance_type",
         )?;
-        let rows = stmt.query_map([provider], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let rows = stmt.query_map([provider], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })?;
+        let mut out: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+        for row in rows {
+            let (region, instance_type, n) = row?;
+            out.entry(region).or_default().insert(instance_type, n);
+        }
+        Ok(out)
     }
 
     /// Availability values of one kind (`interruption_bucket`, ...) by
@@ -382,7 +395,7 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT id, source, started_at, finished_at, status, instance_types, prices_seen,
                     prices_changed, prices_withdrawn, spot_seen, spot_added, availability,
-                    skipped_json, error, scope
+                    skipped_json, error, scope, regions_unchanged
              FROM sync_runs ORDER BY id DESC LIMIT ?1",
         )?;
         let rows = stmt.query_map([limit], |r| {
@@ -400,6 +413,7 @@ impl Store {
                     r.get(9)?,
                     r.get(10)?,
                     r.get(11)?,
+                    r.get(15)?,
                 ],
                 skipped: r.get(12)?,
                 error: r.get(13)?,
@@ -417,6 +431,7 @@ impl Store {
                 spot_seen,
                 spot_added,
                 availability,
+                regions_unchanged,
             ] = raw.counts;
             out.push(SyncRun {
                 id: raw.id,
@@ -433,6 +448,7 @@ impl Store {
                     spot_seen,
                     spot_added,
                     availability,
+                    regions_unchanged,
                     skipped: serde_json::from_str(&raw.skipped).map_err(|e| {
                         StoreError::Corrupt(format!("skipped_json `{}`: {e}", raw.skipped))
                     })?,

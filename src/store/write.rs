@@ -22,6 +22,9 @@ pub struct WriteStats {
     /// Observations not stored before.
     pub spot_added: i64,
     pub availability: i64,
+    /// Regions the provider found unchanged since the last good sync: their
+    /// stored prices stayed current and count in `prices_seen`.
+    pub regions_unchanged: i64,
     pub skipped: BTreeMap<String, u64>,
 }
 
@@ -181,11 +184,13 @@ impl Store {
         if snapshot.scope == Scope::Full {
             write_prices(&tx, run_id, provider, snapshot, fetched_at, &mut stats)?;
             write_availability(&tx, run_id, provider, snapshot, &mut stats)?;
+            write_versions(&tx, provider, snapshot)?;
         }
         tx.execute(
             "UPDATE sync_runs SET status = 'ok', finished_at = ?2, instance_types = ?3,
                  prices_seen = ?4, prices_changed = ?5, prices_withdrawn = ?6, spot_seen = ?7,
-                 spot_added = ?8, availability = ?9, skipped_json = ?10, error = NULL
+                 spot_added = ?8, availability = ?9, skipped_json = ?10, error = NULL,
+                 regions_unchanged = ?11
              WHERE id = ?1",
             params![
                 run_id,
@@ -198,6 +203,7 @@ impl Store {
                 stats.spot_added,
                 stats.availability,
                 serde_json::to_string(&stats.skipped).unwrap_or_else(|_| "{}".to_owned()),
+                stats.regions_unchanged,
             ],
         )?;
         tx.commit()?;
@@ -317,15 +323,40 @@ fn write_prices(
         stats.prices_changed += 1;
     }
 
-    // Whatever is left was current before and is not listed any more.
+    // Whatever is left was current before and is not listed any more, unless
+    // its region is one the provider did not read again because it is unchanged.
     let mut withdraw = tx.prepare(
         "INSERT INTO price_versions (series_id, sync_run_id, valid_from, withdrawn) VALUES (?1, ?2, ?3, 1)",
     )?;
-    for (series_id, values) in current.values() {
-        if values.is_some() {
+    stats.regions_unchanged = snapshot.unchanged_regions.len() as i64;
+    for (key, (series_id, values)) in &current {
+        if values.is_none() {
+            continue;
+        }
+        if snapshot.unchanged_regions.contains(&key.0) {
+            stats.prices_seen += 1;
+        } else {
             withdraw.execute(params![series_id, run_id, valid_from])?;
             stats.prices_withdrawn += 1;
         }
+    }
+    Ok(())
+}
+
+/// Replaces the provider's stored source versions with the snapshot's.
+fn write_versions(
+    tx: &Transaction<'_>,
+    provider: &str,
+    snapshot: &Snapshot,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "DELETE FROM source_versions WHERE provider = ?1",
+        [provider],
+    )?;
+    let mut insert =
+        tx.prepare("INSERT INTO source_versions (provider, part, version) VALUES (?1, ?2, ?3)")?;
+    for (part, version) in &snapshot.versions {
+        insert.execute(params![provider, part, version])?;
     }
     Ok(())
 }
@@ -417,6 +448,18 @@ impl Store {
             out.insert(region, super::parse_ts(&at)?);
         }
         Ok(out)
+    }
+
+    /// The source versions the last good full sync of `provider` read.
+    ///
+    /// # Errors
+    /// On a database error.
+    pub fn source_versions(&self, provider: &str) -> Result<BTreeMap<String, String>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT part, version FROM source_versions WHERE provider = ?1")?;
+        let rows = stmt.query_map([provider], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// How many prices the most recent good run of `source` that carried prices saw.

@@ -247,15 +247,28 @@ struct AdvisorEntry {
 }
 
 impl AwsProvider {
-    /// Interruption bucket and savings of every (region, type) that has prices.
-    async fn advisor(&self, snapshot: &mut Snapshot) -> Result<(), ProviderError> {
+    /// Interruption bucket and savings of every (region, type) that has prices:
+    /// in the snapshot, or stored for a region the snapshot names unchanged.
+    async fn advisor(
+        &self,
+        snapshot: &mut Snapshot,
+        ctx: &FetchContext,
+    ) -> Result<(), ProviderError> {
         let url = &self.config.spot_advisor_url;
         let body = self.http.get(url).await?;
         let advisor: Advisor = serde_json::from_slice(&body).map_err(|e| decode_error(url, e))?;
+        let unchanged = snapshot.unchanged_regions.iter().flat_map(|region| {
+            ctx.priced_types
+                .get(region)
+                .into_iter()
+                .flatten()
+                .map(move |t| (region.as_str(), t.as_str()))
+        });
         let offered: BTreeSet<(&str, &str)> = snapshot
             .prices
             .iter()
             .map(|p| (p.region.as_str(), p.instance_type.as_str()))
+            .chain(unchanged)
             .collect();
         let mut records = Vec::new();
         for (region, instance_type) in offered {
@@ -325,11 +338,11 @@ impl Provider for AwsProvider {
             }
             None => {
                 tracing::Span::current().record("mode", "public");
-                public::fetch(&self.http, &self.config).await?
+                public::fetch(&self.http, &self.config, ctx).await?
             }
         };
         if self.config.sources.spot_advisor {
-            self.advisor(&mut snapshot).await?;
+            self.advisor(&mut snapshot, ctx).await?;
         }
         Ok(snapshot)
     }

@@ -1,17 +1,27 @@
 //! AWS without credentials: the public bulk price files. `region_index.json`
 //! names each region's EC2 offer file; each is streamed to a temporary file
 //! and parsed entry by entry, never held in memory.
+//!
+//! Each file is hundreds of MB and AWS republishes it a few times a month, so
+//! a region whose published version is the one the last good sync read is not
+//! downloaded again: the snapshot names it unchanged and the store keeps its
+//! prices. The index itself is fetched conditionally (`ETag` or
+//! `Last-Modified`), so an unchanged index costs one empty 304.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
 use super::{AwsConfig, PROVIDER, decode_error, merge, offer};
-use crate::ProviderError;
-use crate::http::HttpClient;
+use crate::http::{Conditional, HttpClient};
 use crate::snapshot::{InstanceType, Snapshot};
+use crate::{FetchContext, ProviderError};
 
 const REGION_INDEX: &str = "/offers/v1.0/aws/AmazonEC2/current/region_index.json";
+
+/// The part name under which the index's validator is kept (see
+/// [`Snapshot::versions`]).
+pub const INDEX_PART: &str = "region_index.json";
 
 #[derive(Deserialize)]
 struct RegionIndex {
@@ -33,16 +43,44 @@ pub(super) struct BulkIndex {
 
 impl BulkIndex {
     pub async fn load(http: &HttpClient, config: &AwsConfig) -> Result<Self, ProviderError> {
+        // A GET without a validator is never answered "not modified".
+        Self::load_if_changed(http, config, None)
+            .await?
+            .0
+            .ok_or_else(|| decode_error(REGION_INDEX, "not modified, though nothing was cached"))
+    }
+
+    /// The index unless it is still what `validator` names (then `None`), and
+    /// the validator for next time.
+    async fn load_if_changed(
+        http: &HttpClient,
+        config: &AwsConfig,
+        validator: Option<&str>,
+    ) -> Result<(Option<Self>, Option<String>), ProviderError> {
         let base = config.bulk_endpoint.trim_end_matches('/').to_owned();
         let url = format!("{base}{REGION_INDEX}");
-        let body = http.get(&url).await?;
+        let (body, validator) = match http.get_if_changed(&url, validator).await? {
+            Conditional::NotModified => return Ok((None, validator.map(str::to_owned))),
+            Conditional::Changed { body, validator } => (body, validator),
+        };
         let index: RegionIndex =
             serde_json::from_slice(&body).map_err(|e| decode_error(&url, e))?;
-        Ok(Self {
+        let index = Self {
             base,
             url,
             regions: index.regions,
-        })
+        };
+        Ok((Some(index), validator))
+    }
+
+    /// The version of `region`'s prices this index points at: the offer
+    /// file's URL, which names its publication, with what else decides the
+    /// records made of it (this build and the instance-type filter).
+    fn version(&self, region: &str, filter: &[String]) -> Result<String, ProviderError> {
+        let entry = self.regions.get(region).ok_or_else(|| {
+            decode_error(&self.url, format!("region {region} is not in the index"))
+        })?;
+        Ok(version_of(&entry.current_version_url, filter))
     }
 
     /// One region's prices, instance types and skips. Instance facts come from
@@ -66,23 +104,73 @@ impl BulkIndex {
     }
 }
 
+fn version_of(offer_url: &str, filter: &[String]) -> String {
+    let mut types = filter.to_vec();
+    types.sort();
+    format!(
+        "{offer_url} gpuplan/{} types={}",
+        env!("CARGO_PKG_VERSION"),
+        types.join(",")
+    )
+}
+
 /// Prices and instance types of the configured regions (all when none are).
+/// Regions whose offer file is the version `ctx` names are not downloaded.
 pub(super) async fn fetch(
     http: &HttpClient,
     config: &AwsConfig,
+    ctx: &FetchContext,
 ) -> Result<Snapshot, ProviderError> {
-    let index = BulkIndex::load(http, config).await?;
+    let mut snapshot = Snapshot::default();
+    let stored_validator = ctx.versions.get(INDEX_PART).map(String::as_str);
+    let (index, validator) =
+        match BulkIndex::load_if_changed(http, config, stored_validator).await? {
+            (Some(index), validator) => (index, validator),
+            (None, validator) => {
+                // Nothing was published since the last good sync: every region
+                // that sync read is unchanged. A region it did not read needs the
+                // index after all.
+                let known = !config.regions.is_empty()
+                    && config.regions.iter().all(|r| ctx.versions.contains_key(r));
+                if known {
+                    for region in &config.regions {
+                        snapshot.unchanged_regions.insert(region.clone());
+                        snapshot
+                            .versions
+                            .insert(region.clone(), ctx.versions[region].clone());
+                    }
+                    snapshot
+                        .versions
+                        .extend(validator.map(|v| (INDEX_PART.to_owned(), v)));
+                    tracing::info!(
+                        provider = PROVIDER,
+                        "The price index is unchanged; no offer file downloaded."
+                    );
+                    return Ok(snapshot);
+                }
+                (BulkIndex::load(http, config).await?, None)
+            }
+        };
+    snapshot
+        .versions
+        .extend(validator.map(|v| (INDEX_PART.to_owned(), v)));
     let regions: Vec<String> = if config.regions.is_empty() {
         index.regions.keys().cloned().collect()
     } else {
         config.regions.clone()
     };
-    let mut snapshot = Snapshot::default();
     for region in &regions {
-        let part = index
-            .region(http, region, config.instance_types.clone(), None)
-            .await?;
-        merge(&mut snapshot, part);
+        let version = index.version(region, &config.instance_types)?;
+        if ctx.versions.get(region) == Some(&version) {
+            tracing::info!(provider = PROVIDER, region = %region, "Offer file unchanged since the last good sync; not downloaded.");
+            snapshot.unchanged_regions.insert(region.clone());
+        } else {
+            let part = index
+                .region(http, region, config.instance_types.clone(), None)
+                .await?;
+            merge(&mut snapshot, part);
+        }
+        snapshot.versions.insert(region.clone(), version);
     }
     Ok(snapshot)
 }

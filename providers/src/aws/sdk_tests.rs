@@ -219,6 +219,7 @@ async fn a_second_sync_asks_only_for_spot_prices_newer_than_the_stored_ones() {
     let ctx = FetchContext {
         scope: Scope::Full,
         newest_spot_by_region: [("us-east-1".to_owned(), newest)].into(),
+        ..FetchContext::default()
     };
     fetch(sdk_config(&server, &["us-east-1"]), &ctx)
         .await

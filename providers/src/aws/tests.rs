@@ -1,6 +1,8 @@
+use std::collections::{BTreeMap, BTreeSet};
+
 use super::*;
 use crate::snapshot::{OfferingClass, PriceKind, Term, Upfront};
-use crate::test_server::aws::{EAST, files};
+use crate::test_server::aws::{EAST, INDEX, INDEX_ETAG, files, index};
 use crate::test_server::{self, FixtureServer};
 
 /// The public path's settings for `server`: no credentials are looked for.
@@ -176,4 +178,121 @@ async fn a_region_missing_from_the_index_is_an_error() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("eu-north-9"), "{err}");
+}
+
+/// What the fetches so far cost: offer-file downloads, and body bytes of the
+/// bulk files served (an index answered 304 has none).
+fn served(server: &FixtureServer, index: &str) -> (usize, usize) {
+    let seen = server.requests();
+    let offers = seen
+        .iter()
+        .filter(|r| r.uri.ends_with("/us-east-1/index.json"))
+        .count();
+    let bytes = seen
+        .iter()
+        .map(|r| match r.uri.as_str() {
+            "/offers/v1.0/aws/AmazonEC2/current/region_index.json"
+                if r.headers
+                    .get("if-none-match")
+                    .is_some_and(|v| v == INDEX_ETAG) =>
+            {
+                0
+            }
+            u if u.ends_with("region_index.json") => index.len(),
+            u if u.ends_with("/us-east-1/index.json") => EAST.len(),
+            _ => 0,
+        })
+        .sum();
+    (offers, bytes)
+}
+
+/// The context the sync would hand over after storing `snap`.
+fn context_after(snap: &Snapshot) -> FetchContext {
+    let mut priced: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for p in &snap.prices {
+        priced
+            .entry(p.region.clone())
+            .or_default()
+            .insert(p.instance_type.clone());
+    }
+    FetchContext {
+        versions: snap.versions.clone(),
+        priced_types: priced,
+        ..FetchContext::default()
+    }
+}
+
+#[tokio::test]
+async fn an_offer_file_already_read_is_not_downloaded_again() {
+    // The index with the ETag of its version; `/moved` serves one that names a
+    // newer version of us-east-1's file (the same content at a new address).
+    let server = test_server::serve(|req, base, _| match req.uri.as_str() {
+        "/moved/offers/v1.0/aws/AmazonEC2/current/region_index.json" => index(
+            req,
+            &INDEX.replace("20261101000000/us-east-1", "20261120000000/us-east-1"),
+            "\"20261120000000\"",
+        ),
+        u if u.starts_with("/moved/") => files(
+            &test_server::Seen {
+                uri: u
+                    .trim_start_matches("/moved")
+                    .replace("20261120000000/us-east-1", "20261101000000/us-east-1"),
+                ..req.clone()
+            },
+            base,
+        ),
+        _ => files(req, base),
+    })
+    .await;
+    let aws = provider(&server, &["us-east-1"]);
+    let first = aws.fetch(&FetchContext::default()).await.unwrap();
+    assert!(first.unchanged_regions.is_empty() && !first.prices.is_empty());
+    assert_eq!(
+        first.versions["region_index.json"],
+        format!("etag:{INDEX_ETAG}")
+    );
+    assert!(first.versions["us-east-1"].contains("20261101000000/us-east-1"));
+    let (offers, first_bytes) = served(&server, INDEX);
+    assert_eq!(offers, 1);
+
+    // Unchanged index: a 304, no offer file, the region named unchanged; the
+    // spot advisor still describes its stored types.
+    let ctx = context_after(&first);
+    let second = aws.fetch(&ctx).await.unwrap();
+    assert!(second.prices.is_empty());
+    assert_eq!(
+        second.unchanged_regions,
+        BTreeSet::from(["us-east-1".to_owned()])
+    );
+    assert_eq!(second.versions, first.versions);
+    assert_eq!(second.availability, first.availability);
+    let (offers, total) = served(&server, INDEX);
+    assert_eq!(offers, 1, "the offer file was downloaded again");
+    let unchanged_bytes = total - first_bytes;
+
+    // An index without a usable validator still names the same file: no download.
+    let mut no_etag = ctx.clone();
+    no_etag.versions.remove("region_index.json");
+    let third = aws.fetch(&no_etag).await.unwrap();
+    assert_eq!(third.unchanged_regions.len(), 1);
+    assert_eq!(served(&server, INDEX).0, 1);
+
+    // A new version is downloaded.
+    let moved = AwsProvider::new(AwsConfig {
+        bulk_endpoint: format!("{}/moved", server.base),
+        ..config(&server, &["us-east-1"])
+    })
+    .unwrap();
+    let changed = moved.fetch(&ctx).await.unwrap();
+    assert!(changed.unchanged_regions.is_empty());
+    assert_eq!(changed.prices, first.prices);
+    assert!(changed.versions["us-east-1"].contains("20261120000000/us-east-1"));
+    let (offers, after) = served(&server, INDEX);
+    assert_eq!(offers, 2);
+    let changed_bytes = after - total - INDEX.len();
+    println!(
+        "bytes of the bulk files per sync: first {first_bytes}, unchanged index {unchanged_bytes}, changed index {changed_bytes}"
+    );
+    assert_eq!(unchanged_bytes, 0);
+    assert!(changed_bytes >= EAST.len());
 }

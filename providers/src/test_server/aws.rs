@@ -17,10 +17,30 @@ pub const EAST: &str = include_str!("../../fixtures/aws/offer-us-east-1.json");
 pub const WEST: &str = include_str!("../../fixtures/aws/offer-us-west-2.json");
 pub const ADVISOR: &str = include_str!("../../fixtures/aws/spot-advisor-data.json");
 
+/// The index's `ETag`, as CloudFront sends one for each published version.
+pub const INDEX_ETAG: &str = "\"20261101000000\"";
+
+/// `region_index.json` with its `ETag`, or a bodiless 304 when the request's
+/// `If-None-Match` names the current one.
+pub fn index(req: &Seen, index: &str, etag: &str) -> Response {
+    if req
+        .headers
+        .get("if-none-match")
+        .is_some_and(|v| v.as_bytes() == etag.as_bytes())
+    {
+        return axum::http::StatusCode::NOT_MODIFIED.into_response();
+    }
+    (
+        [("content-type", "application/json"), ("etag", etag)],
+        index.to_owned(),
+    )
+        .into_response()
+}
+
 /// The bulk price files and the spot advisor.
 pub fn files(req: &Seen, base: &str) -> Response {
     match req.uri.as_str() {
-        "/offers/v1.0/aws/AmazonEC2/current/region_index.json" => super::json(INDEX, base),
+        "/offers/v1.0/aws/AmazonEC2/current/region_index.json" => index(req, INDEX, INDEX_ETAG),
         "/offers/v1.0/aws/AmazonEC2/20261101000000/us-east-1/index.json" => super::json(EAST, base),
         "/offers/v1.0/aws/AmazonEC2/20261101000000/us-west-2/index.json" => super::json(WEST, base),
         "/spot-advisor-data.json" => super::json(ADVISOR, base),
