@@ -4,6 +4,9 @@
 //! starts the real `gpuplan serve` on it, and drives it from a bounded loopback
 //! client: `GET /v1/prices?gpu=H100-80GB` and a 7-day `GET /v1/spot-history`.
 //! Prints p50/p99 latency and the daemon's resident memory, idle and after load.
+//! Then the uncached prices query again while three heavy plans are requested
+//! at once (two solve, the default cap; the third is refused with 503): its p99
+//! next to the idle one.
 //!
 //!     cargo bench --bench api            # OBSERVATIONS=200000 for a quicker run
 
@@ -233,6 +236,59 @@ fn serve(dir: &std::path::Path, port: u16) -> Child {
         .unwrap()
 }
 
+/// The uncached prices query idle, then while three heavy plans are requested.
+async fn under_solves(client: &reqwest::Client, base: &str) {
+    let uncached = |offset: usize| {
+        let b = base.to_owned();
+        move |i: usize| {
+            format!(
+                "{b}/v1/prices?gpu=H100-80GB&max_usd_per_gpu_hour={}",
+                offset + i
+            )
+        }
+    };
+    let (_, idle_p99, _) = load(client, uncached(100_000)).await;
+    let heavy: serde_json::Value =
+        serde_json::from_str(include_str!("../tests/fixtures/heavy-integer-week.json")).unwrap();
+    let solves: Vec<_> = (0..3)
+        .map(|_| {
+            let req = client.post(format!("{base}/v1/plans")).json(&heavy);
+            tokio::spawn(async move { req.send().await.map(|r| r.status().as_u16()) })
+        })
+        .collect();
+    let mut running = String::new();
+    for _ in 0..500 {
+        let metrics = client
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        running = metrics
+            .lines()
+            .filter(|l| l.starts_with("gpuplan_solves_"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if running.contains("gpuplan_solves_running 2") && running.contains("refused_total 1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (p50, busy_p99, _) = load(client, uncached(200_000)).await;
+    println!(
+        "prices uncached, 3 heavy solves requested ({running}): p50 {:.2} ms, p99 {:.2} ms; idle p99 {:.2} ms; ratio {:.2}",
+        p50.as_secs_f64() * 1e3,
+        busy_p99.as_secs_f64() * 1e3,
+        idle_p99.as_secs_f64() * 1e3,
+        busy_p99.as_secs_f64() / idle_p99.as_secs_f64()
+    );
+    for s in solves {
+        s.abort();
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let observations: usize = std::env::var("OBSERVATIONS")
@@ -305,6 +361,7 @@ async fn main() {
         "daemon RSS after load: {:.1} MiB",
         rss_kib(child.id()) as f64 / 1024.0
     );
+    under_solves(&client, &base).await;
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();

@@ -74,14 +74,14 @@ async fn start(dir: &Path) -> Daemon {
 }
 
 /// Starts `gpuplan serve` on the directory's config with `env` set too.
-async fn start_with(dir: &Path, env: &[(&str, &str)]) -> Daemon {
+async fn start_with(dir: &Path, env: &[(String, String)]) -> Daemon {
     let mut child = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
         .arg("--config")
         .arg(dir.join("gpuplan.toml"))
         .args(["--log-format", "json", "serve"])
         .env("GPUPLAN_TEST_HOOK_SECRET", SECRET)
         .env("RUST_LOG", "warn,gpuplan=info,gpuplan_providers=info")
-        .envs(env.iter().copied())
+        .envs(env.iter().cloned())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -112,14 +112,13 @@ async fn start_with(dir: &Path, env: &[(&str, &str)]) -> Daemon {
 }
 
 impl Daemon {
+    async fn text(&self, path: &str) -> String {
+        let r = self.http.get(format!("{}{path}", self.base)).send();
+        r.await.unwrap().text().await.unwrap()
+    }
+
     async fn get(&self, path: &str) -> Value {
-        let r = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap();
-        serde_json::from_str(&r.text().await.unwrap()).unwrap()
+        serde_json::from_str(&self.text(path).await).unwrap()
     }
 
     async fn ok_runs(&self) -> usize {
@@ -133,15 +132,7 @@ impl Daemon {
 
     /// How many times the daemon has evaluated its rules (once after each sync).
     async fn evaluations(&self) -> u64 {
-        let text = self
-            .http
-            .get(format!("{}/metrics", self.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = self.text("/metrics").await;
         text.lines()
             .find_map(|l| l.strip_prefix("gpuplan_alert_evaluations_total "))
             .map_or(0, |v| v.trim().parse().unwrap())
@@ -431,13 +422,13 @@ fn refused() -> String {
     format!("http://{}", l.local_addr().unwrap())
 }
 
-fn run_cli(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
+fn run_cli(dir: &Path, args: &[&str], env: &[(String, String)]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
         .arg("--config")
         .arg(dir.join("gpuplan.toml"))
         .args(args)
         .env("RUST_LOG", "info")
-        .envs(env.iter().copied())
+        .envs(env.iter().cloned())
         .env_remove("GPUPLAN_GCP_TOKEN")
         .output()
         .unwrap();
@@ -494,12 +485,14 @@ async fn secrets_in_urls_never_reach_the_log_the_database_or_any_answer() {
             receivers[3]
         )
     };
-    let env = [
+    let env: Vec<(String, String)> = [
         ("GPUPLAN_GCP_API_KEY", GCP_KEY),
         ("GPUPLAN_TEST_URL_0", receivers[0].as_str()),
         ("GPUPLAN_TEST_URL_1", receivers[1].as_str()),
         ("GPUPLAN_TEST_URL_2", receivers[2].as_str()),
-    ];
+    ]
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .into();
     let mut seen = String::new();
 
     // GCP through each failure path, by the CLI: refused, timeout, 4xx, 5xx,
@@ -513,16 +506,8 @@ async fn secrets_in_urls_never_reach_the_log_the_database_or_any_answer() {
         format!("{}/pages", echo.base),
     ] {
         std::fs::write(dir.path().join("gpuplan.toml"), gcp_config(&base)).unwrap();
-        let dir_path = dir.path().to_path_buf();
-        let env_owned: Vec<(String, String)> = env
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
+        let (dir_path, env) = (dir.path().to_path_buf(), env.clone());
         let out = tokio::task::spawn_blocking(move || {
-            let env: Vec<(&str, &str)> = env_owned
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
             run_cli(&dir_path, &["sync", "--provider", "gcp"], &env)
         })
         .await
@@ -560,26 +545,11 @@ async fn secrets_in_urls_never_reach_the_log_the_database_or_any_answer() {
         "/v1/alerts",
         "/v1/sync-runs?limit=100",
         "/v1/prices",
+        "/metrics",
         "/healthz",
     ] {
-        let r = d
-            .http
-            .get(format!("{}{path}", d.base))
-            .send()
-            .await
-            .unwrap();
-        seen.push_str(&r.text().await.unwrap());
+        seen.push_str(&d.text(path).await);
     }
-    seen.push_str(
-        &d.http
-            .get(format!("{}/metrics", d.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
-    );
     let errors: Vec<String> = d
         .messages()
         .await
@@ -600,15 +570,7 @@ async fn secrets_in_urls_never_reach_the_log_the_database_or_any_answer() {
 
     // The CLI's views of the same failures, and one more try of each receiver.
     let dir_path = dir.path().to_path_buf();
-    let env_owned: Vec<(String, String)> = env
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
     let cli = tokio::task::spawn_blocking(move || {
-        let env: Vec<(&str, &str)> = env_owned
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
         [
             run_cli(&dir_path, &["alerts", "history"], &env),
             run_cli(&dir_path, &["alerts", "history", "--json"], &env),

@@ -742,24 +742,10 @@ async fn a_browser_page_cannot_write_or_read_through_a_rebound_name() {
     }
 }
 
-/// Hourly-integer problem that the default solver cannot finish in minutes
+/// An hourly-integer problem the default solver cannot finish in minutes
 /// (README, "Solver backend"): it holds a solver slot for as long as a test needs.
 fn heavy_problem() -> Value {
-    let offers: Vec<Value> = (0..20)
-        .map(|k| {
-            let od = 2.0 + f64::from(k % 7) * 0.37 + f64::from(k) * 0.011;
-            serde_json::json!({"id": format!("o{k}"), "cloud": "c", "region": format!("r{}", k % 5),
-                "instance_type": format!("t{k}"), "gpu_model": "H100-80GB", "gpus_per_instance": 1 + k % 3,
-                "on_demand_price": od, "spot_price": od * 0.41, "spot_interruption_rate": 0.05,
-                "max_spot_instances": 3 + k % 4,
-                "reserved": [{"id": "1y", "term_hours": 8760, "hourly_price": od * 0.63}]})
-        })
-        .collect();
-    let demand: Vec<f64> = (0..168)
-        .map(|t| 20.0 + f64::from(t % 24) * 1.7 + f64::from(t % 5) * 0.3)
-        .collect();
-    serde_json::json!({"name": "heavy", "demand": demand, "offers": offers,
-        "policy": {"integer_hourly": true, "max_spot_share": 0.6, "max_pool_share": 0.3}})
+    serde_json::from_str(include_str!("fixtures/heavy-integer-week.json")).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]
