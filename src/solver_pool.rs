@@ -1,8 +1,9 @@
-//! Where requested solves run: at most N at once, each on its own thread, away
-//! from the async runtime and the store's connections. A solve can keep a core
-//! busy for minutes; beyond the cap a request is refused at once (the caller
-//! answers 503) rather than queued, so a burst of heavy plans cannot pile up
-//! behind each other or starve the catalog queries.
+//! Where requested solves run: at most N at once, each on its own thread at a
+//! lower CPU priority, away from the async runtime and the store's
+//! connections. A solve can keep a core busy for minutes; beyond the cap a
+//! request is refused at once (the caller answers 503) rather than queued, so
+//! a burst of heavy plans cannot pile up behind each other or starve the
+//! catalog queries.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,6 +88,7 @@ impl SolverPool {
             .name("gpuplan-solve".to_owned())
             .spawn(move || {
                 let _entered = span.enter();
+                yield_to_queries();
                 let result = optimizer::solve(&problem, &opts);
                 // Free the slot before answering, so a caller that got its
                 // answer finds the slot free.
@@ -104,6 +106,20 @@ impl SolverPool {
                 "the solver panicked; see the daemon's log".to_owned(),
             ))
         }))
+    }
+}
+
+/// How much lower than the daemon's other threads a solve runs: a solve keeps
+/// a core busy for minutes, and queries and syncs must not wait for it.
+const SOLVE_NICE: i32 = 10;
+
+/// Lowers the calling thread's CPU priority. On Linux the nice value belongs
+/// to the thread, so only this solve's thread is lowered. Failing leaves it as
+/// it was, which is only slower for the queries.
+fn yield_to_queries() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::process::nice(SOLVE_NICE) {
+        tracing::debug!(error = %e, "Could not lower the solver thread's priority.");
     }
 }
 
