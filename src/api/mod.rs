@@ -123,12 +123,14 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 /// The layers every route gets, outermost last: metrics, the browser guard,
-/// the token, panics turned into 500s, and the body limit.
+/// announced body sizes, the token, panics turned into 500s, and the body
+/// limit as a body streams in.
 fn harden(routes: Router<Arc<AppState>>, state: Arc<AppState>) -> Router {
     routes
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
+        .layer(middleware::from_fn(refuse_announced_oversize))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(middleware::from_fn_with_state(state.clone(), measure))
         .with_state(state)
@@ -148,6 +150,25 @@ fn panicked(payload: Box<dyn std::any::Any + Send + 'static>) -> Response {
         parameter: None,
     }
     .into_response()
+}
+
+/// A body announced larger than [`MAX_BODY_BYTES`] is refused before any of
+/// it is read; bodies without a length are cut off at the limit as they come.
+async fn refuse_announced_oversize(req: Request, next: Next) -> Response {
+    let announced = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            message: format!("body: larger than the limit of {MAX_BODY_BYTES} bytes"),
+            parameter: Some("body".to_owned()),
+        }
+        .into_response();
+    }
+    next.run(req).await
 }
 
 async fn guard(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
