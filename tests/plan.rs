@@ -193,3 +193,70 @@ fn a_demand_file_is_planned_against_the_catalog() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stdout).contains("bad.csv:3"));
 }
+
+#[test]
+fn numbers_out_of_range_exit_2_naming_the_flag_instead_of_crashing() {
+    let dir = tempfile::tempdir().unwrap();
+    let usage: String = std::iter::once("hour,gpus".to_owned())
+        .chain((0..48).map(|h| format!("{h},4")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(dir.path().join("usage.csv"), usage).unwrap();
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/examples/plan-problem.json"
+    );
+    // Each of these used to allocate without bound or panic in duration arithmetic.
+    for (args, flag) in [
+        (
+            vec![
+                "plan",
+                "--usage",
+                "usage.csv",
+                "--horizon-hours",
+                "99999999999",
+            ],
+            "--horizon-hours",
+        ),
+        (
+            vec!["plan", "--problem", example, "--time-limit-secs", "1e30"],
+            "--time-limit-secs",
+        ),
+        (
+            vec![
+                "plan",
+                "--usage",
+                "usage.csv",
+                "--spot-window",
+                "100000000000d",
+            ],
+            "--spot-window",
+        ),
+        (
+            vec!["plan", "--usage", "usage.csv", "--restart-hours=-1"],
+            "--restart-hours",
+        ),
+        (
+            vec![
+                "spot-history",
+                "--instance",
+                "p5.48xlarge",
+                "--since",
+                "100000000000d",
+            ],
+            "--since",
+        ),
+    ] {
+        let out = gpuplan(dir.path(), &args);
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {said}");
+        assert!(
+            said.contains(flag) && said.contains("out of range"),
+            "{args:?}: {said}"
+        );
+    }
+}
