@@ -68,6 +68,7 @@ fn list_prices(types: &[InstanceType]) -> Vec<PriceRecord> {
                     source: Some(format!("SKU-{i}-{r}")),
                     available_regions: vec![],
                     max_instances: None,
+                    price_scope: gpuplan_providers::PriceScope::Instance,
                 });
             }
         }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use gpuplan_providers::PriceKind;
+use gpuplan_providers::{PriceKind, PriceScope};
 use serde::Serialize;
 
 use crate::store::{CurrentPrice, SpotPoint, Store, StoreError};
@@ -92,6 +92,9 @@ pub struct CatalogRecord {
     pub upfront_usd: f64,
     pub recurring_usd_per_hour: f64,
     pub max_instances: Option<u32>,
+    /// `instance`, or `gpu_only` for a price of GPUs alone that a plan never
+    /// buys (see [`PriceScope`]).
+    pub price_scope: String,
 }
 
 /// Which prices to list. Each list matches any of its values; empty lists match all.
@@ -104,6 +107,8 @@ pub struct PriceFilter {
     pub providers: Vec<String>,
     pub regions: Vec<String>,
     pub kinds: Vec<PriceKind>,
+    /// What the prices buy; empty matches both.
+    pub scopes: Vec<PriceScope>,
     pub max_usd_per_gpu_hour: Option<f64>,
 }
 
@@ -125,6 +130,7 @@ impl PriceFilter {
                 r.region == reg || r.available_regions.iter().any(|a| a == reg)
             })
             && (self.kinds.is_empty() || self.kinds.iter().any(|k| k.to_string() == r.price_kind))
+            && (self.scopes.is_empty() || self.scopes.iter().any(|s| s.as_str() == r.price_scope))
             && self
                 .max_usd_per_gpu_hour
                 .is_none_or(|max| r.usd_per_gpu_hour <= max)
@@ -210,6 +216,7 @@ fn record(p: CurrentPrice, fresh: &Freshness) -> CatalogRecord {
         upfront_usd: p.upfront_usd,
         recurring_usd_per_hour: p.recurring_usd_per_hour,
         max_instances: p.max_instances,
+        price_scope: p.price_scope,
     }
 }
 

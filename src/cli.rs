@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
 use gpuplan_providers::secret::Secret;
-use gpuplan_providers::{PriceKind, Scope};
+use gpuplan_providers::{PriceKind, PriceScope, Scope};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -206,6 +206,10 @@ pub struct PricesArgs {
     /// Price kind, e.g. `on_demand`, `spot`, `reserved_1y_no_upfront` (repeatable).
     #[arg(long = "kind", value_parser = parse_kind)]
     kinds: Vec<PriceKind>,
+    /// What the price buys: `instance`, or `gpu_only` for GPUs without the
+    /// machine they attach to (repeatable; default both).
+    #[arg(long = "scope", value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<PriceScope>()))]
+    scopes: Vec<PriceScope>,
     /// Only prices at or below this many USD per GPU-hour.
     #[arg(long, value_parser = parse_price)]
     max_usd_per_gpu_hour: Option<f64>,
@@ -509,6 +513,7 @@ fn run_prices(config: &Config, args: PricesArgs) -> Result<ExitCode, CliError> {
         providers: args.providers,
         regions: args.regions,
         kinds: args.kinds,
+        scopes: args.scopes,
         max_usd_per_gpu_hour: args.max_usd_per_gpu_hour,
     };
     let records =
@@ -578,7 +583,11 @@ fn prices_table(records: &[CatalogRecord], now: DateTime<Utc>) -> String {
                 r.provider.clone(),
                 r.region.clone(),
                 r.zone.clone().unwrap_or_else(|| "-".to_owned()),
-                r.instance_type.clone(),
+                if r.price_scope == PriceScope::GpuOnly.as_str() {
+                    format!("{} *", r.instance_type)
+                } else {
+                    r.instance_type.clone()
+                },
                 r.gpu_model.clone(),
                 r.gpu_count.to_string(),
                 kind,
@@ -588,7 +597,16 @@ fn prices_table(records: &[CatalogRecord], now: DateTime<Utc>) -> String {
             ]
         })
         .collect();
-    render_table(&header, &rows, &[5, 7, 8])
+    let mut out = render_table(&header, &rows, &[5, 7, 8]);
+    if records
+        .iter()
+        .any(|r| r.price_scope == PriceScope::GpuOnly.as_str())
+    {
+        out.push_str(
+            "* GPU only: the accelerator without the machine it attaches to, which is billed separately; never planned.\n",
+        );
+    }
+    out
 }
 
 /// Left-aligned columns, except the right-aligned (numeric) ones listed.

@@ -144,6 +144,9 @@ pub struct RuleConfig {
     pub gpu_models: Vec<String>,
     /// Price kinds; empty matches all.
     pub price_kinds: Vec<gpuplan_providers::PriceKind>,
+    /// What the prices buy: `instance` unless the rule asks for `gpu_only`
+    /// prices too (GPUs without the machine they attach to).
+    pub price_scopes: Vec<gpuplan_providers::PriceScope>,
     /// Glob patterns (`*`, `?`) for providers and regions (or sources); empty matches all.
     pub providers: Vec<String>,
     pub regions: Vec<String>,
@@ -511,6 +514,7 @@ struct RawRule {
     gpu_models: Vec<String>,
     #[serde(default)]
     price_kinds: Vec<String>,
+    price_scopes: Option<Vec<String>>,
     #[serde(default)]
     providers: Vec<String>,
     #[serde(default)]
@@ -1249,6 +1253,18 @@ fn validate_alerts(
                     .ok()
             })
             .collect();
+        let price_scopes = match &r.price_scopes {
+            None => vec![gpuplan_providers::PriceScope::Instance],
+            Some(list) => list
+                .iter()
+                .enumerate()
+                .filter_map(|(j, k)| {
+                    k.parse()
+                        .map_err(|e: String| c.fail(format!("{label}.price_scopes[{j}]"), e))
+                        .ok()
+                })
+                .collect(),
+        };
         let threshold = match (r.usd_per_gpu_hour, r.usd_per_hour) {
             (Some(v), None) => Some(Threshold::PerGpuHour(v)),
             (None, Some(v)) => Some(Threshold::PerInstanceHour(v)),
@@ -1333,6 +1349,7 @@ fn validate_alerts(
             kind,
             gpu_models: r.gpu_models,
             price_kinds,
+            price_scopes,
             providers: r.providers,
             regions: r.regions,
             threshold,

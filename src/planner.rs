@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use gpuplan_providers::PriceKind;
+use gpuplan_providers::{PriceKind, PriceScope};
 
 use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter, SpotQuery};
 use crate::fingerprint::fingerprint;
@@ -123,6 +123,9 @@ pub fn build_problem(
         gpus: inputs.gpus.clone(),
         providers: inputs.clouds.clone(),
         regions: inputs.regions.clone(),
+        // A plan buys machines: a price of GPUs alone leaves out the machine
+        // they must be attached to.
+        scopes: vec![PriceScope::Instance],
         ..PriceFilter::default()
     };
     let records = catalog::prices(store, fresh, &filter)?;

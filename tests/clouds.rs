@@ -588,3 +588,97 @@ async fn aws_an_unchanged_offer_file_is_not_downloaded_and_its_prices_stay_curre
             .all(|r| r["stale"] == false)
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gcp_gpu_only_prices_are_listed_marked_and_never_planned() {
+    let server = clouds(Arc::default()).await;
+    let setup = Setup::new(&server.base);
+    let setup = tokio::task::spawn_blocking(move || {
+        let out = setup.run(&["sync", "--provider", "gcp"], None);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        setup
+    })
+    .await
+    .unwrap();
+    let gcp = by_provider(&setup.prices(), "gcp");
+    let gpu_only: Vec<&Value> = gcp
+        .iter()
+        .filter(|r| r["price_scope"] == "gpu_only")
+        .collect();
+    // The accelerator SKUs keep their keys and prices; only their scope is new.
+    assert!(!gpu_only.is_empty());
+    assert!(gpu_only.iter().all(|r| {
+        r["instance_type"].as_str().unwrap().starts_with("nvidia-") && r["gpu_count"] == 1
+    }));
+    assert!(
+        gcp.iter()
+            .filter(|r| r["price_scope"] == "instance")
+            .all(|r| !r["instance_type"].as_str().unwrap().starts_with("nvidia-"))
+    );
+    let t4 = gpu_only
+        .iter()
+        .find(|r| r["instance_type"] == "nvidia-l4" && r["price_kind"] == "on_demand")
+        .unwrap();
+    assert!(t4["usd_per_hour"].as_f64().unwrap() > 0.0);
+
+    let filtered = setup.run(
+        &[
+            "prices",
+            "--provider",
+            "gcp",
+            "--scope",
+            "gpu_only",
+            "--json",
+        ],
+        None,
+    );
+    let filtered: Value = serde_json::from_slice(&filtered.stdout).unwrap();
+    assert_eq!(filtered.as_array().unwrap().len(), gpu_only.len());
+    let table = setup.run(&["prices", "--provider", "gcp"], None);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains("nvidia-l4 *") && table.contains("* GPU only"),
+        "{table}"
+    );
+
+    std::fs::write(
+        setup.dir.path().join("demand.csv"),
+        "hour,gpus\n0,8\n1,8\n2,4\n",
+    )
+    .unwrap();
+    let (demand, written) = (
+        setup.dir.path().join("demand.csv"),
+        setup.dir.path().join("p.json"),
+    );
+    let plan = setup.run(
+        &[
+            "plan",
+            "--demand",
+            demand.to_str().unwrap(),
+            "--clouds",
+            "gcp",
+            "--write-problem",
+            written.to_str().unwrap(),
+            "--json",
+        ],
+        None,
+    );
+    assert!(
+        plan.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plan.stdout)
+    );
+    let problem: Value = serde_json::from_str(&std::fs::read_to_string(&written).unwrap()).unwrap();
+    let offers = problem["offers"].as_array().unwrap();
+    assert!(!offers.is_empty());
+    assert!(
+        offers
+            .iter()
+            .all(|o| !o["instance_type"].as_str().unwrap().starts_with("nvidia-")),
+        "{offers:?}"
+    );
+}

@@ -33,6 +33,7 @@ pub const COLUMNS: &[&str] = &[
     "source",
     "available_regions",
     "max_instances",
+    "price_scope",
 ];
 const REQUIRED: usize = 6;
 
@@ -413,6 +414,9 @@ fn parse_row(c: &mut Cells<'_>) -> Option<(InstanceType, PriceRecord)> {
     let max_instances = c.count("max_instances", 0);
     let zone = c.text("zone").map(str::to_owned);
     let source = c.text("source").map(str::to_owned);
+    let price_scope = c
+        .parsed::<crate::PriceScope>("price_scope", "a price scope")
+        .unwrap_or_default();
     let available_regions: Vec<String> = c
         .text("available_regions")
         .map(|s| {
@@ -473,6 +477,7 @@ fn parse_row(c: &mut Cells<'_>) -> Option<(InstanceType, PriceRecord)> {
         source,
         available_regions,
         max_instances,
+        price_scope,
     };
     Some((instance, price))
 }

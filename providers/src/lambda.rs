@@ -152,6 +152,7 @@ fn build_snapshot(response: Response) -> Snapshot {
             source: Some(key),
             available_regions: regions,
             max_instances: None,
+            price_scope: crate::PriceScope::Instance,
         });
         snap.instance_types.push(InstanceType {
             instance_type: spec.name,

@@ -26,7 +26,7 @@ pub mod test_server;
 pub use error::ProviderError;
 pub use snapshot::{
     AvailabilityRecord, AvailabilitySignal, FetchContext, InstanceType, OfferingClass, PriceKind,
-    PriceRecord, Scope, Snapshot, SpotObservation, Term, Upfront,
+    PriceRecord, PriceScope, Scope, Snapshot, SpotObservation, Term, Upfront,
 };
 
 pub use async_trait::async_trait;

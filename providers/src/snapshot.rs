@@ -108,6 +108,53 @@ pub struct PriceRecord {
     pub available_regions: Vec<String>,
     /// Most instances that can be had at this price (on-prem pools, negotiated deals).
     pub max_instances: Option<u32>,
+    /// What the price buys: a rentable machine, or GPUs alone.
+    #[serde(default)]
+    pub price_scope: PriceScope,
+}
+
+/// What a price buys. Plans are made of rentable machines only: a price of
+/// GPUs alone (GCP's per-accelerator SKUs) leaves out the machine they attach
+/// to, which is billed separately, so it is listed but never planned.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum PriceScope {
+    /// A whole instance (or an on-prem machine): what a plan can buy.
+    #[default]
+    Instance,
+    /// Accelerators that must be attached to a machine priced separately.
+    GpuOnly,
+}
+
+impl PriceScope {
+    pub const ALL: [Self; 2] = [Self::Instance, Self::GpuOnly];
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Instance => "instance",
+            Self::GpuOnly => "gpu_only",
+        }
+    }
+}
+
+impl fmt::Display for PriceScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for PriceScope {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| format!("unknown price_scope `{s}`; expected instance or gpu_only"))
+    }
 }
 
 impl PriceRecord {

@@ -92,6 +92,7 @@ pub fn observe(
             let filter = PriceFilter {
                 gpus: rule.gpu_models.clone(),
                 kinds: rule.price_kinds.clone(),
+                scopes: rule.price_scopes.clone(),
                 ..PriceFilter::default()
             };
             let (per_gpu, t) = match rule.threshold {
@@ -158,6 +159,7 @@ pub fn observe(
         RuleKind::SpotAboveCommitted => {
             let filter = PriceFilter {
                 gpus: rule.gpu_models.clone(),
+                scopes: rule.price_scopes.clone(),
                 ..PriceFilter::default()
             };
             let mut offers: BTreeMap<String, SpotVsCommitted> = BTreeMap::new();
@@ -246,6 +248,7 @@ pub fn observe(
         RuleKind::NewOffer => {
             let filter = PriceFilter {
                 gpus: rule.gpu_models.clone(),
+                scopes: rule.price_scopes.clone(),
                 ..PriceFilter::default()
             };
             let mut seen = BTreeSet::new();
@@ -441,6 +444,7 @@ mod tests {
             kind,
             gpu_models: vec![],
             price_kinds: vec![],
+            price_scopes: vec![gpuplan_providers::PriceScope::Instance],
             providers: vec![],
             regions: vec![],
             threshold: Some(Threshold::PerGpuHour(2.0)),
@@ -501,6 +505,44 @@ mod tests {
         // Above rules re-arm below the threshold by the hysteresis.
         assert_eq!(crossing(false, 1.95, 2.0, 0.05), (false, false));
         assert_eq!(crossing(false, 1.9, 2.0, 0.05), (false, true));
+    }
+
+    #[test]
+    fn price_rules_ignore_gpu_only_prices_unless_they_ask_for_them() {
+        use crate::store::test_support::{at, snapshot};
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = crate::store::Store::open(&dir.path().join("c.db")).unwrap();
+        // gpu0 at 1.0/h; gpu1 at 2.0/h is a price of the GPU alone.
+        let mut snap = snapshot(2, 1.0);
+        for p in snap
+            .prices
+            .iter_mut()
+            .filter(|p| p.instance_type == "gpu1.xlarge")
+        {
+            p.price_scope = gpuplan_providers::PriceScope::GpuOnly;
+            p.usd_per_hour = 0.1;
+        }
+        let run = store
+            .begin_run("aws", gpuplan_providers::Scope::Full, at(0))
+            .unwrap();
+        store
+            .write_snapshot(run, "aws", &snap, at(0), at(0))
+            .unwrap();
+        let fresh = Freshness::read(&store, BTreeMap::new(), at(0)).unwrap();
+        let mut r = rule(RuleKind::PriceBelow, None);
+        r.price_kinds = vec![gpuplan_providers::PriceKind::OnDemand];
+        r.every_offer = true;
+        let keys = |r: &RuleConfig| -> Vec<String> {
+            observe(&store, &fresh, r, &[])
+                .unwrap()
+                .into_iter()
+                .filter(|o| o.active)
+                .map(|o| o.key)
+                .collect()
+        };
+        assert_eq!(keys(&r), ["aws/us-east-1/gpu0.xlarge/-/on_demand"]);
+        r.price_scopes.push(gpuplan_providers::PriceScope::GpuOnly);
+        assert_eq!(keys(&r).len(), 2);
     }
 
     #[test]

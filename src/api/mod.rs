@@ -20,8 +20,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::Utc;
-use gpuplan_providers::PriceKind;
 use gpuplan_providers::secret::Secret;
+use gpuplan_providers::{PriceKind, PriceScope};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -308,8 +308,23 @@ async fn prices(
 ) -> Result<Response, ApiError> {
     let p = Params::parse(
         uri.query(),
-        &["gpu", "provider", "region", "kind", "max_usd_per_gpu_hour"],
+        &[
+            "gpu",
+            "provider",
+            "region",
+            "kind",
+            "scope",
+            "max_usd_per_gpu_hour",
+        ],
     )?;
+    let scopes = p
+        .all("scope")
+        .iter()
+        .map(|s| {
+            s.parse::<PriceScope>()
+                .map_err(|e| ApiError::bad_parameter("scope", e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let kinds = p
         .all("kind")
         .iter()
@@ -330,6 +345,7 @@ async fn prices(
         providers: p.all("provider"),
         regions: p.all("region"),
         kinds,
+        scopes,
         max_usd_per_gpu_hour: max,
     };
     let query = uri.query().unwrap_or("").to_owned();

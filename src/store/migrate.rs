@@ -39,6 +39,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0008_create_source_versions",
         include_str!("../../migrations/0008_create_source_versions.sql"),
     ),
+    (
+        "0009_add_price_scope",
+        include_str!("../../migrations/0009_add_price_scope.sql"),
+    ),
 ];
 
 pub(super) fn latest_version() -> i64 {

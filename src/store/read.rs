@@ -30,6 +30,8 @@ pub struct CurrentPrice {
     pub source: Option<String>,
     pub available_regions: Vec<String>,
     pub max_instances: Option<u32>,
+    /// `instance`, or `gpu_only` for a price of GPUs alone.
+    pub price_scope: String,
 }
 
 /// One stored spot observation.
@@ -111,6 +113,7 @@ fn read_price(r: &Row<'_>) -> rusqlite::Result<(CurrentPrice, Option<String>, St
         gpu_memory_gib: r.get(15)?,
         vcpus: r.get(16)?,
         memory_gib: r.get(17)?,
+        price_scope: r.get(18)?,
     };
     Ok((price, r.get(12)?, r.get(10)?))
 }
@@ -142,7 +145,8 @@ impl Store {
             "SELECT s.provider, s.region, s.zone, s.instance_type, s.price_kind, s.offering_class,
                     v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour, v.source,
                     v.available_regions, v.max_instances, NULL AS observed_at,
-                    t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib
+                    t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
+                    s.price_scope
              FROM price_series s
              JOIN price_versions v
                ON v.id = (SELECT max(id) FROM price_versions WHERE series_id = s.id)
@@ -154,7 +158,8 @@ impl Store {
              UNION ALL
              SELECT ss.provider, ss.region, ss.zone, ss.instance_type, 'spot', '',
                     o.usd_per_hour, 0.0, o.usd_per_hour, NULL, '[]', NULL, o.observed_at,
-                    t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib
+                    t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
+                    'instance'
              FROM spot_series ss
              JOIN spot_observations o
                ON o.provider = ss.provider AND o.instance_type = ss.instance_type AND o.zone = ss.zone

@@ -67,6 +67,7 @@ pub fn snapshot(n: usize, base: f64) -> Snapshot {
             source: Some(format!("SKU{i}")),
             available_regions: vec![],
             max_instances: None,
+            price_scope: gpuplan_providers::PriceScope::Instance,
         });
         let commit = PriceKind::Commit(Term::OneYear);
         s.prices.push(PriceRecord {

@@ -430,3 +430,36 @@ fn a_large_prune_goes_in_batches() {
     assert_eq!(counts.spot_observations, prune::BATCH as u64 + 9);
     pool.read(|s| assert_eq!(count(s, "spot_observations"), 1));
 }
+
+#[test]
+fn gcp_accelerator_prices_of_an_older_catalog_become_gpu_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let old = open_at_version(&path, 8);
+    conn(&old)
+        .execute_batch(
+            "INSERT INTO sync_runs (id, source, started_at, status) VALUES (1, 'gcp', '2026-01-01T00:00:00.000000Z', 'ok');
+             INSERT INTO instance_types (provider, instance_type, gpu_model, gpu_count, first_seen_run)
+                 VALUES ('gcp', 'nvidia-l4', 'L4', 1, 1), ('gcp', 'g2-standard-4', 'L4', 1, 1);
+             INSERT INTO price_series (provider, region, instance_type, price_kind)
+                 VALUES ('gcp', 'us-central1', 'nvidia-l4', 'on_demand'),
+                        ('gcp', 'us-central1', 'g2-standard-4', 'on_demand');",
+        )
+        .unwrap();
+    drop(old);
+    let store = Store::open(&path).unwrap();
+    let scopes: Vec<(String, String)> = conn(&store)
+        .prepare("SELECT instance_type, price_scope FROM price_series ORDER BY instance_type")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        scopes,
+        [
+            ("g2-standard-4".to_owned(), "instance".to_owned()),
+            ("nvidia-l4".to_owned(), "gpu_only".to_owned())
+        ]
+    );
+}

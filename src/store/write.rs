@@ -252,13 +252,14 @@ fn write_prices(
     stats: &mut WriteStats,
 ) -> Result<(), StoreError> {
     // The newest version of each of the provider's series: (series id, values or
-    // None when withdrawn).
+    // None when withdrawn), and the series' price scope.
     let mut current: HashMap<SeriesKey, (i64, Option<VersionValues>)> = HashMap::new();
+    let mut scopes: HashMap<i64, String> = HashMap::new();
     {
         let mut stmt = tx.prepare(
             "SELECT s.id, s.region, s.zone, s.instance_type, s.price_kind, s.offering_class,
                     v.withdrawn, v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour,
-                    v.source, v.available_regions, v.max_instances
+                    v.source, v.available_regions, v.max_instances, s.price_scope
              FROM price_series s
              JOIN price_versions v
                ON v.id = (SELECT max(id) FROM price_versions WHERE series_id = s.id)
@@ -279,19 +280,21 @@ fn write_prices(
                     max_instances: r.get(12)?,
                 })
             };
-            Ok((key, (r.get::<_, i64>(0)?, values)))
+            Ok((key, (r.get::<_, i64>(0)?, values), r.get::<_, String>(13)?))
         })?;
         for row in rows {
-            let (key, value) = row?;
+            let (key, value, scope) = row?;
+            scopes.insert(value.0, scope);
             current.insert(key, value);
         }
     }
 
     let valid_from = ts(fetched_at);
     let mut insert_series = tx.prepare(
-        "INSERT INTO price_series (provider, region, zone, instance_type, price_kind, offering_class)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO price_series (provider, region, zone, instance_type, price_kind, offering_class, price_scope)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
+    let mut set_scope = tx.prepare("UPDATE price_series SET price_scope = ?2 WHERE id = ?1")?;
     let mut insert_version = tx.prepare(
         "INSERT INTO price_versions (series_id, sync_run_id, valid_from, usd_per_hour, upfront_usd,
              recurring_usd_per_hour, source, available_regions, max_instances)
@@ -301,11 +304,21 @@ fn write_prices(
         stats.prices_seen += 1;
         let key = series_key(price);
         let values = VersionValues::of(price);
-        let series_id = match current.remove(&key) {
+        let scope = price.price_scope.as_str();
+        let existing = current.remove(&key);
+        // A scope is what the series prices, not a version: it is corrected in
+        // place (a catalog from before scopes existed).
+        if let Some((id, _)) = &existing
+            && scopes.get(id).map(String::as_str) != Some(scope)
+        {
+            set_scope.execute(params![id, scope])?;
+        }
+        let series_id = match existing {
             Some((_, Some(old))) if old == values => continue,
             Some((id, _)) => id,
             None => {
-                insert_series.execute(params![provider, key.0, key.1, key.2, key.3, key.4])?;
+                insert_series
+                    .execute(params![provider, key.0, key.1, key.2, key.3, key.4, scope])?;
                 tx.last_insert_rowid()
             }
         };

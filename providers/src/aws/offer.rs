@@ -415,5 +415,6 @@ fn record(state: &mut Collector, sku: &str, term: &OfferTerm, reserved: bool) {
         source: Some(sku.to_owned()),
         available_regions: Vec::new(),
         max_instances: None,
+        price_scope: crate::PriceScope::Instance,
     });
 }

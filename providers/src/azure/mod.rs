@@ -298,6 +298,7 @@ fn classify(item: &Item, snap: &mut Snapshot) -> Option<Vec<PriceRecord>> {
         source: Some(item.meter_id.clone()),
         available_regions: Vec::new(),
         max_instances: None,
+        price_scope: crate::PriceScope::Instance,
     };
     match item.kind.as_str() {
         "Reservation" => {

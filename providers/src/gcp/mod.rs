@@ -502,6 +502,7 @@ fn build_snapshot(
             source: Some(sku_id.clone()),
             available_regions: Vec::new(),
             max_instances: None,
+            price_scope: crate::PriceScope::GpuOnly,
         });
     }
     for (id, model) in &models {
@@ -598,6 +599,7 @@ fn add_machine_types(
                     source: None,
                     available_regions: Vec::new(),
                     max_instances: None,
+                    price_scope: crate::PriceScope::Instance,
                 });
                 priced = true;
             }

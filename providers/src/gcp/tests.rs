@@ -159,6 +159,15 @@ async fn gpu_skus_and_composed_machine_types_from_the_built_in_shapes() {
         ]
     );
     assert_eq!(server.requests().len(), 2);
+    // Accelerator SKUs price GPUs alone; composed machine types are instances.
+    for p in &snap.prices {
+        let expected = if p.instance_type.starts_with("nvidia-") {
+            crate::PriceScope::GpuOnly
+        } else {
+            crate::PriceScope::Instance
+        };
+        assert_eq!(p.price_scope, expected, "{}", p.instance_type);
+    }
 }
 
 #[tokio::test]
