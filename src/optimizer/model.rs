@@ -157,6 +157,8 @@ impl Problem {
             "policy": {"max_spot_share": pol.max_spot_share, "max_pool_share": pol.max_pool_share,
                        "spot_overhead_factor": pol.spot_overhead_factor, "integer_reserved": pol.integer_reserved,
                        "integer_hourly": pol.integer_hourly, "budget": pol.budget,
+                       "allowed_clouds": pol.allowed_clouds, "allowed_regions": pol.allowed_regions,
+                       "gpu_models": pol.gpu_models,
                        "min_gpu_memory_gib": pol.min_gpu_memory_gib, "alert_cost_change_pct": pol.alert_cost_change_pct}
         })
     }
@@ -516,6 +518,105 @@ mod tests {
                 .prop_map(|m| Value::Object(m.into_iter().collect())),
             ]
         })
+    }
+
+    /// A valid problem with random offers, prices, caps and policy filters.
+    fn any_problem() -> impl Strategy<Value = Problem> {
+        let names = || prop::sample::select(vec!["aws", "azure", "gcp"]);
+        let offer = (
+            names(),
+            prop::sample::select(vec!["r1", "r2"]),
+            prop::sample::select(vec!["H100-80GB", "L4"]),
+            1u32..=8,
+            prop::option::of(0.5f64..50.0),
+            prop::option::of((0.1f64..20.0, 0.0f64..1.0)),
+            prop::option::of(0.0f64..10.0),
+            prop::option::of((0.1f64..30.0, 0.0f64..5000.0)),
+        )
+            .prop_map(
+                |(cloud, region, gpu, gpus, od, spot, cap, reserved)| Offer {
+                    id: String::new(),
+                    cloud: cloud.to_owned(),
+                    region: region.to_owned(),
+                    instance_type: format!("{gpu}x{gpus}"),
+                    gpu_model: gpu.to_owned(),
+                    gpu_memory_gib: Some(if gpu == "L4" { 24.0 } else { 80.0 }),
+                    gpus_per_instance: gpus,
+                    on_demand_price: od.or(Some(60.0)),
+                    spot_price: spot.map(|s| s.0),
+                    spot_interruption_rate: spot.map_or(0.0, |s| s.1),
+                    spot_pool: format!("{cloud}/{region}"),
+                    max_spot_instances: cap,
+                    max_on_demand_instances: None,
+                    max_reserved_instances: cap,
+                    reserved: reserved
+                        .map(|(h, up)| ReservedOption {
+                            id: "1y".to_owned(),
+                            term_hours: 8760.0,
+                            hourly_price: h,
+                            upfront: up,
+                        })
+                        .into_iter()
+                        .collect(),
+                },
+            );
+        let list = |items: Vec<&'static str>| {
+            prop::option::of(prop::sample::subsequence(items, 0..=2))
+                .prop_map(|l| l.map(|v| v.into_iter().map(str::to_owned).collect()))
+        };
+        (
+            prop::collection::vec(offer, 1..5),
+            prop::collection::vec(0.0f64..40.0, 1..6),
+            prop::option::of(0.0f64..=1.0),
+            list(vec!["aws", "azure", "gcp"]),
+            list(vec!["r1", "r2"]),
+            list(vec!["H100-80GB", "L4"]),
+            prop::option::of(0.0f64..100.0),
+        )
+            .prop_map(
+                |(mut offers, demand, share, clouds, regions, gpus, memory)| {
+                    for (i, o) in offers.iter_mut().enumerate() {
+                        o.id = format!("o{i}");
+                    }
+                    Problem {
+                        name: Some("round trip".to_owned()),
+                        demand,
+                        offers,
+                        policy: Policy {
+                            max_spot_share: share,
+                            allowed_clouds: clouds,
+                            allowed_regions: regions,
+                            gpu_models: gpus,
+                            min_gpu_memory_gib: memory,
+                            ..Policy::default()
+                        },
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// A saved problem is the problem: its document reads back equal, and
+        /// solves to the same result.
+        #[test]
+        fn a_problem_survives_its_own_document(p in any_problem()) {
+            let back = Problem::from_json(&p.to_json()).unwrap();
+            prop_assert_eq!(&back, &p);
+            let opts = crate::optimizer::SolveOptions::default();
+            let solve = |q: &Problem| {
+                crate::optimizer::solve(q, &opts)
+                    .map(|r| {
+                        let mut doc = serde_json::to_value(r).unwrap();
+                        // Wall-clock timings differ from run to run.
+                        doc.as_object_mut().unwrap().remove("timings");
+                        doc
+                    })
+                    .map_err(|e| e.to_string())
+            };
+            prop_assert_eq!(solve(&back), solve(&p));
+        }
     }
 
     proptest! {
