@@ -424,6 +424,24 @@ pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String>
     Ok(at)
 }
 
+/// A window's length, `7d` / `36h` / `90m` / `2w` (config files, where a date
+/// would go stale), in the same range as [`parse_since`].
+///
+/// # Errors
+/// A message naming the text.
+pub fn parse_window(s: &str) -> Result<Duration, String> {
+    let is_duration = s
+        .trim()
+        .strip_suffix(['m', 'h', 'd', 'w'])
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    if !is_duration {
+        return Err(format!("`{s}` is not a duration like 7d, 36h, 90m or 2w"));
+    }
+    let now = Utc::now();
+    let since = parse_since(s, now)?;
+    Ok((now - since).to_std().unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,11 +21,12 @@ use crate::alerts::deliver;
 use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter, SpotHistory, SpotQuery};
 use crate::config::{self, Config};
 use crate::daemon;
-use crate::optimizer::{self, OptimizeError, PlanResult, Problem, SolveOptions};
+use crate::forecast;
+use crate::optimizer::{self, OptimizeError, PlanResult, Problem};
+use crate::planning::{self, Input, Overrides, PlanError, PlanRequest, PlanService};
 use crate::store::{Pool, Prunable, Store, StoreError};
 use crate::sync;
 use crate::telemetry::LogFormat;
-use crate::{forecast, planner};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -128,9 +129,10 @@ pub struct PlanArgs {
     /// Solve the LP relaxation (every count continuous): a lower bound, fast.
     #[arg(long)]
     relax: bool,
-    /// Give up (exit 1) when no proven optimum is found within this many seconds.
-    #[arg(long, default_value_t = 300.0)]
-    time_limit_secs: f64,
+    /// Give up (exit 1) when no proven optimum is found within this many
+    /// seconds [default: `planner.time_limit_secs`, 300].
+    #[arg(long)]
+    time_limit_secs: Option<f64>,
     /// MIP solver: `microlp` (default), or `cbc` in builds with the `cbc` feature.
     #[arg(long, default_value = "microlp", value_parser = parse_backend)]
     solver: optimizer::Backend,
@@ -175,15 +177,18 @@ pub struct PlanCatalogArgs {
     /// Whole spot and on-demand instances per hour (slow at scale).
     #[arg(long)]
     integer_hourly: bool,
-    /// History window for the expected spot price (`7d`, `36h`).
-    #[arg(long, default_value = "7d")]
-    spot_window: String,
-    /// Restart plus warm-up hours lost per spot interruption.
-    #[arg(long, default_value_t = 0.5)]
-    restart_hours: f64,
-    /// Checkpoint interval in hours (half of it is lost per interruption).
-    #[arg(long, default_value_t = 1.0)]
-    checkpoint_hours: f64,
+    /// History window for the expected spot price (`7d`, `36h`) [default:
+    /// `planner.spot_window`, 7d].
+    #[arg(long)]
+    spot_window: Option<String>,
+    /// Restart plus warm-up hours lost per spot interruption [default:
+    /// `planner.restart_hours`, 0.5].
+    #[arg(long)]
+    restart_hours: Option<f64>,
+    /// Checkpoint interval in hours, half of it lost per interruption
+    /// [default: `planner.checkpoint_hours`, 1].
+    #[arg(long)]
+    checkpoint_hours: Option<f64>,
     /// Also write the problem built from the catalog to this file.
     #[arg(long)]
     write_problem: Option<PathBuf>,
@@ -325,7 +330,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Plan(args) => {
             let config = load_config(cli.config.as_deref())?;
-            run_plan(&config, &args)
+            run_plan(&config, &args).await
         }
         Command::Prices(args) => {
             let config = load_config(cli.config.as_deref())?;
@@ -738,14 +743,13 @@ fn spot_table(h: &SpotHistory) -> String {
     )
 }
 
-fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
+async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
     let refuse = |message: String| {
         println!("{}", json!({"status": "error", "error": message}));
         Ok(ExitCode::from(2))
     };
     let mut forecast_info = None;
-    let from_catalog = |demand: Vec<f64>| problem_from_catalog(config, demand, &args.catalog);
-    let (problem, stale) = match (&args.problem, &args.demand, &args.usage) {
+    let (name, input) = match (&args.problem, &args.demand, &args.usage) {
         (Some(path), _, _) => {
             let shown = path.display().to_string();
             let text = match std::fs::read_to_string(path) {
@@ -757,7 +761,7 @@ fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
                 Err(e) => return refuse(format!("{shown}: not JSON: {e}")),
             };
             match Problem::from_json(&doc) {
-                Ok(p) => (p, None),
+                Ok(p) => (None, Input::Problem(p)),
                 Err(e) => return refuse(format!("{shown}: {e}")),
             }
         }
@@ -766,8 +770,8 @@ fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
                 Ok(d) => d.gpus,
                 Err(e) => return refuse(e.to_string()),
             };
-            match from_catalog(demand)? {
-                Ok(built) => (built.problem, Some(built.stale_sources)),
+            match catalog_input(demand, &args.catalog) {
+                Ok(input) => (Some(args.catalog.name.clone()), input),
                 Err(message) => return refuse(message),
             }
         }
@@ -789,28 +793,50 @@ fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
             };
             let demand = f.gpus.clone();
             forecast_info = Some(f);
-            match from_catalog(demand)? {
-                Ok(built) => (built.problem, Some(built.stale_sources)),
+            match catalog_input(demand, &args.catalog) {
+                Ok(input) => (Some(args.catalog.name.clone()), input),
                 Err(message) => return refuse(message),
             }
         }
         (None, None, None) => return refuse("give --problem, --demand or --usage".to_owned()),
     };
-    if let Err(message) = in_range("--time-limit-secs", args.time_limit_secs, 0.001, 86_400.0) {
-        return refuse(message);
-    }
-    if let Err(e) = problem.check_size() {
-        return refuse(e.to_string());
-    }
-    let opts = SolveOptions {
-        relax: args.relax,
-        time_limit: Some(Duration::from_secs_f64(args.time_limit_secs)),
-        backend: args.solver,
-        ..SolveOptions::default()
+    let overrides = match plan_overrides(args) {
+        Ok(o) => o,
+        Err(message) => return refuse(message),
     };
-    let result = match optimizer::solve(&problem, &opts) {
-        Ok(r) => r,
-        Err(e) => {
+    // A problem file solved without saving needs no catalog.
+    let needs_store = args.save || matches!(input, Input::Catalog { .. });
+    let pool = if needs_store {
+        Some(Arc::new(
+            Pool::open(&config.store.path, 1).map_err(|e| CliError::Failed(e.into()))?,
+        ))
+    } else {
+        None
+    };
+    let intervals = config.source_intervals(Utc::now());
+    let service = PlanService::new(pool, &config.planner, intervals);
+    let request = PlanRequest {
+        name,
+        input,
+        overrides,
+        relax: args.relax,
+        backend: args.solver,
+        save: args.save,
+        wait: true,
+    };
+    let prepared = match service.prepare(&request).await {
+        Ok(p) => p,
+        Err(PlanError::Invalid(e)) => return refuse(e.to_string()),
+        Err(e) => return Err(CliError::Failed(e.into())),
+    };
+    if let Some(path) = &args.catalog.write_problem {
+        let doc = prepared.problem.to_json();
+        std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default())
+            .with_context(|| format!("Failed to write {}.", path.display()))?;
+    }
+    let planned = match service.finish(prepared, &request).await {
+        Ok(p) => p,
+        Err(PlanError::Solve(e)) => {
             let kind = match e {
                 OptimizeError::TimeLimit(_) => "time_limit",
                 OptimizeError::Solver(_) => "solver",
@@ -821,98 +847,114 @@ fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
             );
             return Ok(ExitCode::from(1));
         }
-    };
-    let recorded = if args.save {
-        let store = open_store(config)?;
-        let name = problem.name.clone().unwrap_or_else(|| "plan".to_owned());
-        let recorded = planner::record_plan(&store, &name, &problem, &result)
-            .map_err(|e| CliError::Failed(e.into()))?;
-        Some(recorded)
-    } else {
-        None
+        Err(e) => return Err(CliError::Failed(e.into())),
     };
     if args.json {
-        let mut doc = serde_json::to_value(&result).context("Failed to encode the result.")?;
-        if let Some(stale) = &stale {
-            doc["catalog"] = json!({"offers": problem.offers.len(), "stale_sources": stale});
-        }
-        if let Some(r) = &recorded {
-            doc["saved"] = json!(r);
-        }
+        let mut doc = planned.to_json().context("Failed to encode the result.")?;
         if let Some(f) = &forecast_info {
             doc["forecast"] = json!(f);
         }
         print_json(&doc)?;
-    } else {
-        if let Some(stale) = stale.as_ref().filter(|s| !s.is_empty()) {
-            println!(
-                "warning: prices from {} are stale (older than twice their sync interval)",
-                stale.join(", ")
-            );
-        }
-        if let Some(f) = &forecast_info {
-            let backtest = f.backtest.as_ref().map_or_else(
-                || "no backtest (history shorter than two seasons)".to_owned(),
-                |b| {
-                    format!(
-                        "backtest on the last {} h: MAE {:.2} GPUs, WAPE {}",
-                        b.hours,
-                        b.mae_gpus,
-                        b.wape
-                            .map_or_else(|| "-".to_owned(), |w| format!("{:.1}%", w * 100.0))
-                    )
-                },
-            );
-            println!(
-                "Forecast: {} h by {}, trend {:+.4} GPUs/h; {backtest}",
-                f.gpus.len(),
-                f.method,
-                f.trend_per_hour
-            );
-        }
-        print!("{}", plan_report(&result));
-        if let Some(r) = &recorded {
-            match &r.change {
-                None => println!("Saved as plan {} (the first of its name).", r.id),
-                Some(c) if c.changed => println!(
-                    "Saved as plan {}: CHANGED since the last plan: {}.",
-                    r.id,
-                    c.reasons.join("; ")
-                ),
-                Some(_) => println!("Saved as plan {}: unchanged since the last plan.", r.id),
-            }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let stale = planned.prepared.stale_sources.as_ref();
+    if let Some(stale) = stale.filter(|s| !s.is_empty()) {
+        println!(
+            "warning: prices from {} are stale (older than twice their sync interval)",
+            stale.join(", ")
+        );
+    }
+    if let Some(f) = &forecast_info {
+        let backtest = f.backtest.as_ref().map_or_else(
+            || "no backtest (history shorter than two seasons)".to_owned(),
+            |b| {
+                format!(
+                    "backtest on the last {} h: MAE {:.2} GPUs, WAPE {}",
+                    b.hours,
+                    b.mae_gpus,
+                    b.wape
+                        .map_or_else(|| "-".to_owned(), |w| format!("{:.1}%", w * 100.0))
+                )
+            },
+        );
+        println!(
+            "Forecast: {} h by {}, trend {:+.4} GPUs/h; {backtest}",
+            f.gpus.len(),
+            f.method,
+            f.trend_per_hour
+        );
+    }
+    print!("{}", plan_report(&planned.result));
+    if let Some(r) = &planned.saved {
+        match &r.change {
+            None => println!("Saved as plan {} (the first of its name).", r.id),
+            Some(c) if c.changed => println!(
+                "Saved as plan {}: CHANGED since the last plan: {}.",
+                r.id,
+                c.reasons.join("; ")
+            ),
+            Some(_) => println!("Saved as plan {}: unchanged since the last plan.", r.id),
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Builds the problem for `--demand` from the catalog. The outer error is a
-/// failure; the inner one is bad input (printed as a refusal, exit 2).
-fn problem_from_catalog(
-    config: &Config,
-    demand: Vec<f64>,
-    a: &PlanCatalogArgs,
-) -> Result<Result<planner::Built, String>, CliError> {
+/// The flags that override `[planner]` defaults, each checked.
+fn plan_overrides(args: &PlanArgs) -> Result<Overrides, String> {
+    let a = &args.catalog;
+    for (flag, value) in [
+        ("--restart-hours", a.restart_hours),
+        ("--checkpoint-hours", a.checkpoint_hours),
+    ] {
+        if let Some(v) = value {
+            in_range(flag, v, 0.0, planning::MAX_HOURS)?;
+        }
+    }
+    let time_limit = args
+        .time_limit_secs
+        .map(|t| {
+            in_range(
+                "--time-limit-secs",
+                t,
+                0.001,
+                planning::MAX_TIME_LIMIT.as_secs_f64(),
+            )
+            .map(Duration::from_secs_f64)
+        })
+        .transpose()?;
+    let spot_window = a
+        .spot_window
+        .as_deref()
+        .map(|w| {
+            let now = Utc::now();
+            catalog::parse_since(w, now)
+                .map(|since| (now - since).to_std().unwrap_or_default())
+                .map_err(|e| format!("--spot-window: {e}"))
+        })
+        .transpose()?;
+    Ok(Overrides {
+        time_limit,
+        spot_window,
+        restart_hours: a.restart_hours,
+        checkpoint_hours: a.checkpoint_hours,
+    })
+}
+
+/// The catalog input of `--demand` / `--usage`: the policy and offer filters
+/// of the flags, each checked.
+fn catalog_input(demand: Vec<f64>, a: &PlanCatalogArgs) -> Result<Input, String> {
     let checks = [
         ("--max-spot-share", a.max_spot_share, 1.0),
         ("--max-pool-share", a.max_pool_share, 1.0),
         ("--spot-overhead", Some(a.spot_overhead), 10.0),
         ("--budget", a.budget, 1e15),
         ("--min-gpu-memory", a.min_gpu_memory, 1e6),
-        ("--restart-hours", Some(a.restart_hours), 8760.0),
-        ("--checkpoint-hours", Some(a.checkpoint_hours), 8760.0),
     ];
     for (flag, value, max) in checks {
-        if let Some(v) = value
-            && let Err(message) = in_range(flag, v, 0.0, max)
-        {
-            return Ok(Err(message));
+        if let Some(v) = value {
+            in_range(flag, v, 0.0, max)?;
         }
     }
-    let window = match catalog::parse_since(&a.spot_window, Utc::now()) {
-        Ok(since) => (Utc::now() - since).to_std().unwrap_or_default(),
-        Err(e) => return Ok(Err(format!("--spot-window: {e}"))),
-    };
     let policy = optimizer::Policy {
         max_spot_share: a.max_spot_share,
         max_pool_share: a.max_pool_share,
@@ -922,25 +964,13 @@ fn problem_from_catalog(
         min_gpu_memory_gib: a.min_gpu_memory,
         ..optimizer::Policy::default()
     };
-    let inputs = planner::CatalogInputs {
+    Ok(Input::Catalog {
+        demand,
+        policy,
         gpus: a.gpus.clone(),
         clouds: a.clouds.clone(),
         regions: a.regions.clone(),
-        spot_window: window,
-        restart_hours: a.restart_hours,
-        checkpoint_hours: a.checkpoint_hours,
-    };
-    let store = open_store(config)?;
-    let fresh = freshness(config, &store)?;
-    let mut built = planner::build_problem(&store, &fresh, demand, &inputs, policy)
-        .map_err(|e| CliError::Failed(e.into()))?;
-    built.problem.name = Some(a.name.clone());
-    if let Some(path) = &a.write_problem {
-        let doc = built.problem.to_json();
-        std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default())
-            .with_context(|| format!("Failed to write {}.", path.display()))?;
-    }
-    Ok(Ok(built))
+    })
 }
 
 /// Checks a number flag against its allowed range.

@@ -57,8 +57,14 @@ pub struct Config {
 
 #[derive(Debug, Clone)]
 pub struct PlannerConfig {
-    /// Solves the API runs at once; more requests get 503 with `Retry-After`.
+    /// Solves run at once; more API requests get 503 with `Retry-After`, and
+    /// scheduled plans and the CLI wait for a slot.
     pub max_concurrent_solves: usize,
+    /// The defaults of every plan (CLI flags and API fields override them).
+    pub time_limit: Duration,
+    pub spot_window: Duration,
+    pub restart_hours: f64,
+    pub checkpoint_hours: f64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -551,6 +557,10 @@ struct RawApi {
 #[serde(deny_unknown_fields)]
 struct RawPlanner {
     max_concurrent_solves: Option<i64>,
+    time_limit_secs: Option<f64>,
+    spot_window: Option<String>,
+    restart_hours: Option<f64>,
+    checkpoint_hours: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -881,13 +891,51 @@ impl RawConfig {
             std::net::SocketAddr::from(([127, 0, 0, 1], 8321))
         });
 
+        let raw_planner = self.planner;
+        let mut hours = |key: &str, value: Option<f64>, default: f64| match value {
+            None => default,
+            Some(h) if (0.0..=8760.0).contains(&h) => h,
+            Some(h) => {
+                c.fail(
+                    format!("planner.{key}"),
+                    format!("{h} is out of range; allowed: 0 to 8760"),
+                );
+                default
+            }
+        };
+        let restart_hours = hours("restart_hours", raw_planner.restart_hours, 0.5);
+        let checkpoint_hours = hours("checkpoint_hours", raw_planner.checkpoint_hours, 1.0);
+        let time_limit = match raw_planner.time_limit_secs {
+            None => Duration::from_secs(300),
+            Some(t) if t > 0.0 && t <= 86_400.0 => Duration::from_secs_f64(t),
+            Some(t) => {
+                c.fail(
+                    "planner.time_limit_secs",
+                    format!("{t} is out of range; allowed: more than 0, up to 86400"),
+                );
+                Duration::from_secs(300)
+            }
+        };
+        let spot_window = match crate::catalog::parse_window(
+            raw_planner.spot_window.as_deref().unwrap_or("7d"),
+        ) {
+            Ok(w) => w,
+            Err(e) => {
+                c.fail("planner.spot_window", e);
+                Duration::from_secs(7 * 86_400)
+            }
+        };
         let planner = PlannerConfig {
             max_concurrent_solves: c.bounded(
                 "planner.max_concurrent_solves",
-                self.planner.max_concurrent_solves,
+                raw_planner.max_concurrent_solves,
                 2,
                 1..=64,
             ) as usize,
+            time_limit,
+            spot_window,
+            restart_hours,
+            checkpoint_hours,
         };
 
         let raw = self.providers;

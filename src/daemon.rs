@@ -21,8 +21,8 @@ use crate::alerts::deliver;
 use crate::api::{self, AppState};
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::planning::PlanService;
 use crate::scheduler::{self, AlertHook, Backoff, Clock, Source};
-use crate::solver_pool::SolverPool;
 use crate::store::Pool;
 use crate::sync;
 
@@ -172,13 +172,18 @@ pub async fn run_with_providers(
         ctx.clock,
     ));
 
+    let planning = Arc::new(PlanService::new(
+        Some(pool.clone()),
+        &config.planner,
+        intervals.clone(),
+    ));
     for (name, plan) in &config.alerts.plans {
         tracker.spawn(scheduler::run_plan(
             name.clone(),
             plan.clone(),
+            planning.clone(),
             pool.clone(),
             ctx.alerts.clone(),
-            intervals.clone(),
             cancel.clone(),
             ctx.clock,
         ));
@@ -192,7 +197,7 @@ pub async fn run_with_providers(
         token: options.token,
         loopback: addr.ip().is_loopback(),
         cache: std::sync::Mutex::default(),
-        solver: SolverPool::new(config.planner.max_concurrent_solves),
+        planning: planning.clone(),
     });
     let server = axum::serve(listener, api::router(state))
         .with_graceful_shutdown(cancel.clone().cancelled_owned());

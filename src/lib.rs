@@ -13,6 +13,7 @@ pub mod forecast;
 pub mod metrics;
 pub mod optimizer;
 pub mod planner;
+pub mod planning;
 pub mod scheduler;
 pub mod solver_pool;
 pub mod store;

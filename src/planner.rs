@@ -18,9 +18,8 @@ use std::time::Duration;
 use gpuplan_providers::{PriceKind, PriceScope};
 
 use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter, SpotQuery};
-use crate::fingerprint::fingerprint;
-use crate::optimizer::{Offer, PlanChange, PlanResult, Policy, Problem, ReservedOption, compare};
-use crate::store::{NewPlan, Store, StoreError};
+use crate::optimizer::{Offer, Policy, Problem, ReservedOption};
+use crate::store::{Store, StoreError};
 
 /// What to take from the catalog.
 #[derive(Debug, Clone)]
@@ -42,50 +41,6 @@ pub struct Built {
     pub problem: Problem,
     /// Sources whose data behind the offers is stale.
     pub stale_sources: Vec<String>,
-}
-
-/// A plan saved, and how it compares with the previous plan of the same name.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Recorded {
-    pub id: i64,
-    /// `None` when there was no earlier plan of this name.
-    pub change: Option<PlanChange>,
-}
-
-/// Saves `result` under `name` and runs the plan-change test (planning-model.md
-/// §7) against the previous plan of that name.
-///
-/// # Errors
-/// On a store error or a result that cannot be encoded.
-pub fn record_plan(
-    store: &Store,
-    name: &str,
-    problem: &Problem,
-    result: &PlanResult,
-) -> Result<Recorded, StoreError> {
-    let encoding =
-        |e: serde_json::Error| StoreError::Corrupt(format!("cannot encode the plan: {e}"));
-    let problem_json = serde_json::to_string(&problem.to_json()).map_err(encoding)?;
-    let result_value = serde_json::to_value(result).map_err(encoding)?;
-    let result_json = serde_json::to_string(&result_value).map_err(encoding)?;
-    let previous = store.saved_plan(None, Some(name))?;
-    let change = previous.map(|p| {
-        compare(
-            &p.result,
-            &result_value,
-            problem.policy.alert_cost_change_pct,
-        )
-    });
-    let id = store.save_plan(&NewPlan {
-        created_at: chrono::Utc::now(),
-        name,
-        inputs_hash: &fingerprint(problem_json.as_bytes()),
-        status: result.status,
-        objective: result.objective,
-        problem_json: &problem_json,
-        result_json: &result_json,
-    })?;
-    Ok(Recorded { id, change })
 }
 
 /// Upper edge of each spot-advisor interruption bucket, as a monthly fraction.

@@ -22,11 +22,11 @@ use std::collections::BTreeMap;
 use crate::alerts;
 use crate::catalog::Freshness;
 use crate::config::{PlanInput, RuleConfig, Schedule, ScheduledPlan, SyncConfig};
+use crate::forecast;
 use crate::metrics::Metrics;
-use crate::optimizer::{self, SolveOptions};
+use crate::planning::{Input, Overrides, PlanRequest, PlanService};
 use crate::store::Pool;
 use crate::sync::{self, SyncError};
-use crate::{forecast, planner};
 
 /// Backoff after failed syncs.
 #[derive(Debug, Clone, Copy)]
@@ -263,42 +263,33 @@ pub async fn run_source(source: Source, ctx: Context) {
 pub async fn run_plan(
     name: String,
     plan: ScheduledPlan,
+    planning: Arc<PlanService>,
     pool: Arc<Pool>,
     hook: Option<Arc<AlertHook>>,
-    intervals: BTreeMap<String, Duration>,
     cancel: CancellationToken,
     clock: Clock,
 ) {
-    let wake = hook.as_ref().map(|h| h.wake.clone());
     loop {
         let next = plan.schedule.next_after(clock.now());
         tokio::select! {
             () = cancel.cancelled() => break,
             () = tokio::time::sleep(clock.until(next)) => {}
         }
-        let job = (
-            name.clone(),
-            plan.clone(),
-            pool.clone(),
-            hook.clone(),
-            intervals.clone(),
-        );
-        let outcome = tokio::task::spawn_blocking(move || {
-            let (name, plan, pool, hook, intervals) = job;
-            plan_once(&name, &plan, &pool, hook.as_deref(), intervals)
-        })
+        let span = tracing::info_span!("scheduled_plan", plan = %name);
+        let outcome = tracing::Instrument::instrument(
+            plan_once(&name, &plan, &planning, &pool, hook.clone()),
+            span,
+        )
         .await;
         match outcome {
-            Ok(Ok(queued)) => {
-                if queued > 0
-                    && let Some(w) = &wake
-                {
-                    tracing::info!(plan = %name, queued, "Plan changed; alerts queued.");
-                    w.notify_one();
+            Ok(queued) if queued > 0 => {
+                tracing::info!(plan = %name, queued, "Plan changed; alerts queued.");
+                if let Some(h) = &hook {
+                    h.wake.notify_one();
                 }
             }
-            Ok(Err(e)) => tracing::warn!(plan = %name, error = %e, "Scheduled plan failed."),
-            Err(e) => tracing::error!(plan = %name, error = %e, "Scheduled plan panicked."),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(plan = %name, error = %e, "Scheduled plan failed."),
         }
     }
 }
@@ -337,12 +328,12 @@ pub async fn run_pruning(
 }
 
 /// One run of a scheduled plan; returns how many alert messages it queued.
-fn plan_once(
+async fn plan_once(
     name: &str,
     plan: &ScheduledPlan,
-    pool: &Pool,
-    hook: Option<&AlertHook>,
-    intervals: BTreeMap<String, Duration>,
+    planning: &PlanService,
+    pool: &Arc<Pool>,
+    hook: Option<Arc<AlertHook>>,
 ) -> Result<usize, String> {
     let demand = match &plan.input {
         PlanInput::Demand(path) => forecast::read_demand(path).map_err(|e| e.to_string())?.gpus,
@@ -354,47 +345,46 @@ fn plan_once(
             forecast::forecast(&usage, *horizon_hours)?.gpus
         }
     };
-    let inputs = planner::CatalogInputs {
-        gpus: plan.gpus.clone(),
-        clouds: plan.clouds.clone(),
-        regions: plan.regions.clone(),
-        spot_window: Duration::from_secs(7 * 86400),
-        restart_hours: 0.5,
-        checkpoint_hours: 1.0,
+    let request = PlanRequest {
+        name: Some(name.to_owned()),
+        input: Input::Catalog {
+            demand,
+            policy: plan.policy.clone(),
+            gpus: plan.gpus.clone(),
+            clouds: plan.clouds.clone(),
+            regions: plan.regions.clone(),
+        },
+        overrides: Overrides::default(),
+        relax: false,
+        backend: crate::optimizer::Backend::default(),
+        save: true,
+        wait: true,
     };
-    let mut problem = pool
-        .read(|store| {
-            let fresh = Freshness::read(store, intervals, Utc::now())?;
-            planner::build_problem(store, &fresh, demand, &inputs, plan.policy.clone())
+    let planned = planning.plan(request).await.map_err(|e| e.to_string())?;
+    let (Some(change), Some(hook)) = (planned.saved.and_then(|s| s.change), hook) else {
+        return Ok(0);
+    };
+    let result_json = serde_json::to_value(&planned.result).unwrap_or_default();
+    let (pool, name) = (pool.clone(), name.to_owned());
+    tokio::task::spawn_blocking(move || {
+        pool.write(|store| {
+            let previous = store.alert_states(None)?;
+            let d = alerts::plan_changed(
+                &hook.rules,
+                &previous,
+                &name,
+                &change,
+                &result_json,
+                Utc::now(),
+            );
+            if !d.states.is_empty() {
+                store.apply_alerts(&d.states, &d.messages, Utc::now())?;
+            }
+            Ok(d.messages.len())
         })
-        .map_err(|e| e.to_string())?
-        .problem;
-    problem.name = Some(name.to_owned());
-    let opts = SolveOptions {
-        time_limit: Some(Duration::from_secs(300)),
-        ..SolveOptions::default()
-    };
-    let result = optimizer::solve(&problem, &opts).map_err(|e| e.to_string())?;
-    pool.write(|store| {
-        let recorded = planner::record_plan(store, name, &problem, &result)?;
-        let (Some(change), Some(hook)) = (recorded.change, hook) else {
-            return Ok(0);
-        };
-        let result_json = serde_json::to_value(&result).unwrap_or_default();
-        let previous = store.alert_states(None)?;
-        let d = alerts::plan_changed(
-            &hook.rules,
-            &previous,
-            name,
-            &change,
-            &result_json,
-            Utc::now(),
-        );
-        if !d.states.is_empty() {
-            store.apply_alerts(&d.states, &d.messages, Utc::now())?;
-        }
-        Ok(d.messages.len())
     })
+    .await
+    .map_err(|e| e.to_string())?
     .map_err(|e: crate::store::StoreError| e.to_string())
 }
 

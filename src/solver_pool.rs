@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::sync::{Semaphore, TryAcquireError, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, oneshot};
 
 use crate::optimizer::{self, OptimizeError, PlanResult, Problem, SolveOptions};
 
@@ -70,43 +70,69 @@ impl SolverPool {
         problem: Problem,
         opts: SolveOptions,
     ) -> Result<Result<PlanResult, OptimizeError>, Busy> {
-        let permit = match self.slots.clone().try_acquire_owned() {
-            Ok(p) => p,
+        match self.slots.clone().try_acquire_owned() {
+            Ok(permit) => Ok(run(permit, problem, opts).await),
             Err(TryAcquireError::NoPermits | TryAcquireError::Closed) => {
                 self.refused.fetch_add(1, Ordering::Relaxed);
-                return Err(Busy { max: self.max });
+                Err(Busy { max: self.max })
             }
-        };
-        let (tx, rx) = oneshot::channel();
-        let span = tracing::info_span!(
-            "solve",
-            name = problem.name.as_deref().unwrap_or("-"),
-            offers = problem.offers.len(),
-            hours = problem.demand.len()
-        );
-        let spawned = std::thread::Builder::new()
-            .name("gpuplan-solve".to_owned())
-            .spawn(move || {
-                let _entered = span.enter();
-                yield_to_queries();
-                let result = optimizer::solve(&problem, &opts);
-                // Free the slot before answering, so a caller that got its
-                // answer finds the slot free.
-                drop(permit);
-                let _ = tx.send(result);
-            });
-        if let Err(e) = spawned {
-            return Ok(Err(OptimizeError::Solver(format!(
-                "cannot start a solver thread: {e}"
-            ))));
         }
-        // The sender is dropped without a value only when the solve panicked.
-        Ok(rx.await.unwrap_or_else(|_| {
-            Err(OptimizeError::Solver(
-                "the solver panicked; see the daemon's log".to_owned(),
-            ))
-        }))
     }
+
+    /// Solves `problem` once a slot is free, waiting for one (scheduled plans
+    /// and the CLI, which have no one to tell "try again").
+    ///
+    /// # Errors
+    /// The optimizer's.
+    pub async fn solve_when_free(
+        &self,
+        problem: Problem,
+        opts: SolveOptions,
+    ) -> Result<PlanResult, OptimizeError> {
+        match self.slots.clone().acquire_owned().await {
+            Ok(permit) => run(permit, problem, opts).await,
+            Err(_) => Err(OptimizeError::Solver(
+                "the solver pool is closed".to_owned(),
+            )),
+        }
+    }
+}
+
+/// Runs one solve on a thread of its own, holding `permit` until it ends.
+async fn run(
+    permit: OwnedSemaphorePermit,
+    problem: Problem,
+    opts: SolveOptions,
+) -> Result<PlanResult, OptimizeError> {
+    let (tx, rx) = oneshot::channel();
+    let span = tracing::info_span!(
+        "solve",
+        name = problem.name.as_deref().unwrap_or("-"),
+        offers = problem.offers.len(),
+        hours = problem.demand.len()
+    );
+    let spawned = std::thread::Builder::new()
+        .name("gpuplan-solve".to_owned())
+        .spawn(move || {
+            let _entered = span.enter();
+            yield_to_queries();
+            let result = optimizer::solve(&problem, &opts);
+            // Free the slot before answering, so a caller that got its
+            // answer finds the slot free.
+            drop(permit);
+            let _ = tx.send(result);
+        });
+    if let Err(e) = spawned {
+        return Err(OptimizeError::Solver(format!(
+            "cannot start a solver thread: {e}"
+        )));
+    }
+    // The sender is dropped without a value only when the solve panicked.
+    rx.await.unwrap_or_else(|_| {
+        Err(OptimizeError::Solver(
+            "the solver panicked; see the daemon's log".to_owned(),
+        ))
+    })
 }
 
 /// How much lower than the daemon's other threads a solve runs: a solve keeps

@@ -830,3 +830,53 @@ async fn invented_methods_do_not_become_metric_labels() {
     assert!(!text.contains("FOO") && !text.contains("BAR"), "{text}");
     d.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_api_and_scheduled_plans_take_planner_defaults_and_the_api_overrides_them() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("demand.csv"), "hour,gpus\n0,8\n1,8\n").unwrap();
+    let config = config_in(
+        dir.path(),
+        None,
+        "[planner]\ntime_limit_secs = 60\nspot_window = \"3d\"\nrestart_hours = 2\ncheckpoint_hours = 4\n\
+         [alerts.plans.nightly]\ndemand = \"demand.csv\"\nschedule = \"* * * * * *\"\ngpu = [\"H100\"]\n",
+    );
+    let d = start(dir, config, None, None).await;
+    d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
+    let defaults = serde_json::json!({"time_limit_secs": 60.0, "spot_window_secs": 259200.0,
+                                      "restart_hours": 2.0, "checkpoint_hours": 4.0});
+
+    // The scheduled plan saves the settings it was made with.
+    let mut saved = Value::Null;
+    for _ in 0..500 {
+        let (status, plan) = d.get("/v1/plans/latest?name=nightly").await;
+        if status == 200 {
+            saved = plan;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(saved["result"]["settings"], defaults, "{saved}");
+
+    let body = serde_json::json!({"demand": [8, 8], "gpu": ["H100"]}).to_string();
+    let (status, _, plain) = raw(&d, "POST", "/v1/plans", &[JSON], body).await;
+    assert_eq!((status, &plain["settings"]), (200, &defaults), "{plain}");
+    let body = serde_json::json!({"demand": [8, 8], "gpu": ["H100"], "spot_window": "1d",
+                                  "restart_hours": 0.25, "checkpoint_hours": 0.5})
+    .to_string();
+    let (status, _, mine) = raw(&d, "POST", "/v1/plans?time_limit_secs=5", &[JSON], body).await;
+    assert_eq!(status, 200, "{mine}");
+    assert_eq!(
+        mine["settings"],
+        serde_json::json!({"time_limit_secs": 5.0, "spot_window_secs": 86400.0,
+                           "restart_hours": 0.25, "checkpoint_hours": 0.5})
+    );
+    let body = serde_json::json!({"demand": [8], "restart_hours": -1}).to_string();
+    let (status, _, bad) = raw(&d, "POST", "/v1/plans", &[JSON], body).await;
+    assert_eq!(
+        (status, bad["parameter"].as_str()),
+        (400, Some("restart_hours")),
+        "{bad}"
+    );
+    d.stop().await;
+}

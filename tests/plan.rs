@@ -260,3 +260,57 @@ fn numbers_out_of_range_exit_2_naming_the_flag_instead_of_crashing() {
         );
     }
 }
+
+#[test]
+fn the_cli_takes_planner_defaults_and_its_flags_override_them() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gpuplan.toml"),
+        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n\
+         [planner]\ntime_limit_secs = 60\nspot_window = \"3d\"\nrestart_hours = 2\ncheckpoint_hours = 4\n",
+    )
+    .unwrap();
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/examples/plan-problem.json"
+    );
+    let plan = |extra: &[&str]| {
+        let mut args = vec![
+            "--config",
+            "gpuplan.toml",
+            "plan",
+            "--problem",
+            example,
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = gpuplan(dir.path(), &args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        stdout_json(&out)["settings"].clone()
+    };
+    assert_eq!(
+        plan(&[]),
+        serde_json::json!({"time_limit_secs": 60.0, "spot_window_secs": 259200.0,
+                           "restart_hours": 2.0, "checkpoint_hours": 4.0})
+    );
+    assert_eq!(
+        plan(&[
+            "--time-limit-secs",
+            "30",
+            "--spot-window",
+            "1d",
+            "--restart-hours",
+            "0.25",
+            "--checkpoint-hours",
+            "0.5"
+        ]),
+        serde_json::json!({"time_limit_secs": 30.0, "spot_window_secs": 86400.0,
+                           "restart_hours": 0.25, "checkpoint_hours": 0.5})
+    );
+    // A problem file solved without --save opens no catalog.
+    assert!(!dir.path().join("c.db").exists());
+}

@@ -27,9 +27,8 @@ use tokio::sync::Notify;
 
 use crate::catalog::{self, Freshness, PriceFilter, SpotQuery};
 use crate::metrics::Metrics;
-use crate::optimizer::{Problem, SolveOptions, ValidationError};
-use crate::planner;
-use crate::solver_pool::SolverPool;
+use crate::optimizer::{Backend, Problem, ValidationError};
+use crate::planning::{Input, Overrides, PlanError, PlanRequest, PlanService};
 use crate::store::{Pool, StoreError};
 
 use params::Params;
@@ -46,7 +45,8 @@ pub struct AppState {
     /// Whether the listener is on loopback: then `Host` must name loopback.
     pub loopback: bool,
     pub cache: Mutex<CatalogCache>,
-    pub solver: SolverPool,
+    /// Plans are made here, on its capped solver pool.
+    pub planning: Arc<PlanService>,
 }
 
 /// The largest request body read: a problem with the most offers and the
@@ -296,7 +296,7 @@ fn lock(m: &Mutex<CatalogCache>) -> std::sync::MutexGuard<'_, CatalogCache> {
 async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
     let metrics = state.metrics.clone();
     let text = read(&state, move |_, fresh, state| {
-        Ok(metrics.render(&fresh.last_good, fresh.now) + &state.solver.render_metrics())
+        Ok(metrics.render(&fresh.last_good, fresh.now) + &state.planning.solver().render_metrics())
     })
     .await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
@@ -462,100 +462,58 @@ const CATALOG_PLAN_KEYS: &[&str] = &[
     "clouds",
     "regions",
     "spot_window",
+    "restart_hours",
+    "checkpoint_hours",
 ];
 
 /// `POST /v1/plans`: a full problem document (with `offers`), or demand and
 /// policy with offers taken from the catalog. `?relax=true` solves the LP
-/// relaxation; `?save=true` saves the plan and runs the plan-change test.
+/// relaxation; `?save=true` saves the plan and runs the plan-change test;
+/// `?time_limit_secs=` overrides the `[planner]` default, as the catalog
+/// request's `spot_window`, `restart_hours` and `checkpoint_hours` do.
 async fn create_plan(
     State(state): State<Arc<AppState>>,
     uri: axum::http::Uri,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let p = Params::parse(uri.query(), &["relax", "save"])?;
+    let p = Params::parse(uri.query(), &["relax", "save", "time_limit_secs"])?;
     let relax = p.parsed::<bool>("relax", "true or false")?.unwrap_or(false);
     let save = p.parsed::<bool>("save", "true or false")?.unwrap_or(false);
+    let time_limit = p
+        .parsed::<f64>("time_limit_secs", "a number of seconds")?
+        .map(|t| {
+            Duration::try_from_secs_f64(t).map_err(|_| {
+                ApiError::bad_parameter("time_limit_secs", format!("{t} is out of range"))
+            })
+        })
+        .transpose()?;
     let doc: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_parameter("body", format!("not JSON: {e}")))?;
-    let field = |e: ValidationError| ApiError::bad_parameter(&e.path, e.message);
-    let catalog_request = doc.get("offers").is_none();
-    let (problem, inputs) = if catalog_request {
-        let Some(obj) = doc.as_object() else {
-            return Err(ApiError::bad_parameter("body", "must be a JSON object"));
-        };
-        if let Some(k) = obj
-            .keys()
-            .find(|k| !CATALOG_PLAN_KEYS.contains(&k.as_str()))
-        {
-            return Err(ApiError::bad_parameter(
-                k,
-                format!(
-                    "unknown key; a catalog plan takes {} (or send a full problem with offers)",
-                    CATALOG_PLAN_KEYS.join(", ")
-                ),
-            ));
-        }
-        let base = json!({"name": obj.get("name").cloned().unwrap_or(json!("api plan")), "demand": obj.get("demand"), "offers": [], "policy": obj.get("policy")});
-        let problem = Problem::from_json(&base).map_err(field)?;
-        let list = |key: &str| -> Result<Vec<String>, ApiError> {
-            match obj.get(key) {
-                None | Some(Value::Null) => Ok(Vec::new()),
-                Some(Value::Array(items)) => items
-                    .iter()
-                    .map(|v| {
-                        v.as_str().map(str::to_owned).ok_or_else(|| {
-                            ApiError::bad_parameter(key, "must be a list of strings")
-                        })
-                    })
-                    .collect(),
-                Some(_) => Err(ApiError::bad_parameter(key, "must be a list of strings")),
-            }
-        };
-        let window_text = obj
-            .get("spot_window")
-            .and_then(Value::as_str)
-            .unwrap_or("7d");
-        let since = catalog::parse_since(window_text, Utc::now())
-            .map_err(|e| ApiError::bad_parameter("spot_window", e))?;
-        let inputs = planner::CatalogInputs {
-            gpus: list("gpu")?,
-            clouds: list("clouds")?,
-            regions: list("regions")?,
-            spot_window: (Utc::now() - since).to_std().unwrap_or_default(),
-            restart_hours: 0.5,
-            checkpoint_hours: 1.0,
-        };
-        (problem, Some(inputs))
+    let mut overrides = Overrides {
+        time_limit,
+        ..Overrides::default()
+    };
+    let (name, input) = if doc.get("offers").is_none() {
+        catalog_plan(&doc, &mut overrides)?
     } else {
-        (Problem::from_json(&doc).map_err(field)?, None)
+        let problem = Problem::from_json(&doc).map_err(field)?;
+        (None, Input::Problem(problem))
     };
-
-    // Read what the solve needs, then let go of the store: a solve can take
-    // minutes and must not hold a reader connection that queries need.
-    let (problem, stale) = read(&state, move |store, fresh, _| {
-        let Some(inputs) = inputs else {
-            return Ok((problem, None));
-        };
-        let built = planner::build_problem(
-            store,
-            &fresh,
-            problem.demand.clone(),
-            &inputs,
-            problem.policy.clone(),
-        )?;
-        let mut built_problem = built.problem;
-        built_problem.name = problem.name;
-        Ok((built_problem, Some(built.stale_sources)))
-    })
-    .await?;
-    problem.check_size().map_err(field)?;
-    let opts = SolveOptions {
+    let request = PlanRequest {
+        name,
+        input,
+        overrides,
         relax,
-        time_limit: Some(Duration::from_secs(120)),
-        ..SolveOptions::default()
+        backend: Backend::default(),
+        save,
+        wait: false,
     };
-    let result = match state.solver.solve(problem.clone(), opts).await {
-        Err(busy) => {
+    match state.planning.plan(request).await {
+        Ok(planned) => {
+            Ok(Json(planned.to_json().map_err(|e| ApiError::internal(&e))?).into_response())
+        }
+        Err(PlanError::Invalid(e)) => Err(field(e)),
+        Err(PlanError::Busy(busy)) => {
             let mut refused = ApiError {
                 status: StatusCode::SERVICE_UNAVAILABLE,
                 message: busy.to_string(),
@@ -566,35 +524,85 @@ async fn create_plan(
                 header::RETRY_AFTER,
                 axum::http::HeaderValue::from(SOLVER_RETRY_AFTER_SECS),
             );
-            return Ok(refused);
+            Ok(refused)
         }
-        Ok(Err(e)) => {
-            return Err(ApiError {
-                status: StatusCode::UNPROCESSABLE_ENTITY,
-                message: e.to_string(),
-                parameter: None,
-            });
-        }
-        Ok(Ok(result)) => result,
+        Err(PlanError::Solve(e)) => Err(ApiError {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            message: e.to_string(),
+            parameter: None,
+        }),
+        Err(PlanError::Store(e)) => Err(e.into()),
+    }
+}
+
+fn field(e: ValidationError) -> ApiError {
+    ApiError::bad_parameter(&e.path, e.message)
+}
+
+/// A catalog plan request's name and input, with its overrides added.
+fn catalog_plan(
+    doc: &Value,
+    overrides: &mut Overrides,
+) -> Result<(Option<String>, Input), ApiError> {
+    let Some(obj) = doc.as_object() else {
+        return Err(ApiError::bad_parameter("body", "must be a JSON object"));
     };
-    let mut doc = serde_json::to_value(&result).map_err(|e| ApiError::internal(&e))?;
-    if let Some(stale) = stale {
-        doc["catalog"] = json!({"offers": problem.offers.len(), "stale_sources": stale});
+    if let Some(k) = obj
+        .keys()
+        .find(|k| !CATALOG_PLAN_KEYS.contains(&k.as_str()))
+    {
+        return Err(ApiError::bad_parameter(
+            k,
+            format!(
+                "unknown key; a catalog plan takes {} (or send a full problem with offers)",
+                CATALOG_PLAN_KEYS.join(", ")
+            ),
+        ));
     }
-    if save {
-        let name = problem
-            .name
-            .clone()
-            .unwrap_or_else(|| "api plan".to_owned());
-        let pool = state.pool.clone();
-        let recorded = tokio::task::spawn_blocking(move || {
-            pool.write(|w| planner::record_plan(w, &name, &problem, &result))
-        })
-        .await
-        .map_err(|e| ApiError::internal(&e))??;
-        doc["saved"] = json!(recorded);
+    let name = obj.get("name").cloned().unwrap_or(json!("api plan"));
+    let base = json!({"name": name, "demand": obj.get("demand"), "offers": [], "policy": obj.get("policy")});
+    let problem = Problem::from_json(&base).map_err(field)?;
+    let list = |key: &str| -> Result<Vec<String>, ApiError> {
+        match obj.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| ApiError::bad_parameter(key, "must be a list of strings"))
+                })
+                .collect(),
+            Some(_) => Err(ApiError::bad_parameter(key, "must be a list of strings")),
+        }
+    };
+    let number = |key: &str| -> Result<Option<f64>, ApiError> {
+        match obj.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| {
+                ApiError::bad_parameter(key, format!("must be a number, found {v}"))
+            }),
+        }
+    };
+    if let Some(window) = obj.get("spot_window").filter(|v| !v.is_null()) {
+        let text = window
+            .as_str()
+            .ok_or_else(|| ApiError::bad_parameter("spot_window", "must be a string like 7d"))?;
+        let now = Utc::now();
+        let since = catalog::parse_since(text, now)
+            .map_err(|e| ApiError::bad_parameter("spot_window", e))?;
+        overrides.spot_window = Some((now - since).to_std().unwrap_or_default());
     }
-    Ok(Json(doc).into_response())
+    overrides.restart_hours = number("restart_hours")?;
+    overrides.checkpoint_hours = number("checkpoint_hours")?;
+    let input = Input::Catalog {
+        demand: problem.demand,
+        policy: problem.policy,
+        gpus: list("gpu")?,
+        clouds: list("clouds")?,
+        regions: list("regions")?,
+    };
+    Ok((problem.name, input))
 }
 
 async fn latest_plan(
@@ -658,15 +666,21 @@ mod tests {
     #[tokio::test]
     async fn a_panicking_handler_answers_500_and_the_connection_survives() {
         let dir = tempfile::tempdir().unwrap();
+        let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 1).unwrap());
+        let config = crate::config::Config::default();
         let state = Arc::new(AppState {
-            pool: Arc::new(Pool::open(&dir.path().join("c.db"), 1).unwrap()),
+            pool: pool.clone(),
             metrics: Arc::default(),
             triggers: BTreeMap::new(),
             intervals: BTreeMap::new(),
             token: None,
             loopback: true,
             cache: Mutex::default(),
-            solver: SolverPool::new(1),
+            planning: Arc::new(PlanService::new(
+                Some(pool),
+                &config.planner,
+                BTreeMap::new(),
+            )),
         });
         let routes = Router::new()
             .route(

@@ -1,0 +1,443 @@
+//! The plan pipeline, one for every entry point (`gpuplan plan`, `POST
+//! /v1/plans`, scheduled plans): take a problem as given or build it from the
+//! catalog, solve it on the capped [`SolverPool`] with the store let go, and
+//! save it with the plan-change test. The `[planner]` settings are the
+//! defaults; a request overrides any of them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::catalog::Freshness;
+use crate::config::PlannerConfig;
+use crate::fingerprint::fingerprint;
+use crate::optimizer::{
+    Backend, OptimizeError, PlanChange, PlanResult, Policy, Problem, SolveOptions, ValidationError,
+    compare,
+};
+use crate::planner::{self, CatalogInputs};
+use crate::solver_pool::{Busy, SolverPool};
+use crate::store::{NewPlan, Pool, Store, StoreError};
+
+/// How a plan is built and solved: the `[planner]` defaults, or a request's
+/// overrides of them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanSettings {
+    /// A solve without a proven optimum by then fails with `time_limit`.
+    #[serde(rename = "time_limit_secs", serialize_with = "secs")]
+    pub time_limit: Duration,
+    /// History behind the expected spot price.
+    #[serde(rename = "spot_window_secs", serialize_with = "secs")]
+    pub spot_window: Duration,
+    /// Restart plus warm-up hours lost per spot interruption.
+    pub restart_hours: f64,
+    /// Checkpoint interval in hours (half of it is lost per interruption).
+    pub checkpoint_hours: f64,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+impl From<&PlannerConfig> for PlanSettings {
+    fn from(c: &PlannerConfig) -> Self {
+        Self {
+            time_limit: c.time_limit,
+            spot_window: c.spot_window,
+            restart_hours: c.restart_hours,
+            checkpoint_hours: c.checkpoint_hours,
+        }
+    }
+}
+
+/// A request's own settings; `None` takes the default.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    pub time_limit: Option<Duration>,
+    pub spot_window: Option<Duration>,
+    pub restart_hours: Option<f64>,
+    pub checkpoint_hours: Option<f64>,
+}
+
+/// Longest time limit a request may set: a day.
+pub const MAX_TIME_LIMIT: Duration = Duration::from_secs(86_400);
+
+/// Most restart or checkpoint hours a request may give: a year.
+pub const MAX_HOURS: f64 = 8760.0;
+
+impl PlanSettings {
+    /// These settings with `o`'s overrides, each checked.
+    ///
+    /// # Errors
+    /// The first override out of range, named by its field.
+    pub fn with(&self, o: &Overrides) -> Result<Self, ValidationError> {
+        let hours = |name: &str, v: Option<f64>, default: f64| match v {
+            None => Ok(default),
+            Some(h) if (0.0..=MAX_HOURS).contains(&h) => Ok(h),
+            Some(h) => Err(ValidationError {
+                path: name.to_owned(),
+                message: format!("{h} is out of range; allowed: 0 to {MAX_HOURS}"),
+            }),
+        };
+        let time_limit = match o.time_limit {
+            None => self.time_limit,
+            Some(t) if !t.is_zero() && t <= MAX_TIME_LIMIT => t,
+            Some(t) => {
+                return Err(ValidationError {
+                    path: "time_limit_secs".to_owned(),
+                    message: format!(
+                        "{} is out of range; allowed: more than 0, up to {}",
+                        t.as_secs_f64(),
+                        MAX_TIME_LIMIT.as_secs()
+                    ),
+                });
+            }
+        };
+        Ok(Self {
+            time_limit,
+            spot_window: o.spot_window.unwrap_or(self.spot_window),
+            restart_hours: hours("restart_hours", o.restart_hours, self.restart_hours)?,
+            checkpoint_hours: hours(
+                "checkpoint_hours",
+                o.checkpoint_hours,
+                self.checkpoint_hours,
+            )?,
+        })
+    }
+}
+
+/// Where a plan's problem comes from.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// A complete problem document.
+    Problem(Problem),
+    /// Demand and policy; offers from the current catalog.
+    Catalog {
+        demand: Vec<f64>,
+        policy: Policy,
+        gpus: Vec<String>,
+        clouds: Vec<String>,
+        regions: Vec<String>,
+    },
+}
+
+/// One plan to make.
+#[derive(Debug, Clone)]
+pub struct PlanRequest {
+    /// The plan's name: what `save` compares with. `None` keeps the problem's.
+    pub name: Option<String>,
+    pub input: Input,
+    pub overrides: Overrides,
+    /// Solve the LP relaxation.
+    pub relax: bool,
+    pub backend: Backend,
+    /// Save the plan and run the plan-change test.
+    pub save: bool,
+    /// Wait for a solver slot (the CLI, scheduled plans) rather than fail with
+    /// [`PlanError::Busy`] (the API answers 503).
+    pub wait: bool,
+}
+
+/// A problem ready to solve.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub problem: Problem,
+    pub settings: PlanSettings,
+    /// For catalog plans: the sources whose data behind the offers is stale.
+    pub stale_sources: Option<Vec<String>>,
+}
+
+/// A solved (and maybe saved) plan.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub prepared: Prepared,
+    pub result: PlanResult,
+    pub saved: Option<Recorded>,
+}
+
+impl Planned {
+    /// The result document with what else the plan carries: the catalog's
+    /// offers and staleness, how it was saved, and the settings it was made with.
+    ///
+    /// # Errors
+    /// When the result cannot be encoded.
+    pub fn to_json(&self) -> Result<Value, serde_json::Error> {
+        let mut doc = serde_json::to_value(&self.result)?;
+        if let Some(stale) = &self.prepared.stale_sources {
+            doc["catalog"] =
+                json!({"offers": self.prepared.problem.offers.len(), "stale_sources": stale});
+        }
+        if let Some(saved) = &self.saved {
+            doc["saved"] = serde_json::to_value(saved)?;
+        }
+        doc["settings"] = serde_json::to_value(&self.prepared.settings)?;
+        Ok(doc)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// Bad input: a 400 / exit 2 naming the field.
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    #[error(transparent)]
+    Busy(#[from] Busy),
+    /// No plan: a time limit or a solver failure.
+    #[error(transparent)]
+    Solve(#[from] OptimizeError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub struct PlanService {
+    /// The catalog; `None` for a CLI solve of a problem file that is not saved.
+    pool: Option<Arc<Pool>>,
+    solver: SolverPool,
+    defaults: PlanSettings,
+    /// Sync interval per source, for staleness.
+    intervals: BTreeMap<String, Duration>,
+}
+
+impl PlanService {
+    #[must_use]
+    pub fn new(
+        pool: Option<Arc<Pool>>,
+        config: &PlannerConfig,
+        intervals: BTreeMap<String, Duration>,
+    ) -> Self {
+        Self {
+            pool,
+            solver: SolverPool::new(config.max_concurrent_solves),
+            defaults: PlanSettings::from(config),
+            intervals,
+        }
+    }
+
+    fn catalog(&self) -> Result<Arc<Pool>, StoreError> {
+        self.pool.clone().ok_or_else(|| {
+            StoreError::Corrupt("this plan needs the catalog, and none was opened".to_owned())
+        })
+    }
+
+    /// The solver slots, for their gauges.
+    #[must_use]
+    pub fn solver(&self) -> &SolverPool {
+        &self.solver
+    }
+
+    /// Makes the plan `req` asks for.
+    ///
+    /// # Errors
+    /// See [`PlanError`].
+    pub async fn plan(&self, req: PlanRequest) -> Result<Planned, PlanError> {
+        let prepared = self.prepare(&req).await?;
+        self.finish(prepared, &req).await
+    }
+
+    /// Settles the settings and builds the problem, reading the catalog and
+    /// letting go of it before any solve.
+    ///
+    /// # Errors
+    /// `Invalid` for settings out of range or a problem too large; `Store`.
+    pub async fn prepare(&self, req: &PlanRequest) -> Result<Prepared, PlanError> {
+        let settings = self.defaults.with(&req.overrides)?;
+        let (mut problem, stale_sources) = match req.input.clone() {
+            Input::Problem(p) => (p, None),
+            Input::Catalog {
+                demand,
+                policy,
+                gpus,
+                clouds,
+                regions,
+            } => {
+                let inputs = CatalogInputs {
+                    gpus,
+                    clouds,
+                    regions,
+                    spot_window: settings.spot_window,
+                    restart_hours: settings.restart_hours,
+                    checkpoint_hours: settings.checkpoint_hours,
+                };
+                let (pool, intervals) = (self.catalog()?, self.intervals.clone());
+                let built = tokio::task::spawn_blocking(move || {
+                    pool.read(|store| {
+                        let fresh = Freshness::read(store, intervals, Utc::now())?;
+                        planner::build_problem(store, &fresh, demand, &inputs, policy)
+                    })
+                })
+                .await
+                .map_err(|e| StoreError::Corrupt(format!("the catalog read failed: {e}")))??;
+                (built.problem, Some(built.stale_sources))
+            }
+        };
+        if let Some(name) = &req.name {
+            problem.name = Some(name.clone());
+        }
+        problem.check_size()?;
+        Ok(Prepared {
+            problem,
+            settings,
+            stale_sources,
+        })
+    }
+
+    /// Solves a prepared problem and, when asked, saves it.
+    ///
+    /// # Errors
+    /// `Busy`, `Solve` or `Store`.
+    pub async fn finish(
+        &self,
+        prepared: Prepared,
+        req: &PlanRequest,
+    ) -> Result<Planned, PlanError> {
+        let opts = SolveOptions {
+            relax: req.relax,
+            time_limit: Some(prepared.settings.time_limit),
+            backend: req.backend,
+            ..SolveOptions::default()
+        };
+        let problem = prepared.problem.clone();
+        let solved = if req.wait {
+            self.solver.solve_when_free(problem, opts).await
+        } else {
+            self.solver.solve(problem, opts).await?
+        };
+        let result = solved?;
+        let saved = if req.save {
+            let name = prepared
+                .problem
+                .name
+                .clone()
+                .unwrap_or_else(|| "plan".to_owned());
+            let (pool, problem, result, settings) = (
+                self.catalog()?,
+                prepared.problem.clone(),
+                result.clone(),
+                prepared.settings.clone(),
+            );
+            let recorded = tokio::task::spawn_blocking(move || {
+                pool.write(|w| record_plan(w, &name, &problem, &result, &settings))
+            })
+            .await
+            .map_err(|e| StoreError::Corrupt(format!("saving the plan failed: {e}")))??;
+            Some(recorded)
+        } else {
+            None
+        };
+        Ok(Planned {
+            prepared,
+            result,
+            saved,
+        })
+    }
+}
+
+/// A plan saved, and how it compares with the previous plan of the same name.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Recorded {
+    pub id: i64,
+    /// `None` when there was no earlier plan of this name.
+    pub change: Option<PlanChange>,
+}
+
+/// Saves `result` (with the `settings` it was made with) under `name` and
+/// runs the plan-change test (planning-model.md §7) against the previous plan
+/// of that name.
+///
+/// # Errors
+/// On a store error or a result that cannot be encoded.
+pub fn record_plan(
+    store: &Store,
+    name: &str,
+    problem: &Problem,
+    result: &PlanResult,
+    settings: &PlanSettings,
+) -> Result<Recorded, StoreError> {
+    let encoding =
+        |e: serde_json::Error| StoreError::Corrupt(format!("cannot encode the plan: {e}"));
+    let problem_json = serde_json::to_string(&problem.to_json()).map_err(encoding)?;
+    let mut result_value = serde_json::to_value(result).map_err(encoding)?;
+    // What the plan was made with goes with it: a saved plan says how to
+    // make it again.
+    result_value["settings"] = serde_json::to_value(settings).map_err(encoding)?;
+    let result_json = serde_json::to_string(&result_value).map_err(encoding)?;
+    let previous = store.saved_plan(None, Some(name))?;
+    let change = previous.map(|p| {
+        compare(
+            &p.result,
+            &result_value,
+            problem.policy.alert_cost_change_pct,
+        )
+    });
+    let id = store.save_plan(&NewPlan {
+        created_at: chrono::Utc::now(),
+        name,
+        inputs_hash: &fingerprint(problem_json.as_bytes()),
+        status: result.status,
+        objective: result.objective,
+        problem_json: &problem_json,
+        result_json: &result_json,
+    })?;
+    Ok(Recorded { id, change })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_replace_defaults_and_are_checked_by_name() {
+        let defaults = PlanSettings {
+            time_limit: Duration::from_secs(300),
+            spot_window: Duration::from_secs(7 * 86400),
+            restart_hours: 0.5,
+            checkpoint_hours: 1.0,
+        };
+        assert_eq!(defaults.with(&Overrides::default()).unwrap(), defaults);
+        let mine = defaults
+            .with(&Overrides {
+                restart_hours: Some(2.0),
+                time_limit: Some(Duration::from_secs(5)),
+                ..Overrides::default()
+            })
+            .unwrap();
+        assert_eq!((mine.restart_hours, mine.time_limit.as_secs()), (2.0, 5));
+        assert_eq!(mine.checkpoint_hours, 1.0);
+        for (o, field) in [
+            (
+                Overrides {
+                    restart_hours: Some(-1.0),
+                    ..Overrides::default()
+                },
+                "restart_hours",
+            ),
+            (
+                Overrides {
+                    checkpoint_hours: Some(f64::NAN),
+                    ..Overrides::default()
+                },
+                "checkpoint_hours",
+            ),
+            (
+                Overrides {
+                    time_limit: Some(Duration::ZERO),
+                    ..Overrides::default()
+                },
+                "time_limit_secs",
+            ),
+            (
+                Overrides {
+                    time_limit: Some(Duration::from_secs(86_401)),
+                    ..Overrides::default()
+                },
+                "time_limit_secs",
+            ),
+        ] {
+            assert_eq!(defaults.with(&o).unwrap_err().path, field);
+        }
+    }
+}
