@@ -67,7 +67,7 @@ impl Freshness {
     }
 }
 
-/// The normalized catalog record (architecture.md), plus the term's parts and the
+/// The normalized catalog record (docs/catalog.md), plus the term's parts and the
 /// capacity cap that the planner needs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CatalogRecord {

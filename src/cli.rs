@@ -65,7 +65,7 @@ pub enum Command {
     Prices(PricesArgs),
     /// Spot price history of one instance type, with min/p50/p95/max.
     SpotHistory(SpotHistoryArgs),
-    /// Solve a purchase-planning problem (planning-model.md) and print the plan.
+    /// Solve a purchase-planning problem (docs/planning-model.md) and print the plan.
     Plan(Box<PlanArgs>),
     /// Alert rules: their state, what was sent, and test messages.
     #[command(subcommand)]
@@ -140,14 +140,14 @@ pub struct PlanArgs {
     #[arg(long)]
     json: bool,
     /// Save the plan in the catalog and say whether it changed against the last
-    /// saved plan of the same name (planning-model.md §7).
+    /// saved plan of the same name (docs/planning-model.md §7).
     #[arg(long)]
     save: bool,
     #[command(flatten)]
     catalog: PlanCatalogArgs,
 }
 
-/// With `--demand`: which offers to take and the policy (planning-model.md §2).
+/// With `--demand`: which offers to take and the policy (docs/planning-model.md §2).
 #[derive(Debug, Args)]
 pub struct PlanCatalogArgs {
     /// GPU model or family, e.g. `H100` (repeatable).

@@ -168,7 +168,7 @@ pub struct RuleConfig {
 }
 
 /// A plan the daemon re-solves on a schedule, alerting `plan_changed` rules
-/// when its result changes (planning-model.md §7).
+/// when its result changes (docs/planning-model.md §7).
 #[derive(Debug, Clone)]
 pub struct ScheduledPlan {
     /// Hourly demand (CSV), or past usage to forecast from.
@@ -1158,7 +1158,7 @@ fn validate_plans(
                 continue;
             }
         };
-        // The policy uses the planning model's keys and rules (planning-model.md §4.1).
+        // The policy uses the planning model's keys and rules (docs/planning-model.md §4.1).
         let policy_json = serde_json::to_value(p.policy.unwrap_or_default()).unwrap_or_default();
         let policy = match crate::optimizer::Problem::from_json(
             &serde_json::json!({"demand": [0], "offers": [], "policy": policy_json}),

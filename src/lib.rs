@@ -1,6 +1,9 @@
 //! gpuplan: a local catalog of cloud GPU prices, purchase planning and alerts.
 //!
-//! Data flows one way: providers -> [`sync`] -> [`store`] -> [`catalog`] -> [`cli`].
+//! Prices flow one way: providers -> [`sync`] -> [`store`] -> [`catalog`] ->
+//! [`cli`] and [`api`]. Two readers also write their own tables: the plan
+//! pipeline ([`planning`]) saves plans, and [`alerts`] keeps its state and
+//! outbox. docs/catalog.md draws the whole picture.
 
 pub mod alerts;
 pub mod api;

@@ -7,7 +7,7 @@
 //! - Expected spot price: the time-weighted median of the stored history over
 //!   the window (all zones of the region), for sources with history; else the
 //!   median of the current spot list prices of the region's zones.
-//! - Interruption rate (planning-model.md §2): `ρ = min(1, λ·(d + c/2))` with
+//! - Interruption rate (docs/planning-model.md §2): `ρ = min(1, λ·(d + c/2))` with
 //!   `λ` the advisor bucket's upper edge per month / 730 h (30% for the
 //!   open-ended ">20%" bucket), `d` the restart plus warm-up hours and `c` the
 //!   checkpoint interval in hours.

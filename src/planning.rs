@@ -345,7 +345,7 @@ pub struct Recorded {
 }
 
 /// Saves `result` (with the `settings` it was made with) under `name` and
-/// runs the plan-change test (planning-model.md §7) against the previous plan
+/// runs the plan-change test (docs/planning-model.md §7) against the previous plan
 /// of that name.
 ///
 /// # Errors

@@ -259,7 +259,7 @@ pub async fn run_source(source: Source, ctx: Context) {
 
 /// Runs one scheduled plan until `cancel` fires: at each scheduled time it
 /// builds the problem from the catalog, solves it, saves it, and alerts the
-/// `plan_changed` rules when the result changed (planning-model.md §7).
+/// `plan_changed` rules when the result changed (docs/planning-model.md §7).
 pub async fn run_plan(
     name: String,
     plan: ScheduledPlan,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A straightforward reference model of planning-model.md on scipy/HiGHS.
+"""A straightforward reference model of docs/planning-model.md on scipy/HiGHS.
 
 Used to cross-check gpuplan's optimum on generated problems and as the speed
 baseline of the planner issue (one variable per offer per hour, no reductions).

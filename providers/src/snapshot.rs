@@ -1,5 +1,5 @@
-//! The normalized vocabulary every provider produces (architecture.md, "Normalized
-//! catalog record"). Wire formats end at the adapter; past it only these types exist.
+//! The normalized vocabulary every provider produces (docs/catalog.md, "The
+//! record"). Wire formats end at the adapter; past it only these types exist.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -159,7 +159,7 @@ impl FromStr for PriceScope {
 
 impl PriceRecord {
     /// A record for a term price given as upfront plus recurring hourly parts; the
-    /// effective hourly price follows architecture.md: `(upfront + recurring*H) / H`.
+    /// effective hourly price follows docs/catalog.md: `(upfront + recurring*H) / H`.
     #[must_use]
     pub fn effective_hourly(kind: PriceKind, upfront_usd: f64, recurring_usd_per_hour: f64) -> f64 {
         match kind.term_hours() {

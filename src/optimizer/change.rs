@@ -1,4 +1,4 @@
-//! The plan-change test (planning-model.md §7): whether a new result differs
+//! The plan-change test (docs/planning-model.md §7): whether a new result differs
 //! from the previous one enough to tell someone. Hourly spot and on-demand
 //! counts never count on their own; autoscalers handle those.
 

@@ -1,4 +1,4 @@
-//! The purchase-plan optimizer (planning-model.md): pure and synchronous. It
+//! The purchase-plan optimizer (docs/planning-model.md): pure and synchronous. It
 //! knows nothing of clouds, SQL or HTTP; callers run it on a blocking thread.
 //!
 //! Exact reductions before solving (each keeps the optimal objective):
@@ -36,7 +36,7 @@ use lp::{Milp, Row, Sense};
 
 #[derive(Debug, Clone)]
 pub struct SolveOptions {
-    /// LP relaxation: every count continuous (planning-model.md §3.8).
+    /// LP relaxation: every count continuous (docs/planning-model.md §3.8).
     pub relax: bool,
     pub time_limit: Option<Duration>,
     /// Apply the dominance reductions (they never change the optimum; off only
@@ -56,7 +56,7 @@ impl Default for SolveOptions {
     }
 }
 
-/// The result document (planning-model.md §4.2).
+/// The result document (docs/planning-model.md §4.2).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanResult {
     pub schema_version: u32,
@@ -516,7 +516,7 @@ fn empty_result(problem: &Problem, opts: &SolveOptions, excluded: Vec<Excluded>)
     }
 }
 
-/// planning-model.md §5.2: hours that cannot be covered even with every cap maxed.
+/// docs/planning-model.md §5: hours that cannot be covered even with every cap maxed.
 fn capacity_shortfall(problem: &Problem, eligible: &[Eligible<'_>]) -> Option<Value> {
     let p = &problem.policy;
     let cap = |c: Option<f64>| c.unwrap_or(f64::INFINITY);
@@ -666,7 +666,7 @@ fn build(
     (m, reserved_vars, level_vars)
 }
 
-/// planning-model.md §6: the optimum with on-demand only; `None` when on-demand
+/// docs/planning-model.md §6: the optimum with on-demand only; `None` when on-demand
 /// alone cannot cover demand. Without caps and with continuous hourly counts
 /// it is closed-form: every GPU-hour at the cheapest on-demand GPU price.
 fn baseline(

@@ -1,4 +1,4 @@
-//! The planning problem (planning-model.md §2, §4.1) and its validation. Input
+//! The planning problem (docs/planning-model.md §2, §4.1) and its validation. Input
 //! is checked field by field so every error names the field it is about.
 
 use std::collections::HashSet;
@@ -163,7 +163,7 @@ impl Problem {
         })
     }
 
-    /// Validates a problem document (planning-model.md §4.1). Unknown top-level
+    /// Validates a problem document (docs/planning-model.md §4.1). Unknown top-level
     /// and offer keys are ignored (they carry notes); unknown policy keys are
     /// errors, so a typo cannot silently disable a policy.
     ///

@@ -110,7 +110,7 @@ fn close(a: Option<f64>, b: f64) -> bool {
 #[test]
 fn flat_demand_is_all_reserved() {
     // 16 GPUs every hour for a day; reserved at 50/h per 8-GPU instance beats 80
-    // on-demand (the example of planning-model.md §4).
+    // on-demand (the example of docs/planning-model.md §4).
     let mut o = offer("p5", 8, Some(80.0), None);
     o["reserved"] =
         json!([{"id": "1y", "term_hours": 8760, "hourly_price": 25.0, "upfront": 219000.0}]);

@@ -99,16 +99,6 @@ impl Store {
         Ok(Self { conn })
     }
 
-    /// The schema version (`PRAGMA user_version`) of the open database.
-    ///
-    /// # Errors
-    /// On a database error.
-    pub fn schema_version(&self) -> Result<i64, StoreError> {
-        Ok(self
-            .conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))?)
-    }
-
     /// `PRAGMA integrity_check`; `"ok"` for a sound file.
     ///
     /// # Errors

@@ -17,6 +17,14 @@ pub fn conn(store: &Store) -> &Connection {
     &store.conn
 }
 
+/// The schema version (`PRAGMA user_version`) of the open database.
+pub fn schema_version(store: &Store) -> i64 {
+    store
+        .conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap()
+}
+
 pub fn count(store: &Store, table: &str) -> i64 {
     store
         .conn

@@ -1,7 +1,9 @@
 use gpuplan_providers::{AvailabilityRecord, AvailabilitySignal, Scope};
 use tempfile::TempDir;
 
-use super::test_support::{at, conn, count, last_good_run_id, open_at_version, snapshot};
+use super::test_support::{
+    at, conn, count, last_good_run_id, open_at_version, schema_version, snapshot,
+};
 use super::*;
 
 fn temp_store() -> (TempDir, Store) {
@@ -24,7 +26,7 @@ fn a_new_database_gets_every_migration_and_reopens_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("new.db");
     let store = Store::open(&path).unwrap();
-    assert_eq!(store.schema_version().unwrap(), migrate::latest_version());
+    assert_eq!(schema_version(&store), migrate::latest_version());
     let mode: String = conn(&store)
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .unwrap();
@@ -35,7 +37,7 @@ fn a_new_database_gets_every_migration_and_reopens_cleanly() {
     assert_eq!(fk, 1);
     drop(store);
     let again = Store::open(&path).unwrap();
-    assert_eq!(again.schema_version().unwrap(), migrate::latest_version());
+    assert_eq!(schema_version(&again), migrate::latest_version());
     assert_eq!(again.integrity_check().unwrap(), "ok");
 }
 
@@ -44,7 +46,7 @@ fn a_database_from_an_older_version_is_upgraded_in_place_keeping_its_data() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.db");
     let old = open_at_version(&path, 1);
-    assert_eq!(old.schema_version().unwrap(), 1);
+    assert_eq!(schema_version(&old), 1);
     // Rows as the first schema's writer left them.
     conn(&old)
         .execute_batch(
@@ -63,7 +65,7 @@ fn a_database_from_an_older_version_is_upgraded_in_place_keeping_its_data() {
     drop(old);
 
     let store = Store::open(&path).unwrap();
-    assert_eq!(store.schema_version().unwrap(), migrate::latest_version());
+    assert_eq!(schema_version(&store), migrate::latest_version());
     assert_eq!(count(&store, "plans"), 0);
     // The spot series registry (migration 3) was filled from the old history.
     assert_eq!(count(&store, "spot_series"), 1);

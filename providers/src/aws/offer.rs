@@ -207,7 +207,7 @@ impl<'de> Visitor<'de> for ProductsSeed<'_> {
 }
 
 impl Collector {
-    /// Applies the filters of provider-apis.md §1 and records why a row was skipped.
+    /// Applies the filters of docs/providers.md §1 and records why a row was skipped.
     fn product(&mut self, sku: String, p: &Product) {
         let state = self;
         let snap = &mut state.snapshot;

@@ -1,7 +1,7 @@
 //! Azure Retail Prices API (public, no credentials): on-demand, spot, 1/3-year
 //! reservations and savings plans of the GPU VM sizes, Linux only.
 //!
-//! Quirks handled here (provider-apis.md §6): `NextPageLink` is followed verbatim
+//! Quirks handled here (docs/providers.md §6): `NextPageLink` is followed verbatim
 //! until null; a reservation row's price is the total for the term although its
 //! unit says "1 Hour"; `Low Priority` is not spot; Windows and Dev/Test rows are
 //! skipped and counted; when one meter appears several times the newest

@@ -2,7 +2,7 @@
 //! API key from the environment, plus machine shapes from the Compute API when an
 //! OAuth token and a project are configured (else from a built-in table).
 //!
-//! Quirks handled here (provider-apis.md §7): money is `units` (a string, may be
+//! Quirks handled here (docs/providers.md §7): money is `units` (a string, may be
 //! absent) + `nanos`/1e9; the latest `pricingInfo` wins; tiered rates take the
 //! first non-zero tier; SKUs are classified by `usageType`, never by wording;
 //! Virtual Workstation GPUs (GRID licence included) are skipped. GPUs are billed
