@@ -1,0 +1,214 @@
+//! The command line: argument parsing and the output people and scripts read.
+//! stdout carries data (tables or `--json`), stderr carries logs and notes.
+//! Exit codes: 0 ok, 1 failure, 2 bad input.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use chrono::{DateTime, Utc};
+use clap::{Args, Parser, Subcommand};
+use gpuplan_providers::secret::Secret;
+use gpuplan_providers::{PriceKind, PriceScope, Scope};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::alerts::deliver;
+use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter, SpotHistory, SpotQuery};
+use crate::config::{self, Config};
+use crate::daemon;
+use crate::forecast;
+use crate::optimizer::{self, OptimizeError, PlanResult, Problem};
+use crate::planning::{self, Input, Overrides, PlanError, PlanRequest, PlanService};
+use crate::store::{Pool, Prunable, Store, StoreError};
+use crate::telemetry::LogFormat;
+
+mod alerts;
+mod config_cmd;
+mod plan;
+mod prices;
+mod render;
+mod serve;
+mod spot_history;
+mod store;
+mod sync;
+
+pub use alerts::AlertsCommand;
+pub use config_cmd::ConfigCommand;
+pub use plan::{PlanArgs, PlanCatalogArgs};
+pub use prices::PricesArgs;
+pub use spot_history::SpotHistoryArgs;
+pub use store::StoreCommand;
+
+use alerts::run_alerts;
+use config_cmd::validate_config;
+use plan::run_plan;
+use prices::run_prices;
+use render::*;
+use serve::serve;
+use spot_history::run_spot_history;
+use store::run_prune;
+use sync::run_sync;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpuplan",
+    version,
+    about = "A local catalog of cloud GPU prices, purchase plans and alerts."
+)]
+pub struct Cli {
+    /// Config file (TOML). Without one, built-in defaults apply.
+    #[arg(long, global = true, env = "GPUPLAN_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon: scheduled syncs and the HTTP API, until SIGTERM/SIGINT.
+    Serve {
+        /// Seconds that running syncs and requests get to finish after a stop signal.
+        #[arg(long, default_value_t = 30)]
+        shutdown_grace_secs: u64,
+    },
+    /// Sync every enabled provider (or the named ones) into the catalog now.
+    Sync {
+        /// Only this provider (repeatable), e.g. `file:onprem`.
+        #[arg(long = "provider")]
+        providers: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List current prices, cheapest per GPU-hour first.
+    Prices(PricesArgs),
+    /// Spot price history of one instance type, with min/p50/p95/max.
+    SpotHistory(SpotHistoryArgs),
+    /// Solve a purchase-planning problem (docs/planning-model.md) and print the plan.
+    Plan(Box<PlanArgs>),
+    /// Alert rules: their state, what was sent, and test messages.
+    #[command(subcommand)]
+    Alerts(AlertsCommand),
+    /// Check or print configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Maintain the catalog file.
+    #[command(subcommand)]
+    Store(StoreCommand),
+}
+
+/// A command's failure, split by whose fault it is (for the exit code).
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("{0:#}")]
+    BadInput(anyhow::Error),
+    #[error("{0:#}")]
+    Failed(anyhow::Error),
+}
+
+impl CliError {
+    #[must_use]
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::BadInput(_) => ExitCode::from(2),
+            Self::Failed(_) => ExitCode::from(1),
+        }
+    }
+}
+
+impl From<anyhow::Error> for CliError {
+    fn from(e: anyhow::Error) -> Self {
+        Self::Failed(e)
+    }
+}
+
+/// Runs one command.
+///
+/// # Errors
+/// `BadInput` for a bad config or argument, `Failed` for everything else.
+pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
+    match cli.command {
+        Command::Config(ConfigCommand::Example) => {
+            print!("{}", config::EXAMPLE);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Config(ConfigCommand::Validate { file }) => {
+            validate_config(file.as_deref().or(cli.config.as_deref()))
+        }
+        Command::Serve {
+            shutdown_grace_secs,
+        } => {
+            let config = load_config(cli.config.as_deref())?;
+            serve(config, Duration::from_secs(shutdown_grace_secs)).await
+        }
+        Command::Sync { providers, json } => {
+            let config = load_config(cli.config.as_deref())?;
+            run_sync(&config, &providers, json).await
+        }
+        Command::Alerts(command) => {
+            let config = load_config(cli.config.as_deref())?;
+            run_alerts(&config, command).await
+        }
+        Command::Plan(args) => {
+            let config = load_config(cli.config.as_deref())?;
+            run_plan(&config, &args).await
+        }
+        Command::Prices(args) => {
+            let config = load_config(cli.config.as_deref())?;
+            run_prices(&config, args)
+        }
+        Command::SpotHistory(args) => {
+            let config = load_config(cli.config.as_deref())?;
+            run_spot_history(&config, &args)
+        }
+        Command::Store(StoreCommand::Prune { dry_run, json }) => {
+            let config = load_config(cli.config.as_deref())?;
+            run_prune(&config, dry_run, json)
+        }
+    }
+}
+
+pub(super) fn load_config(path: Option<&Path>) -> Result<Config, CliError> {
+    match path {
+        Some(path) => Config::load(path).map_err(|e| CliError::BadInput(e.into())),
+        None => Ok(Config::default()),
+    }
+}
+
+pub(super) fn open_store(config: &Config) -> Result<Store, CliError> {
+    Store::open(&config.store.path).map_err(|e| CliError::Failed(e.into()))
+}
+
+pub(super) fn freshness(config: &Config, store: &Store) -> Result<Freshness, CliError> {
+    let now = Utc::now();
+    Freshness::read(store, config.source_intervals(now), now)
+        .map_err(|e| CliError::Failed(e.into()))
+}
+
+/// Checks a number flag against its allowed range.
+///
+/// # Errors
+/// A refusal naming the flag and the range.
+pub(super) fn in_range(flag: &str, value: f64, min: f64, max: f64) -> Result<f64, String> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!(
+            "{flag}: {value} is out of range; allowed: {min} to {max}"
+        ))
+    }
+}
+
+pub(super) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
+    let text =
+        serde_json::to_string_pretty(value).context("Failed to encode the output as JSON.")?;
+    println!("{text}");
+    Ok(())
+}

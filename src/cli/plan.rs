@@ -1,0 +1,336 @@
+//! `gpuplan plan`: a problem file, or demand or usage against the catalog,
+//! through the one plan pipeline ([`crate::planning`]).
+
+use super::*;
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["problem", "demand", "usage"])))]
+pub struct PlanArgs {
+    /// A problem file in the planning-model JSON format.
+    #[arg(long)]
+    problem: Option<PathBuf>,
+    /// Hourly GPU demand (CSV `hour,gpus` or `timestamp,gpus`); offers come from the catalog.
+    #[arg(long)]
+    demand: Option<PathBuf>,
+    /// Past hourly GPU usage (same CSV format): demand is forecast from it
+    /// (hour-of-week profile with trend); offers come from the catalog.
+    #[arg(long)]
+    usage: Option<PathBuf>,
+    /// With --usage: hours to forecast and plan.
+    #[arg(long, default_value_t = 168)]
+    horizon_hours: usize,
+    /// Solve the LP relaxation (every count continuous): a lower bound, fast.
+    #[arg(long)]
+    relax: bool,
+    /// Give up (exit 1) when no proven optimum is found within this many
+    /// seconds [default: `planner.time_limit_secs`, 300].
+    #[arg(long)]
+    time_limit_secs: Option<f64>,
+    /// MIP solver: `microlp` (default), or `cbc` in builds with the `cbc` feature.
+    #[arg(long, default_value = "microlp", value_parser = parse_backend)]
+    solver: optimizer::Backend,
+    /// Print the result JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Save the plan in the catalog and say whether it changed against the last
+    /// saved plan of the same name (docs/planning-model.md §7).
+    #[arg(long)]
+    save: bool,
+    #[command(flatten)]
+    catalog: PlanCatalogArgs,
+}
+
+/// With `--demand`: which offers to take and the policy (docs/planning-model.md §2).
+#[derive(Debug, Args)]
+pub struct PlanCatalogArgs {
+    /// GPU model or family, e.g. `H100` (repeatable).
+    #[arg(long = "gpu")]
+    gpus: Vec<String>,
+    /// Providers to buy from, e.g. `aws,azure` or `file` (repeatable, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    clouds: Vec<String>,
+    /// Regions to buy in (repeatable, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    regions: Vec<String>,
+    /// Least memory per GPU, GiB.
+    #[arg(long)]
+    min_gpu_memory: Option<f64>,
+    /// Most of each hour's demand served by spot, 0..1.
+    #[arg(long)]
+    max_spot_share: Option<f64>,
+    /// Most of each hour's demand served by one spot pool, 0..1.
+    #[arg(long)]
+    max_pool_share: Option<f64>,
+    /// Request this much more spot than the effective GPUs counted (0.1 = 10%).
+    #[arg(long, default_value_t = 0.0)]
+    spot_overhead: f64,
+    /// Most the plan may cost over the horizon, USD.
+    #[arg(long)]
+    budget: Option<f64>,
+    /// Whole spot and on-demand instances per hour (slow at scale).
+    #[arg(long)]
+    integer_hourly: bool,
+    /// History window for the expected spot price (`7d`, `36h`) [default:
+    /// `planner.spot_window`, 7d].
+    #[arg(long)]
+    spot_window: Option<String>,
+    /// Restart plus warm-up hours lost per spot interruption [default:
+    /// `planner.restart_hours`, 0.5].
+    #[arg(long)]
+    restart_hours: Option<f64>,
+    /// Checkpoint interval in hours, half of it lost per interruption
+    /// [default: `planner.checkpoint_hours`, 1].
+    #[arg(long)]
+    checkpoint_hours: Option<f64>,
+    /// Also write the problem built from the catalog to this file.
+    #[arg(long)]
+    write_problem: Option<PathBuf>,
+    /// Name of the plan: `--save` compares with the last saved plan of this name.
+    #[arg(long, default_value = "catalog plan")]
+    name: String,
+}
+
+fn parse_backend(s: &str) -> Result<optimizer::Backend, String> {
+    let available = optimizer::Backend::available();
+    available
+        .iter()
+        .find(|(name, _)| *name == s)
+        .map(|(_, b)| *b)
+        .ok_or_else(|| {
+            let names: Vec<&str> = available.iter().map(|(n, _)| *n).collect();
+            format!(
+                "`{s}` is not a solver in this build; available: {}",
+                names.join(", ")
+            )
+        })
+}
+
+pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
+    let refuse = |message: String| {
+        println!("{}", json!({"status": "error", "error": message}));
+        Ok(ExitCode::from(2))
+    };
+    let mut forecast_info = None;
+    let (name, input) = match (&args.problem, &args.demand, &args.usage) {
+        (Some(path), _, _) => {
+            let shown = path.display().to_string();
+            let text = match std::fs::read_to_string(path) {
+                Ok(t) => t,
+                Err(e) => return refuse(format!("{shown}: cannot read: {e}")),
+            };
+            let doc: serde_json::Value = match serde_json::from_str(&text) {
+                Ok(d) => d,
+                Err(e) => return refuse(format!("{shown}: not JSON: {e}")),
+            };
+            match Problem::from_json(&doc) {
+                Ok(p) => (None, Input::Problem(p)),
+                Err(e) => return refuse(format!("{shown}: {e}")),
+            }
+        }
+        (None, Some(path), _) => {
+            let demand = match forecast::read_demand(path) {
+                Ok(d) => d.gpus,
+                Err(e) => return refuse(e.to_string()),
+            };
+            match catalog_input(demand, &args.catalog) {
+                Ok(input) => (Some(args.catalog.name.clone()), input),
+                Err(message) => return refuse(message),
+            }
+        }
+        (None, None, Some(path)) => {
+            if !(1..=optimizer::MAX_HORIZON_HOURS).contains(&args.horizon_hours) {
+                return refuse(format!(
+                    "--horizon-hours: {} is out of range; allowed: 1 to {}",
+                    args.horizon_hours,
+                    optimizer::MAX_HORIZON_HOURS
+                ));
+            }
+            let usage = match forecast::read_demand(path) {
+                Ok(u) => u,
+                Err(e) => return refuse(e.to_string()),
+            };
+            let f = match forecast::forecast(&usage, args.horizon_hours) {
+                Ok(f) => f,
+                Err(e) => return refuse(format!("{}: {e}", path.display())),
+            };
+            let demand = f.gpus.clone();
+            forecast_info = Some(f);
+            match catalog_input(demand, &args.catalog) {
+                Ok(input) => (Some(args.catalog.name.clone()), input),
+                Err(message) => return refuse(message),
+            }
+        }
+        (None, None, None) => return refuse("give --problem, --demand or --usage".to_owned()),
+    };
+    let overrides = match plan_overrides(args) {
+        Ok(o) => o,
+        Err(message) => return refuse(message),
+    };
+    // A problem file solved without saving needs no catalog.
+    let needs_store = args.save || matches!(input, Input::Catalog { .. });
+    let pool = if needs_store {
+        Some(Arc::new(
+            Pool::open(&config.store.path, 1).map_err(|e| CliError::Failed(e.into()))?,
+        ))
+    } else {
+        None
+    };
+    let intervals = config.source_intervals(Utc::now());
+    let service = PlanService::new(pool, &config.planner, intervals);
+    let request = PlanRequest {
+        name,
+        input,
+        overrides,
+        relax: args.relax,
+        backend: args.solver,
+        save: args.save,
+        wait: true,
+    };
+    let prepared = match service.prepare(&request).await {
+        Ok(p) => p,
+        Err(PlanError::Invalid(e)) => return refuse(e.to_string()),
+        Err(e) => return Err(CliError::Failed(e.into())),
+    };
+    if let Some(path) = &args.catalog.write_problem {
+        let doc = prepared.problem.to_json();
+        std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default())
+            .with_context(|| format!("Failed to write {}.", path.display()))?;
+    }
+    let planned = match service.finish(prepared, &request).await {
+        Ok(p) => p,
+        Err(PlanError::Solve(e)) => {
+            let kind = match e {
+                OptimizeError::TimeLimit(_) => "time_limit",
+                OptimizeError::Solver(_) => "solver",
+            };
+            println!(
+                "{}",
+                json!({"status": "error", "kind": kind, "error": e.to_string()})
+            );
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(CliError::Failed(e.into())),
+    };
+    if args.json {
+        let mut doc = planned.to_json().context("Failed to encode the result.")?;
+        if let Some(f) = &forecast_info {
+            doc["forecast"] = json!(f);
+        }
+        print_json(&doc)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let stale = planned.prepared.stale_sources.as_ref();
+    if let Some(stale) = stale.filter(|s| !s.is_empty()) {
+        println!(
+            "warning: prices from {} are stale (older than twice their sync interval)",
+            stale.join(", ")
+        );
+    }
+    if let Some(f) = &forecast_info {
+        let backtest = f.backtest.as_ref().map_or_else(
+            || "no backtest (history shorter than two seasons)".to_owned(),
+            |b| {
+                format!(
+                    "backtest on the last {} h: MAE {:.2} GPUs, WAPE {}",
+                    b.hours,
+                    b.mae_gpus,
+                    b.wape
+                        .map_or_else(|| "-".to_owned(), |w| format!("{:.1}%", w * 100.0))
+                )
+            },
+        );
+        println!(
+            "Forecast: {} h by {}, trend {:+.4} GPUs/h; {backtest}",
+            f.gpus.len(),
+            f.method,
+            f.trend_per_hour
+        );
+    }
+    print!("{}", plan_report(&planned.result));
+    if let Some(r) = &planned.saved {
+        match &r.change {
+            None => println!("Saved as plan {} (the first of its name).", r.id),
+            Some(c) if c.changed => println!(
+                "Saved as plan {}: CHANGED since the last plan: {}.",
+                r.id,
+                c.reasons.join("; ")
+            ),
+            Some(_) => println!("Saved as plan {}: unchanged since the last plan.", r.id),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The flags that override `[planner]` defaults, each checked.
+fn plan_overrides(args: &PlanArgs) -> Result<Overrides, String> {
+    let a = &args.catalog;
+    for (flag, value) in [
+        ("--restart-hours", a.restart_hours),
+        ("--checkpoint-hours", a.checkpoint_hours),
+    ] {
+        if let Some(v) = value {
+            in_range(flag, v, 0.0, planning::MAX_HOURS)?;
+        }
+    }
+    let time_limit = args
+        .time_limit_secs
+        .map(|t| {
+            in_range(
+                "--time-limit-secs",
+                t,
+                0.001,
+                planning::MAX_TIME_LIMIT.as_secs_f64(),
+            )
+            .map(Duration::from_secs_f64)
+        })
+        .transpose()?;
+    let spot_window = a
+        .spot_window
+        .as_deref()
+        .map(|w| {
+            let now = Utc::now();
+            catalog::parse_since(w, now)
+                .map(|since| (now - since).to_std().unwrap_or_default())
+                .map_err(|e| format!("--spot-window: {e}"))
+        })
+        .transpose()?;
+    Ok(Overrides {
+        time_limit,
+        spot_window,
+        restart_hours: a.restart_hours,
+        checkpoint_hours: a.checkpoint_hours,
+    })
+}
+
+/// The catalog input of `--demand` / `--usage`: the policy and offer filters
+/// of the flags, each checked.
+fn catalog_input(demand: Vec<f64>, a: &PlanCatalogArgs) -> Result<Input, String> {
+    let checks = [
+        ("--max-spot-share", a.max_spot_share, 1.0),
+        ("--max-pool-share", a.max_pool_share, 1.0),
+        ("--spot-overhead", Some(a.spot_overhead), 10.0),
+        ("--budget", a.budget, 1e15),
+        ("--min-gpu-memory", a.min_gpu_memory, 1e6),
+    ];
+    for (flag, value, max) in checks {
+        if let Some(v) = value {
+            in_range(flag, v, 0.0, max)?;
+        }
+    }
+    let policy = optimizer::Policy {
+        max_spot_share: a.max_spot_share,
+        max_pool_share: a.max_pool_share,
+        spot_overhead_factor: a.spot_overhead,
+        integer_hourly: a.integer_hourly,
+        budget: a.budget,
+        min_gpu_memory_gib: a.min_gpu_memory,
+        ..optimizer::Policy::default()
+    };
+    Ok(Input::Catalog {
+        demand,
+        policy,
+        gpus: a.gpus.clone(),
+        clouds: a.clouds.clone(),
+        regions: a.regions.clone(),
+    })
+}

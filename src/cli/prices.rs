@@ -1,0 +1,66 @@
+//! `gpuplan prices`: current prices, cheapest per GPU-hour first.
+
+use super::*;
+
+#[derive(Debug, Args)]
+pub struct PricesArgs {
+    /// GPU model or family, e.g. `H100-80GB` or `H100` (repeatable).
+    #[arg(long = "gpu")]
+    gpus: Vec<String>,
+    /// Provider, e.g. `aws` or `file:onprem`; `file` matches every sheet (repeatable).
+    #[arg(long = "provider")]
+    providers: Vec<String>,
+    /// Region (repeatable); also matches global offers available there.
+    #[arg(long = "region")]
+    regions: Vec<String>,
+    /// Price kind, e.g. `on_demand`, `spot`, `reserved_1y_no_upfront` (repeatable).
+    #[arg(long = "kind", value_parser = parse_kind)]
+    kinds: Vec<PriceKind>,
+    /// What the price buys: `instance`, or `gpu_only` for GPUs without the
+    /// machine they attach to (repeatable; default both).
+    #[arg(long = "scope", value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<PriceScope>()))]
+    scopes: Vec<PriceScope>,
+    /// Only prices at or below this many USD per GPU-hour.
+    #[arg(long, value_parser = parse_price)]
+    max_usd_per_gpu_hour: Option<f64>,
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_kind(s: &str) -> Result<PriceKind, String> {
+    s.parse()
+        .map_err(|e: gpuplan_providers::snapshot::UnknownName| e.to_string())
+}
+
+fn parse_price(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a price in USD (a number >= 0)")),
+    }
+}
+
+pub(super) fn run_prices(config: &Config, args: PricesArgs) -> Result<ExitCode, CliError> {
+    let store = open_store(config)?;
+    let fresh = freshness(config, &store)?;
+    let filter = PriceFilter {
+        gpus: args.gpus,
+        providers: args.providers,
+        regions: args.regions,
+        kinds: args.kinds,
+        scopes: args.scopes,
+        max_usd_per_gpu_hour: args.max_usd_per_gpu_hour,
+    };
+    let records =
+        catalog::prices(&store, &fresh, &filter).map_err(|e| CliError::Failed(e.into()))?;
+    if args.json {
+        print_json(&records)?;
+    } else if records.is_empty() {
+        eprintln!(
+            "No prices match. Sources synced: {}.",
+            synced_sources(&fresh)
+        );
+    } else {
+        print!("{}", prices_table(&records, fresh.now));
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,320 @@
+//! Tables for people: every human-readable listing the CLI prints. The
+//! commands decide what to show; this module only lays it out.
+
+use super::*;
+
+pub(super) fn synced_sources(fresh: &Freshness) -> String {
+    if fresh.last_good.is_empty() {
+        return "none yet (run `gpuplan sync`)".to_owned();
+    }
+    fresh
+        .last_good
+        .iter()
+        .map(|(s, at)| format!("{s} {} ago", age(fresh.now, *at)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A short human age: `45s`, `12m`, `3h`, `2d`.
+pub(super) fn age(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
+    let secs = (now - then).num_seconds().max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 2 * 3600 => format!("{}m", s / 60),
+        s if s < 2 * 86400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+pub(super) fn prices_table(records: &[CatalogRecord], now: DateTime<Utc>) -> String {
+    let header = [
+        "PROVIDER",
+        "REGION",
+        "ZONE",
+        "INSTANCE",
+        "GPU",
+        "N",
+        "KIND",
+        "USD/H",
+        "USD/GPU-H",
+        "AGE",
+    ];
+    let rows: Vec<[String; 10]> = records
+        .iter()
+        .map(|r| {
+            let data_time = r.observed_at.or(r.fetched_at);
+            let mut age = data_time.map_or_else(|| "-".to_owned(), |t| age(now, t));
+            if r.stale {
+                age.push_str(" stale");
+            }
+            let kind = match &r.offering_class {
+                Some(class) => format!("{} ({class})", r.price_kind),
+                None => r.price_kind.clone(),
+            };
+            [
+                r.provider.clone(),
+                r.region.clone(),
+                r.zone.clone().unwrap_or_else(|| "-".to_owned()),
+                if r.price_scope == PriceScope::GpuOnly.as_str() {
+                    format!("{} *", r.instance_type)
+                } else {
+                    r.instance_type.clone()
+                },
+                r.gpu_model.clone(),
+                r.gpu_count.to_string(),
+                kind,
+                format!("{:.4}", r.usd_per_hour),
+                format!("{:.4}", r.usd_per_gpu_hour),
+                age,
+            ]
+        })
+        .collect();
+    let mut out = render_table(&header, &rows, &[5, 7, 8]);
+    if records
+        .iter()
+        .any(|r| r.price_scope == PriceScope::GpuOnly.as_str())
+    {
+        out.push_str(
+            "* GPU only: the accelerator without the machine it attaches to, which is billed separately; never planned.\n",
+        );
+    }
+    out
+}
+
+/// Left-aligned columns, except the right-aligned (numeric) ones listed.
+pub(super) fn render_table<const N: usize>(
+    header: &[&str; N],
+    rows: &[[String; N]],
+    right: &[usize],
+) -> String {
+    let mut widths = header.map(str::len);
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let parts: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if right.contains(&i) {
+                    format!("{c:>w$}", w = widths[i])
+                } else {
+                    format!("{c:<w$}", w = widths[i])
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+pub(super) fn spot_table(h: &SpotHistory) -> String {
+    let header = [
+        "PROVIDER", "REGION", "ZONE", "OBS", "MIN", "P50", "P95", "MAX",
+    ];
+    let stat_cells = |s: &catalog::SpotStats| {
+        [
+            s.observations.to_string(),
+            format!("{:.4}", s.min),
+            format!("{:.4}", s.p50),
+            format!("{:.4}", s.p95),
+            format!("{:.4}", s.max),
+        ]
+    };
+    let mut rows: Vec<[String; 8]> = Vec::new();
+    for s in &h.series {
+        let [o, a, b, c, d] = stat_cells(&s.stats);
+        rows.push([
+            s.provider.clone(),
+            s.region.clone(),
+            s.zone.clone(),
+            o,
+            a,
+            b,
+            c,
+            d,
+        ]);
+    }
+    if let (Some(all), true) = (&h.stats, h.series.len() > 1) {
+        let [o, a, b, c, d] = stat_cells(all);
+        rows.push(["all".into(), "".into(), "".into(), o, a, b, c, d]);
+    }
+    format!(
+        "{} spot USD/hour since {} (time-weighted)\n{}",
+        h.instance_type,
+        h.since.format("%Y-%m-%d %H:%M UTC"),
+        render_table(&header, &rows, &[3, 4, 5, 6, 7])
+    )
+}
+
+/// The plan for people: purchases, the hourly blend, costs and savings.
+pub(super) fn plan_report(r: &PlanResult) -> String {
+    let mut out = String::new();
+    let name = r.name.as_deref().unwrap_or("plan");
+    let _ = writeln!(
+        out,
+        "{name}: {} ({} mode, {} hours)",
+        r.status, r.mode, r.horizon_hours
+    );
+    if let Some(inf) = &r.infeasibility {
+        let _ = writeln!(out, "infeasible: {inf}");
+        return out;
+    }
+    if r.reserved.is_empty() {
+        let _ = writeln!(out, "\nNo reserved purchases.");
+    } else {
+        let header = [
+            "OFFER",
+            "OPTION",
+            "COUNT",
+            "GPUS",
+            "USD/H EFFECTIVE",
+            "BREAK-EVEN UTIL",
+            "COMMITMENT USD",
+        ];
+        let rows: Vec<[String; 7]> = r
+            .reserved
+            .iter()
+            .map(|e| {
+                [
+                    e.offer.clone(),
+                    e.option.clone(),
+                    format!("{}", e.count),
+                    format!("{}", e.gpus),
+                    format!("{:.4}", e.effective_hourly_price),
+                    e.break_even_utilization
+                        .map_or_else(|| "-".to_owned(), |u| format!("{:.1}%", u * 100.0)),
+                    format!("{:.2}", e.commitment_liability),
+                ]
+            })
+            .collect();
+        let _ = write!(
+            out,
+            "\nReserved purchases\n{}",
+            render_table(&header, &rows, &[2, 3, 4, 5, 6])
+        );
+    }
+    let blend = |kind: &str, series: &BTreeMap<String, Vec<f64>>| -> Vec<[String; 4]> {
+        series
+            .iter()
+            .map(|(offer, values)| {
+                let mut sorted = values.clone();
+                sorted.sort_by(f64::total_cmp);
+                let median = sorted[sorted.len() / 2];
+                let peak = sorted.last().copied().unwrap_or(0.0);
+                [
+                    offer.clone(),
+                    kind.to_owned(),
+                    format!("{median:.2}"),
+                    format!("{peak:.2}"),
+                ]
+            })
+            .collect()
+    };
+    let mut rows = blend("spot", &r.hourly.spot_instances);
+    rows.extend(blend("on_demand", &r.hourly.on_demand_instances));
+    if !rows.is_empty() {
+        let _ = write!(
+            out,
+            "\nHourly instances\n{}",
+            render_table(&["OFFER", "KIND", "MEDIAN", "PEAK"], &rows, &[2, 3])
+        );
+    }
+    if let (Some(total), Some(c)) = (r.objective, &r.cost_breakdown) {
+        let _ = writeln!(
+            out,
+            "\nCost over the horizon: {total:.2} USD (reserved {:.2}, spot {:.2}, on-demand {:.2})",
+            c.reserved, c.spot, c.on_demand
+        );
+    }
+    match (r.baseline_on_demand_cost, r.savings, r.savings_pct) {
+        (Some(b), Some(s), Some(p)) => {
+            let _ = writeln!(
+                out,
+                "All on-demand would cost {b:.2} USD: this plan saves {s:.2} USD ({p:.1}%)."
+            );
+        }
+        (None, _, _) => {
+            let _ = writeln!(out, "On-demand alone cannot cover this demand.");
+        }
+        _ => {}
+    }
+    out
+}
+
+/// The configured rules, with how many of their keys are fired and when one
+/// last fired.
+pub(super) fn rules_table(
+    rules: &[crate::config::RuleConfig],
+    states: &[crate::store::AlertState],
+) -> String {
+    let rows: Vec<[String; 5]> = rules
+        .iter()
+        .map(|r| {
+            let keys: Vec<_> = states.iter().filter(|s| s.rule == r.name).collect();
+            let fired = keys.iter().filter(|s| s.fired).count();
+            let last = keys.iter().filter_map(|s| s.last_fired_at).max();
+            [
+                r.name.clone(),
+                r.kind.as_str().to_owned(),
+                r.channels.join(","),
+                format!("{fired}/{}", keys.len()),
+                last.map_or_else(
+                    || "-".to_owned(),
+                    |t| t.format("%Y-%m-%d %H:%M UTC").to_string(),
+                ),
+            ]
+        })
+        .collect();
+    render_table(
+        &["RULE", "KIND", "CHANNELS", "FIRED/KEYS", "LAST FIRED"],
+        &rows,
+        &[3],
+    )
+}
+
+/// Alert messages, newest first, with their delivery state.
+pub(super) fn history_table(messages: &[crate::store::OutboxMessage]) -> String {
+    let rows: Vec<[String; 6]> = messages
+        .iter()
+        .map(|m| {
+            [
+                m.created_at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                m.rule.clone(),
+                m.channel.clone(),
+                m.delivered_at.map_or_else(
+                    || "pending".to_owned(),
+                    |t| format!("delivered {}", t.format("%H:%M:%S")),
+                ),
+                m.attempts.to_string(),
+                m.payload["message"].as_str().unwrap_or("").to_owned(),
+            ]
+        })
+        .collect();
+    render_table(
+        &["QUEUED", "RULE", "CHANNEL", "STATUS", "TRIES", "MESSAGE"],
+        &rows,
+        &[4],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_are_short_and_readable() {
+        let now = Utc::now();
+        assert_eq!(age(now, now - chrono::Duration::seconds(30)), "30s");
+        assert_eq!(age(now, now - chrono::Duration::minutes(30)), "30m");
+        assert_eq!(age(now, now - chrono::Duration::hours(5)), "5h");
+        assert_eq!(age(now, now - chrono::Duration::days(3)), "3d");
+    }
+}

@@ -1,0 +1,59 @@
+//! `gpuplan spot-history`: one instance type's spot prices over a window.
+
+use super::*;
+
+#[derive(Debug, Args)]
+pub struct SpotHistoryArgs {
+    /// Instance type, e.g. `p5.48xlarge`.
+    #[arg(long)]
+    instance: String,
+    #[arg(long)]
+    provider: Option<String>,
+    #[arg(long)]
+    region: Option<String>,
+    #[arg(long)]
+    zone: Option<String>,
+    /// Window start: a duration back from now (`7d`, `36h`, `90m`), a date
+    /// (`2026-11-01`) or an RFC 3339 time.
+    #[arg(long, default_value = "7d")]
+    since: String,
+    #[arg(long)]
+    json: bool,
+}
+
+pub(super) fn run_spot_history(
+    config: &Config,
+    args: &SpotHistoryArgs,
+) -> Result<ExitCode, CliError> {
+    let now = Utc::now();
+    let since = catalog::parse_since(&args.since, now)
+        .map_err(|e| CliError::BadInput(anyhow::anyhow!("--since: {e}")))?;
+    let store = open_store(config)?;
+    let fresh = freshness(config, &store)?;
+    let query = SpotQuery {
+        instance_type: args.instance.clone(),
+        provider: args.provider.clone(),
+        region: args.region.clone(),
+        zone: args.zone.clone(),
+        since,
+        max_observations: Some(catalog::MAX_SPOT_OBSERVATIONS),
+    };
+    let history = catalog::spot_history(&store, &query, &fresh).map_err(|e| match e {
+        e @ StoreError::TooLarge { .. } => {
+            CliError::BadInput(anyhow::anyhow!("--since, --region, --zone: {e}"))
+        }
+        e => CliError::Failed(e.into()),
+    })?;
+    if args.json {
+        print_json(&history)?;
+    } else if history.series.is_empty() {
+        eprintln!(
+            "No spot history for {} since {}.",
+            args.instance,
+            since.to_rfc3339()
+        );
+    } else {
+        print!("{}", spot_table(&history));
+    }
+    Ok(ExitCode::SUCCESS)
+}
