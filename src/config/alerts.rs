@@ -1,0 +1,479 @@
+//! `[alerts]`: channels, rules and scheduled plans.
+
+use super::*;
+
+#[derive(Debug, Clone, Default)]
+pub struct AlertsConfig {
+    /// Scheduled plans by name (`[alerts.plans.NAME]`).
+    pub plans: BTreeMap<String, ScheduledPlan>,
+    pub channels: BTreeMap<String, ChannelConfig>,
+    pub rules: Vec<RuleConfig>,
+    /// Backoff of deliveries to a receiver that fails.
+    pub retry_initial: Duration,
+    pub retry_max: Duration,
+    /// How long one delivery may take before it counts as failed.
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChannelConfig {
+    /// Generic webhook: JSON body, `Idempotency-Key` header, optional HMAC-SHA256
+    /// signature with the secret read from the environment variable named here.
+    Webhook {
+        url: ChannelUrl,
+        secret_env: Option<String>,
+    },
+    /// Slack incoming webhook.
+    Slack { url: ChannelUrl },
+    /// The daemon's log.
+    Log,
+}
+
+/// Where a channel's URL comes from. Slack and webhook URLs carry their
+/// credential in the path, so they are secrets either way.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChannelUrl {
+    /// `url` in the file.
+    Inline(Secret),
+    /// `url_env`: the environment variable holding it, read at start.
+    Env(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleKind {
+    PriceBelow,
+    PriceAbove,
+    SpotAboveCommitted,
+    SyncFailed,
+    Stale,
+    NewOffer,
+    PlanChanged,
+}
+
+impl RuleKind {
+    const NAMES: [(&'static str, RuleKind); 7] = [
+        ("price_below", RuleKind::PriceBelow),
+        ("price_above", RuleKind::PriceAbove),
+        ("spot_above_committed", RuleKind::SpotAboveCommitted),
+        ("sync_failed", RuleKind::SyncFailed),
+        ("stale", RuleKind::Stale),
+        ("new_offer", RuleKind::NewOffer),
+        ("plan_changed", RuleKind::PlanChanged),
+    ];
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map_or("", |(n, _)| n)
+    }
+}
+
+/// Which price a threshold compares.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Threshold {
+    PerGpuHour(f64),
+    PerInstanceHour(f64),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleConfig {
+    pub name: String,
+    pub kind: RuleKind,
+    /// GPU models or families; empty matches all.
+    pub gpu_models: Vec<String>,
+    /// Price kinds; empty matches all.
+    pub price_kinds: Vec<gpuplan_providers::PriceKind>,
+    /// What the prices buy: `instance` unless the rule asks for `gpu_only`
+    /// prices too (GPUs without the machine they attach to).
+    pub price_scopes: Vec<gpuplan_providers::PriceScope>,
+    /// Glob patterns (`*`, `?`) for providers and regions (or sources); empty matches all.
+    pub providers: Vec<String>,
+    pub regions: Vec<String>,
+    pub threshold: Option<Threshold>,
+    /// Alert on the cheapest matching offer only (one key), or on every offer.
+    pub every_offer: bool,
+    /// Share of the threshold the value must move back past before re-arming.
+    pub hysteresis: f64,
+    pub cooldown: Option<Duration>,
+    pub channels: Vec<String>,
+    /// For `plan_changed`: the scheduled plans it watches; empty means all.
+    pub plans: Vec<String>,
+}
+
+/// A plan the daemon re-solves on a schedule, alerting `plan_changed` rules
+/// when its result changes (docs/planning-model.md §7).
+#[derive(Debug, Clone)]
+pub struct ScheduledPlan {
+    /// Hourly demand (CSV), or past usage to forecast from.
+    pub input: PlanInput,
+    pub schedule: Schedule,
+    pub gpus: Vec<String>,
+    pub clouds: Vec<String>,
+    pub regions: Vec<String>,
+    pub policy: crate::optimizer::Policy,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlanInput {
+    Demand(PathBuf),
+    Usage { path: PathBuf, horizon_hours: usize },
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAlerts {
+    retry_initial_secs: Option<f64>,
+    retry_max_secs: Option<f64>,
+    timeout_secs: Option<f64>,
+    #[serde(default)]
+    channels: BTreeMap<String, RawChannel>,
+    #[serde(default)]
+    rules: Vec<RawRule>,
+    #[serde(default)]
+    plans: BTreeMap<String, RawPlan>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPlan {
+    demand: Option<String>,
+    usage: Option<String>,
+    horizon_hours: Option<i64>,
+    schedule: Option<String>,
+    #[serde(default)]
+    gpu: Vec<String>,
+    #[serde(default)]
+    clouds: Vec<String>,
+    #[serde(default)]
+    regions: Vec<String>,
+    policy: Option<toml::Table>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawChannel {
+    #[serde(rename = "type")]
+    kind: String,
+    url: Option<String>,
+    url_env: Option<String>,
+    secret_env: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRule {
+    name: String,
+    kind: String,
+    #[serde(default)]
+    gpu_models: Vec<String>,
+    #[serde(default)]
+    price_kinds: Vec<String>,
+    price_scopes: Option<Vec<String>>,
+    #[serde(default)]
+    providers: Vec<String>,
+    #[serde(default)]
+    regions: Vec<String>,
+    usd_per_gpu_hour: Option<f64>,
+    usd_per_hour: Option<f64>,
+    #[serde(rename = "match")]
+    matching: Option<String>,
+    hysteresis_pct: Option<f64>,
+    cooldown_secs: Option<f64>,
+    #[serde(default)]
+    channels: Vec<String>,
+    #[serde(default)]
+    plans: Vec<String>,
+}
+
+pub(super) fn validate_plans(
+    raw: BTreeMap<String, RawPlan>,
+    c: &mut Checker,
+    resolve: &dyn Fn(&str) -> PathBuf,
+) -> BTreeMap<String, ScheduledPlan> {
+    let mut plans = BTreeMap::new();
+    for (name, p) in raw {
+        let at = |key: &str| format!("alerts.plans.{name}.{key}");
+        let input = match (&p.demand, &p.usage) {
+            (Some(d), None) => PlanInput::Demand(resolve(d)),
+            (None, Some(u)) => match p.horizon_hours.unwrap_or(168) {
+                h @ 1..=8784 => PlanInput::Usage {
+                    path: resolve(u),
+                    horizon_hours: h as usize,
+                },
+                h => {
+                    c.fail(
+                        at("horizon_hours"),
+                        format!("{h} is not between 1 and 8784"),
+                    );
+                    continue;
+                }
+            },
+            _ => {
+                c.fail(
+                    format!("alerts.plans.{name}"),
+                    "give exactly one of demand (hourly demand CSV) or usage (past usage CSV)",
+                );
+                continue;
+            }
+        };
+        // The policy uses the planning model's keys and rules (docs/planning-model.md §4.1).
+        let policy_json = serde_json::to_value(p.policy.unwrap_or_default()).unwrap_or_default();
+        let policy = match crate::optimizer::Problem::from_json(
+            &serde_json::json!({"demand": [0], "offers": [], "policy": policy_json}),
+        ) {
+            Ok(problem) => problem.policy,
+            Err(e) => {
+                c.fail(format!("alerts.plans.{name}.{}", e.path), e.message);
+                continue;
+            }
+        };
+        plans.insert(
+            name.clone(),
+            ScheduledPlan {
+                input,
+                schedule: c.schedule(
+                    &at("schedule"),
+                    p.schedule.as_deref().or(Some("0 0 6 * * *")),
+                ),
+                gpus: p.gpu,
+                clouds: p.clouds,
+                regions: p.regions,
+                policy,
+            },
+        );
+    }
+    plans
+}
+
+/// An absolute http(s) URL with a host and no whitespace.
+#[must_use]
+pub fn is_http_url(u: &str) -> bool {
+    ["http://", "https://"].iter().any(|scheme| {
+        u.strip_prefix(scheme)
+            .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
+    }) && !u.contains(char::is_whitespace)
+}
+
+pub(super) fn validate_alerts(
+    raw: RawAlerts,
+    c: &mut Checker,
+    resolve: &dyn Fn(&str) -> PathBuf,
+) -> AlertsConfig {
+    let plans = validate_plans(raw.plans, c, resolve);
+    let mut channels = BTreeMap::new();
+    for (name, ch) in raw.channels {
+        let at = |key: &str| format!("alerts.channels.{name}.{key}");
+        let url = |c: &mut Checker| match (&ch.url, &ch.url_env) {
+            (Some(u), None) if is_http_url(u) => ChannelUrl::Inline(Secret::new(u.clone())),
+            (Some(u), None) => {
+                c.fail(
+                    at("url"),
+                    format!("`{}` is not an http(s) URL", url_origin(u)),
+                );
+                ChannelUrl::Inline(Secret::new(String::new()))
+            }
+            (None, Some(var)) if !var.trim().is_empty() => ChannelUrl::Env(var.trim().to_owned()),
+            (None, Some(_)) => {
+                c.fail(at("url_env"), "must name an environment variable");
+                ChannelUrl::Env(String::new())
+            }
+            (Some(_), Some(_)) => {
+                c.fail(at("url"), "give url or url_env, not both");
+                ChannelUrl::Env(String::new())
+            }
+            (None, None) => {
+                c.fail(
+                    at("url"),
+                    format!(
+                        "a {} channel needs url_env (the environment variable holding its URL) or url",
+                        ch.kind
+                    ),
+                );
+                ChannelUrl::Env(String::new())
+            }
+        };
+        let channel = match ch.kind.as_str() {
+            "webhook" => ChannelConfig::Webhook {
+                url: url(c),
+                secret_env: ch.secret_env.clone(),
+            },
+            "slack" => ChannelConfig::Slack { url: url(c) },
+            "log" => ChannelConfig::Log,
+            other => {
+                c.fail(
+                    at("type"),
+                    format!("`{other}` is not a channel type; expected webhook, slack or log"),
+                );
+                continue;
+            }
+        };
+        if (ch.url.is_some() || ch.url_env.is_some()) && ch.kind == "log" {
+            c.fail(at("url"), "a log channel has no URL");
+        }
+        if ch.secret_env.is_some() && ch.kind != "webhook" {
+            c.fail(
+                at("secret_env"),
+                "only webhook channels sign their messages",
+            );
+        }
+        channels.insert(name, channel);
+    }
+    let mut rules: Vec<RuleConfig> = Vec::new();
+    for (i, r) in raw.rules.into_iter().enumerate() {
+        let label = if r.name.is_empty() {
+            format!("alerts.rules[{i}]")
+        } else {
+            format!("alerts.rules[{i}] ({})", r.name)
+        };
+        let at = |key: &str| format!("{label}.{key}");
+        if r.name.trim().is_empty() {
+            c.fail(at("name"), "must not be empty");
+        } else if rules.iter().any(|x| x.name == r.name) {
+            c.fail(at("name"), format!("`{}` names another rule too", r.name));
+        }
+        let Some(kind) = RuleKind::NAMES
+            .iter()
+            .find(|(n, _)| *n == r.kind)
+            .map(|(_, k)| *k)
+        else {
+            let names: Vec<&str> = RuleKind::NAMES.iter().map(|(n, _)| *n).collect();
+            c.fail(
+                at("kind"),
+                format!(
+                    "`{}` is not a rule kind; expected one of: {}",
+                    r.kind,
+                    names.join(", ")
+                ),
+            );
+            continue;
+        };
+        let price_kinds = r
+            .price_kinds
+            .iter()
+            .enumerate()
+            .filter_map(|(j, k)| {
+                k.parse()
+                    .map_err(|e: gpuplan_providers::snapshot::UnknownName| {
+                        c.fail(format!("{label}.price_kinds[{j}]"), e.to_string())
+                    })
+                    .ok()
+            })
+            .collect();
+        let price_scopes = match &r.price_scopes {
+            None => vec![gpuplan_providers::PriceScope::Instance],
+            Some(list) => list
+                .iter()
+                .enumerate()
+                .filter_map(|(j, k)| {
+                    k.parse()
+                        .map_err(|e: String| c.fail(format!("{label}.price_scopes[{j}]"), e))
+                        .ok()
+                })
+                .collect(),
+        };
+        let threshold = match (r.usd_per_gpu_hour, r.usd_per_hour) {
+            (Some(v), None) => Some(Threshold::PerGpuHour(v)),
+            (None, Some(v)) => Some(Threshold::PerInstanceHour(v)),
+            (Some(_), Some(_)) => {
+                c.fail(
+                    at("usd_per_hour"),
+                    "give usd_per_gpu_hour or usd_per_hour, not both",
+                );
+                None
+            }
+            (None, None) => None,
+        };
+        let needs_threshold = matches!(kind, RuleKind::PriceBelow | RuleKind::PriceAbove);
+        if needs_threshold && threshold.is_none() {
+            c.fail(
+                at("usd_per_gpu_hour"),
+                format!("a {} rule needs usd_per_gpu_hour or usd_per_hour", r.kind),
+            );
+        }
+        if !needs_threshold && threshold.is_some() {
+            c.fail(
+                at("usd_per_gpu_hour"),
+                format!("a {} rule has no threshold", r.kind),
+            );
+        }
+        if let Some(Threshold::PerGpuHour(v) | Threshold::PerInstanceHour(v)) = threshold
+            && !(v.is_finite() && v >= 0.0)
+        {
+            c.fail(at("usd_per_gpu_hour"), format!("{v} is not a price >= 0"));
+        }
+        let every_offer = match r.matching.as_deref() {
+            None | Some("cheapest") => false,
+            Some("every") => true,
+            Some(other) => {
+                c.fail(
+                    at("match"),
+                    format!("`{other}` is not a match mode; expected \"cheapest\" or \"every\""),
+                );
+                false
+            }
+        };
+        let hysteresis = r.hysteresis_pct.unwrap_or(2.0);
+        if !(0.0..=100.0).contains(&hysteresis) {
+            c.fail(
+                at("hysteresis_pct"),
+                format!("{hysteresis} is not a percentage between 0 and 100"),
+            );
+        }
+        let cooldown = r
+            .cooldown_secs
+            .map(|s| c.seconds(&at("cooldown_secs"), Some(s), 1.0));
+        if !r.plans.is_empty() && kind != RuleKind::PlanChanged {
+            c.fail(
+                at("plans"),
+                format!("only plan_changed rules watch plans, not {}", r.kind),
+            );
+        }
+        for (j, plan) in r.plans.iter().enumerate() {
+            if !plans.contains_key(plan) {
+                c.fail(
+                    format!("{label}.plans[{j}]"),
+                    format!("no scheduled plan `{plan}` in [alerts.plans]"),
+                );
+            }
+        }
+        if r.channels.is_empty() {
+            c.fail(
+                at("channels"),
+                "name at least one channel of [alerts.channels]",
+            );
+        }
+        for (j, ch) in r.channels.iter().enumerate() {
+            if !channels.contains_key(ch) {
+                c.fail(
+                    format!("{label}.channels[{j}]"),
+                    format!("no channel `{ch}` in [alerts.channels]"),
+                );
+            }
+        }
+        rules.push(RuleConfig {
+            name: r.name,
+            kind,
+            gpu_models: r.gpu_models,
+            price_kinds,
+            price_scopes,
+            providers: r.providers,
+            regions: r.regions,
+            threshold,
+            every_offer,
+            hysteresis: hysteresis / 100.0,
+            cooldown,
+            channels: r.channels,
+            plans: r.plans,
+        });
+    }
+    AlertsConfig {
+        plans,
+        channels,
+        rules,
+        retry_initial: c.seconds("alerts.retry_initial_secs", raw.retry_initial_secs, 5.0),
+        retry_max: c.seconds("alerts.retry_max_secs", raw.retry_max_secs, 600.0),
+        timeout: c.seconds("alerts.timeout_secs", raw.timeout_secs, 10.0),
+    }
+}

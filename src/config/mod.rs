@@ -1,0 +1,255 @@
+//! Configuration: TOML parsed strictly (unknown keys are errors), then validated
+//! as a whole so that every problem is reported at once with its dotted path
+//! (`providers.file.onprem.schedule: ...`). With no file, built-in defaults apply.
+//!
+//! Validation is pure: it reads no files and opens no connections. Relative paths
+//! in a config file are resolved against the file's own directory, so a service
+//! finds the same files whatever its working directory is.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use gpuplan_providers::aws::{Credentials as AwsCredentials, Sources as AwsSources};
+use gpuplan_providers::file::SheetFormat;
+use gpuplan_providers::http::url_origin;
+use gpuplan_providers::secret::Secret;
+
+use crate::store::Retention;
+use serde::Deserialize;
+
+mod alerts;
+mod api;
+mod check;
+mod planner;
+mod schedule;
+mod sources;
+mod store;
+
+pub use alerts::{
+    AlertsConfig, ChannelConfig, ChannelUrl, PlanInput, RuleConfig, RuleKind, ScheduledPlan,
+    Threshold, is_http_url,
+};
+pub use api::ApiConfig;
+pub use planner::PlannerConfig;
+pub use schedule::Schedule;
+pub use sources::{
+    AwsSourceConfig, AzureSourceConfig, FileSourceConfig, GcpSourceConfig, LambdaSourceConfig,
+    ProvidersConfig, SyncConfig,
+};
+pub use store::StoreConfig;
+
+use alerts::{RawAlerts, validate_alerts};
+use api::RawApi;
+use check::Checker;
+use planner::RawPlanner;
+use sources::{DEFAULT_LIST_SCHEDULE, RawProviders, RawSync};
+use store::RawStore;
+
+/// The documented example, also printed by `gpuplan config example`.
+pub const EXAMPLE: &str = include_str!("../../config/gpuplan.example.toml");
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub store: StoreConfig,
+    pub api: ApiConfig,
+    pub planner: PlannerConfig,
+    pub sync: SyncConfig,
+    pub providers: ProvidersConfig,
+    pub alerts: AlertsConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        match RawConfig::default().validate(Path::new("")) {
+            Ok(config) => config,
+            Err(errors) => unreachable!("the built-in defaults are invalid: {errors:?}"),
+        }
+    }
+}
+
+impl Config {
+    /// Reads and validates the config file at `path`.
+    ///
+    /// # Errors
+    /// Every problem found, each with its dotted path.
+    pub fn load(path: &Path) -> Result<Self, ConfigErrors> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigErrors {
+            file: path.display().to_string(),
+            errors: vec![ConfigError::new("", format!("cannot read the file: {e}"))],
+        })?;
+        let base = path.parent().unwrap_or(Path::new(""));
+        Self::parse(&text, base).map_err(|errors| ConfigErrors {
+            file: path.display().to_string(),
+            errors,
+        })
+    }
+
+    /// Parses and validates config text; relative paths are taken from `base`.
+    ///
+    /// # Errors
+    /// Every problem found, each with its dotted path.
+    pub fn parse(text: &str, base: &Path) -> Result<Self, Vec<ConfigError>> {
+        let raw = parse_raw(text)?;
+        raw.validate(base)
+    }
+
+    /// The sync interval of each enabled source, as its schedule stands at `now`.
+    #[must_use]
+    pub fn source_intervals(&self, now: DateTime<Utc>) -> BTreeMap<String, Duration> {
+        self.enabled_sources()
+            .into_iter()
+            .map(|(source, schedule)| (source, schedule.interval(now)))
+            .collect()
+    }
+
+    /// The providers the config enables, by their record name (`file:onprem`),
+    /// with their schedules.
+    #[must_use]
+    pub fn enabled_sources(&self) -> Vec<(String, &Schedule)> {
+        let p = &self.providers;
+        let mut out = Vec::new();
+        if p.aws.enabled {
+            out.push(("aws".to_owned(), &p.aws.schedule));
+        }
+        if p.azure.enabled {
+            out.push(("azure".to_owned(), &p.azure.schedule));
+        }
+        if let Some(gcp) = p.gcp.as_ref().filter(|g| g.enabled) {
+            out.push(("gcp".to_owned(), &gcp.schedule));
+        }
+        if let Some(lambda) = p.lambda.as_ref().filter(|l| l.enabled) {
+            out.push(("lambda".to_owned(), &lambda.schedule));
+        }
+        for (name, sheet) in p.file.iter().filter(|(_, f)| f.enabled) {
+            out.push((format!("file:{name}"), &sheet.schedule));
+        }
+        out
+    }
+}
+
+/// One problem with a config, at a dotted path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub path: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+/// All problems of one config file, shown one per line.
+#[derive(Debug, Clone, thiserror::Error)]
+pub struct ConfigErrors {
+    pub file: String,
+    pub errors: Vec<ConfigError>,
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.errors.len();
+        write!(
+            f,
+            "{}: {n} problem{}:",
+            self.file,
+            if n == 1 { "" } else { "s" }
+        )?;
+        for e in &self.errors {
+            write!(f, "\n  {e}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    store: RawStore,
+    #[serde(default)]
+    api: RawApi,
+    #[serde(default)]
+    planner: RawPlanner,
+    #[serde(default)]
+    sync: RawSync,
+    #[serde(default)]
+    providers: RawProviders,
+    #[serde(default)]
+    alerts: RawAlerts,
+}
+
+/// Structural parsing: syntax, unknown keys and wrong types. serde stops at the
+/// first of these, so this yields one error; semantic checks then collect all.
+fn parse_raw(text: &str) -> Result<RawConfig, Vec<ConfigError>> {
+    let located = |message: &str, span: Option<std::ops::Range<usize>>| match span {
+        Some(span) => {
+            let line = 1 + text[..span.start.min(text.len())].matches('\n').count();
+            format!("{message} (line {line})")
+        }
+        None => message.to_owned(),
+    };
+    let de = toml::Deserializer::parse(text)
+        .map_err(|e| vec![ConfigError::new("", located(e.message(), e.span()))])?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let path = if path == "." { String::new() } else { path };
+        vec![ConfigError::new(
+            path,
+            located(inner.message(), inner.span()),
+        )]
+    })
+}
+
+impl RawConfig {
+    fn validate(self, base: &Path) -> Result<Config, Vec<ConfigError>> {
+        let mut c = Checker::default();
+        let resolve = |p: &str| {
+            let p = Path::new(p);
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base.join(p)
+            }
+        };
+        let store = store::validate(self.store, &mut c, &resolve);
+        let sync = sources::validate_sync(self.sync, &mut c);
+        let api = api::validate(self.api, &mut c);
+        let planner = planner::validate(self.planner, &mut c);
+        let providers = sources::validate(self.providers, &mut c, &resolve);
+        let alerts = validate_alerts(self.alerts, &mut c, &resolve);
+        if !c.errors.is_empty() {
+            return Err(c.errors);
+        }
+        Ok(Config {
+            store,
+            api,
+            planner,
+            sync,
+            providers,
+            alerts,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

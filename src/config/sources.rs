@@ -1,0 +1,389 @@
+//! `[sync]` and `[providers.*]`: how and where each source syncs.
+
+use super::*;
+
+/// List prices change rarely; hourly keeps them fresh without wasting quota.
+pub(super) const DEFAULT_LIST_SCHEDULE: &str = "0 0 * * * *";
+
+pub(super) const DEFAULT_MAX_SHRINK_PCT: f64 = 20.0;
+
+pub(super) const DEFAULT_AZURE_ENDPOINT: &str = "https://prices.azure.com";
+
+pub(super) const DEFAULT_AWS_BULK_ENDPOINT: &str = "https://pricing.us-east-1.amazonaws.com";
+
+pub(super) const DEFAULT_AWS_SPOT_ADVISOR_URL: &str =
+    "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json";
+
+/// Spot prices move faster than list prices; with credentials, AWS reads its
+/// new spot history every 10 minutes between full syncs, offset by 5 so it never
+/// runs at the same time as the hourly full sync (which reads it too).
+pub(super) const DEFAULT_AWS_SPOT_SCHEDULE: &str = "0 5-55/10 * * * *";
+
+/// Each region's offer file is hundreds of MB, so the default is two regions, not all.
+pub(super) const DEFAULT_AWS_REGIONS: [&str; 2] = ["us-east-1", "us-west-2"];
+
+pub(super) const DEFAULT_GCP_BILLING_ENDPOINT: &str = "https://cloudbilling.googleapis.com";
+
+pub(super) const DEFAULT_GCP_COMPUTE_ENDPOINT: &str = "https://compute.googleapis.com";
+
+pub(super) const DEFAULT_LAMBDA_ENDPOINT: &str = "https://cloud.lambda.ai";
+
+#[derive(Debug, Clone)]
+pub struct SyncConfig {
+    /// A snapshot with this share (0..1) fewer prices than the source's last good
+    /// one is rejected as suspicious (a page chain that stopped early, say).
+    pub max_shrink: f64,
+    /// Backoff of the daemon's retries after a failed sync.
+    pub retry_initial: Duration,
+    pub retry_max: Duration,
+    /// Tries of one HTTP request within a sync, the first included.
+    pub http_attempts: u32,
+    pub http_timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProvidersConfig {
+    pub aws: AwsSourceConfig,
+    pub azure: AzureSourceConfig,
+    /// `None` when the config has no `[providers.gcp]` (it needs an API key).
+    pub gcp: Option<GcpSourceConfig>,
+    /// `None` when the config has no `[providers.lambda]` (it needs an API key).
+    pub lambda: Option<LambdaSourceConfig>,
+    /// Price sheets by name; records carry `file:<name>` as their provider.
+    pub file: BTreeMap<String, FileSourceConfig>,
+}
+
+/// AWS: with credentials through the SDK, without them from the public price
+/// files; the spot advisor either way.
+#[derive(Debug, Clone)]
+pub struct AwsSourceConfig {
+    pub enabled: bool,
+    pub regions: Vec<String>,
+    /// Instance-type patterns (`p5.*`); empty = every GPU/accelerator type.
+    pub instance_types: Vec<String>,
+    /// `Auto`, `Chain` or `None`; static keys never come from the file.
+    pub credentials: AwsCredentials,
+    pub sources: AwsSources,
+    pub bulk_endpoint: String,
+    pub spot_advisor_url: String,
+    pub pricing_endpoint: Option<String>,
+    pub ec2_endpoint: Option<String>,
+    pub spot_history_days: u32,
+    pub placement_capacity: u32,
+    pub schedule: Schedule,
+    /// Spot history alone, more often than the list prices; `None` = off.
+    pub spot_schedule: Option<Schedule>,
+}
+
+#[derive(Debug, Clone)]
+pub struct AzureSourceConfig {
+    pub enabled: bool,
+    pub endpoint: String,
+    pub regions: Vec<String>,
+    pub concurrency: usize,
+    pub schedule: Schedule,
+}
+
+#[derive(Debug, Clone)]
+pub struct GcpSourceConfig {
+    pub enabled: bool,
+    pub billing_endpoint: String,
+    pub compute_endpoint: String,
+    pub project: Option<String>,
+    pub regions: Vec<String>,
+    pub schedule: Schedule,
+}
+
+#[derive(Debug, Clone)]
+pub struct LambdaSourceConfig {
+    pub enabled: bool,
+    pub endpoint: String,
+    pub schedule: Schedule,
+}
+
+#[derive(Debug, Clone)]
+pub struct FileSourceConfig {
+    pub enabled: bool,
+    pub path: PathBuf,
+    pub format: SheetFormat,
+    pub schedule: Schedule,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSync {
+    max_shrink_pct: Option<f64>,
+    retry_initial_secs: Option<f64>,
+    retry_max_secs: Option<f64>,
+    http_attempts: Option<i64>,
+    http_timeout_secs: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProviders {
+    #[serde(default)]
+    aws: RawAws,
+    #[serde(default)]
+    azure: RawAzure,
+    gcp: Option<RawGcp>,
+    lambda: Option<RawLambda>,
+    #[serde(default)]
+    file: BTreeMap<String, RawFileSource>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAws {
+    enabled: Option<bool>,
+    regions: Option<Vec<String>>,
+    instance_types: Option<Vec<String>>,
+    credentials: Option<String>,
+    sources: Option<Vec<String>>,
+    bulk_endpoint: Option<String>,
+    spot_advisor_url: Option<String>,
+    pricing_endpoint: Option<String>,
+    ec2_endpoint: Option<String>,
+    spot_history_days: Option<i64>,
+    placement_capacity: Option<i64>,
+    schedule: Option<String>,
+    spot_schedule: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAzure {
+    enabled: Option<bool>,
+    endpoint: Option<String>,
+    regions: Option<Vec<String>>,
+    concurrency: Option<i64>,
+    schedule: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGcp {
+    enabled: Option<bool>,
+    billing_endpoint: Option<String>,
+    compute_endpoint: Option<String>,
+    project: Option<String>,
+    regions: Option<Vec<String>>,
+    schedule: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLambda {
+    enabled: Option<bool>,
+    endpoint: Option<String>,
+    schedule: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFileSource {
+    enabled: Option<bool>,
+    path: String,
+    format: Option<String>,
+    schedule: Option<String>,
+}
+
+/// `[sync]`.
+pub(super) fn validate_sync(raw: RawSync, c: &mut Checker) -> SyncConfig {
+    let shrink = raw.max_shrink_pct.unwrap_or(DEFAULT_MAX_SHRINK_PCT);
+    if !(0.0..=100.0).contains(&shrink) {
+        c.fail(
+            "sync.max_shrink_pct",
+            format!("{shrink} is not a percentage between 0 and 100"),
+        );
+    }
+    let retry_initial = c.seconds("sync.retry_initial_secs", raw.retry_initial_secs, 30.0);
+    let retry_max = c.seconds("sync.retry_max_secs", raw.retry_max_secs, 900.0);
+    let http_timeout = c.seconds("sync.http_timeout_secs", raw.http_timeout_secs, 120.0);
+    let http_attempts = match raw.http_attempts.unwrap_or(5) {
+        n @ 1..=20 => n as u32,
+        n => {
+            c.fail("sync.http_attempts", format!("{n} is not between 1 and 20"));
+            1
+        }
+    };
+    SyncConfig {
+        max_shrink: shrink / 100.0,
+        retry_initial,
+        retry_max,
+        http_attempts,
+        http_timeout,
+    }
+}
+
+/// `[providers.*]`, with sheet paths resolved by `resolve`.
+pub(super) fn validate(
+    raw: RawProviders,
+    c: &mut Checker,
+    resolve: &dyn Fn(&str) -> PathBuf,
+) -> ProvidersConfig {
+    let aws = AwsSourceConfig {
+        enabled: raw.aws.enabled.unwrap_or(true),
+        regions: c.regions(
+            "providers.aws.regions",
+            Some(
+                raw.aws
+                    .regions
+                    .unwrap_or_else(|| DEFAULT_AWS_REGIONS.map(str::to_owned).to_vec()),
+            ),
+        ),
+        bulk_endpoint: c.endpoint(
+            "providers.aws.bulk_endpoint",
+            raw.aws.bulk_endpoint,
+            DEFAULT_AWS_BULK_ENDPOINT,
+        ),
+        spot_advisor_url: c.endpoint(
+            "providers.aws.spot_advisor_url",
+            raw.aws.spot_advisor_url,
+            DEFAULT_AWS_SPOT_ADVISOR_URL,
+        ),
+        instance_types: c.instance_types(raw.aws.instance_types),
+        credentials: match raw.aws.credentials.as_deref().unwrap_or("auto") {
+            "auto" => AwsCredentials::Auto,
+            "chain" => AwsCredentials::Chain,
+            "none" => AwsCredentials::None,
+            other => {
+                c.fail(
+                    "providers.aws.credentials",
+                    format!("`{other}` is not one of \"auto\", \"chain\", \"none\""),
+                );
+                AwsCredentials::Auto
+            }
+        },
+        sources: c.aws_sources(raw.aws.sources),
+        pricing_endpoint: raw
+            .aws
+            .pricing_endpoint
+            .map(|v| c.endpoint("providers.aws.pricing_endpoint", Some(v), "")),
+        ec2_endpoint: raw
+            .aws
+            .ec2_endpoint
+            .map(|v| c.endpoint("providers.aws.ec2_endpoint", Some(v), "")),
+        spot_history_days: c.bounded(
+            "providers.aws.spot_history_days",
+            raw.aws.spot_history_days,
+            30,
+            1..=90,
+        ),
+        placement_capacity: c.bounded(
+            "providers.aws.placement_capacity",
+            raw.aws.placement_capacity,
+            1,
+            1..=100_000,
+        ),
+        schedule: c.schedule("providers.aws.schedule", raw.aws.schedule.as_deref()),
+        spot_schedule: match raw.aws.spot_schedule.as_deref() {
+            Some("off") => None,
+            other => Some(c.schedule(
+                "providers.aws.spot_schedule",
+                Some(other.unwrap_or(DEFAULT_AWS_SPOT_SCHEDULE)),
+            )),
+        },
+    };
+    let azure = AzureSourceConfig {
+        enabled: raw.azure.enabled.unwrap_or(true),
+        endpoint: c.endpoint(
+            "providers.azure.endpoint",
+            raw.azure.endpoint,
+            DEFAULT_AZURE_ENDPOINT,
+        ),
+        regions: c.regions("providers.azure.regions", raw.azure.regions),
+        concurrency: match raw.azure.concurrency.unwrap_or(4) {
+            n @ 1..=32 => n as usize,
+            n => {
+                c.fail(
+                    "providers.azure.concurrency",
+                    format!("{n} is not between 1 and 32"),
+                );
+                1
+            }
+        },
+        schedule: c.schedule("providers.azure.schedule", raw.azure.schedule.as_deref()),
+    };
+    let gcp = raw.gcp.map(|g| GcpSourceConfig {
+        enabled: g.enabled.unwrap_or(true),
+        billing_endpoint: c.endpoint(
+            "providers.gcp.billing_endpoint",
+            g.billing_endpoint,
+            DEFAULT_GCP_BILLING_ENDPOINT,
+        ),
+        compute_endpoint: c.endpoint(
+            "providers.gcp.compute_endpoint",
+            g.compute_endpoint,
+            DEFAULT_GCP_COMPUTE_ENDPOINT,
+        ),
+        project: g.project.filter(|p| !p.trim().is_empty()),
+        regions: c.regions("providers.gcp.regions", g.regions),
+        schedule: c.schedule("providers.gcp.schedule", g.schedule.as_deref()),
+    });
+    let lambda = raw.lambda.map(|l| LambdaSourceConfig {
+        enabled: l.enabled.unwrap_or(true),
+        endpoint: c.endpoint(
+            "providers.lambda.endpoint",
+            l.endpoint,
+            DEFAULT_LAMBDA_ENDPOINT,
+        ),
+        schedule: c.schedule("providers.lambda.schedule", l.schedule.as_deref()),
+    });
+
+    let mut file = BTreeMap::new();
+    for (name, sheet) in raw.file {
+        let at = |key: &str| format!("providers.file.{name}.{key}");
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        {
+            c.fail(
+                format!("providers.file.{name}"),
+                "a sheet name may only use a-z, 0-9, '-' and '_' (it becomes the provider name `file:<name>`)",
+            );
+        }
+        if sheet.path.trim().is_empty() {
+            c.fail(at("path"), "must not be empty");
+        }
+        let format = match sheet.format.as_deref() {
+            Some("csv") => Some(SheetFormat::Csv),
+            Some("json") => Some(SheetFormat::Json),
+            Some(other) => {
+                c.fail(
+                    at("format"),
+                    format!("`{other}` is not a sheet format; expected \"csv\" or \"json\""),
+                );
+                None
+            }
+            None => {
+                let guessed = SheetFormat::from_path(Path::new(&sheet.path));
+                if guessed.is_none() && !sheet.path.trim().is_empty() {
+                    c.fail(at("format"), format!("cannot tell the format of `{}` from its extension; set format = \"csv\" or \"json\"", sheet.path));
+                }
+                guessed
+            }
+        };
+        let schedule = c.schedule(&at("schedule"), sheet.schedule.as_deref());
+        if let Some(format) = format {
+            file.insert(
+                name,
+                FileSourceConfig {
+                    enabled: sheet.enabled.unwrap_or(true),
+                    path: resolve(&sheet.path),
+                    format,
+                    schedule,
+                },
+            );
+        }
+    }
+
+    ProvidersConfig {
+        aws,
+        azure,
+        gcp,
+        lambda,
+        file,
+    }
+}

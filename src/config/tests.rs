@@ -1,0 +1,331 @@
+use super::*;
+
+use proptest::strategy::Strategy as _;
+
+proptest::proptest! {
+    /// The config file: a config or errors that each name a dotted path
+    /// (or the file itself, for TOML syntax), never a panic.
+    #[test]
+    fn any_config_text_validates_or_names_each_problem(
+        text in "\\PC{0,120}",
+        key in proptest::sample::select(vec![
+            "sync.max_shrink_pct", "sync.retry_initial_secs", "sync.http_attempts",
+            "sync.http_timeout_secs", "planner.max_concurrent_solves", "alerts.retry_max_secs",
+            "api.listen", "store.path",
+        ]),
+        value in proptest::prop_oneof![
+            proptest::num::f64::ANY.prop_map(|x| format!("{x:?}")),
+            proptest::num::i64::ANY.prop_map(|n| n.to_string()),
+            "\\PC{0,12}".prop_map(|s| format!("{s:?}")),
+        ],
+    ) {
+        let (table, field) = key.split_once('.').unwrap();
+        let structured = format!("[{table}]\n{field} = {value}\n");
+        for t in [text.clone(), structured] {
+            if let Err(errors) = Config::parse(t.as_str(), Path::new("")) {
+                proptest::prop_assert!(!errors.is_empty());
+                for e in errors {
+                    proptest::prop_assert!(!e.message.is_empty(), "{e:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn channel_urls_come_from_the_file_or_the_environment_and_are_never_echoed() {
+    let config = Config::parse(
+        "[alerts.channels.a]\ntype = \"slack\"\nurl_env = \"GPUPLAN_SLACK_URL\"\n\
+         [alerts.channels.b]\ntype = \"webhook\"\nurl = \"https://h.example/T0/SECRETPATH\"\n",
+        Path::new(""),
+    )
+    .unwrap();
+    let channels = &config.alerts.channels;
+    assert_eq!(
+        channels["a"],
+        ChannelConfig::Slack {
+            url: ChannelUrl::Env("GPUPLAN_SLACK_URL".into())
+        }
+    );
+    assert!(!format!("{:?}", channels["b"]).contains("SECRETPATH"));
+    let errors = errors_of(
+        "[alerts.channels.both]\ntype = \"slack\"\nurl = \"https://h.example/x\"\nurl_env = \"V\"\n\
+         [alerts.channels.none]\ntype = \"webhook\"\n\
+         [alerts.channels.blank]\ntype = \"webhook\"\nurl_env = \" \"\n\
+         [alerts.channels.plain]\ntype = \"webhook\"\nurl = \"hooks.example/SECRETPATH\"\n\
+         [alerts.channels.log]\ntype = \"log\"\nurl = \"https://h.example/x\"\n",
+    )
+    .join("\n");
+    for expected in [
+        "alerts.channels.both.url: give url or url_env, not both",
+        "alerts.channels.none.url: a webhook channel needs url_env",
+        "alerts.channels.blank.url_env",
+        "alerts.channels.plain.url",
+        "alerts.channels.log.url",
+    ] {
+        assert!(
+            errors.contains(expected),
+            "missing {expected} in:\n{errors}"
+        );
+    }
+    assert!(!errors.contains("SECRETPATH"), "{errors}");
+}
+
+#[test]
+fn bad_alert_rules_are_named_by_rule() {
+    let errors = errors_of(
+        "[alerts.channels.ops]\ntype = \"webhook\"\nurl = \"ftp://x\"\n\
+         [alerts.channels.chat]\ntype = \"pager\"\n\
+         [[alerts.rules]]\nname = \"cheap\"\nkind = \"price_below\"\nchannels = [\"ops\", \"nope\"]\nprice_kinds = [\"weekly\"]\n\
+         [[alerts.rules]]\nname = \"cheap\"\nkind = \"plan_exploded\"\nchannels = [\"ops\"]\n",
+    );
+    let joined = errors.join("\n");
+    for expected in [
+        "alerts.channels.chat.type",
+        "alerts.channels.ops.url",
+        "alerts.rules[0] (cheap).price_kinds[0]",
+        "alerts.rules[0] (cheap).usd_per_gpu_hour",
+        "alerts.rules[0] (cheap).channels[1]",
+        "alerts.rules[1] (cheap).name",
+        "alerts.rules[1] (cheap).kind",
+    ] {
+        assert!(
+            joined.contains(expected),
+            "missing {expected} in:\n{joined}"
+        );
+    }
+}
+
+#[test]
+fn scheduled_plans_are_checked_with_the_models_policy_rules() {
+    let errors = errors_of(
+        "[alerts.plans.a]\ndemand = \"d.csv\"\nusage = \"u.csv\"\n\
+         [alerts.plans.b]\ndemand = \"d.csv\"\n[alerts.plans.b.policy]\nmax_spot_shar = 0.5\n\
+         [alerts.channels.log]\ntype = \"log\"\n\
+         [[alerts.rules]]\nname = \"moved\"\nkind = \"plan_changed\"\nplans = [\"c\"]\nchannels = [\"log\"]\n",
+    );
+    let joined = errors.join("\n");
+    for expected in [
+        "alerts.plans.a:",
+        "alerts.plans.b.policy.max_spot_shar",
+        "alerts.rules[0] (moved).plans[0]",
+    ] {
+        assert!(
+            joined.contains(expected),
+            "missing {expected} in:\n{joined}"
+        );
+    }
+    let ok = Config::parse(
+        "[alerts.plans.w]\nusage = \"u.csv\"\nhorizon_hours = 24\nschedule = \"0 0 6 * * *\"\n[alerts.plans.w.policy]\nmax_spot_share = 0.5\n",
+        Path::new("/etc/gpuplan"),
+    )
+    .unwrap();
+    let plan = &ok.alerts.plans["w"];
+    assert_eq!(
+        plan.input,
+        PlanInput::Usage {
+            path: PathBuf::from("/etc/gpuplan/u.csv"),
+            horizon_hours: 24
+        }
+    );
+    assert_eq!(plan.policy.max_spot_share, Some(0.5));
+}
+
+fn errors_of(text: &str) -> Vec<String> {
+    Config::parse(text, Path::new("/etc/gpuplan"))
+        .unwrap_err()
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[test]
+fn the_example_config_is_valid() {
+    let config = Config::parse(EXAMPLE, Path::new("/etc/gpuplan")).unwrap();
+    assert!(!config.providers.file.is_empty());
+}
+
+#[test]
+fn aws_keys_are_read_and_checked() {
+    let config = Config::parse(
+        "[providers.aws]\ncredentials = \"chain\"\ninstance_types = [\"p5.*\"]\n\
+         sources = [\"spot_history\", \"placement_scores\"]\nspot_history_days = 7\n\
+         ec2_endpoint = \"http://127.0.0.1:9/{region}\"\n",
+        Path::new(""),
+    )
+    .unwrap();
+    let aws = &config.providers.aws;
+    assert!(matches!(aws.credentials, AwsCredentials::Chain));
+    assert_eq!(aws.instance_types, ["p5.*"]);
+    assert!(aws.sources.spot_history && aws.sources.placement_scores);
+    assert!(!aws.sources.offerings && !aws.sources.spot_advisor);
+    assert_eq!(aws.spot_history_days, 7);
+    assert_eq!(aws.pricing_endpoint, None);
+    let spot = aws.spot_schedule.as_ref().unwrap();
+    let next = spot.next_after("2026-11-29T10:00:00Z".parse().unwrap());
+    assert_eq!(next.to_rfc3339(), "2026-11-29T10:05:00+00:00");
+    let off = Config::parse("[providers.aws]\nspot_schedule = \"off\"\n", Path::new("")).unwrap();
+    assert!(off.providers.aws.spot_schedule.is_none());
+    // Defaults: the chain when it has keys, every optional source but scores.
+    let defaults = Config::parse("", Path::new("")).unwrap().providers.aws;
+    assert!(matches!(defaults.credentials, AwsCredentials::Auto));
+    assert_eq!(defaults.sources, AwsSources::default());
+
+    let errors = errors_of(
+        "[providers.aws]\ncredentials = \"env\"\ninstance_types = [\"p5 large\"]\n\
+         sources = [\"spot\"]\nspot_history_days = 91\npricing_endpoint = \"localhost\"\n\
+         spot_schedule = \"every ten minutes\"\n",
+    );
+    for path in [
+        "providers.aws.credentials",
+        "providers.aws.instance_types[0]",
+        "providers.aws.sources[0]",
+        "providers.aws.spot_history_days",
+        "providers.aws.pricing_endpoint",
+        "providers.aws.spot_schedule",
+    ] {
+        assert!(
+            errors.iter().any(|e| e.starts_with(path)),
+            "{path}: {errors:?}"
+        );
+    }
+}
+
+#[test]
+fn no_config_means_built_in_defaults() {
+    let config = Config::parse("", Path::new("")).unwrap();
+    assert_eq!(config.store.path, PathBuf::from("gpuplan.db"));
+    // Only the sources that need no credentials.
+    let sources: Vec<String> = config
+        .enabled_sources()
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect();
+    assert_eq!(sources, vec!["aws", "azure"]);
+    assert!((config.sync.max_shrink - 0.2).abs() < 1e-12);
+    assert_eq!(Config::default().store.path, config.store.path);
+}
+
+#[test]
+fn relative_paths_are_taken_from_the_config_files_directory() {
+    let config = Config::parse(
+        "[store]\npath = \"data/catalog.db\"\n[providers.file.onprem]\npath = \"/srv/p.csv\"\n",
+        Path::new("/etc/gpuplan"),
+    )
+    .unwrap();
+    assert_eq!(
+        config.store.path,
+        PathBuf::from("/etc/gpuplan/data/catalog.db")
+    );
+    assert_eq!(
+        config.providers.file["onprem"].path,
+        PathBuf::from("/srv/p.csv")
+    );
+    let sources: Vec<String> = config
+        .enabled_sources()
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect();
+    assert_eq!(sources, vec!["aws", "azure", "file:onprem"]);
+}
+
+#[test]
+fn an_unknown_key_is_named_by_its_dotted_path_and_line() {
+    let errors =
+        errors_of("[store]\npath = \"x.db\"\n\n[providers.file.onprem]\npaht = \"p.csv\"\n");
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].starts_with("providers.file.onprem"), "{errors:?}");
+    assert!(errors[0].contains("paht"), "{errors:?}");
+}
+
+#[test]
+fn a_wrong_type_is_named_by_its_dotted_path() {
+    let errors = errors_of("[providers.file.onprem]\npath = \"p.csv\"\nenabled = \"yes\"\n");
+    assert!(
+        errors[0].starts_with("providers.file.onprem.enabled:"),
+        "{errors:?}"
+    );
+    assert!(errors[0].contains("line 3"), "{errors:?}");
+}
+
+#[test]
+fn a_syntax_error_gives_its_line() {
+    let errors = errors_of("[store\npath = 1\n");
+    assert!(errors[0].contains("line 1"), "{errors:?}");
+}
+
+#[test]
+fn every_semantic_problem_is_reported_at_once() {
+    let errors = errors_of(
+        "[store]\npath = \"\"\n\
+         [providers.file.onprem]\npath = \"p.xlsx\"\nschedule = \"every hour\"\n\
+         [providers.file.deals]\npath = \"d.csv\"\nformat = \"excel\"\n\
+         [providers.file.Bad]\npath = \"b.json\"\n",
+    );
+    let paths: Vec<&str> = errors
+        .iter()
+        .map(|e| e.split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        vec![
+            "store.path",
+            "providers.file.Bad",
+            "providers.file.deals.format",
+            "providers.file.onprem.format",
+            "providers.file.onprem.schedule",
+        ],
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn cloud_sections_are_checked_too() {
+    let errors = errors_of(
+        "[sync]\nmax_shrink_pct = 150\n\
+         [providers.azure]\nregions = [\"eastus\", \"West Europe\"]\nconcurrency = 0\nendpoint = \"prices.azure.com\"\n\
+         [providers.gcp]\nbilling_endpoint = \"ftp://x\"\nschedule = \"* * *\"\n\
+         [providers.lambda]\nendpoint = \"http://127.0.0.1:9\"\n",
+    );
+    let paths: Vec<&str> = errors
+        .iter()
+        .map(|e| e.split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        vec![
+            "sync.max_shrink_pct",
+            "providers.azure.endpoint",
+            "providers.azure.regions[1]",
+            "providers.azure.concurrency",
+            "providers.gcp.billing_endpoint",
+            "providers.gcp.schedule",
+        ],
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn gcp_and_lambda_are_enabled_by_their_sections() {
+    let config = Config::parse("[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.gcp]\nproject = \"p\"\n[providers.lambda]\n", Path::new("")).unwrap();
+    let sources: Vec<String> = config
+        .enabled_sources()
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect();
+    assert_eq!(sources, vec!["gcp", "lambda"]);
+    assert_eq!(config.providers.gcp.unwrap().project.as_deref(), Some("p"));
+}
+
+#[test]
+fn schedule_intervals_follow_the_cron_expression() {
+    let now = Utc::now();
+    assert_eq!(
+        Schedule::parse("0 0 * * * *").unwrap().interval(now),
+        Duration::from_secs(3600)
+    );
+    assert_eq!(
+        Schedule::parse("0 */10 * * * *").unwrap().interval(now),
+        Duration::from_secs(600)
+    );
+}
