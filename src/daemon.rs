@@ -24,7 +24,6 @@ use crate::metrics::Metrics;
 use crate::planning::PlanService;
 use crate::scheduler::{self, AlertHook, Backoff, Clock, Source};
 use crate::store::Pool;
-use crate::sync;
 
 /// The environment variable holding the API's bearer token.
 pub const TOKEN_ENV: &str = "GPUPLAN_API_TOKEN";
@@ -50,7 +49,10 @@ pub async fn run(
     options: Options,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let providers = sync::enabled_providers(&config).context("Failed to set up the providers.")?;
+    let providers = config
+        .providers
+        .build_enabled()
+        .context("Failed to set up the providers.")?;
     run_with_providers(config, providers, listener, options, shutdown).await
 }
 
@@ -147,7 +149,7 @@ pub async fn run_with_providers(
         ));
     }
 
-    if let Some((provider, schedule)) = sync::aws_spot_job(&config)? {
+    if let Some((provider, schedule)) = config.providers.aws.spot_job()? {
         let span = tracing::info_span!("source", provider = "aws", scope = "spot_history");
         tracker.spawn(tracing::Instrument::instrument(
             scheduler::run_source(

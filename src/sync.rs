@@ -9,17 +9,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
-use gpuplan_providers::aws::{AwsConfig, AwsProvider};
-use gpuplan_providers::azure::{AzureConfig, AzureProvider};
-use gpuplan_providers::file::FileProvider;
-use gpuplan_providers::gcp::{self, GcpConfig, GcpProvider};
-use gpuplan_providers::http::RetryPolicy;
-use gpuplan_providers::lambda::{self, LambdaConfig, LambdaProvider};
-use gpuplan_providers::secret::Secret;
 use gpuplan_providers::{FetchContext, Provider, ProviderError, RegionScope, Scope, Snapshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Schedule, SyncConfig};
+use crate::config::SyncConfig;
 use crate::store::{Pool, StoreError, WriteStats};
 
 #[derive(Debug, thiserror::Error)]
@@ -390,96 +383,6 @@ pub fn validate(snapshot: &Snapshot) -> Result<(), String> {
     Ok(())
 }
 
-/// AWS again, for its spot-only syncs, with their schedule: when AWS is
-/// enabled with spot history and a `spot_schedule`.
-///
-/// # Errors
-/// When an HTTP client cannot be built.
-pub fn aws_spot_job(config: &Config) -> Result<Option<(AwsProvider, Schedule)>, ProviderError> {
-    let aws = &config.providers.aws;
-    match &aws.spot_schedule {
-        Some(schedule) if aws.enabled && aws.sources.spot_history => {
-            Ok(Some((aws_provider(config)?, schedule.clone())))
-        }
-        _ => Ok(None),
-    }
-}
-
-fn retry_policy(config: &Config) -> RetryPolicy {
-    RetryPolicy {
-        max_attempts: config.sync.http_attempts,
-        request_timeout: config.sync.http_timeout,
-        ..RetryPolicy::default()
-    }
-}
-
-fn aws_provider(config: &Config) -> Result<AwsProvider, ProviderError> {
-    let a = &config.providers.aws;
-    AwsProvider::new(AwsConfig {
-        regions: a.regions.clone(),
-        instance_types: a.instance_types.clone(),
-        credentials: a.credentials.clone(),
-        sources: a.sources,
-        pricing_endpoint: a.pricing_endpoint.clone(),
-        ec2_endpoint: a.ec2_endpoint.clone(),
-        spot_history_days: a.spot_history_days,
-        placement_capacity: a.placement_capacity,
-        ..AwsConfig::new(
-            a.bulk_endpoint.clone(),
-            a.spot_advisor_url.clone(),
-            retry_policy(config),
-        )
-    })
-}
-
-/// The providers `config` enables, ready to sync. Credentials come from the
-/// environment here, never from the config file.
-///
-/// # Errors
-/// When an HTTP client cannot be built.
-pub fn enabled_providers(config: &Config) -> Result<Vec<Box<dyn Provider>>, ProviderError> {
-    let p = &config.providers;
-    let retry = || retry_policy(config);
-    let mut out: Vec<Box<dyn Provider>> = Vec::new();
-    if p.aws.enabled {
-        out.push(Box::new(aws_provider(config)?));
-    }
-    if p.azure.enabled {
-        out.push(Box::new(AzureProvider::new(AzureConfig {
-            endpoint: p.azure.endpoint.clone(),
-            regions: p.azure.regions.clone(),
-            concurrency: p.azure.concurrency,
-            retry: retry(),
-        })?));
-    }
-    if let Some(gcp) = p.gcp.as_ref().filter(|g| g.enabled) {
-        out.push(Box::new(GcpProvider::new(GcpConfig {
-            billing_endpoint: gcp.billing_endpoint.clone(),
-            compute_endpoint: gcp.compute_endpoint.clone(),
-            project: gcp.project.clone(),
-            regions: gcp.regions.clone(),
-            api_key: Secret::from_env(gcp::API_KEY_ENV),
-            token: Secret::from_env(gcp::TOKEN_ENV),
-            retry: retry(),
-        })?));
-    }
-    if let Some(lambda) = p.lambda.as_ref().filter(|l| l.enabled) {
-        out.push(Box::new(LambdaProvider::new(LambdaConfig {
-            endpoint: lambda.endpoint.clone(),
-            api_key: Secret::from_env(lambda::API_KEY_ENV),
-            retry: retry(),
-        })?));
-    }
-    for (name, sheet) in p.file.iter().filter(|(_, s)| s.enabled) {
-        out.push(Box::new(FileProvider::new(
-            name,
-            sheet.path.clone(),
-            sheet.format,
-        )));
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
@@ -601,8 +504,9 @@ mod tests {
 
     #[test]
     fn aws_gets_a_spot_only_job_unless_its_spot_schedule_is_off() {
+        use crate::config::Config;
         let parse = |text: &str| Config::parse(text, std::path::Path::new("")).unwrap();
-        let spot = |c: &Config| aws_spot_job(c).unwrap().is_some();
+        let spot = |c: &Config| c.providers.aws.spot_job().unwrap().is_some();
         assert!(spot(&parse("")));
         assert!(!spot(&parse("[providers.aws]\nspot_schedule = \"off\"\n")));
         assert!(!spot(&parse("[providers.aws]\nenabled = false\n")));

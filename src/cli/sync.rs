@@ -7,8 +7,10 @@ pub(super) async fn run_sync(
     wanted: &[String],
     json: bool,
 ) -> Result<ExitCode, CliError> {
-    let mut providers =
-        crate::sync::enabled_providers(config).map_err(|e| CliError::Failed(e.into()))?;
+    let mut providers = config
+        .providers
+        .build_enabled()
+        .map_err(|e| CliError::Failed(e.into()))?;
     if !wanted.is_empty() {
         let known: Vec<String> = providers.iter().map(|p| p.id().to_owned()).collect();
         if let Some(missing) = wanted.iter().find(|w| !known.contains(w)) {

@@ -235,7 +235,7 @@ impl RawConfig {
         let sync = sources::validate_sync(self.sync, &mut c);
         let api = api::validate(self.api, &mut c);
         let planner = planner::validate(self.planner, &mut c);
-        let providers = sources::validate(self.providers, &mut c, &resolve);
+        let providers = sources::validate(self.providers, &sync.retry_policy(), &mut c, &resolve);
         let alerts = validate_alerts(self.alerts, &mut c, &resolve);
         if !c.errors.is_empty() {
             return Err(c.errors);

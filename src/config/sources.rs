@@ -1,5 +1,13 @@
 //! `[sync]` and `[providers.*]`: how and where each source syncs.
 
+use gpuplan_providers::aws::{AwsConfig, AwsProvider};
+use gpuplan_providers::azure::{AzureConfig, AzureProvider};
+use gpuplan_providers::file::FileProvider;
+use gpuplan_providers::gcp::{self, GcpConfig, GcpProvider};
+use gpuplan_providers::http::RetryPolicy;
+use gpuplan_providers::lambda::{self, LambdaConfig, LambdaProvider};
+use gpuplan_providers::{Provider, ProviderError};
+
 use super::*;
 
 /// List prices change rarely; hourly keeps them fresh without wasting quota.
@@ -58,47 +66,34 @@ pub struct ProvidersConfig {
 #[derive(Debug, Clone)]
 pub struct AwsSourceConfig {
     pub enabled: bool,
-    pub regions: Vec<String>,
-    /// Instance-type patterns (`p5.*`); empty = every GPU/accelerator type.
-    pub instance_types: Vec<String>,
-    /// `Auto`, `Chain` or `None`; static keys never come from the file.
-    pub credentials: AwsCredentials,
-    pub sources: AwsSources,
-    pub bulk_endpoint: String,
-    pub spot_advisor_url: String,
-    pub pricing_endpoint: Option<String>,
-    pub ec2_endpoint: Option<String>,
-    pub spot_history_days: u32,
-    pub placement_capacity: u32,
     pub schedule: Schedule,
     /// Spot history alone, more often than the list prices; `None` = off.
     pub spot_schedule: Option<Schedule>,
+    /// What the provider is built from; static keys never come from the file.
+    pub provider: AwsConfig,
 }
 
 #[derive(Debug, Clone)]
 pub struct AzureSourceConfig {
     pub enabled: bool,
-    pub endpoint: String,
-    pub regions: Vec<String>,
-    pub concurrency: usize,
     pub schedule: Schedule,
+    pub provider: AzureConfig,
 }
 
+/// GCP; its API key and token are read from the environment when it is built.
 #[derive(Debug, Clone)]
 pub struct GcpSourceConfig {
     pub enabled: bool,
-    pub billing_endpoint: String,
-    pub compute_endpoint: String,
-    pub project: Option<String>,
-    pub regions: Vec<String>,
     pub schedule: Schedule,
+    pub provider: GcpConfig,
 }
 
+/// Lambda; its API key is read from the environment when it is built.
 #[derive(Debug, Clone)]
 pub struct LambdaSourceConfig {
     pub enabled: bool,
-    pub endpoint: String,
     pub schedule: Schedule,
+    pub provider: LambdaConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -219,63 +214,68 @@ pub(super) fn validate_sync(raw: RawSync, c: &mut Checker) -> SyncConfig {
 /// `[providers.*]`, with sheet paths resolved by `resolve`.
 pub(super) fn validate(
     raw: RawProviders,
+    retry: &RetryPolicy,
     c: &mut Checker,
     resolve: &dyn Fn(&str) -> PathBuf,
 ) -> ProvidersConfig {
+    let aws_regions = c.regions(
+        "providers.aws.regions",
+        Some(
+            raw.aws
+                .regions
+                .unwrap_or_else(|| DEFAULT_AWS_REGIONS.map(str::to_owned).to_vec()),
+        ),
+    );
     let aws = AwsSourceConfig {
         enabled: raw.aws.enabled.unwrap_or(true),
-        regions: c.regions(
-            "providers.aws.regions",
-            Some(
-                raw.aws
-                    .regions
-                    .unwrap_or_else(|| DEFAULT_AWS_REGIONS.map(str::to_owned).to_vec()),
+        provider: AwsConfig {
+            regions: aws_regions,
+            bulk_endpoint: c.endpoint(
+                "providers.aws.bulk_endpoint",
+                raw.aws.bulk_endpoint,
+                DEFAULT_AWS_BULK_ENDPOINT,
             ),
-        ),
-        bulk_endpoint: c.endpoint(
-            "providers.aws.bulk_endpoint",
-            raw.aws.bulk_endpoint,
-            DEFAULT_AWS_BULK_ENDPOINT,
-        ),
-        spot_advisor_url: c.endpoint(
-            "providers.aws.spot_advisor_url",
-            raw.aws.spot_advisor_url,
-            DEFAULT_AWS_SPOT_ADVISOR_URL,
-        ),
-        instance_types: c.instance_types(raw.aws.instance_types),
-        credentials: match raw.aws.credentials.as_deref().unwrap_or("auto") {
-            "auto" => AwsCredentials::Auto,
-            "chain" => AwsCredentials::Chain,
-            "none" => AwsCredentials::None,
-            other => {
-                c.fail(
-                    "providers.aws.credentials",
-                    format!("`{other}` is not one of \"auto\", \"chain\", \"none\""),
-                );
-                AwsCredentials::Auto
-            }
+            spot_advisor_url: c.endpoint(
+                "providers.aws.spot_advisor_url",
+                raw.aws.spot_advisor_url,
+                DEFAULT_AWS_SPOT_ADVISOR_URL,
+            ),
+            instance_types: c.instance_types(raw.aws.instance_types),
+            credentials: match raw.aws.credentials.as_deref().unwrap_or("auto") {
+                "auto" => AwsCredentials::Auto,
+                "chain" => AwsCredentials::Chain,
+                "none" => AwsCredentials::None,
+                other => {
+                    c.fail(
+                        "providers.aws.credentials",
+                        format!("`{other}` is not one of \"auto\", \"chain\", \"none\""),
+                    );
+                    AwsCredentials::Auto
+                }
+            },
+            sources: c.aws_sources(raw.aws.sources),
+            pricing_endpoint: raw
+                .aws
+                .pricing_endpoint
+                .map(|v| c.endpoint("providers.aws.pricing_endpoint", Some(v), "")),
+            ec2_endpoint: raw
+                .aws
+                .ec2_endpoint
+                .map(|v| c.endpoint("providers.aws.ec2_endpoint", Some(v), "")),
+            spot_history_days: c.bounded(
+                "providers.aws.spot_history_days",
+                raw.aws.spot_history_days,
+                30,
+                1..=90,
+            ),
+            placement_capacity: c.bounded(
+                "providers.aws.placement_capacity",
+                raw.aws.placement_capacity,
+                1,
+                1..=100_000,
+            ),
+            retry: retry.clone(),
         },
-        sources: c.aws_sources(raw.aws.sources),
-        pricing_endpoint: raw
-            .aws
-            .pricing_endpoint
-            .map(|v| c.endpoint("providers.aws.pricing_endpoint", Some(v), "")),
-        ec2_endpoint: raw
-            .aws
-            .ec2_endpoint
-            .map(|v| c.endpoint("providers.aws.ec2_endpoint", Some(v), "")),
-        spot_history_days: c.bounded(
-            "providers.aws.spot_history_days",
-            raw.aws.spot_history_days,
-            30,
-            1..=90,
-        ),
-        placement_capacity: c.bounded(
-            "providers.aws.placement_capacity",
-            raw.aws.placement_capacity,
-            1,
-            1..=100_000,
-        ),
         schedule: c.schedule("providers.aws.schedule", raw.aws.schedule.as_deref()),
         spot_schedule: match raw.aws.spot_schedule.as_deref() {
             Some("off") => None,
@@ -287,47 +287,59 @@ pub(super) fn validate(
     };
     let azure = AzureSourceConfig {
         enabled: raw.azure.enabled.unwrap_or(true),
-        endpoint: c.endpoint(
-            "providers.azure.endpoint",
-            raw.azure.endpoint,
-            DEFAULT_AZURE_ENDPOINT,
-        ),
-        regions: c.regions("providers.azure.regions", raw.azure.regions),
-        concurrency: match raw.azure.concurrency.unwrap_or(4) {
-            n @ 1..=32 => n as usize,
-            n => {
-                c.fail(
-                    "providers.azure.concurrency",
-                    format!("{n} is not between 1 and 32"),
-                );
-                1
-            }
+        provider: AzureConfig {
+            endpoint: c.endpoint(
+                "providers.azure.endpoint",
+                raw.azure.endpoint,
+                DEFAULT_AZURE_ENDPOINT,
+            ),
+            regions: c.regions("providers.azure.regions", raw.azure.regions),
+            concurrency: match raw.azure.concurrency.unwrap_or(4) {
+                n @ 1..=32 => n as usize,
+                n => {
+                    c.fail(
+                        "providers.azure.concurrency",
+                        format!("{n} is not between 1 and 32"),
+                    );
+                    1
+                }
+            },
+            retry: retry.clone(),
         },
         schedule: c.schedule("providers.azure.schedule", raw.azure.schedule.as_deref()),
     };
     let gcp = raw.gcp.map(|g| GcpSourceConfig {
         enabled: g.enabled.unwrap_or(true),
-        billing_endpoint: c.endpoint(
-            "providers.gcp.billing_endpoint",
-            g.billing_endpoint,
-            DEFAULT_GCP_BILLING_ENDPOINT,
-        ),
-        compute_endpoint: c.endpoint(
-            "providers.gcp.compute_endpoint",
-            g.compute_endpoint,
-            DEFAULT_GCP_COMPUTE_ENDPOINT,
-        ),
-        project: g.project.filter(|p| !p.trim().is_empty()),
-        regions: c.regions("providers.gcp.regions", g.regions),
+        provider: GcpConfig {
+            billing_endpoint: c.endpoint(
+                "providers.gcp.billing_endpoint",
+                g.billing_endpoint,
+                DEFAULT_GCP_BILLING_ENDPOINT,
+            ),
+            compute_endpoint: c.endpoint(
+                "providers.gcp.compute_endpoint",
+                g.compute_endpoint,
+                DEFAULT_GCP_COMPUTE_ENDPOINT,
+            ),
+            project: g.project.filter(|p| !p.trim().is_empty()),
+            regions: c.regions("providers.gcp.regions", g.regions),
+            api_key: None,
+            token: None,
+            retry: retry.clone(),
+        },
         schedule: c.schedule("providers.gcp.schedule", g.schedule.as_deref()),
     });
     let lambda = raw.lambda.map(|l| LambdaSourceConfig {
         enabled: l.enabled.unwrap_or(true),
-        endpoint: c.endpoint(
-            "providers.lambda.endpoint",
-            l.endpoint,
-            DEFAULT_LAMBDA_ENDPOINT,
-        ),
+        provider: LambdaConfig {
+            endpoint: c.endpoint(
+                "providers.lambda.endpoint",
+                l.endpoint,
+                DEFAULT_LAMBDA_ENDPOINT,
+            ),
+            api_key: None,
+            retry: retry.clone(),
+        },
         schedule: c.schedule("providers.lambda.schedule", l.schedule.as_deref()),
     });
 
@@ -385,5 +397,77 @@ pub(super) fn validate(
         gcp,
         lambda,
         file,
+    }
+}
+
+impl SyncConfig {
+    /// How each source's HTTP requests are retried within one sync.
+    #[must_use]
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: self.http_attempts,
+            request_timeout: self.http_timeout,
+            ..RetryPolicy::default()
+        }
+    }
+}
+
+impl AwsSourceConfig {
+    /// # Errors
+    /// When the HTTP client cannot be built.
+    pub fn build(&self) -> Result<AwsProvider, ProviderError> {
+        AwsProvider::new(self.provider.clone())
+    }
+
+    /// The spot-only job: AWS itself with its `spot_schedule`, when enabled
+    /// and spot history is read.
+    ///
+    /// # Errors
+    /// When the HTTP client cannot be built.
+    pub fn spot_job(&self) -> Result<Option<(AwsProvider, Schedule)>, ProviderError> {
+        match &self.spot_schedule {
+            Some(schedule) if self.enabled && self.provider.sources.spot_history => {
+                Ok(Some((self.build()?, schedule.clone())))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+impl ProvidersConfig {
+    /// The providers this config enables, ready to sync. Keys come from the
+    /// environment here, never from the config file.
+    ///
+    /// # Errors
+    /// When an HTTP client cannot be built.
+    pub fn build_enabled(&self) -> Result<Vec<Box<dyn Provider>>, ProviderError> {
+        let mut out: Vec<Box<dyn Provider>> = Vec::new();
+        if self.aws.enabled {
+            out.push(Box::new(self.aws.build()?));
+        }
+        if self.azure.enabled {
+            out.push(Box::new(AzureProvider::new(self.azure.provider.clone())?));
+        }
+        if let Some(gcp) = self.gcp.as_ref().filter(|g| g.enabled) {
+            out.push(Box::new(GcpProvider::new(GcpConfig {
+                api_key: Secret::from_env(gcp::API_KEY_ENV),
+                token: Secret::from_env(gcp::TOKEN_ENV),
+                ..gcp.provider.clone()
+            })?));
+        }
+        if let Some(lambda) = self.lambda.as_ref().filter(|l| l.enabled) {
+            out.push(Box::new(LambdaProvider::new(LambdaConfig {
+                api_key: Secret::from_env(lambda::API_KEY_ENV),
+                ..lambda.provider.clone()
+            })?));
+        }
+        for (name, sheet) in self.file.iter().filter(|(_, s)| s.enabled) {
+            out.push(Box::new(FileProvider::new(
+                name,
+                sheet.path.clone(),
+                sheet.format,
+            )));
+        }
+        Ok(out)
     }
 }

@@ -155,12 +155,12 @@ fn aws_keys_are_read_and_checked() {
     )
     .unwrap();
     let aws = &config.providers.aws;
-    assert!(matches!(aws.credentials, AwsCredentials::Chain));
-    assert_eq!(aws.instance_types, ["p5.*"]);
-    assert!(aws.sources.spot_history && aws.sources.placement_scores);
-    assert!(!aws.sources.offerings && !aws.sources.spot_advisor);
-    assert_eq!(aws.spot_history_days, 7);
-    assert_eq!(aws.pricing_endpoint, None);
+    assert!(matches!(aws.provider.credentials, AwsCredentials::Chain));
+    assert_eq!(aws.provider.instance_types, ["p5.*"]);
+    assert!(aws.provider.sources.spot_history && aws.provider.sources.placement_scores);
+    assert!(!aws.provider.sources.offerings && !aws.provider.sources.spot_advisor);
+    assert_eq!(aws.provider.spot_history_days, 7);
+    assert_eq!(aws.provider.pricing_endpoint, None);
     let spot = aws.spot_schedule.as_ref().unwrap();
     let next = spot.next_after("2026-11-29T10:00:00Z".parse().unwrap());
     assert_eq!(next.to_rfc3339(), "2026-11-29T10:05:00+00:00");
@@ -168,8 +168,11 @@ fn aws_keys_are_read_and_checked() {
     assert!(off.providers.aws.spot_schedule.is_none());
     // Defaults: the chain when it has keys, every optional source but scores.
     let defaults = Config::parse("", Path::new("")).unwrap().providers.aws;
-    assert!(matches!(defaults.credentials, AwsCredentials::Auto));
-    assert_eq!(defaults.sources, AwsSources::default());
+    assert!(matches!(
+        defaults.provider.credentials,
+        AwsCredentials::Auto
+    ));
+    assert_eq!(defaults.provider.sources, AwsSources::default());
 
     let errors = errors_of(
         "[providers.aws]\ncredentials = \"env\"\ninstance_types = [\"p5 large\"]\n\
@@ -314,7 +317,10 @@ fn gcp_and_lambda_are_enabled_by_their_sections() {
         .map(|(s, _)| s)
         .collect();
     assert_eq!(sources, vec!["gcp", "lambda"]);
-    assert_eq!(config.providers.gcp.unwrap().project.as_deref(), Some("p"));
+    assert_eq!(
+        config.providers.gcp.unwrap().provider.project.as_deref(),
+        Some("p")
+    );
 }
 
 #[test]
