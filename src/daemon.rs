@@ -149,6 +149,7 @@ pub async fn run_with_providers(
         ));
     }
 
+    #[cfg(feature = "aws")]
     if let Some((provider, schedule)) = config.providers.aws.spot_job()? {
         let span = tracing::info_span!("source", provider = "aws", scope = "spot_history");
         tracker.spawn(tracing::Instrument::instrument(

@@ -65,6 +65,7 @@ impl Checker {
         }
     }
 
+    #[cfg(feature = "aws")]
     pub(super) fn instance_types(&mut self, value: Option<Vec<String>>) -> Vec<String> {
         let patterns = value.unwrap_or_default();
         for (i, p) in patterns.iter().enumerate() {
@@ -81,6 +82,7 @@ impl Checker {
         patterns
     }
 
+    #[cfg(feature = "aws")]
     pub(super) fn aws_sources(&mut self, value: Option<Vec<String>>) -> AwsSources {
         let Some(names) = value else {
             return AwsSources::default();

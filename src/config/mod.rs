@@ -13,8 +13,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use gpuplan_providers::aws::{Credentials as AwsCredentials, Sources as AwsSources};
-use gpuplan_providers::file::SheetFormat;
+#[cfg(feature = "aws")]
+use gpuplan_providers::aws::Sources as AwsSources;
 use gpuplan_providers::http::url_origin;
 use gpuplan_providers::secret::Secret;
 
@@ -36,10 +36,17 @@ pub use alerts::{
 pub use api::ApiConfig;
 pub use planner::PlannerConfig;
 pub use schedule::Schedule;
-pub use sources::{
-    AwsSourceConfig, AzureSourceConfig, FileSourceConfig, GcpSourceConfig, LambdaSourceConfig,
-    ProvidersConfig, SyncConfig,
-};
+#[cfg(feature = "aws")]
+pub use sources::AwsSourceConfig;
+#[cfg(feature = "azure")]
+pub use sources::AzureSourceConfig;
+#[cfg(feature = "file")]
+pub use sources::FileSourceConfig;
+#[cfg(feature = "gcp")]
+pub use sources::GcpSourceConfig;
+#[cfg(feature = "lambda")]
+pub use sources::LambdaSourceConfig;
+pub use sources::{ProvidersConfig, SyncConfig};
 pub use store::StoreConfig;
 
 use alerts::{RawAlerts, validate_alerts};
@@ -112,18 +119,23 @@ impl Config {
     pub fn enabled_sources(&self) -> Vec<(String, &Schedule)> {
         let p = &self.providers;
         let mut out = Vec::new();
+        #[cfg(feature = "aws")]
         if p.aws.enabled {
             out.push(("aws".to_owned(), &p.aws.schedule));
         }
+        #[cfg(feature = "azure")]
         if p.azure.enabled {
             out.push(("azure".to_owned(), &p.azure.schedule));
         }
+        #[cfg(feature = "gcp")]
         if let Some(gcp) = p.gcp.as_ref().filter(|g| g.enabled) {
             out.push(("gcp".to_owned(), &gcp.schedule));
         }
+        #[cfg(feature = "lambda")]
         if let Some(lambda) = p.lambda.as_ref().filter(|l| l.enabled) {
             out.push(("lambda".to_owned(), &lambda.schedule));
         }
+        #[cfg(feature = "file")]
         for (name, sheet) in p.file.iter().filter(|(_, f)| f.enabled) {
             out.push((format!("file:{name}"), &sheet.schedule));
         }

@@ -1,10 +1,15 @@
 //! `[sync]` and `[providers.*]`: how and where each source syncs.
 
-use gpuplan_providers::aws::{AwsConfig, AwsProvider};
+#[cfg(feature = "aws")]
+use gpuplan_providers::aws::{AwsConfig, AwsProvider, Credentials as AwsCredentials};
+#[cfg(feature = "azure")]
 use gpuplan_providers::azure::{AzureConfig, AzureProvider};
-use gpuplan_providers::file::FileProvider;
+#[cfg(feature = "file")]
+use gpuplan_providers::file::{FileProvider, SheetFormat};
+#[cfg(feature = "gcp")]
 use gpuplan_providers::gcp::{self, GcpConfig, GcpProvider};
 use gpuplan_providers::http::RetryPolicy;
+#[cfg(feature = "lambda")]
 use gpuplan_providers::lambda::{self, LambdaConfig, LambdaProvider};
 use gpuplan_providers::{Provider, ProviderError};
 
@@ -15,25 +20,33 @@ pub(super) const DEFAULT_LIST_SCHEDULE: &str = "0 0 * * * *";
 
 pub(super) const DEFAULT_MAX_SHRINK_PCT: f64 = 20.0;
 
+#[cfg(feature = "azure")]
 pub(super) const DEFAULT_AZURE_ENDPOINT: &str = "https://prices.azure.com";
 
+#[cfg(feature = "aws")]
 pub(super) const DEFAULT_AWS_BULK_ENDPOINT: &str = "https://pricing.us-east-1.amazonaws.com";
 
+#[cfg(feature = "aws")]
 pub(super) const DEFAULT_AWS_SPOT_ADVISOR_URL: &str =
     "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json";
 
 /// Spot prices move faster than list prices; with credentials, AWS reads its
 /// new spot history every 10 minutes between full syncs, offset by 5 so it never
 /// runs at the same time as the hourly full sync (which reads it too).
+#[cfg(feature = "aws")]
 pub(super) const DEFAULT_AWS_SPOT_SCHEDULE: &str = "0 5-55/10 * * * *";
 
 /// Each region's offer file is hundreds of MB, so the default is two regions, not all.
+#[cfg(feature = "aws")]
 pub(super) const DEFAULT_AWS_REGIONS: [&str; 2] = ["us-east-1", "us-west-2"];
 
+#[cfg(feature = "gcp")]
 pub(super) const DEFAULT_GCP_BILLING_ENDPOINT: &str = "https://cloudbilling.googleapis.com";
 
+#[cfg(feature = "gcp")]
 pub(super) const DEFAULT_GCP_COMPUTE_ENDPOINT: &str = "https://compute.googleapis.com";
 
+#[cfg(feature = "lambda")]
 pub(super) const DEFAULT_LAMBDA_ENDPOINT: &str = "https://cloud.lambda.ai";
 
 #[derive(Debug, Clone)]
@@ -51,16 +64,22 @@ pub struct SyncConfig {
 
 #[derive(Debug, Clone)]
 pub struct ProvidersConfig {
+    #[cfg(feature = "aws")]
     pub aws: AwsSourceConfig,
+    #[cfg(feature = "azure")]
     pub azure: AzureSourceConfig,
     /// `None` when the config has no `[providers.gcp]` (it needs an API key).
+    #[cfg(feature = "gcp")]
     pub gcp: Option<GcpSourceConfig>,
     /// `None` when the config has no `[providers.lambda]` (it needs an API key).
+    #[cfg(feature = "lambda")]
     pub lambda: Option<LambdaSourceConfig>,
     /// Price sheets by name; records carry `file:<name>` as their provider.
+    #[cfg(feature = "file")]
     pub file: BTreeMap<String, FileSourceConfig>,
 }
 
+#[cfg(feature = "aws")]
 /// AWS: with credentials through the SDK, without them from the public price
 /// files; the spot advisor either way.
 #[derive(Debug, Clone)]
@@ -73,6 +92,7 @@ pub struct AwsSourceConfig {
     pub provider: AwsConfig,
 }
 
+#[cfg(feature = "azure")]
 #[derive(Debug, Clone)]
 pub struct AzureSourceConfig {
     pub enabled: bool,
@@ -80,6 +100,7 @@ pub struct AzureSourceConfig {
     pub provider: AzureConfig,
 }
 
+#[cfg(feature = "gcp")]
 /// GCP; its API key and token are read from the environment when it is built.
 #[derive(Debug, Clone)]
 pub struct GcpSourceConfig {
@@ -88,6 +109,7 @@ pub struct GcpSourceConfig {
     pub provider: GcpConfig,
 }
 
+#[cfg(feature = "lambda")]
 /// Lambda; its API key is read from the environment when it is built.
 #[derive(Debug, Clone)]
 pub struct LambdaSourceConfig {
@@ -96,6 +118,7 @@ pub struct LambdaSourceConfig {
     pub provider: LambdaConfig,
 }
 
+#[cfg(feature = "file")]
 #[derive(Debug, Clone)]
 pub struct FileSourceConfig {
     pub enabled: bool,
@@ -127,7 +150,9 @@ pub(super) struct RawProviders {
     file: BTreeMap<String, RawFileSource>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+// Read only by the validation of a build with this provider.
+#[cfg_attr(not(feature = "aws"), allow(dead_code))]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAws {
     enabled: Option<bool>,
@@ -145,7 +170,9 @@ pub(super) struct RawAws {
     spot_schedule: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+// Read only by the validation of a build with this provider.
+#[cfg_attr(not(feature = "azure"), allow(dead_code))]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAzure {
     enabled: Option<bool>,
@@ -155,6 +182,8 @@ pub(super) struct RawAzure {
     schedule: Option<String>,
 }
 
+// Read only by the validation of a build with this provider.
+#[cfg_attr(not(feature = "gcp"), allow(dead_code))]
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawGcp {
@@ -166,6 +195,8 @@ pub(super) struct RawGcp {
     schedule: Option<String>,
 }
 
+// Read only by the validation of a build with this provider.
+#[cfg_attr(not(feature = "lambda"), allow(dead_code))]
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawLambda {
@@ -174,6 +205,8 @@ pub(super) struct RawLambda {
     schedule: Option<String>,
 }
 
+// Read only by the validation of a build with this provider.
+#[cfg_attr(not(feature = "file"), allow(dead_code))]
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawFileSource {
@@ -211,37 +244,95 @@ pub(super) fn validate_sync(raw: RawSync, c: &mut Checker) -> SyncConfig {
     }
 }
 
-/// `[providers.*]`, with sheet paths resolved by `resolve`.
+/// `[providers.*]`, with sheet paths resolved by `resolve`. A section of a
+/// provider this build leaves out is an error, unless it only disables it.
 pub(super) fn validate(
     raw: RawProviders,
     retry: &RetryPolicy,
     c: &mut Checker,
     resolve: &dyn Fn(&str) -> PathBuf,
 ) -> ProvidersConfig {
+    let unbuilt = |c: &mut Checker, name: &str, set: bool, enabled: Option<bool>| {
+        if set && enabled != Some(false) {
+            c.fail(
+                format!("providers.{name}"),
+                format!("this gpuplan was built without the `{name}` feature; rebuild with it, or set enabled = false"),
+            );
+        }
+    };
+    #[cfg(not(feature = "aws"))]
+    unbuilt(c, "aws", raw.aws != RawAws::default(), raw.aws.enabled);
+    #[cfg(not(feature = "azure"))]
+    unbuilt(
+        c,
+        "azure",
+        raw.azure != RawAzure::default(),
+        raw.azure.enabled,
+    );
+    #[cfg(not(feature = "gcp"))]
+    unbuilt(
+        c,
+        "gcp",
+        raw.gcp.is_some(),
+        raw.gcp.as_ref().and_then(|g| g.enabled),
+    );
+    #[cfg(not(feature = "lambda"))]
+    unbuilt(
+        c,
+        "lambda",
+        raw.lambda.is_some(),
+        raw.lambda.as_ref().and_then(|l| l.enabled),
+    );
+    #[cfg(not(feature = "file"))]
+    unbuilt(c, "file", !raw.file.is_empty(), None);
+    #[cfg(all(
+        feature = "aws",
+        feature = "azure",
+        feature = "gcp",
+        feature = "lambda",
+        feature = "file"
+    ))]
+    let _ = unbuilt;
+    let _ = (&retry, &resolve);
+    ProvidersConfig {
+        #[cfg(feature = "aws")]
+        aws: validate_aws(raw.aws, retry, c),
+        #[cfg(feature = "azure")]
+        azure: validate_azure(raw.azure, retry, c),
+        #[cfg(feature = "gcp")]
+        gcp: raw.gcp.map(|g| validate_gcp(g, retry, c)),
+        #[cfg(feature = "lambda")]
+        lambda: raw.lambda.map(|l| validate_lambda(l, retry, c)),
+        #[cfg(feature = "file")]
+        file: validate_files(raw.file, c, resolve),
+    }
+}
+
+#[cfg(feature = "aws")]
+fn validate_aws(raw: RawAws, retry: &RetryPolicy, c: &mut Checker) -> AwsSourceConfig {
     let aws_regions = c.regions(
         "providers.aws.regions",
         Some(
-            raw.aws
-                .regions
+            raw.regions
                 .unwrap_or_else(|| DEFAULT_AWS_REGIONS.map(str::to_owned).to_vec()),
         ),
     );
-    let aws = AwsSourceConfig {
-        enabled: raw.aws.enabled.unwrap_or(true),
+    AwsSourceConfig {
+        enabled: raw.enabled.unwrap_or(true),
         provider: AwsConfig {
             regions: aws_regions,
             bulk_endpoint: c.endpoint(
                 "providers.aws.bulk_endpoint",
-                raw.aws.bulk_endpoint,
+                raw.bulk_endpoint,
                 DEFAULT_AWS_BULK_ENDPOINT,
             ),
             spot_advisor_url: c.endpoint(
                 "providers.aws.spot_advisor_url",
-                raw.aws.spot_advisor_url,
+                raw.spot_advisor_url,
                 DEFAULT_AWS_SPOT_ADVISOR_URL,
             ),
-            instance_types: c.instance_types(raw.aws.instance_types),
-            credentials: match raw.aws.credentials.as_deref().unwrap_or("auto") {
+            instance_types: c.instance_types(raw.instance_types),
+            credentials: match raw.credentials.as_deref().unwrap_or("auto") {
                 "auto" => AwsCredentials::Auto,
                 "chain" => AwsCredentials::Chain,
                 "none" => AwsCredentials::None,
@@ -253,48 +344,50 @@ pub(super) fn validate(
                     AwsCredentials::Auto
                 }
             },
-            sources: c.aws_sources(raw.aws.sources),
+            sources: c.aws_sources(raw.sources),
             pricing_endpoint: raw
-                .aws
                 .pricing_endpoint
                 .map(|v| c.endpoint("providers.aws.pricing_endpoint", Some(v), "")),
             ec2_endpoint: raw
-                .aws
                 .ec2_endpoint
                 .map(|v| c.endpoint("providers.aws.ec2_endpoint", Some(v), "")),
             spot_history_days: c.bounded(
                 "providers.aws.spot_history_days",
-                raw.aws.spot_history_days,
+                raw.spot_history_days,
                 30,
                 1..=90,
             ),
             placement_capacity: c.bounded(
                 "providers.aws.placement_capacity",
-                raw.aws.placement_capacity,
+                raw.placement_capacity,
                 1,
                 1..=100_000,
             ),
             retry: retry.clone(),
         },
-        schedule: c.schedule("providers.aws.schedule", raw.aws.schedule.as_deref()),
-        spot_schedule: match raw.aws.spot_schedule.as_deref() {
+        schedule: c.schedule("providers.aws.schedule", raw.schedule.as_deref()),
+        spot_schedule: match raw.spot_schedule.as_deref() {
             Some("off") => None,
             other => Some(c.schedule(
                 "providers.aws.spot_schedule",
                 Some(other.unwrap_or(DEFAULT_AWS_SPOT_SCHEDULE)),
             )),
         },
-    };
-    let azure = AzureSourceConfig {
-        enabled: raw.azure.enabled.unwrap_or(true),
+    }
+}
+
+#[cfg(feature = "azure")]
+fn validate_azure(raw: RawAzure, retry: &RetryPolicy, c: &mut Checker) -> AzureSourceConfig {
+    AzureSourceConfig {
+        enabled: raw.enabled.unwrap_or(true),
         provider: AzureConfig {
             endpoint: c.endpoint(
                 "providers.azure.endpoint",
-                raw.azure.endpoint,
+                raw.endpoint,
                 DEFAULT_AZURE_ENDPOINT,
             ),
-            regions: c.regions("providers.azure.regions", raw.azure.regions),
-            concurrency: match raw.azure.concurrency.unwrap_or(4) {
+            regions: c.regions("providers.azure.regions", raw.regions),
+            concurrency: match raw.concurrency.unwrap_or(4) {
                 n @ 1..=32 => n as usize,
                 n => {
                     c.fail(
@@ -306,9 +399,13 @@ pub(super) fn validate(
             },
             retry: retry.clone(),
         },
-        schedule: c.schedule("providers.azure.schedule", raw.azure.schedule.as_deref()),
-    };
-    let gcp = raw.gcp.map(|g| GcpSourceConfig {
+        schedule: c.schedule("providers.azure.schedule", raw.schedule.as_deref()),
+    }
+}
+
+#[cfg(feature = "gcp")]
+fn validate_gcp(g: RawGcp, retry: &RetryPolicy, c: &mut Checker) -> GcpSourceConfig {
+    GcpSourceConfig {
         enabled: g.enabled.unwrap_or(true),
         provider: GcpConfig {
             billing_endpoint: c.endpoint(
@@ -328,8 +425,12 @@ pub(super) fn validate(
             retry: retry.clone(),
         },
         schedule: c.schedule("providers.gcp.schedule", g.schedule.as_deref()),
-    });
-    let lambda = raw.lambda.map(|l| LambdaSourceConfig {
+    }
+}
+
+#[cfg(feature = "lambda")]
+fn validate_lambda(l: RawLambda, retry: &RetryPolicy, c: &mut Checker) -> LambdaSourceConfig {
+    LambdaSourceConfig {
         enabled: l.enabled.unwrap_or(true),
         provider: LambdaConfig {
             endpoint: c.endpoint(
@@ -341,10 +442,17 @@ pub(super) fn validate(
             retry: retry.clone(),
         },
         schedule: c.schedule("providers.lambda.schedule", l.schedule.as_deref()),
-    });
+    }
+}
 
+#[cfg(feature = "file")]
+fn validate_files(
+    raw: BTreeMap<String, RawFileSource>,
+    c: &mut Checker,
+    resolve: &dyn Fn(&str) -> PathBuf,
+) -> BTreeMap<String, FileSourceConfig> {
     let mut file = BTreeMap::new();
-    for (name, sheet) in raw.file {
+    for (name, sheet) in raw {
         let at = |key: &str| format!("providers.file.{name}.{key}");
         if name.is_empty()
             || !name
@@ -390,14 +498,7 @@ pub(super) fn validate(
             );
         }
     }
-
-    ProvidersConfig {
-        aws,
-        azure,
-        gcp,
-        lambda,
-        file,
-    }
+    file
 }
 
 impl SyncConfig {
@@ -412,6 +513,7 @@ impl SyncConfig {
     }
 }
 
+#[cfg(feature = "aws")]
 impl AwsSourceConfig {
     /// # Errors
     /// When the HTTP client cannot be built.
@@ -442,12 +544,15 @@ impl ProvidersConfig {
     /// When an HTTP client cannot be built.
     pub fn build_enabled(&self) -> Result<Vec<Box<dyn Provider>>, ProviderError> {
         let mut out: Vec<Box<dyn Provider>> = Vec::new();
+        #[cfg(feature = "aws")]
         if self.aws.enabled {
             out.push(Box::new(self.aws.build()?));
         }
+        #[cfg(feature = "azure")]
         if self.azure.enabled {
             out.push(Box::new(AzureProvider::new(self.azure.provider.clone())?));
         }
+        #[cfg(feature = "gcp")]
         if let Some(gcp) = self.gcp.as_ref().filter(|g| g.enabled) {
             out.push(Box::new(GcpProvider::new(GcpConfig {
                 api_key: Secret::from_env(gcp::API_KEY_ENV),
@@ -455,12 +560,14 @@ impl ProvidersConfig {
                 ..gcp.provider.clone()
             })?));
         }
+        #[cfg(feature = "lambda")]
         if let Some(lambda) = self.lambda.as_ref().filter(|l| l.enabled) {
             out.push(Box::new(LambdaProvider::new(LambdaConfig {
                 api_key: Secret::from_env(lambda::API_KEY_ENV),
                 ..lambda.provider.clone()
             })?));
         }
+        #[cfg(feature = "file")]
         for (name, sheet) in self.file.iter().filter(|(_, s)| s.enabled) {
             out.push(Box::new(FileProvider::new(
                 name,

@@ -1,3 +1,5 @@
+use gpuplan_providers::aws::Credentials as AwsCredentials;
+
 use super::*;
 
 use proptest::strategy::Strategy as _;
