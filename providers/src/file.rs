@@ -482,6 +482,48 @@ fn parse_row(c: &mut Cells<'_>) -> Option<(InstanceType, PriceRecord)> {
     Some((instance, price))
 }
 
+/// `[providers.file.<name>]` as written. `enabled` and `schedule` are the
+/// daemon's, and so is resolving `path` against the config file's directory.
+#[derive(Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Section {
+    pub enabled: Option<bool>,
+    pub schedule: Option<String>,
+    pub path: String,
+    format: Option<String>,
+}
+
+impl Section {
+    /// The sheet's format (given, or told by the path's extension), with each
+    /// problem noted in `p`; `None` when it cannot be had.
+    pub fn format(&self, p: &mut crate::config::Problems) -> Option<SheetFormat> {
+        if self.path.trim().is_empty() {
+            p.fail("path", "must not be empty");
+        }
+        match self.format.as_deref() {
+            Some("csv") => Some(SheetFormat::Csv),
+            Some("json") => Some(SheetFormat::Json),
+            Some(other) => {
+                p.fail(
+                    "format",
+                    format!("`{other}` is not a sheet format; expected \"csv\" or \"json\""),
+                );
+                None
+            }
+            None => {
+                let guessed = SheetFormat::from_path(Path::new(&self.path));
+                if guessed.is_none() && !self.path.trim().is_empty() {
+                    p.fail(
+                        "format",
+                        format!("cannot tell the format of `{}` from its extension; set format = \"csv\" or \"json\"", self.path),
+                    );
+                }
+                guessed
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@
 pub mod aws;
 #[cfg(feature = "azure")]
 pub mod azure;
+pub mod config;
 pub mod error;
 #[cfg(feature = "file")]
 pub mod file;

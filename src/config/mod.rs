@@ -13,8 +13,6 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-#[cfg(feature = "aws")]
-use gpuplan_providers::aws::Sources as AwsSources;
 use gpuplan_providers::http::url_origin;
 use gpuplan_providers::secret::Secret;
 

@@ -1,9 +1,10 @@
 //! `[sync]` and `[providers.*]`: how and where each source syncs.
 
 #[cfg(feature = "aws")]
-use gpuplan_providers::aws::{AwsConfig, AwsProvider, Credentials as AwsCredentials};
+use gpuplan_providers::aws::{AwsConfig, AwsProvider};
 #[cfg(feature = "azure")]
 use gpuplan_providers::azure::{AzureConfig, AzureProvider};
+use gpuplan_providers::config::Problems;
 #[cfg(feature = "file")]
 use gpuplan_providers::file::{FileProvider, SheetFormat};
 #[cfg(feature = "gcp")]
@@ -20,34 +21,11 @@ pub(super) const DEFAULT_LIST_SCHEDULE: &str = "0 0 * * * *";
 
 pub(super) const DEFAULT_MAX_SHRINK_PCT: f64 = 20.0;
 
-#[cfg(feature = "azure")]
-pub(super) const DEFAULT_AZURE_ENDPOINT: &str = "https://prices.azure.com";
-
-#[cfg(feature = "aws")]
-pub(super) const DEFAULT_AWS_BULK_ENDPOINT: &str = "https://pricing.us-east-1.amazonaws.com";
-
-#[cfg(feature = "aws")]
-pub(super) const DEFAULT_AWS_SPOT_ADVISOR_URL: &str =
-    "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json";
-
 /// Spot prices move faster than list prices; with credentials, AWS reads its
 /// new spot history every 10 minutes between full syncs, offset by 5 so it never
 /// runs at the same time as the hourly full sync (which reads it too).
 #[cfg(feature = "aws")]
 pub(super) const DEFAULT_AWS_SPOT_SCHEDULE: &str = "0 5-55/10 * * * *";
-
-/// Each region's offer file is hundreds of MB, so the default is two regions, not all.
-#[cfg(feature = "aws")]
-pub(super) const DEFAULT_AWS_REGIONS: [&str; 2] = ["us-east-1", "us-west-2"];
-
-#[cfg(feature = "gcp")]
-pub(super) const DEFAULT_GCP_BILLING_ENDPOINT: &str = "https://cloudbilling.googleapis.com";
-
-#[cfg(feature = "gcp")]
-pub(super) const DEFAULT_GCP_COMPUTE_ENDPOINT: &str = "https://compute.googleapis.com";
-
-#[cfg(feature = "lambda")]
-pub(super) const DEFAULT_LAMBDA_ENDPOINT: &str = "https://cloud.lambda.ai";
 
 #[derive(Debug, Clone)]
 pub struct SyncConfig {
@@ -141,79 +119,43 @@ pub(super) struct RawSync {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawProviders {
     #[serde(default)]
-    aws: RawAws,
+    aws: AwsSection,
     #[serde(default)]
-    azure: RawAzure,
-    gcp: Option<RawGcp>,
-    lambda: Option<RawLambda>,
+    azure: AzureSection,
+    gcp: Option<GcpSection>,
+    lambda: Option<LambdaSection>,
     #[serde(default)]
-    file: BTreeMap<String, RawFileSource>,
+    file: BTreeMap<String, FileSection>,
 }
 
-// Read only by the validation of a build with this provider.
-#[cfg_attr(not(feature = "aws"), allow(dead_code))]
-#[derive(Debug, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawAws {
-    enabled: Option<bool>,
-    regions: Option<Vec<String>>,
-    instance_types: Option<Vec<String>>,
-    credentials: Option<String>,
-    sources: Option<Vec<String>>,
-    bulk_endpoint: Option<String>,
-    spot_advisor_url: Option<String>,
-    pricing_endpoint: Option<String>,
-    ec2_endpoint: Option<String>,
-    spot_history_days: Option<i64>,
-    placement_capacity: Option<i64>,
-    schedule: Option<String>,
-    spot_schedule: Option<String>,
-}
+// Each provider reads its own table. A build without a provider still reads
+// its table, as plain TOML, to refuse it by name.
+#[cfg(feature = "aws")]
+type AwsSection = gpuplan_providers::aws::Section;
+#[cfg(not(feature = "aws"))]
+type AwsSection = toml::Table;
+#[cfg(feature = "azure")]
+type AzureSection = gpuplan_providers::azure::Section;
+#[cfg(not(feature = "azure"))]
+type AzureSection = toml::Table;
+#[cfg(feature = "gcp")]
+type GcpSection = gpuplan_providers::gcp::Section;
+#[cfg(not(feature = "gcp"))]
+type GcpSection = toml::Table;
+#[cfg(feature = "lambda")]
+type LambdaSection = gpuplan_providers::lambda::Section;
+#[cfg(not(feature = "lambda"))]
+type LambdaSection = toml::Table;
+#[cfg(feature = "file")]
+type FileSection = gpuplan_providers::file::Section;
+#[cfg(not(feature = "file"))]
+type FileSection = toml::Table;
 
-// Read only by the validation of a build with this provider.
-#[cfg_attr(not(feature = "azure"), allow(dead_code))]
-#[derive(Debug, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawAzure {
-    enabled: Option<bool>,
-    endpoint: Option<String>,
-    regions: Option<Vec<String>>,
-    concurrency: Option<i64>,
-    schedule: Option<String>,
-}
-
-// Read only by the validation of a build with this provider.
-#[cfg_attr(not(feature = "gcp"), allow(dead_code))]
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawGcp {
-    enabled: Option<bool>,
-    billing_endpoint: Option<String>,
-    compute_endpoint: Option<String>,
-    project: Option<String>,
-    regions: Option<Vec<String>>,
-    schedule: Option<String>,
-}
-
-// Read only by the validation of a build with this provider.
-#[cfg_attr(not(feature = "lambda"), allow(dead_code))]
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawLambda {
-    enabled: Option<bool>,
-    endpoint: Option<String>,
-    schedule: Option<String>,
-}
-
-// Read only by the validation of a build with this provider.
-#[cfg_attr(not(feature = "file"), allow(dead_code))]
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawFileSource {
-    enabled: Option<bool>,
-    path: String,
-    format: Option<String>,
-    schedule: Option<String>,
+/// Problems of a provider's section, under the config's own paths.
+fn absorb(c: &mut Checker, problems: gpuplan_providers::config::Problems) {
+    for (path, message) in problems.into_vec() {
+        c.fail(path, message);
+    }
 }
 
 /// `[sync]`.
@@ -260,28 +202,20 @@ pub(super) fn validate(
             );
         }
     };
+    // A plain table's own `enabled = false` lets a section stay.
+    let off = |t: &toml::Table| t.get("enabled").and_then(toml::Value::as_bool);
     #[cfg(not(feature = "aws"))]
-    unbuilt(c, "aws", raw.aws != RawAws::default(), raw.aws.enabled);
+    unbuilt(c, "aws", !raw.aws.is_empty(), off(&raw.aws));
     #[cfg(not(feature = "azure"))]
-    unbuilt(
-        c,
-        "azure",
-        raw.azure != RawAzure::default(),
-        raw.azure.enabled,
-    );
+    unbuilt(c, "azure", !raw.azure.is_empty(), off(&raw.azure));
     #[cfg(not(feature = "gcp"))]
-    unbuilt(
-        c,
-        "gcp",
-        raw.gcp.is_some(),
-        raw.gcp.as_ref().and_then(|g| g.enabled),
-    );
+    unbuilt(c, "gcp", raw.gcp.is_some(), raw.gcp.as_ref().and_then(off));
     #[cfg(not(feature = "lambda"))]
     unbuilt(
         c,
         "lambda",
         raw.lambda.is_some(),
-        raw.lambda.as_ref().and_then(|l| l.enabled),
+        raw.lambda.as_ref().and_then(off),
     );
     #[cfg(not(feature = "file"))]
     unbuilt(c, "file", !raw.file.is_empty(), None);
@@ -292,79 +226,31 @@ pub(super) fn validate(
         feature = "lambda",
         feature = "file"
     ))]
-    let _ = unbuilt;
+    let _ = (unbuilt, off);
+    // A build with few providers may use neither.
     let _ = (&retry, &resolve);
     ProvidersConfig {
         #[cfg(feature = "aws")]
-        aws: validate_aws(raw.aws, retry, c),
+        aws: validate_aws(&raw.aws, retry, c),
         #[cfg(feature = "azure")]
-        azure: validate_azure(raw.azure, retry, c),
+        azure: validate_azure(&raw.azure, retry, c),
         #[cfg(feature = "gcp")]
-        gcp: raw.gcp.map(|g| validate_gcp(g, retry, c)),
+        gcp: raw.gcp.as_ref().map(|g| validate_gcp(g, retry, c)),
         #[cfg(feature = "lambda")]
-        lambda: raw.lambda.map(|l| validate_lambda(l, retry, c)),
+        lambda: raw.lambda.as_ref().map(|l| validate_lambda(l, retry, c)),
         #[cfg(feature = "file")]
         file: validate_files(raw.file, c, resolve),
     }
 }
 
 #[cfg(feature = "aws")]
-fn validate_aws(raw: RawAws, retry: &RetryPolicy, c: &mut Checker) -> AwsSourceConfig {
-    let aws_regions = c.regions(
-        "providers.aws.regions",
-        Some(
-            raw.regions
-                .unwrap_or_else(|| DEFAULT_AWS_REGIONS.map(str::to_owned).to_vec()),
-        ),
-    );
+fn validate_aws(raw: &AwsSection, retry: &RetryPolicy, c: &mut Checker) -> AwsSourceConfig {
+    let mut problems = Problems::new("providers.aws");
+    let provider = raw.config(retry.clone(), &mut problems);
+    absorb(c, problems);
     AwsSourceConfig {
         enabled: raw.enabled.unwrap_or(true),
-        provider: AwsConfig {
-            regions: aws_regions,
-            bulk_endpoint: c.endpoint(
-                "providers.aws.bulk_endpoint",
-                raw.bulk_endpoint,
-                DEFAULT_AWS_BULK_ENDPOINT,
-            ),
-            spot_advisor_url: c.endpoint(
-                "providers.aws.spot_advisor_url",
-                raw.spot_advisor_url,
-                DEFAULT_AWS_SPOT_ADVISOR_URL,
-            ),
-            instance_types: c.instance_types(raw.instance_types),
-            credentials: match raw.credentials.as_deref().unwrap_or("auto") {
-                "auto" => AwsCredentials::Auto,
-                "chain" => AwsCredentials::Chain,
-                "none" => AwsCredentials::None,
-                other => {
-                    c.fail(
-                        "providers.aws.credentials",
-                        format!("`{other}` is not one of \"auto\", \"chain\", \"none\""),
-                    );
-                    AwsCredentials::Auto
-                }
-            },
-            sources: c.aws_sources(raw.sources),
-            pricing_endpoint: raw
-                .pricing_endpoint
-                .map(|v| c.endpoint("providers.aws.pricing_endpoint", Some(v), "")),
-            ec2_endpoint: raw
-                .ec2_endpoint
-                .map(|v| c.endpoint("providers.aws.ec2_endpoint", Some(v), "")),
-            spot_history_days: c.bounded(
-                "providers.aws.spot_history_days",
-                raw.spot_history_days,
-                30,
-                1..=90,
-            ),
-            placement_capacity: c.bounded(
-                "providers.aws.placement_capacity",
-                raw.placement_capacity,
-                1,
-                1..=100_000,
-            ),
-            retry: retry.clone(),
-        },
+        provider,
         schedule: c.schedule("providers.aws.schedule", raw.schedule.as_deref()),
         spot_schedule: match raw.spot_schedule.as_deref() {
             Some("off") => None,
@@ -377,83 +263,53 @@ fn validate_aws(raw: RawAws, retry: &RetryPolicy, c: &mut Checker) -> AwsSourceC
 }
 
 #[cfg(feature = "azure")]
-fn validate_azure(raw: RawAzure, retry: &RetryPolicy, c: &mut Checker) -> AzureSourceConfig {
+fn validate_azure(raw: &AzureSection, retry: &RetryPolicy, c: &mut Checker) -> AzureSourceConfig {
+    let mut problems = Problems::new("providers.azure");
+    let provider = raw.config(retry.clone(), &mut problems);
+    absorb(c, problems);
     AzureSourceConfig {
         enabled: raw.enabled.unwrap_or(true),
-        provider: AzureConfig {
-            endpoint: c.endpoint(
-                "providers.azure.endpoint",
-                raw.endpoint,
-                DEFAULT_AZURE_ENDPOINT,
-            ),
-            regions: c.regions("providers.azure.regions", raw.regions),
-            concurrency: match raw.concurrency.unwrap_or(4) {
-                n @ 1..=32 => n as usize,
-                n => {
-                    c.fail(
-                        "providers.azure.concurrency",
-                        format!("{n} is not between 1 and 32"),
-                    );
-                    1
-                }
-            },
-            retry: retry.clone(),
-        },
+        provider,
         schedule: c.schedule("providers.azure.schedule", raw.schedule.as_deref()),
     }
 }
 
 #[cfg(feature = "gcp")]
-fn validate_gcp(g: RawGcp, retry: &RetryPolicy, c: &mut Checker) -> GcpSourceConfig {
+fn validate_gcp(raw: &GcpSection, retry: &RetryPolicy, c: &mut Checker) -> GcpSourceConfig {
+    let mut problems = Problems::new("providers.gcp");
+    let provider = raw.config(retry.clone(), &mut problems);
+    absorb(c, problems);
     GcpSourceConfig {
-        enabled: g.enabled.unwrap_or(true),
-        provider: GcpConfig {
-            billing_endpoint: c.endpoint(
-                "providers.gcp.billing_endpoint",
-                g.billing_endpoint,
-                DEFAULT_GCP_BILLING_ENDPOINT,
-            ),
-            compute_endpoint: c.endpoint(
-                "providers.gcp.compute_endpoint",
-                g.compute_endpoint,
-                DEFAULT_GCP_COMPUTE_ENDPOINT,
-            ),
-            project: g.project.filter(|p| !p.trim().is_empty()),
-            regions: c.regions("providers.gcp.regions", g.regions),
-            api_key: None,
-            token: None,
-            retry: retry.clone(),
-        },
-        schedule: c.schedule("providers.gcp.schedule", g.schedule.as_deref()),
+        enabled: raw.enabled.unwrap_or(true),
+        provider,
+        schedule: c.schedule("providers.gcp.schedule", raw.schedule.as_deref()),
     }
 }
 
 #[cfg(feature = "lambda")]
-fn validate_lambda(l: RawLambda, retry: &RetryPolicy, c: &mut Checker) -> LambdaSourceConfig {
+fn validate_lambda(
+    raw: &LambdaSection,
+    retry: &RetryPolicy,
+    c: &mut Checker,
+) -> LambdaSourceConfig {
+    let mut problems = Problems::new("providers.lambda");
+    let provider = raw.config(retry.clone(), &mut problems);
+    absorb(c, problems);
     LambdaSourceConfig {
-        enabled: l.enabled.unwrap_or(true),
-        provider: LambdaConfig {
-            endpoint: c.endpoint(
-                "providers.lambda.endpoint",
-                l.endpoint,
-                DEFAULT_LAMBDA_ENDPOINT,
-            ),
-            api_key: None,
-            retry: retry.clone(),
-        },
-        schedule: c.schedule("providers.lambda.schedule", l.schedule.as_deref()),
+        enabled: raw.enabled.unwrap_or(true),
+        provider,
+        schedule: c.schedule("providers.lambda.schedule", raw.schedule.as_deref()),
     }
 }
 
 #[cfg(feature = "file")]
 fn validate_files(
-    raw: BTreeMap<String, RawFileSource>,
+    raw: BTreeMap<String, FileSection>,
     c: &mut Checker,
     resolve: &dyn Fn(&str) -> PathBuf,
 ) -> BTreeMap<String, FileSourceConfig> {
     let mut file = BTreeMap::new();
     for (name, sheet) in raw {
-        let at = |key: &str| format!("providers.file.{name}.{key}");
         if name.is_empty()
             || !name
                 .chars()
@@ -464,28 +320,13 @@ fn validate_files(
                 "a sheet name may only use a-z, 0-9, '-' and '_' (it becomes the provider name `file:<name>`)",
             );
         }
-        if sheet.path.trim().is_empty() {
-            c.fail(at("path"), "must not be empty");
-        }
-        let format = match sheet.format.as_deref() {
-            Some("csv") => Some(SheetFormat::Csv),
-            Some("json") => Some(SheetFormat::Json),
-            Some(other) => {
-                c.fail(
-                    at("format"),
-                    format!("`{other}` is not a sheet format; expected \"csv\" or \"json\""),
-                );
-                None
-            }
-            None => {
-                let guessed = SheetFormat::from_path(Path::new(&sheet.path));
-                if guessed.is_none() && !sheet.path.trim().is_empty() {
-                    c.fail(at("format"), format!("cannot tell the format of `{}` from its extension; set format = \"csv\" or \"json\"", sheet.path));
-                }
-                guessed
-            }
-        };
-        let schedule = c.schedule(&at("schedule"), sheet.schedule.as_deref());
+        let mut problems = Problems::new(&format!("providers.file.{name}"));
+        let format = sheet.format(&mut problems);
+        absorb(c, problems);
+        let schedule = c.schedule(
+            &format!("providers.file.{name}.schedule"),
+            sheet.schedule.as_deref(),
+        );
         if let Some(format) = format {
             file.insert(
                 name,

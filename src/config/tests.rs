@@ -1,4 +1,4 @@
-use gpuplan_providers::aws::Credentials as AwsCredentials;
+use gpuplan_providers::aws::{Credentials as AwsCredentials, Sources as AwsSources};
 
 use super::*;
 

@@ -14,6 +14,9 @@ mod gpus;
 mod offer;
 mod public;
 mod sdk;
+mod section;
+
+pub use section::Section;
 
 use std::collections::{BTreeSet, HashMap};
 

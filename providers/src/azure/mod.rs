@@ -7,7 +7,10 @@
 //! skipped and counted; when one meter appears several times the newest
 //! `effectiveStartDate` that is not in the future wins.
 
+mod section;
 mod skus;
+
+pub use section::Section;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 

@@ -9,7 +9,10 @@
 //! apart from the VM, so a GPU machine type's price is composed:
 //! vCPUs x core + GiB x RAM + GPUs x GPU, for each kind where all three exist.
 
+mod section;
 mod shapes;
+
+pub use section::Section;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 

@@ -1,0 +1,117 @@
+//! Each provider reads and checks its own `[providers.<name>]` table: the
+//! sections are defined next to the provider they configure, and turn into
+//! its config (and then, through `new`, into the provider). The daemon only
+//! adds when each source runs.
+//!
+//! A section holds the daemon's keys too (`enabled`, `schedule`), unread
+//! here, so that one strict table rejects every unknown key.
+
+/// Problems found in one section, each at a dotted path under the section's
+/// own (`providers.aws.regions[1]`), all reported at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problems {
+    prefix: String,
+    found: Vec<(String, String)>,
+}
+
+impl Problems {
+    /// Problems of the section at `prefix` (`providers.aws`).
+    #[must_use]
+    pub fn new(prefix: &str) -> Self {
+        Self {
+            prefix: prefix.to_owned(),
+            found: Vec::new(),
+        }
+    }
+
+    /// Notes a problem of `key` (`regions[1]`) in this section.
+    pub fn fail(&mut self, key: impl AsRef<str>, message: impl Into<String>) {
+        self.found
+            .push((format!("{}.{}", self.prefix, key.as_ref()), message.into()));
+    }
+
+    /// (dotted path, message) of each problem, in the order found.
+    #[must_use]
+    pub fn into_vec(self) -> Vec<(String, String)> {
+        self.found
+    }
+
+    /// An http(s) base URL, or `default`.
+    pub fn endpoint(&mut self, key: &str, value: Option<String>, default: &str) -> String {
+        let value = value.unwrap_or_else(|| default.to_owned());
+        let ok = (value.starts_with("http://") || value.starts_with("https://"))
+            && value.len() > "https://".len()
+            && !value.contains(char::is_whitespace);
+        if !ok {
+            self.fail(key, format!("`{value}` is not an http(s) base URL"));
+        }
+        value
+    }
+
+    /// Region codes (lowercase letters, digits and `-`).
+    pub fn regions(&mut self, key: &str, value: Option<Vec<String>>) -> Vec<String> {
+        let regions = value.unwrap_or_default();
+        for (i, r) in regions.iter().enumerate() {
+            let ok = !r.is_empty()
+                && r.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+            if !ok {
+                self.fail(
+                    format!("{key}[{i}]"),
+                    format!("`{r}` is not a region code (lowercase letters, digits and '-', like \"eastus\" or \"us-central1\")"),
+                );
+            }
+        }
+        regions
+    }
+
+    /// A whole number in `range`, or `default`.
+    pub fn bounded(
+        &mut self,
+        key: &str,
+        value: Option<i64>,
+        default: u32,
+        range: std::ops::RangeInclusive<u32>,
+    ) -> u32 {
+        let v = value.unwrap_or(i64::from(default));
+        match u32::try_from(v) {
+            Ok(n) if range.contains(&n) => n,
+            _ => {
+                self.fail(
+                    key,
+                    format!("{v} is not between {} and {}", range.start(), range.end()),
+                );
+                default
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problems_are_named_under_their_section() {
+        let mut p = Problems::new("providers.x");
+        assert_eq!(
+            p.endpoint("endpoint", None, "https://x.test"),
+            "https://x.test"
+        );
+        p.endpoint("endpoint", Some("ftp://x".into()), "");
+        p.regions(
+            "regions",
+            Some(vec!["us-east-1".into(), "West Europe".into()]),
+        );
+        assert_eq!(p.bounded("n", Some(99), 4, 1..=32), 4);
+        let paths: Vec<String> = p.into_vec().into_iter().map(|(path, _)| path).collect();
+        assert_eq!(
+            paths,
+            [
+                "providers.x.endpoint",
+                "providers.x.regions[1]",
+                "providers.x.n"
+            ]
+        );
+    }
+}
