@@ -30,6 +30,16 @@ pub struct LambdaConfig {
     pub retry: RetryPolicy,
 }
 
+impl LambdaConfig {
+    /// The provider this config describes.
+    ///
+    /// # Errors
+    /// When its HTTP client cannot be built.
+    pub fn build(self) -> Result<LambdaProvider, ProviderError> {
+        LambdaProvider::new(self)
+    }
+}
+
 pub struct LambdaProvider {
     config: LambdaConfig,
     http: HttpClient,

@@ -3,15 +3,15 @@
 #[cfg(feature = "aws")]
 use gpuplan_providers::aws::{AwsConfig, AwsProvider};
 #[cfg(feature = "azure")]
-use gpuplan_providers::azure::{AzureConfig, AzureProvider};
+use gpuplan_providers::azure::AzureConfig;
 use gpuplan_providers::config::Problems;
 #[cfg(feature = "file")]
 use gpuplan_providers::file::{FileProvider, SheetFormat};
 #[cfg(feature = "gcp")]
-use gpuplan_providers::gcp::{self, GcpConfig, GcpProvider};
+use gpuplan_providers::gcp::{self, GcpConfig};
 use gpuplan_providers::http::RetryPolicy;
 #[cfg(feature = "lambda")]
-use gpuplan_providers::lambda::{self, LambdaConfig, LambdaProvider};
+use gpuplan_providers::lambda::{self, LambdaConfig};
 use gpuplan_providers::{Provider, ProviderError};
 
 use super::*;
@@ -359,7 +359,7 @@ impl AwsSourceConfig {
     /// # Errors
     /// When the HTTP client cannot be built.
     pub fn build(&self) -> Result<AwsProvider, ProviderError> {
-        AwsProvider::new(self.provider.clone())
+        self.provider.clone().build()
     }
 
     /// The spot-only job: AWS itself with its `spot_schedule`, when enabled
@@ -391,22 +391,24 @@ impl ProvidersConfig {
         }
         #[cfg(feature = "azure")]
         if self.azure.enabled {
-            out.push(Box::new(AzureProvider::new(self.azure.provider.clone())?));
+            out.push(Box::new(self.azure.provider.clone().build()?));
         }
         #[cfg(feature = "gcp")]
         if let Some(gcp) = self.gcp.as_ref().filter(|g| g.enabled) {
-            out.push(Box::new(GcpProvider::new(GcpConfig {
+            let keyed = GcpConfig {
                 api_key: Secret::from_env(gcp::API_KEY_ENV),
                 token: Secret::from_env(gcp::TOKEN_ENV),
                 ..gcp.provider.clone()
-            })?));
+            };
+            out.push(Box::new(keyed.build()?));
         }
         #[cfg(feature = "lambda")]
         if let Some(lambda) = self.lambda.as_ref().filter(|l| l.enabled) {
-            out.push(Box::new(LambdaProvider::new(LambdaConfig {
+            let keyed = LambdaConfig {
                 api_key: Secret::from_env(lambda::API_KEY_ENV),
                 ..lambda.provider.clone()
-            })?));
+            };
+            out.push(Box::new(keyed.build()?));
         }
         #[cfg(feature = "file")]
         for (name, sheet) in self.file.iter().filter(|(_, s)| s.enabled) {

@@ -174,6 +174,16 @@ fn decode_error(location: &str, detail: impl ToString) -> ProviderError {
     }
 }
 
+impl AwsConfig {
+    /// The provider this config describes.
+    ///
+    /// # Errors
+    /// When its HTTP client cannot be built.
+    pub fn build(self) -> Result<AwsProvider, ProviderError> {
+        AwsProvider::new(self)
+    }
+}
+
 pub struct AwsProvider {
     config: AwsConfig,
     http: HttpClient,

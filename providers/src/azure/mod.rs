@@ -42,6 +42,16 @@ pub struct AzureConfig {
     pub retry: RetryPolicy,
 }
 
+impl AzureConfig {
+    /// The provider this config describes.
+    ///
+    /// # Errors
+    /// When its HTTP client cannot be built.
+    pub fn build(self) -> Result<AzureProvider, ProviderError> {
+        AzureProvider::new(self)
+    }
+}
+
 pub struct AzureProvider {
     config: AzureConfig,
     http: HttpClient,

@@ -53,6 +53,16 @@ pub struct GcpConfig {
     pub retry: RetryPolicy,
 }
 
+impl GcpConfig {
+    /// The provider this config describes.
+    ///
+    /// # Errors
+    /// When its HTTP client cannot be built.
+    pub fn build(self) -> Result<GcpProvider, ProviderError> {
+        GcpProvider::new(self)
+    }
+}
+
 pub struct GcpProvider {
     config: GcpConfig,
     http: HttpClient,
