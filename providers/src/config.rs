@@ -15,7 +15,8 @@ pub struct Problems {
 }
 
 impl Problems {
-    /// Problems of the section at `prefix` (`providers.aws`).
+    /// Problems of the section at `prefix` (`providers.aws`); an empty prefix
+    /// takes keys as whole paths.
     #[must_use]
     pub fn new(prefix: &str) -> Self {
         Self {
@@ -26,8 +27,12 @@ impl Problems {
 
     /// Notes a problem of `key` (`regions[1]`) in this section.
     pub fn fail(&mut self, key: impl AsRef<str>, message: impl Into<String>) {
-        self.found
-            .push((format!("{}.{}", self.prefix, key.as_ref()), message.into()));
+        let path = if self.prefix.is_empty() {
+            key.as_ref().to_owned()
+        } else {
+            format!("{}.{}", self.prefix, key.as_ref())
+        };
+        self.found.push((path, message.into()));
     }
 
     /// (dotted path, message) of each problem, in the order found.

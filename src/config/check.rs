@@ -33,7 +33,8 @@ impl Checker {
         }
     }
 
-    /// An integer in `range`, or the default.
+    /// An integer in `range`, or the default (the same rule the providers'
+    /// sections use).
     pub(super) fn bounded(
         &mut self,
         path: &str,
@@ -41,16 +42,16 @@ impl Checker {
         default: u32,
         range: std::ops::RangeInclusive<u32>,
     ) -> u32 {
-        let v = value.unwrap_or(i64::from(default));
-        match u32::try_from(v) {
-            Ok(n) if range.contains(&n) => n,
-            _ => {
-                self.fail(
-                    path,
-                    format!("{v} is not between {} and {}", range.start(), range.end()),
-                );
-                default
-            }
+        let mut problems = gpuplan_providers::config::Problems::new("");
+        let n = problems.bounded(path, value, default, range);
+        self.absorb(problems);
+        n
+    }
+
+    /// The problems a provider found in its own section.
+    pub(super) fn absorb(&mut self, problems: gpuplan_providers::config::Problems) {
+        for (path, message) in problems.into_vec() {
+            self.fail(path, message);
         }
     }
 }

@@ -151,13 +151,6 @@ type FileSection = gpuplan_providers::file::Section;
 #[cfg(not(feature = "file"))]
 type FileSection = toml::Table;
 
-/// Problems of a provider's section, under the config's own paths.
-fn absorb(c: &mut Checker, problems: gpuplan_providers::config::Problems) {
-    for (path, message) in problems.into_vec() {
-        c.fail(path, message);
-    }
-}
-
 /// `[sync]`.
 pub(super) fn validate_sync(raw: RawSync, c: &mut Checker) -> SyncConfig {
     let shrink = raw.max_shrink_pct.unwrap_or(DEFAULT_MAX_SHRINK_PCT);
@@ -247,7 +240,7 @@ pub(super) fn validate(
 fn validate_aws(raw: &AwsSection, retry: &RetryPolicy, c: &mut Checker) -> AwsSourceConfig {
     let mut problems = Problems::new("providers.aws");
     let provider = raw.config(retry.clone(), &mut problems);
-    absorb(c, problems);
+    c.absorb(problems);
     AwsSourceConfig {
         enabled: raw.enabled.unwrap_or(true),
         provider,
@@ -266,7 +259,7 @@ fn validate_aws(raw: &AwsSection, retry: &RetryPolicy, c: &mut Checker) -> AwsSo
 fn validate_azure(raw: &AzureSection, retry: &RetryPolicy, c: &mut Checker) -> AzureSourceConfig {
     let mut problems = Problems::new("providers.azure");
     let provider = raw.config(retry.clone(), &mut problems);
-    absorb(c, problems);
+    c.absorb(problems);
     AzureSourceConfig {
         enabled: raw.enabled.unwrap_or(true),
         provider,
@@ -278,7 +271,7 @@ fn validate_azure(raw: &AzureSection, retry: &RetryPolicy, c: &mut Checker) -> A
 fn validate_gcp(raw: &GcpSection, retry: &RetryPolicy, c: &mut Checker) -> GcpSourceConfig {
     let mut problems = Problems::new("providers.gcp");
     let provider = raw.config(retry.clone(), &mut problems);
-    absorb(c, problems);
+    c.absorb(problems);
     GcpSourceConfig {
         enabled: raw.enabled.unwrap_or(true),
         provider,
@@ -294,7 +287,7 @@ fn validate_lambda(
 ) -> LambdaSourceConfig {
     let mut problems = Problems::new("providers.lambda");
     let provider = raw.config(retry.clone(), &mut problems);
-    absorb(c, problems);
+    c.absorb(problems);
     LambdaSourceConfig {
         enabled: raw.enabled.unwrap_or(true),
         provider,
@@ -322,7 +315,7 @@ fn validate_files(
         }
         let mut problems = Problems::new(&format!("providers.file.{name}"));
         let format = sheet.format(&mut problems);
-        absorb(c, problems);
+        c.absorb(problems);
         let schedule = c.schedule(
             &format!("providers.file.{name}.schedule"),
             sheet.schedule.as_deref(),
