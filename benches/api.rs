@@ -223,18 +223,34 @@ async fn load(
     (pct(0.50), pct(0.99), bytes)
 }
 
-fn serve(dir: &std::path::Path, port: u16) -> Child {
-    let config = format!(
-        "[store]\npath = \"catalog.db\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n"
-    );
+/// Starts `gpuplan serve` on a port it picks itself; answers the process and
+/// its base URL, read from its log (no port to race for).
+fn serve(dir: &std::path::Path) -> (Child, String) {
+    let config = "[store]\npath = \"catalog.db\"\n[api]\nlisten = \"127.0.0.1:0\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n";
     std::fs::write(dir.join("gpuplan.toml"), config).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
         .arg("--config")
         .arg(dir.join("gpuplan.toml"))
-        .arg("serve")
-        .env("RUST_LOG", "warn")
+        .args(["--log-format", "json", "serve"])
+        .env("RUST_LOG", "warn,gpuplan=info")
+        .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap()
+        .unwrap();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut lines = std::io::BufRead::lines(stderr);
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            let entry: serde_json::Value = serde_json::from_str(&line).ok()?;
+            (entry["fields"]["message"] == "gpuplan is serving.")
+                .then(|| entry["fields"]["listen"].as_str().map(str::to_owned))
+                .flatten()
+        })
+        .expect("the daemon never said where it listens");
+    // Keep draining the log so the daemon never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, format!("http://{addr}"))
 }
 
 /// The uncached prices query idle, then while three heavy plans are requested.
@@ -310,14 +326,8 @@ async fn main() {
 
     in_process(&dir.path().join("catalog.db"));
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = serve(dir.path(), port);
+    let (mut child, base) = serve(dir.path());
     let client = reqwest::Client::new();
-    let base = format!("http://127.0.0.1:{port}");
     for _ in 0..500 {
         if client.get(format!("{base}/readyz")).send().await.is_ok() {
             break;

@@ -396,3 +396,21 @@ fn store_prune_counts_in_a_dry_run_and_keeps_current_prices() {
         "{err}"
     );
 }
+
+#[test]
+fn config_validate_warns_about_a_channel_variable_this_environment_lacks() {
+    let ws = Workspace::new(&[]);
+    ws.write(
+        "gpuplan.toml",
+        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n\
+         [alerts.channels.chat]\ntype = \"slack\"\nurl_env = \"GPUPLAN_TEST_SURELY_UNSET_SLACK_URL\"\n",
+    );
+    let out = ws.run(&["config", "validate"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("alerts.channels.chat.url_env")
+            && err.contains("GPUPLAN_TEST_SURELY_UNSET_SLACK_URL is not set"),
+        "{err}"
+    );
+}

@@ -32,5 +32,10 @@ pub(super) fn validate_config(path: Option<&Path>) -> Result<ExitCode, CliError>
         if sources.is_empty() { "" } else { ": " },
         sources.join(", ")
     );
+    // The file is valid; whether this environment holds the variables it
+    // names is the daemon's concern at start, but worth saying here.
+    if let Err(missing) = deliver::channels(&config.alerts.channels) {
+        eprintln!("warning: {missing}; `gpuplan serve` will refuse to start without it");
+    }
     Ok(ExitCode::SUCCESS)
 }
