@@ -54,9 +54,9 @@ pub struct HttpClient {
     client: Client,
     provider: String,
     policy: RetryPolicy,
-    /// How a URL is shown in errors and logs: [`redact_url`] for provider
-    /// calls, [`url_origin`] for receivers whose whole path is the secret.
-    redact: fn(&str) -> String,
+    /// How URLs are shown in errors and logs, and what of them is blanked from
+    /// an error body that echoes the request.
+    redaction: Redaction,
 }
 
 enum Attempt {
@@ -94,14 +94,14 @@ impl HttpClient {
             client,
             provider: provider.to_owned(),
             policy,
-            redact: redact_url,
+            redaction: Redaction::Credentials,
         })
     }
 
-    /// The same client showing URLs through `redact` in every error and log.
+    /// The same client redacting URLs the `redaction` way.
     #[must_use]
-    pub fn with_redaction(mut self, redact: fn(&str) -> String) -> Self {
-        self.redact = redact;
+    pub fn with_redaction(mut self, redaction: Redaction) -> Self {
+        self.redaction = redaction;
         self
     }
 
@@ -192,7 +192,7 @@ impl HttpClient {
         // before anyone reads the file through another handle.
         file.flush()
             .await
-            .map_err(|e| self.io_error(&(self.redact)(url), &e))?;
+            .map_err(|e| self.io_error(&self.redaction.show(url), &e))?;
         Ok(written)
     }
 
@@ -202,7 +202,7 @@ impl HttpClient {
         build: &(dyn Fn(&Client) -> RequestBuilder + Sync),
         sink: &mut Sink<'_>,
     ) -> Result<(StatusCode, HeaderMap), ProviderError> {
-        let shown = (self.redact)(url);
+        let shown = self.redaction.show(url);
         let mut attempt = 1;
         loop {
             let err = match self.try_once(url, &shown, build(&self.client), sink).await {
@@ -281,7 +281,9 @@ impl HttpClient {
             }));
         }
         // A server may echo the request, credentials included, in its error.
-        let body = blank_query_secrets(&response.text().await.unwrap_or_default(), url);
+        let body = self
+            .redaction
+            .blank(&response.text().await.unwrap_or_default(), url);
         let body: String = body.chars().take(300).collect();
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
             return Err(Attempt::Fail(ProviderError::Auth {
@@ -395,30 +397,75 @@ pub fn redact_url(url: &str) -> String {
     format!("{base}?{}", parts.join("&"))
 }
 
-/// `text` with every credential value of `url`'s query (raw and
-/// percent-decoded) blanked.
-fn blank_query_secrets(text: &str, url: &str) -> String {
-    let is_secret = |k: &str| SECRET_PARAMS.iter().any(|s| s.eq_ignore_ascii_case(k));
-    let raw = url
-        .split_once('?')
-        .map_or("", |(_, q)| q)
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .filter(|(k, _)| is_secret(k))
-        .map(|(_, v)| v.to_owned());
-    let decoded: Vec<String> = reqwest::Url::parse(url)
-        .map(|u| {
-            u.query_pairs()
-                .filter(|(k, _)| is_secret(k))
-                .map(|(_, v)| v.into_owned())
-                .collect()
+/// How a client keeps the credentials in its URLs out of errors and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redaction {
+    /// Provider calls: credential query parameters (`key=`, `token=`, ...)
+    /// are masked.
+    Credentials,
+    /// Alert receivers (Slack and webhook URLs), whose path and query are the
+    /// credential: only the scheme, host and port are shown.
+    Origin,
+}
+
+/// Parts of a receiver's URL path shorter than this (`/hook`) are names, not
+/// credentials, and blanking them would garble ordinary words of an error.
+const MIN_BLANKED: usize = 6;
+
+impl Redaction {
+    /// `url` as errors and logs may show it.
+    #[must_use]
+    pub fn show(self, url: &str) -> String {
+        match self {
+            Self::Credentials => redact_url(url),
+            Self::Origin => url_origin(url),
+        }
+    }
+
+    /// `text` (a server's error body, say) with every secret part of `url`
+    /// blanked, raw and percent-decoded, the longest first.
+    #[must_use]
+    pub fn blank(self, text: &str, url: &str) -> String {
+        let mut secrets = self.secrets(url);
+        secrets.retain(|v| !v.is_empty());
+        secrets.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        secrets.iter().fold(text.to_owned(), |out, v| {
+            out.replace(v.as_str(), "REDACTED")
         })
-        .unwrap_or_default();
-    let mut values: Vec<String> = raw.chain(decoded).filter(|v| !v.is_empty()).collect();
-    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-    values.iter().fold(text.to_owned(), |out, v| {
-        out.replace(v.as_str(), "REDACTED")
-    })
+    }
+
+    fn secrets(self, url: &str) -> Vec<String> {
+        let is_secret = |k: &str| SECRET_PARAMS.iter().any(|s| s.eq_ignore_ascii_case(k));
+        match self {
+            Self::Credentials => {
+                let raw = url
+                    .split_once('?')
+                    .map_or("", |(_, q)| q)
+                    .split('&')
+                    .filter_map(|pair| pair.split_once('='))
+                    .filter(|(k, _)| is_secret(k))
+                    .map(|(_, v)| v.to_owned());
+                let decoded: Vec<String> = reqwest::Url::parse(url)
+                    .map(|u| {
+                        u.query_pairs()
+                            .filter(|(k, _)| is_secret(k))
+                            .map(|(_, v)| v.into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                raw.chain(decoded).collect()
+            }
+            Self::Origin => {
+                let rest = url.split_once("://").map_or(url, |(_, r)| r);
+                let path = rest.find(['/', '?']).map_or("", |i| &rest[i..]);
+                std::iter::once(path)
+                    .chain(path.split(['/', '?', '&', '=', '#']))
+                    .filter(|p| p.len() >= MIN_BLANKED)
+                    .map(str::to_owned)
+                    .collect()
+            }
+        }
+    }
 }
 
 /// Only the scheme, host and port of `url`: for alert receivers (Slack and
@@ -686,12 +733,25 @@ mod tests {
         );
         assert_eq!(redact_url("https://x.test/plain"), "https://x.test/plain");
         assert_eq!(
-            blank_query_secrets(
+            Redaction::Credentials.blank(
                 "bad key s3c+r/t or s3c%2Br%2Ft; page abc",
                 "https://x.test/skus?key=s3c%2Br%2Ft&pageToken=abc"
             ),
             "bad key REDACTED or REDACTED; page abc"
         );
+        // A receiver echoing its own URL: every longer part of the path goes.
+        let url = "https://hooks.slack.com/services/T0AAAA/B0BBBB/XXSECRETXX?token=QQSECRET";
+        let echoed =
+            "no route /services/T0AAAA/B0BBBB/XXSECRETXX; token QQSECRET; XXSECRETXX; hook";
+        let blanked = Redaction::Origin.blank(echoed, url);
+        for secret in ["XXSECRETXX", "QQSECRET", "T0AAAA", "B0BBBB"] {
+            assert!(!blanked.contains(secret), "{blanked}");
+        }
+        assert!(
+            blanked.starts_with("no route ") && blanked.ends_with("; hook"),
+            "{blanked}"
+        );
+        assert_eq!(Redaction::Origin.show(url), "https://hooks.slack.com/…");
         assert_eq!(
             url_origin("https://hooks.slack.com/services/T0/B0/SECRET?x=SECRET#SECRET"),
             "https://hooks.slack.com/…"
