@@ -86,6 +86,16 @@ impl Metrics {
         h.sum += seconds;
     }
 
+    /// The solver pool's gauges, read at scrape time: solves running and
+    /// solves refused so far.
+    #[must_use]
+    pub fn render_solves(running: usize, refused: u64) -> String {
+        format!(
+            "# HELP gpuplan_solves_running Plans being solved for API requests.\n# TYPE gpuplan_solves_running gauge\ngpuplan_solves_running {running}\n\
+             # HELP gpuplan_solves_refused_total Plan requests refused because every solver slot was busy.\n# TYPE gpuplan_solves_refused_total counter\ngpuplan_solves_refused_total {refused}\n"
+        )
+    }
+
     /// The exposition text. `last_good` gives each source's last good sync, for
     /// the data-age gauge, which is computed at scrape time.
     #[must_use]

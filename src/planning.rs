@@ -191,6 +191,9 @@ pub enum PlanError {
     Solve(#[from] OptimizeError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A task of the pipeline died, or it was set up without a catalog.
+    #[error("the plan pipeline failed: {0}")]
+    Internal(String),
 }
 
 pub struct PlanService {
@@ -217,9 +220,9 @@ impl PlanService {
         }
     }
 
-    fn catalog(&self) -> Result<Arc<Pool>, StoreError> {
+    fn catalog(&self) -> Result<Arc<Pool>, PlanError> {
         self.pool.clone().ok_or_else(|| {
-            StoreError::Corrupt("this plan needs the catalog, and none was opened".to_owned())
+            PlanError::Internal("this plan needs the catalog, and none was opened".to_owned())
         })
     }
 
@@ -270,7 +273,7 @@ impl PlanService {
                     })
                 })
                 .await
-                .map_err(|e| StoreError::Corrupt(format!("the catalog read failed: {e}")))??;
+                .map_err(|e| PlanError::Internal(format!("the catalog read: {e}")))??;
                 (built.problem, Some(built.stale_sources))
             }
         };
@@ -323,7 +326,7 @@ impl PlanService {
                 pool.write(|w| record_plan(w, &name, &problem, &result, &settings))
             })
             .await
-            .map_err(|e| StoreError::Corrupt(format!("saving the plan failed: {e}")))??;
+            .map_err(|e| PlanError::Internal(format!("saving the plan: {e}")))??;
             Some(recorded)
         } else {
             None

@@ -49,17 +49,6 @@ impl SolverPool {
         self.refused.load(Ordering::Relaxed)
     }
 
-    /// The pool's gauges in the Prometheus text format.
-    #[must_use]
-    pub fn render_metrics(&self) -> String {
-        format!(
-            "# HELP gpuplan_solves_running Plans being solved for API requests.\n# TYPE gpuplan_solves_running gauge\ngpuplan_solves_running {}\n\
-             # HELP gpuplan_solves_refused_total Plan requests refused because every solver slot was busy.\n# TYPE gpuplan_solves_refused_total counter\ngpuplan_solves_refused_total {}\n",
-            self.running(),
-            self.refused()
-        )
-    }
-
     /// Solves `problem` on a thread of its own when a slot is free.
     ///
     /// # Errors

@@ -296,7 +296,9 @@ fn lock(m: &Mutex<CatalogCache>) -> std::sync::MutexGuard<'_, CatalogCache> {
 async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
     let metrics = state.metrics.clone();
     let text = read(&state, move |_, fresh, state| {
-        Ok(metrics.render(&fresh.last_good, fresh.now) + &state.planning.solver().render_metrics())
+        let solver = state.planning.solver();
+        Ok(metrics.render(&fresh.last_good, fresh.now)
+            + &Metrics::render_solves(solver.running(), solver.refused()))
     })
     .await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
@@ -532,6 +534,7 @@ async fn create_plan(
             parameter: None,
         }),
         Err(PlanError::Store(e)) => Err(e.into()),
+        Err(e @ PlanError::Internal(_)) => Err(ApiError::internal(&e)),
     }
 }
 
