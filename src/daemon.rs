@@ -177,7 +177,8 @@ pub async fn run_with_providers(
 
     let planning = Arc::new(PlanService::new(
         Some(pool.clone()),
-        &config.planner,
+        config.planner.max_concurrent_solves,
+        config.planner.defaults.clone(),
         intervals.clone(),
     ));
     for (name, plan) in &config.alerts.plans {

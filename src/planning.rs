@@ -13,7 +13,6 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::catalog::Freshness;
-use crate::config::PlannerConfig;
 use crate::fingerprint::fingerprint;
 use crate::optimizer::{
     Backend, OptimizeError, PlanChange, PlanResult, Policy, Problem, SolveOptions, ValidationError,
@@ -43,21 +42,12 @@ fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
 }
 
-impl From<&PlannerConfig> for PlanSettings {
-    fn from(c: &PlannerConfig) -> Self {
-        Self {
-            time_limit: c.time_limit,
-            spot_window: c.spot_window,
-            restart_hours: c.restart_hours,
-            checkpoint_hours: c.checkpoint_hours,
-        }
-    }
-}
-
-/// A request's own settings; `None` takes the default.
+/// A request's own settings, as given (checked by [`PlanSettings::with`]);
+/// `None` takes the default.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Overrides {
-    pub time_limit: Option<Duration>,
+    /// Seconds.
+    pub time_limit: Option<f64>,
     pub spot_window: Option<Duration>,
     pub restart_hours: Option<f64>,
     pub checkpoint_hours: Option<f64>,
@@ -69,36 +59,52 @@ pub const MAX_TIME_LIMIT: Duration = Duration::from_secs(86_400);
 /// Most restart or checkpoint hours a request may give: a year.
 pub const MAX_HOURS: f64 = 8760.0;
 
+/// Restart or checkpoint hours `field` gave: 0 to a year. The one rule for
+/// `[planner]`, CLI flags and API fields alike.
+///
+/// # Errors
+/// Names `field` and the allowed range.
+pub fn check_hours(field: &str, hours: f64) -> Result<f64, ValidationError> {
+    if (0.0..=MAX_HOURS).contains(&hours) {
+        Ok(hours)
+    } else {
+        Err(ValidationError {
+            path: field.to_owned(),
+            message: format!("{hours} is out of range; allowed: 0 to {MAX_HOURS}"),
+        })
+    }
+}
+
+/// A time limit of `secs` seconds that `field` gave: more than 0, up to a day.
+///
+/// # Errors
+/// Names `field` and the allowed range.
+pub fn check_time_limit(field: &str, secs: f64) -> Result<Duration, ValidationError> {
+    match Duration::try_from_secs_f64(secs) {
+        Ok(t) if !t.is_zero() && t <= MAX_TIME_LIMIT => Ok(t),
+        _ => Err(ValidationError {
+            path: field.to_owned(),
+            message: format!(
+                "{secs} is out of range; allowed: more than 0, up to {}",
+                MAX_TIME_LIMIT.as_secs()
+            ),
+        }),
+    }
+}
+
 impl PlanSettings {
     /// These settings with `o`'s overrides, each checked.
     ///
     /// # Errors
     /// The first override out of range, named by its field.
     pub fn with(&self, o: &Overrides) -> Result<Self, ValidationError> {
-        let hours = |name: &str, v: Option<f64>, default: f64| match v {
-            None => Ok(default),
-            Some(h) if (0.0..=MAX_HOURS).contains(&h) => Ok(h),
-            Some(h) => Err(ValidationError {
-                path: name.to_owned(),
-                message: format!("{h} is out of range; allowed: 0 to {MAX_HOURS}"),
-            }),
-        };
-        let time_limit = match o.time_limit {
-            None => self.time_limit,
-            Some(t) if !t.is_zero() && t <= MAX_TIME_LIMIT => t,
-            Some(t) => {
-                return Err(ValidationError {
-                    path: "time_limit_secs".to_owned(),
-                    message: format!(
-                        "{} is out of range; allowed: more than 0, up to {}",
-                        t.as_secs_f64(),
-                        MAX_TIME_LIMIT.as_secs()
-                    ),
-                });
-            }
+        let hours = |field: &str, v: Option<f64>, default: f64| {
+            v.map_or(Ok(default), |h| check_hours(field, h))
         };
         Ok(Self {
-            time_limit,
+            time_limit: o.time_limit.map_or(Ok(self.time_limit), |t| {
+                check_time_limit("time_limit_secs", t)
+            })?,
             spot_window: o.spot_window.unwrap_or(self.spot_window),
             restart_hours: hours("restart_hours", o.restart_hours, self.restart_hours)?,
             checkpoint_hours: hours(
@@ -207,15 +213,18 @@ pub struct PlanService {
 
 impl PlanService {
     #[must_use]
+    /// A pipeline on `pool` running at most `max_concurrent_solves` solves,
+    /// with `defaults` for what a request leaves out.
     pub fn new(
         pool: Option<Arc<Pool>>,
-        config: &PlannerConfig,
+        max_concurrent_solves: usize,
+        defaults: PlanSettings,
         intervals: BTreeMap<String, Duration>,
     ) -> Self {
         Self {
             pool,
-            solver: SolverPool::new(config.max_concurrent_solves),
-            defaults: PlanSettings::from(config),
+            solver: SolverPool::new(max_concurrent_solves),
+            defaults,
             intervals,
         }
     }
@@ -404,7 +413,7 @@ mod tests {
         let mine = defaults
             .with(&Overrides {
                 restart_hours: Some(2.0),
-                time_limit: Some(Duration::from_secs(5)),
+                time_limit: Some(5.0),
                 ..Overrides::default()
             })
             .unwrap();
@@ -427,14 +436,14 @@ mod tests {
             ),
             (
                 Overrides {
-                    time_limit: Some(Duration::ZERO),
+                    time_limit: Some(0.0),
                     ..Overrides::default()
                 },
                 "time_limit_secs",
             ),
             (
                 Overrides {
-                    time_limit: Some(Duration::from_secs(86_401)),
+                    time_limit: Some(86_401.0),
                     ..Overrides::default()
                 },
                 "time_limit_secs",

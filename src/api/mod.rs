@@ -481,14 +481,7 @@ async fn create_plan(
     let p = Params::parse(uri.query(), &["relax", "save", "time_limit_secs"])?;
     let relax = p.parsed::<bool>("relax", "true or false")?.unwrap_or(false);
     let save = p.parsed::<bool>("save", "true or false")?.unwrap_or(false);
-    let time_limit = p
-        .parsed::<f64>("time_limit_secs", "a number of seconds")?
-        .map(|t| {
-            Duration::try_from_secs_f64(t).map_err(|_| {
-                ApiError::bad_parameter("time_limit_secs", format!("{t} is out of range"))
-            })
-        })
-        .transpose()?;
+    let time_limit = p.parsed::<f64>("time_limit_secs", "a number of seconds")?;
     let doc: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_parameter("body", format!("not JSON: {e}")))?;
     let mut overrides = Overrides {
@@ -681,7 +674,8 @@ mod tests {
             cache: Mutex::default(),
             planning: Arc::new(PlanService::new(
                 Some(pool),
-                &config.planner,
+                config.planner.max_concurrent_solves,
+                config.planner.defaults.clone(),
                 BTreeMap::new(),
             )),
         });

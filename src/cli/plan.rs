@@ -176,7 +176,12 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
         None
     };
     let intervals = config.source_intervals(Utc::now());
-    let service = PlanService::new(pool, &config.planner, intervals);
+    let service = PlanService::new(
+        pool,
+        config.planner.max_concurrent_solves,
+        config.planner.defaults.clone(),
+        intervals,
+    );
     let request = PlanRequest {
         name,
         input,
@@ -264,26 +269,18 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
 /// The flags that override `[planner]` defaults, each checked.
 fn plan_overrides(args: &PlanArgs) -> Result<Overrides, String> {
     let a = &args.catalog;
+    // The pipeline checks these too; here they are named by their flags.
     for (flag, value) in [
         ("--restart-hours", a.restart_hours),
         ("--checkpoint-hours", a.checkpoint_hours),
     ] {
         if let Some(v) = value {
-            in_range(flag, v, 0.0, planning::MAX_HOURS)?;
+            planning::check_hours(flag, v).map_err(|e| e.to_string())?;
         }
     }
-    let time_limit = args
-        .time_limit_secs
-        .map(|t| {
-            in_range(
-                "--time-limit-secs",
-                t,
-                0.001,
-                planning::MAX_TIME_LIMIT.as_secs_f64(),
-            )
-            .map(Duration::from_secs_f64)
-        })
-        .transpose()?;
+    if let Some(t) = args.time_limit_secs {
+        planning::check_time_limit("--time-limit-secs", t).map_err(|e| e.to_string())?;
+    }
     let spot_window = a
         .spot_window
         .as_deref()
@@ -295,7 +292,7 @@ fn plan_overrides(args: &PlanArgs) -> Result<Overrides, String> {
         })
         .transpose()?;
     Ok(Overrides {
-        time_limit,
+        time_limit: args.time_limit_secs,
         spot_window,
         restart_hours: a.restart_hours,
         checkpoint_hours: a.checkpoint_hours,

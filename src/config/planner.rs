@@ -1,6 +1,7 @@
 //! `[planner]`: the defaults of every plan.
 
 use super::*;
+use crate::planning::{self, PlanSettings};
 
 #[derive(Debug, Clone)]
 pub struct PlannerConfig {
@@ -8,10 +9,7 @@ pub struct PlannerConfig {
     /// scheduled plans and the CLI wait for a slot.
     pub max_concurrent_solves: usize,
     /// The defaults of every plan (CLI flags and API fields override them).
-    pub time_limit: Duration,
-    pub spot_window: Duration,
-    pub restart_hours: f64,
-    pub checkpoint_hours: f64,
+    pub defaults: PlanSettings,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -26,30 +24,23 @@ pub(super) struct RawPlanner {
 
 /// `[planner]`.
 pub(super) fn validate(raw: RawPlanner, c: &mut Checker) -> PlannerConfig {
-    let mut hours = |key: &str, value: Option<f64>, default: f64| match value {
-        None => default,
-        Some(h) if (0.0..=8760.0).contains(&h) => h,
-        Some(h) => {
-            c.fail(
-                format!("planner.{key}"),
-                format!("{h} is out of range; allowed: 0 to 8760"),
-            );
-            default
-        }
+    let mut hours = |key: &str, value: Option<f64>, default: f64| {
+        value.map_or(default, |h| {
+            planning::check_hours(&format!("planner.{key}"), h).unwrap_or_else(|e| {
+                c.fail(e.path, e.message);
+                default
+            })
+        })
     };
     let restart_hours = hours("restart_hours", raw.restart_hours, 0.5);
     let checkpoint_hours = hours("checkpoint_hours", raw.checkpoint_hours, 1.0);
-    let time_limit = match raw.time_limit_secs {
-        None => Duration::from_secs(300),
-        Some(t) if t > 0.0 && t <= 86_400.0 => Duration::from_secs_f64(t),
-        Some(t) => {
-            c.fail(
-                "planner.time_limit_secs",
-                format!("{t} is out of range; allowed: more than 0, up to 86400"),
-            );
-            Duration::from_secs(300)
-        }
-    };
+    let default_time_limit = Duration::from_secs(300);
+    let time_limit = raw.time_limit_secs.map_or(default_time_limit, |t| {
+        planning::check_time_limit("planner.time_limit_secs", t).unwrap_or_else(|e| {
+            c.fail(e.path, e.message);
+            default_time_limit
+        })
+    });
     let spot_window = match crate::catalog::parse_window(raw.spot_window.as_deref().unwrap_or("7d"))
     {
         Ok(w) => w,
@@ -65,9 +56,11 @@ pub(super) fn validate(raw: RawPlanner, c: &mut Checker) -> PlannerConfig {
             2,
             1..=64,
         ) as usize,
-        time_limit,
-        spot_window,
-        restart_hours,
-        checkpoint_hours,
+        defaults: PlanSettings {
+            time_limit,
+            spot_window,
+            restart_hours,
+            checkpoint_hours,
+        },
     }
 }

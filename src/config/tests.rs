@@ -337,3 +337,22 @@ fn schedule_intervals_follow_the_cron_expression() {
         Duration::from_secs(600)
     );
 }
+
+#[test]
+fn planner_defaults_follow_the_same_rules_as_flags_and_api_fields() {
+    let errors = errors_of(
+        "[planner]\nrestart_hours = -1\ncheckpoint_hours = 9000\ntime_limit_secs = 0\nspot_window = \"2026-11-01\"\n",
+    )
+    .join("\n");
+    for expected in [
+        "planner.restart_hours: -1 is out of range; allowed: 0 to 8760",
+        "planner.checkpoint_hours: 9000 is out of range",
+        "planner.time_limit_secs: 0 is out of range",
+        "planner.spot_window",
+    ] {
+        assert!(
+            errors.contains(expected),
+            "missing {expected} in:\n{errors}"
+        );
+    }
+}
