@@ -380,6 +380,34 @@ fn stats(segments: &[(f64, f64)], observations: usize) -> Option<SpotStats> {
 /// keeps, and small enough that no date arithmetic on it can overflow.
 pub const MAX_WINDOW_DAYS: i64 = 3650;
 
+/// A duration back from now (`7d` / `36h` / `90m` / `2w`), at most
+/// [`MAX_WINDOW_DAYS`]; `None` when `s` is not written as one.
+fn duration_back(s: &str) -> Option<Result<chrono::Duration, String>> {
+    let units: BTreeMap<char, u64> =
+        BTreeMap::from([('m', 60), ('h', 3600), ('d', 86400), ('w', 604_800)]);
+    let unit = s.chars().last().and_then(|c| units.get(&c))?;
+    let digits = &s[..s.len() - 1];
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // Checked in plain seconds first: chrono's own constructor panics past
+    // its range.
+    Some(
+        digits
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(*unit))
+            .and_then(|secs| i64::try_from(secs).ok())
+            .filter(|secs| *secs <= MAX_WINDOW_DAYS * 86_400)
+            .map(chrono::Duration::seconds)
+            .ok_or_else(|| out_of_range(s)),
+    )
+}
+
+fn out_of_range(s: &str) -> String {
+    format!("`{s}` is out of range: a window reaches back between 0 and {MAX_WINDOW_DAYS} days")
+}
+
 /// A window start: `7d` / `36h` / `90m` / `2w` back from `now`, a date, or an
 /// RFC 3339 time, at most [`MAX_WINDOW_DAYS`] back and not after `now`.
 ///
@@ -387,27 +415,8 @@ pub const MAX_WINDOW_DAYS: i64 = 3650;
 /// A message naming the text that is none of these, or is out of range.
 pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
     let s = s.trim();
-    let max_back = chrono::Duration::days(MAX_WINDOW_DAYS);
-    let out_of_range = || {
-        format!("`{s}` is out of range: a window reaches back between 0 and {MAX_WINDOW_DAYS} days")
-    };
-    let units: BTreeMap<char, u64> =
-        BTreeMap::from([('m', 60), ('h', 3600), ('d', 86400), ('w', 604_800)]);
-    if let Some(unit) = s.chars().last().and_then(|c| units.get(&c)) {
-        let digits = &s[..s.len() - 1];
-        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-            // Checked in plain seconds first: chrono's own constructor panics
-            // past its range.
-            let back = digits
-                .parse::<u64>()
-                .ok()
-                .and_then(|n| n.checked_mul(*unit))
-                .and_then(|secs| i64::try_from(secs).ok())
-                .filter(|secs| *secs <= MAX_WINDOW_DAYS * 86_400)
-                .map(chrono::Duration::seconds)
-                .ok_or_else(out_of_range)?;
-            return Ok(now - back);
-        }
+    if let Some(back) = duration_back(s) {
+        return Ok(now - back?);
     }
     let at = if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         t.with_timezone(&Utc)
@@ -418,28 +427,32 @@ pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String>
             "`{s}` is not a duration (7d, 36h, 90m, 2w), a date (2026-11-01) or an RFC 3339 time"
         ));
     };
-    if at > now || now - at > max_back {
-        return Err(out_of_range());
+    if at > now || now - at > chrono::Duration::days(MAX_WINDOW_DAYS) {
+        return Err(out_of_range(s));
     }
     Ok(at)
 }
 
-/// A window's length, `7d` / `36h` / `90m` / `2w` (config files, where a date
-/// would go stale), in the same range as [`parse_since`].
+/// The length of the window from `s` (anything [`parse_since`] reads) to now:
+/// the spot window of a plan, given as a flag or an API field.
+///
+/// # Errors
+/// As [`parse_since`].
+pub fn window_since(s: &str) -> Result<Duration, String> {
+    let now = Utc::now();
+    parse_since(s, now).map(|since| (now - since).to_std().unwrap_or_default())
+}
+
+/// A window's length, `7d` / `36h` / `90m` / `2w` only (config files, where a
+/// date would go stale), in the same range as [`parse_since`].
 ///
 /// # Errors
 /// A message naming the text.
 pub fn parse_window(s: &str) -> Result<Duration, String> {
-    let is_duration = s
-        .trim()
-        .strip_suffix(['m', 'h', 'd', 'w'])
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-    if !is_duration {
-        return Err(format!("`{s}` is not a duration like 7d, 36h, 90m or 2w"));
-    }
-    let now = Utc::now();
-    let since = parse_since(s, now)?;
-    Ok((now - since).to_std().unwrap_or_default())
+    let s = s.trim();
+    let back = duration_back(s)
+        .ok_or_else(|| format!("`{s}` is not a duration like 7d, 36h, 90m or 2w"))??;
+    Ok(back.to_std().unwrap_or_default())
 }
 
 #[cfg(test)]

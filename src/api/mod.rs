@@ -584,10 +584,9 @@ fn catalog_plan(
         let text = window
             .as_str()
             .ok_or_else(|| ApiError::bad_parameter("spot_window", "must be a string like 7d"))?;
-        let now = Utc::now();
-        let since = catalog::parse_since(text, now)
-            .map_err(|e| ApiError::bad_parameter("spot_window", e))?;
-        overrides.spot_window = Some((now - since).to_std().unwrap_or_default());
+        overrides.spot_window = Some(
+            catalog::window_since(text).map_err(|e| ApiError::bad_parameter("spot_window", e))?,
+        );
     }
     overrides.restart_hours = number("restart_hours")?;
     overrides.checkpoint_hours = number("checkpoint_hours")?;

@@ -284,12 +284,7 @@ fn plan_overrides(args: &PlanArgs) -> Result<Overrides, String> {
     let spot_window = a
         .spot_window
         .as_deref()
-        .map(|w| {
-            let now = Utc::now();
-            catalog::parse_since(w, now)
-                .map(|since| (now - since).to_std().unwrap_or_default())
-                .map_err(|e| format!("--spot-window: {e}"))
-        })
+        .map(|w| catalog::window_since(w).map_err(|e| format!("--spot-window: {e}")))
         .transpose()?;
     Ok(Overrides {
         time_limit: args.time_limit_secs,
