@@ -470,8 +470,7 @@ impl Redaction {
 
 /// Only the scheme, host and port of `url`: for alert receivers (Slack and
 /// webhook URLs), whose path and query are the credential.
-#[must_use]
-pub fn url_origin(url: &str) -> String {
+fn url_origin(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     // A `user:password@` part is a credential too.

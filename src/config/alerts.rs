@@ -270,7 +270,7 @@ pub(super) fn validate_alerts(
             (Some(u), None) => {
                 c.fail(
                     at("url"),
-                    format!("`{}` is not an http(s) URL", url_origin(u)),
+                    format!("`{}` is not an http(s) URL", Redaction::Origin.show(u)),
                 );
                 ChannelUrl::Inline(Secret::new(String::new()))
             }

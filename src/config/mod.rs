@@ -13,7 +13,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use gpuplan_providers::http::url_origin;
+use gpuplan_providers::http::Redaction;
 use gpuplan_providers::secret::Secret;
 
 use crate::store::Retention;
