@@ -2,7 +2,7 @@
 //! means the first N files of `migrations/` have been applied. Each runs in its
 //! own transaction together with the version bump.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, TransactionBehavior};
 
 use super::StoreError;
 
@@ -50,7 +50,13 @@ pub(super) fn latest_version() -> i64 {
 }
 
 /// Applies the migrations between the database's version and `target`.
+///
+/// Several processes may open one fresh file at once (the daemon and a CLI
+/// command, or two replicas' readers), so each step takes the write lock first
+/// and reads the version under it: whoever comes second sees the step done
+/// and skips it instead of re-running `CREATE TABLE`.
 pub(super) fn run(conn: &mut Connection, path: &str, target: i64) -> Result<(), StoreError> {
+    let target = target.min(latest_version());
     let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if found > latest_version() {
         return Err(StoreError::TooNew {
@@ -59,22 +65,38 @@ pub(super) fn run(conn: &mut Connection, path: &str, target: i64) -> Result<(), 
             known: latest_version(),
         });
     }
-    for (index, (name, sql)) in MIGRATIONS.iter().enumerate().take(target as usize) {
-        let version = index as i64 + 1;
-        if version <= found {
-            continue;
+    if found >= target {
+        // Up to date: no write lock, so a reader never waits on the daemon's writes.
+        return Ok(());
+    }
+    loop {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|source| StoreError::Open {
+                path: path.to_owned(),
+                source,
+            })?;
+        let found: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if found > latest_version() {
+            return Err(StoreError::TooNew {
+                path: path.to_owned(),
+                found,
+                known: latest_version(),
+            });
         }
+        if found >= target {
+            return Ok(());
+        }
+        let (name, sql) = MIGRATIONS[found as usize];
         let fail = |source| StoreError::Migration {
             path: path.to_owned(),
             name,
             source,
         };
-        let tx = conn.transaction().map_err(fail)?;
         tx.execute_batch(sql).map_err(fail)?;
-        tx.pragma_update(None, "user_version", version)
+        tx.pragma_update(None, "user_version", found + 1)
             .map_err(fail)?;
         tx.commit().map_err(fail)?;
         tracing::info!(migration = name, path, "Applied migration.");
     }
-    Ok(())
 }

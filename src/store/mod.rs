@@ -64,6 +64,30 @@ pub struct Store {
     conn: Connection,
 }
 
+/// Switches the file to WAL. SQLite does not run the busy handler for this
+/// pragma, so two processes opening one fresh file would see "database is
+/// locked" at once; WAL is a property of the file, so it is read first and the
+/// switch is retried within the usual busy timeout.
+fn use_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let started = std::time::Instant::now();
+    loop {
+        let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+        if mode.eq_ignore_ascii_case("wal") {
+            return Ok(());
+        }
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)) {
+            Ok(_) => return Ok(()),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && started.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 impl Store {
     /// Opens (creating if needed) the database at `path` and brings its schema up
     /// to date. A database from an older gpuplan is upgraded in place.
@@ -89,8 +113,7 @@ impl Store {
         )
         .map_err(open_err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(open_err)?;
+        use_wal(&conn).map_err(open_err)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(open_err)?;
         conn.pragma_update(None, "foreign_keys", "ON")

@@ -76,6 +76,32 @@ fn a_database_from_an_older_version_is_upgraded_in_place_keeping_its_data() {
 }
 
 #[test]
+fn processes_opening_one_fresh_file_at_once_migrate_it_once() {
+    // The daemon and a CLI command often open a new catalog together; the one
+    // that comes second must see the migrations done, not re-run CREATE TABLE.
+    for round in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("race-{round}.db"));
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let path = path.clone();
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    Store::open(&path).map(|_| ()).map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle.join().unwrap().unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(schema_version(&store), migrate::latest_version());
+    }
+}
+
+#[test]
 fn a_database_from_a_newer_gpuplan_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("future.db");
