@@ -169,7 +169,7 @@ pub fn build_problem(
             on_demand_price: median(
                 &mut on_demand.iter().map(|r| r.usd_per_hour).collect::<Vec<_>>(),
             ),
-            spot_price,
+            spot_price: spot_price.into(),
             spot_interruption_rate: rate,
             max_spot_instances: cap(&spot),
             max_on_demand_instances: cap(&on_demand),
@@ -179,12 +179,7 @@ pub fn build_problem(
         });
     }
     Ok(Built {
-        problem: Problem {
-            name: Some("catalog plan".to_owned()),
-            demand,
-            offers,
-            policy,
-        },
+        problem: Problem::v1(Some("catalog plan".to_owned()), demand, offers, policy),
         stale_sources: stale.into_iter().collect(),
     })
 }
@@ -192,6 +187,7 @@ pub fn build_problem(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::optimizer::SpotPrice;
     use crate::store::test_support::{at, snapshot};
 
     #[test]
@@ -222,7 +218,7 @@ mod tests {
         assert_eq!(gpu0.id, "aws/us-east-1/gpu0.xlarge");
         assert_eq!(gpu0.on_demand_price, Some(3.0));
         // 1.0 held for an hour, then 2.0 for an hour: the time-weighted median is 1.0.
-        assert_eq!(gpu0.spot_price, Some(1.0));
+        assert_eq!(gpu0.spot_price, SpotPrice::Flat(1.0));
         assert_eq!(gpu0.reserved.len(), 1);
         assert_eq!(
             (gpu0.reserved[0].id.as_str(), gpu0.reserved[0].upfront),

@@ -98,7 +98,7 @@ async fn run(
         "solve",
         name = problem.name.as_deref().unwrap_or("-"),
         offers = problem.offers.len(),
-        hours = problem.demand.len()
+        hours = problem.horizon()
     );
     let spawned = std::thread::Builder::new()
         .name("gpuplan-solve".to_owned())

@@ -557,7 +557,7 @@ fn catalog_plan(
     }
     let name = obj.get("name").cloned().unwrap_or(json!("api plan"));
     let base = json!({"name": name, "demand": obj.get("demand"), "offers": [], "policy": obj.get("policy")});
-    let problem = Problem::from_json(&base).map_err(field)?;
+    let mut problem = Problem::from_json(&base).map_err(field)?;
     let list = |key: &str| -> Result<Vec<String>, ApiError> {
         match obj.get(key) {
             None | Some(Value::Null) => Ok(Vec::new()),
@@ -591,7 +591,7 @@ fn catalog_plan(
     overrides.restart_hours = number("restart_hours")?;
     overrides.checkpoint_hours = number("checkpoint_hours")?;
     let input = Input::Catalog {
-        demand: problem.demand,
+        demand: problem.classes.swap_remove(0).demand,
         policy: problem.policy,
         gpus: list("gpu")?,
         clouds: list("clouds")?,

@@ -44,9 +44,10 @@ pub struct Var {
 pub enum Sense {
     AtLeast,
     AtMost,
+    Equal,
 }
 
-/// `Σ coef·x  (>= | <=)  rhs`.
+/// `Σ coef·x  (>= | <= | =)  rhs`.
 #[derive(Debug, Clone)]
 pub struct Row {
     pub terms: Vec<(usize, f64)>,
@@ -105,6 +106,7 @@ impl Milp {
             return if self.rows.iter().all(|r| match r.sense {
                 Sense::AtLeast => r.rhs <= 0.0,
                 Sense::AtMost => r.rhs >= 0.0,
+                Sense::Equal => r.rhs == 0.0,
             }) {
                 Ok(Vec::new())
             } else {
@@ -163,6 +165,7 @@ impl Milp {
             model = model.with(match row.sense {
                 Sense::AtLeast => lhs.geq(row.rhs),
                 Sense::AtMost => lhs.leq(row.rhs),
+                Sense::Equal => lhs.eq(row.rhs),
             });
         }
         let solution = model.solve().map_err(|e| match e {

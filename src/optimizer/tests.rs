@@ -29,77 +29,11 @@ fn run_with(doc: Value, relax: bool, reduce: bool) -> PlanResult {
     result
 }
 
-/// Independent feasibility and cost check of a result against its problem.
+/// The independent checker on a result, as the tests use it.
 fn check_plan(problem: &Problem, r: &PlanResult, relax: bool) {
-    let p = &problem.policy;
-    let t = problem.demand.len();
-    let offer = |id: &str| problem.offers.iter().find(|o| o.id == id).unwrap();
-    let mut cost = 0.0;
-    let mut reserved_gpus = 0.0;
-    for e in &r.reserved {
-        let o = offer(&e.offer);
-        let opt = o.reserved.iter().find(|j| j.id == e.option).unwrap();
-        if !relax && p.integer_reserved {
-            assert_eq!(e.count.fract(), 0.0, "fractional reserved count {e:?}");
-        }
-        cost += t as f64 * opt.effective_hourly() * e.count;
-        reserved_gpus += f64::from(o.gpus_per_instance) * e.count;
-    }
-    for o in &problem.offers {
-        let total: f64 = r
-            .reserved
-            .iter()
-            .filter(|e| e.offer == o.id)
-            .map(|e| e.count)
-            .sum();
-        if let Some(cap) = o.max_reserved_instances {
-            assert!(total <= cap + 1e-6, "reserved cap of {}", o.id);
-        }
-    }
-    for h in 0..t {
-        let d = problem.demand[h];
-        let mut supply = reserved_gpus;
-        let mut spot_eff = 0.0;
-        let mut pools: BTreeMap<&str, f64> = BTreeMap::new();
-        for (id, series) in &r.hourly.spot_instances {
-            let o = offer(id);
-            let s = series[h];
-            assert!(s >= -1e-9 && o.max_spot_instances.is_none_or(|c| s <= c + 1e-6));
-            let eff = o.spot_yield(p.spot_overhead_factor) * f64::from(o.gpus_per_instance) * s;
-            supply += eff;
-            spot_eff += eff;
-            *pools.entry(o.spot_pool.as_str()).or_default() += eff;
-            cost += o.spot_price.unwrap() * s;
-        }
-        for (id, series) in &r.hourly.on_demand_instances {
-            let o = offer(id);
-            let x = series[h];
-            assert!(x >= -1e-9 && o.max_on_demand_instances.is_none_or(|c| x <= c + 1e-6));
-            supply += f64::from(o.gpus_per_instance) * x;
-            cost += o.on_demand_price.unwrap() * x;
-        }
-        let tol = 1e-6 * d.max(1.0);
-        assert!(supply >= d - tol, "hour {h}: supply {supply} < demand {d}");
-        if let Some(sigma) = p.max_spot_share {
-            assert!(spot_eff <= sigma * d + tol, "hour {h}: spot share");
-        }
-        if let Some(pi) = p.max_pool_share {
-            assert!(
-                pools.values().all(|v| *v <= pi * d + tol),
-                "hour {h}: pool share"
-            );
-        }
-    }
-    let objective = r.objective.unwrap();
-    assert!(
-        (cost - objective).abs() <= 1e-6 * objective.max(1.0),
-        "cost {cost} != objective {objective}"
-    );
-    if let Some(b) = r.baseline_on_demand_cost {
-        assert!(
-            objective <= b * (1.0 + 1e-9) + 1e-9,
-            "plan {objective} dearer than all on-demand {b}"
-        );
+    let doc = serde_json::to_value(r).unwrap();
+    if let Err(e) = verify(problem, &doc, relax) {
+        panic!("{e}\n{doc:#}");
     }
 }
 
@@ -266,10 +200,10 @@ fn the_same_input_gives_the_same_plan() {
 }
 
 /// A small deterministic generator (no randomness crate needed for tests).
-struct Lcg(u64);
+pub(super) struct Lcg(pub(super) u64);
 
 impl Lcg {
-    fn next(&mut self) -> f64 {
+    pub(super) fn next(&mut self) -> f64 {
         self.0 = self
             .0
             .wrapping_mul(6_364_136_223_846_793_005)
@@ -277,12 +211,12 @@ impl Lcg {
         (self.0 >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    fn pick<T: Clone>(&mut self, items: &[T]) -> T {
+    pub(super) fn pick<T: Clone>(&mut self, items: &[T]) -> T {
         items[(self.next() * items.len() as f64) as usize % items.len()].clone()
     }
 }
 
-fn random_problem(seed: u64, offers: usize, hours: usize) -> Value {
+pub(super) fn random_problem(seed: u64, offers: usize, hours: usize) -> Value {
     let mut r = Lcg(seed);
     let list: Vec<Value> = (0..offers)
         .map(|k| {

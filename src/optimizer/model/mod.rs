@@ -1,7 +1,10 @@
-//! The planning problem (docs/planning-model.md §2, §4.1) and its validation. Input
-//! is checked field by field so every error names the field it is about.
+//! The planning problem (docs/planning-model.md §2, §4.1, and §10 for schema
+//! version 2) and its validation. Input is checked field by field so every
+//! error names the field it is about.
 
-use std::collections::HashSet;
+mod v2;
+
+use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Map, Value};
 
@@ -15,14 +18,104 @@ pub const MAX_OFFERS: usize = 2000;
 /// GPUs one hour may ask for; more is a typo, not a fleet.
 pub const MAX_DEMAND_PER_HOUR: f64 = 1_000_000.0;
 
-/// A problem that passed validation.
+/// Demand classes a problem may hold; each adds a row per hour.
+pub const MAX_CLASSES: usize = 32;
+
+/// Owned commitment entries a problem may hold.
+pub const MAX_OWNED: usize = 10_000;
+
+/// A problem that passed validation. Version 1 problems have exactly one
+/// class, `default`, with no filters and no perf map, and nothing owned.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Problem {
+    /// 1 or 2: which rules and which result shape apply.
+    pub schema_version: u32,
     pub name: Option<String>,
-    /// GPUs needed per hour; `T = demand.len() >= 1`.
-    pub demand: Vec<f64>,
+    /// At least one; every class's demand has the horizon's length.
+    pub classes: Vec<DemandClass>,
     pub offers: Vec<Offer>,
+    pub owned: Vec<Owned>,
     pub policy: Policy,
+}
+
+/// A workload with its own demand, in its own work units per hour (§10.2).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DemandClass {
+    pub id: String,
+    pub demand: Vec<f64>,
+    pub allowed_clouds: Option<Vec<String>>,
+    pub allowed_regions: Option<Vec<String>>,
+    pub gpu_models: Option<Vec<String>>,
+    pub min_gpu_memory_gib: Option<f64>,
+    /// Work units per GPU-hour by GPU model; `None` means 1 for every model.
+    pub perf: Option<BTreeMap<String, f64>>,
+    /// `Some` overrides the policy's share, even with `Some(None)` (no cap).
+    pub max_spot_share: Option<Option<f64>>,
+    pub max_pool_share: Option<Option<f64>>,
+}
+
+impl DemandClass {
+    /// The single class of a version 1 problem.
+    #[must_use]
+    pub fn default_class(demand: Vec<f64>) -> Self {
+        Self {
+            id: "default".to_owned(),
+            demand,
+            allowed_clouds: None,
+            allowed_regions: None,
+            gpu_models: None,
+            min_gpu_memory_gib: None,
+            perf: None,
+            max_spot_share: None,
+            max_pool_share: None,
+        }
+    }
+}
+
+/// Reservations already bought (§10.3): capacity at no decision cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Owned {
+    pub offer: String,
+    pub option: String,
+    pub count: f64,
+    /// Hours left; `None` lasts the whole horizon.
+    pub remaining_hours: Option<u64>,
+}
+
+/// The expected spot price of an offer: none, one for every hour, or one per
+/// hour with `None` where spot cannot be had (§10.3).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SpotPrice {
+    None,
+    Flat(f64),
+    Hourly(Vec<Option<f64>>),
+}
+
+impl SpotPrice {
+    /// The price in hour `t`.
+    #[must_use]
+    pub fn at(&self, t: usize) -> Option<f64> {
+        match self {
+            SpotPrice::None => None,
+            SpotPrice::Flat(p) => Some(*p),
+            SpotPrice::Hourly(v) => v.get(t).copied().flatten(),
+        }
+    }
+
+    #[must_use]
+    pub fn is_none(&self) -> bool {
+        match self {
+            SpotPrice::None => true,
+            SpotPrice::Flat(_) => false,
+            SpotPrice::Hourly(v) => v.iter().all(Option::is_none),
+        }
+    }
+}
+
+impl From<Option<f64>> for SpotPrice {
+    fn from(p: Option<f64>) -> Self {
+        p.map_or(SpotPrice::None, SpotPrice::Flat)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -35,7 +128,7 @@ pub struct Offer {
     pub gpu_memory_gib: Option<f64>,
     pub gpus_per_instance: u32,
     pub on_demand_price: Option<f64>,
-    pub spot_price: Option<f64>,
+    pub spot_price: SpotPrice,
     pub spot_interruption_rate: f64,
     pub spot_pool: String,
     pub max_spot_instances: Option<f64>,
@@ -131,6 +224,25 @@ const POLICY_KEYS: &[&str] = &[
 ];
 
 impl Problem {
+    /// A version 1 problem: one class of GPUs per hour, nothing owned.
+    #[must_use]
+    pub fn v1(name: Option<String>, demand: Vec<f64>, offers: Vec<Offer>, policy: Policy) -> Self {
+        Self {
+            schema_version: 1,
+            name,
+            classes: vec![DemandClass::default_class(demand)],
+            offers,
+            owned: Vec::new(),
+            policy,
+        }
+    }
+
+    /// `T`, the number of hours planned.
+    #[must_use]
+    pub fn horizon(&self) -> usize {
+        self.classes.first().map_or(0, |c| c.demand.len())
+    }
+
     /// The problem as a planning-model JSON document (`--write-problem`, saved plans).
     #[must_use]
     pub fn to_json(&self) -> Value {
@@ -142,7 +254,7 @@ impl Problem {
                 serde_json::json!({
                     "id": o.id, "cloud": o.cloud, "region": o.region, "instance_type": o.instance_type,
                     "gpu_model": o.gpu_model, "gpu_memory_gib": o.gpu_memory_gib, "gpus_per_instance": o.gpus_per_instance,
-                    "on_demand_price": o.on_demand_price, "spot_price": o.spot_price,
+                    "on_demand_price": o.on_demand_price, "spot_price": v2::spot_price_json(&o.spot_price),
                     "spot_interruption_rate": o.spot_interruption_rate, "spot_pool": o.spot_pool,
                     "max_spot_instances": o.max_spot_instances, "max_on_demand_instances": o.max_on_demand_instances,
                     "max_reserved_instances": o.max_reserved_instances,
@@ -152,20 +264,28 @@ impl Problem {
             })
             .collect();
         let pol = &p.policy;
-        serde_json::json!({
-            "schema_version": 1, "name": p.name, "demand": p.demand, "offers": offers,
+        let mut doc = serde_json::json!({
+            "schema_version": p.schema_version, "name": p.name, "offers": offers,
             "policy": {"max_spot_share": pol.max_spot_share, "max_pool_share": pol.max_pool_share,
                        "spot_overhead_factor": pol.spot_overhead_factor, "integer_reserved": pol.integer_reserved,
                        "integer_hourly": pol.integer_hourly, "budget": pol.budget,
                        "allowed_clouds": pol.allowed_clouds, "allowed_regions": pol.allowed_regions,
                        "gpu_models": pol.gpu_models,
                        "min_gpu_memory_gib": pol.min_gpu_memory_gib, "alert_cost_change_pct": pol.alert_cost_change_pct}
-        })
+        });
+        if p.schema_version >= 2 {
+            doc["classes"] = p.classes.iter().map(v2::class_json).collect();
+            doc["owned"] = p.owned.iter().map(v2::owned_json).collect();
+        } else {
+            doc["demand"] = serde_json::json!(p.classes[0].demand);
+        }
+        doc
     }
 
-    /// Validates a problem document (docs/planning-model.md §4.1). Unknown top-level
-    /// and offer keys are ignored (they carry notes); unknown policy keys are
-    /// errors, so a typo cannot silently disable a policy.
+    /// Validates a problem document (docs/planning-model.md §4.1, §10.12). Unknown
+    /// top-level and offer keys are ignored (they carry notes); unknown policy,
+    /// class and owned keys are errors, so a typo cannot silently disable a
+    /// policy or drop a commitment.
     ///
     /// # Errors
     /// The first violation, naming its field.
@@ -173,22 +293,40 @@ impl Problem {
         let Some(top) = doc.as_object() else {
             return err("(document)", "must be a JSON object");
         };
-        match top.get("schema_version") {
-            None | Some(Value::Null) => {}
-            Some(v) if v.as_u64() == Some(1) => {}
-            Some(v) => return err("schema_version", format!("must be 1, found {v}")),
+        let schema_version = match top.get("schema_version") {
+            None | Some(Value::Null) => 1,
+            Some(v) if v.as_u64() == Some(1) => 1,
+            Some(v) if v.as_u64() == Some(2) => 2,
+            Some(v) => return err("schema_version", format!("must be 1 or 2, found {v}")),
+        };
+        if schema_version == 1 {
+            // Planning without them silently would leave commitments or
+            // workloads out of the plan without telling anyone.
+            for key in ["classes", "owned"] {
+                if top.contains_key(key) {
+                    return err(key, "requires \"schema_version\": 2");
+                }
+            }
         }
         let name = match top.get("name") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s.clone()),
             Some(v) => return err("name", format!("must be a string, found {v}")),
         };
-        let demand = demand(top.get("demand"))?;
+        let classes = if schema_version == 1 {
+            vec![DemandClass::default_class(demand(
+                "demand",
+                top.get("demand"),
+            )?)]
+        } else {
+            v2::classes(top)?
+        };
+        let hours = classes[0].demand.len();
         let offers = match top.get("offers") {
             Some(Value::Array(items)) => items
                 .iter()
                 .enumerate()
-                .map(|(i, v)| offer(&format!("offers[{i}]"), v))
+                .map(|(i, v)| offer(&format!("offers[{i}]"), v, schema_version, hours))
                 .collect::<Result<Vec<_>, _>>()?,
             None => return err("offers", "is required (a list of offers)"),
             Some(v) => return err("offers", format!("must be a list, found {v}")),
@@ -202,15 +340,22 @@ impl Problem {
                 );
             }
         }
+        let owned = if schema_version == 1 {
+            Vec::new()
+        } else {
+            v2::owned(top.get("owned"), &offers)?
+        };
         let policy = match top.get("policy") {
             None | Some(Value::Null) => Policy::default(),
             Some(Value::Object(p)) => policy(p)?,
             Some(v) => return err("policy", format!("must be an object, found {v}")),
         };
         let problem = Self {
+            schema_version,
             name,
-            demand,
+            classes,
             offers,
+            owned,
             policy,
         };
         problem.check_size()?;
@@ -224,7 +369,7 @@ impl Problem {
     /// # Errors
     /// Names `demand` or `offers` and the allowed range.
     pub fn check_size(&self) -> Result<(), ValidationError> {
-        let hours = self.demand.len();
+        let hours = self.horizon();
         if hours > MAX_HORIZON_HOURS {
             return err(
                 "demand",
@@ -242,16 +387,43 @@ impl Problem {
                 ),
             );
         }
+        if self.classes.len() > MAX_CLASSES {
+            return err(
+                "classes",
+                format!(
+                    "has {} classes; at most {MAX_CLASSES} are allowed",
+                    self.classes.len()
+                ),
+            );
+        }
+        if self.owned.len() > MAX_OWNED {
+            return err(
+                "owned",
+                format!(
+                    "has {} entries; at most {MAX_OWNED} are allowed",
+                    self.owned.len()
+                ),
+            );
+        }
         Ok(())
     }
 }
 
-fn demand(v: Option<&Value>) -> Result<Vec<f64>, ValidationError> {
+fn demand(path: &str, v: Option<&Value>) -> Result<Vec<f64>, ValidationError> {
     let Some(Value::Array(items)) = v else {
-        return err("demand", "must be a non-empty list of GPUs per hour");
+        return err(path, "must be a non-empty list of demand per hour");
     };
     if items.is_empty() {
-        return err("demand", "must not be empty");
+        return err(path, "must not be empty");
+    }
+    if items.len() > MAX_HORIZON_HOURS {
+        return err(
+            path,
+            format!(
+                "has {} hours; a horizon of 1 to {MAX_HORIZON_HOURS} hours is allowed",
+                items.len()
+            ),
+        );
     }
     items
         .iter()
@@ -259,7 +431,7 @@ fn demand(v: Option<&Value>) -> Result<Vec<f64>, ValidationError> {
         .map(|(t, d)| match d.as_f64() {
             Some(x) if (0.0..=MAX_DEMAND_PER_HOUR).contains(&x) => Ok(x),
             _ => err(
-                format!("demand[{t}]"),
+                format!("{path}[{t}]"),
                 format!("must be a number between 0 and {MAX_DEMAND_PER_HOUR}, found {d}"),
             ),
         })
@@ -310,7 +482,12 @@ fn text(obj: &Map<String, Value>, path: &str, key: &str) -> Result<String, Valid
     }
 }
 
-fn offer(path: &str, v: &Value) -> Result<Offer, ValidationError> {
+fn offer(
+    path: &str,
+    v: &Value,
+    schema_version: u32,
+    hours: usize,
+) -> Result<Offer, ValidationError> {
     let Some(o) = v.as_object() else {
         return err(path, "must be an object");
     };
@@ -410,7 +587,18 @@ fn offer(path: &str, v: &Value) -> Result<Offer, ValidationError> {
         gpu_memory_gib,
         gpus_per_instance,
         on_demand_price: non_negative(o, path, "on_demand_price")?,
-        spot_price: non_negative(o, path, "spot_price")?,
+        spot_price: match o.get("spot_price") {
+            Some(Value::Array(items)) if schema_version >= 2 => {
+                v2::hourly_spot_price(&format!("{path}.spot_price"), items, hours)?
+            }
+            Some(Value::Array(_)) => {
+                return err(
+                    format!("{path}.spot_price"),
+                    "an hourly list of spot prices requires \"schema_version\": 2",
+                );
+            }
+            _ => non_negative(o, path, "spot_price")?.into(),
+        },
         spot_interruption_rate: rate,
         spot_pool,
         max_spot_instances: non_negative(o, path, "max_spot_instances")?,
@@ -420,7 +608,11 @@ fn offer(path: &str, v: &Value) -> Result<Offer, ValidationError> {
     })
 }
 
-fn strings(p: &Map<String, Value>, key: &str) -> Result<Option<Vec<String>>, ValidationError> {
+fn strings(
+    p: &Map<String, Value>,
+    path: &str,
+    key: &str,
+) -> Result<Option<Vec<String>>, ValidationError> {
     match p.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Array(items)) => items
@@ -429,14 +621,14 @@ fn strings(p: &Map<String, Value>, key: &str) -> Result<Option<Vec<String>>, Val
             .map(|(i, v)| match v {
                 Value::String(s) => Ok(s.clone()),
                 _ => err(
-                    format!("policy.{key}[{i}]"),
+                    format!("{path}.{key}[{i}]"),
                     format!("must be a string, found {v}"),
                 ),
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
         Some(v) => err(
-            format!("policy.{key}"),
+            format!("{path}.{key}"),
             format!("must be a list of strings or null, found {v}"),
         ),
     }
@@ -468,9 +660,9 @@ fn policy(p: &Map<String, Value>) -> Result<Policy, ValidationError> {
         integer_reserved: flag(p, "integer_reserved", defaults.integer_reserved)?,
         integer_hourly: flag(p, "integer_hourly", defaults.integer_hourly)?,
         budget: non_negative(p, "policy", "budget")?,
-        allowed_clouds: strings(p, "allowed_clouds")?,
-        allowed_regions: strings(p, "allowed_regions")?,
-        gpu_models: strings(p, "gpu_models")?,
+        allowed_clouds: strings(p, "policy", "allowed_clouds")?,
+        allowed_regions: strings(p, "policy", "allowed_regions")?,
+        gpu_models: strings(p, "policy", "gpu_models")?,
         min_gpu_memory_gib: match p.get("min_gpu_memory_gib") {
             None | Some(Value::Null) => None,
             Some(v) => Some(number("policy.min_gpu_memory_gib", v)?),
@@ -481,277 +673,4 @@ fn policy(p: &Map<String, Value>) -> Result<Policy, ValidationError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    use proptest::prelude::*;
-
-    /// Any JSON value, nested a few levels.
-    fn any_json() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(|n| json!(n)),
-            any::<f64>().prop_map(|x| json!(x)),
-            "\\PC{0,8}".prop_map(Value::String),
-        ];
-        leaf.prop_recursive(3, 32, 6, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-                prop::collection::btree_map(
-                    prop_oneof![
-                        Just("demand".to_owned()),
-                        Just("offers".to_owned()),
-                        Just("policy".to_owned()),
-                        Just("id".to_owned()),
-                        Just("gpus_per_instance".to_owned()),
-                        Just("reserved".to_owned()),
-                        Just("term_hours".to_owned()),
-                        Just("max_spot_share".to_owned()),
-                        "[a-z_]{1,8}",
-                    ],
-                    inner,
-                    0..6,
-                )
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
-    }
-
-    /// A valid problem with random offers, prices, caps and policy filters.
-    fn any_problem() -> impl Strategy<Value = Problem> {
-        let names = || prop::sample::select(vec!["aws", "azure", "gcp"]);
-        let offer = (
-            names(),
-            prop::sample::select(vec!["r1", "r2"]),
-            prop::sample::select(vec!["H100-80GB", "L4"]),
-            1u32..=8,
-            prop::option::of(0.5f64..50.0),
-            prop::option::of((0.1f64..20.0, 0.0f64..1.0)),
-            prop::option::of(0.0f64..10.0),
-            prop::option::of((0.1f64..30.0, 0.0f64..5000.0)),
-        )
-            .prop_map(
-                |(cloud, region, gpu, gpus, od, spot, cap, reserved)| Offer {
-                    id: String::new(),
-                    cloud: cloud.to_owned(),
-                    region: region.to_owned(),
-                    instance_type: format!("{gpu}x{gpus}"),
-                    gpu_model: gpu.to_owned(),
-                    gpu_memory_gib: Some(if gpu == "L4" { 24.0 } else { 80.0 }),
-                    gpus_per_instance: gpus,
-                    on_demand_price: od.or(Some(60.0)),
-                    spot_price: spot.map(|s| s.0),
-                    spot_interruption_rate: spot.map_or(0.0, |s| s.1),
-                    spot_pool: format!("{cloud}/{region}"),
-                    max_spot_instances: cap,
-                    max_on_demand_instances: None,
-                    max_reserved_instances: cap,
-                    reserved: reserved
-                        .map(|(h, up)| ReservedOption {
-                            id: "1y".to_owned(),
-                            term_hours: 8760.0,
-                            hourly_price: h,
-                            upfront: up,
-                        })
-                        .into_iter()
-                        .collect(),
-                },
-            );
-        let list = |items: Vec<&'static str>| {
-            prop::option::of(prop::sample::subsequence(items, 0..=2))
-                .prop_map(|l| l.map(|v| v.into_iter().map(str::to_owned).collect()))
-        };
-        (
-            prop::collection::vec(offer, 1..5),
-            prop::collection::vec(0.0f64..40.0, 1..6),
-            prop::option::of(0.0f64..=1.0),
-            list(vec!["aws", "azure", "gcp"]),
-            list(vec!["r1", "r2"]),
-            list(vec!["H100-80GB", "L4"]),
-            prop::option::of(0.0f64..100.0),
-        )
-            .prop_map(
-                |(mut offers, demand, share, clouds, regions, gpus, memory)| {
-                    for (i, o) in offers.iter_mut().enumerate() {
-                        o.id = format!("o{i}");
-                    }
-                    Problem {
-                        name: Some("round trip".to_owned()),
-                        demand,
-                        offers,
-                        policy: Policy {
-                            max_spot_share: share,
-                            allowed_clouds: clouds,
-                            allowed_regions: regions,
-                            gpu_models: gpus,
-                            min_gpu_memory_gib: memory,
-                            ..Policy::default()
-                        },
-                    }
-                },
-            )
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
-
-        /// A saved problem is the problem: its document reads back equal, and
-        /// solves to the same result.
-        #[test]
-        fn a_problem_survives_its_own_document(p in any_problem()) {
-            let back = Problem::from_json(&p.to_json()).unwrap();
-            prop_assert_eq!(&back, &p);
-            let opts = crate::optimizer::SolveOptions::default();
-            let solve = |q: &Problem| {
-                crate::optimizer::solve(q, &opts)
-                    .map(|r| {
-                        let mut doc = serde_json::to_value(r).unwrap();
-                        // Wall-clock timings differ from run to run.
-                        doc.as_object_mut().unwrap().remove("timings");
-                        doc
-                    })
-                    .map_err(|e| e.to_string())
-            };
-            prop_assert_eq!(solve(&back), solve(&p));
-        }
-    }
-
-    proptest! {
-        /// `POST /v1/plans` and `--problem` bodies: a problem or an error
-        /// naming its field, never a panic.
-        #[test]
-        fn any_document_is_a_problem_or_an_error_naming_its_field(
-            doc in any_json(),
-            field in prop::sample::select(vec!["demand", "offers", "policy", "schema_version", "name"]),
-            value in any_json(),
-        ) {
-            let mut mutated = base();
-            mutated[field] = value;
-            for d in [doc, mutated] {
-                if let Err(e) = Problem::from_json(&d) {
-                    prop_assert!(!e.path.is_empty() && !e.message.is_empty(), "{e}");
-                }
-            }
-        }
-    }
-
-    fn base() -> Value {
-        json!({
-            "schema_version": 1,
-            "demand": [16, 16, 16],
-            "offers": [{"id": "a", "cloud": "aws", "region": "us-east-1", "instance_type": "p5.48xlarge",
-                        "gpu_model": "H100-80GB", "gpu_memory_gib": 80, "gpus_per_instance": 8,
-                        "on_demand_price": 80.0, "note": "ignored",
-                        "reserved": [{"id": "1y", "term_hours": 8760, "hourly_price": 25.0, "upfront": 219000.0}]}],
-            "extra": "ignored"
-        })
-    }
-
-    fn error_path(mutate: impl FnOnce(&mut Value)) -> String {
-        let mut doc = base();
-        mutate(&mut doc);
-        Problem::from_json(&doc).unwrap_err().path
-    }
-
-    #[test]
-    fn a_valid_problem_parses_with_defaults() {
-        let p = Problem::from_json(&base()).unwrap();
-        assert_eq!(p.offers[0].spot_pool, "aws/us-east-1/p5.48xlarge");
-        assert!((p.offers[0].reserved[0].effective_hourly() - 50.0).abs() < 1e-12);
-        assert_eq!(p.policy, Policy::default());
-    }
-
-    #[test]
-    fn every_rule_of_the_schema_names_its_field() {
-        assert_eq!(
-            error_path(|d| d["schema_version"] = json!(2)),
-            "schema_version"
-        );
-        assert_eq!(error_path(|d| d["demand"] = json!([])), "demand");
-        assert_eq!(error_path(|d| d["demand"][1] = json!(-1)), "demand[1]");
-        assert_eq!(error_path(|d| d["demand"][2] = json!("x")), "demand[2]");
-        assert_eq!(error_path(|d| d["demand"][0] = json!(1e300)), "demand[0]");
-        assert_eq!(
-            error_path(|d| d["demand"] = json!(vec![1; MAX_HORIZON_HOURS + 1])),
-            "demand"
-        );
-        assert_eq!(
-            error_path(|d| {
-                let o = d["offers"][0].clone();
-                d["offers"] = (0..=MAX_OFFERS)
-                    .map(|i| {
-                        let mut o = o.clone();
-                        o["id"] = json!(format!("o{i}"));
-                        o
-                    })
-                    .collect();
-            }),
-            "offers"
-        );
-        assert_eq!(
-            error_path(|d| d["offers"][0]["gpus_per_instance"] = json!(true)),
-            "offers[0].gpus_per_instance"
-        );
-        assert_eq!(
-            error_path(|d| d["offers"][0]["gpus_per_instance"] = json!(1.5)),
-            "offers[0].gpus_per_instance"
-        );
-        assert_eq!(
-            error_path(|d| d["offers"][0]["gpus_per_instance"] = json!(0)),
-            "offers[0].gpus_per_instance"
-        );
-        assert_eq!(
-            error_path(|d| d["offers"][0]["cloud"] = json!("")),
-            "offers[0].cloud"
-        );
-        assert_eq!(
-            error_path(|d| d["offers"][0]["on_demand_price"] = json!(-1)),
-            "offers[0].on_demand_price"
-        );
-        assert_eq!(
-            error_path(|d| d["offers"][0]["spot_interruption_rate"] = json!(1.5)),
-            "offers[0].spot_interruption_rate"
-        );
-        assert_eq!(
-            error_path(|d| d["offers"][0]["max_spot_instances"] = json!(-2)),
-            "offers[0].max_spot_instances"
-        );
-        assert_eq!(
-            error_path(|d| d["offers"][0]["reserved"][0]["term_hours"] = json!(0)),
-            "offers[0].reserved[0].term_hours"
-        );
-        assert_eq!(
-            error_path(|d| {
-                let r = d["offers"][0]["reserved"][0].clone();
-                d["offers"][0]["reserved"].as_array_mut().unwrap().push(r);
-            }),
-            "offers[0].reserved[1].id"
-        );
-        assert_eq!(
-            error_path(|d| {
-                let o = d["offers"][0].clone();
-                d["offers"].as_array_mut().unwrap().push(o);
-            }),
-            "offers[1].id"
-        );
-        assert_eq!(
-            error_path(|d| d["policy"] = json!({"max_spot_shar": 0.5})),
-            "policy.max_spot_shar"
-        );
-        assert_eq!(
-            error_path(|d| d["policy"] = json!({"max_pool_share": 1.5})),
-            "policy.max_pool_share"
-        );
-        assert_eq!(
-            error_path(|d| d["policy"] = json!({"budget": -1})),
-            "policy.budget"
-        );
-        assert_eq!(
-            error_path(|d| d["policy"] = json!({"integer_hourly": 1})),
-            "policy.integer_hourly"
-        );
-    }
-}
+mod tests;

@@ -1,0 +1,332 @@
+//! What the model is built from: which offers serve which classes, at what
+//! performance, the hours grouped into levels, and the exact reductions.
+
+use std::collections::HashMap;
+
+use super::Excluded;
+use super::model::{DemandClass, Offer, Policy, Problem};
+
+/// The filters one eligibility check applies: the policy's, or a class's.
+struct Filters<'a> {
+    clouds: &'a Option<Vec<String>>,
+    regions: &'a Option<Vec<String>>,
+    models: &'a Option<Vec<String>>,
+    min_memory: Option<f64>,
+}
+
+impl Filters<'_> {
+    /// The first filter `o` fails, in the order cloud, region, gpu_model, gpu_memory.
+    fn reason(&self, o: &Offer) -> Option<&'static str> {
+        let outside = |list: &Option<Vec<String>>, v: &str| {
+            list.as_ref().is_some_and(|l| !l.iter().any(|x| x == v))
+        };
+        if outside(self.clouds, &o.cloud) {
+            Some("cloud")
+        } else if outside(self.regions, &o.region) {
+            Some("region")
+        } else if outside(self.models, &o.gpu_model) {
+            Some("gpu_model")
+        } else if self
+            .min_memory
+            .is_some_and(|min| o.gpu_memory_gib.is_none_or(|m| m < min))
+        {
+            Some("gpu_memory")
+        } else {
+            None
+        }
+    }
+}
+
+fn policy_filters(p: &Policy) -> Filters<'_> {
+    Filters {
+        clouds: &p.allowed_clouds,
+        regions: &p.allowed_regions,
+        models: &p.gpu_models,
+        min_memory: p.min_gpu_memory_gib,
+    }
+}
+
+fn class_filters(c: &DemandClass) -> Filters<'_> {
+    Filters {
+        clouds: &c.allowed_clouds,
+        regions: &c.allowed_regions,
+        models: &c.gpu_models,
+        min_memory: c.min_gpu_memory_gib,
+    }
+}
+
+/// A class with its effective share caps.
+pub(super) struct ClassInfo {
+    pub sigma: Option<f64>,
+    pub pi: Option<f64>,
+    /// Whether spot may serve it at all (`σ_c ≠ 0` and `π_c ≠ 0`).
+    pub spot_ok: bool,
+    pub eligible: usize,
+    pub excluded: Vec<Excluded>,
+}
+
+/// An offer that serves at least one class.
+pub(super) struct OfferInfo<'a> {
+    pub offer: &'a Offer,
+    pub g: f64,
+    pub gamma: f64,
+    /// `φ_ck` for each class `c` the offer may serve, `None` where it may not.
+    pub phi: Vec<Option<f64>>,
+    /// Whether it can run spot in some hour (γ > 0, cap ≠ 0, a price).
+    pub spot: bool,
+    /// Whether its on-demand capacity gets variables (after reductions).
+    pub on_demand: bool,
+    /// Which reserved options get variables (after reductions).
+    pub options: Vec<bool>,
+    /// Owned instances as `(hours active, count)`.
+    pub owned: Vec<(usize, f64)>,
+}
+
+impl OfferInfo<'_> {
+    /// `W_kt`: owned instances active in hour `t`.
+    pub fn owned_at(&self, t: usize) -> f64 {
+        self.owned
+            .iter()
+            .filter(|(h, _)| t < *h)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    pub fn has_reserved(&self) -> bool {
+        !self.offer.reserved.is_empty()
+    }
+}
+
+/// Hours that share every hour-dependent input: each class's demand, the
+/// hourly spot prices and the owned capacity.
+pub(super) struct Level {
+    /// How many hours share it.
+    pub hours: f64,
+    /// Its first hour, which stands for all of them.
+    pub first: usize,
+    /// `D_c` per class.
+    pub demand: Vec<f64>,
+}
+
+pub(super) struct Setup<'a> {
+    pub problem: &'a Problem,
+    pub classes: Vec<ClassInfo>,
+    pub offers: Vec<OfferInfo<'a>>,
+    pub excluded: Vec<Excluded>,
+    pub levels: Vec<Level>,
+    pub level_of: Vec<usize>,
+    /// The cheapest uncapped on-demand offer and its price per unit of work,
+    /// once [`Setup::reduce`] found the dominance reduction applies (one
+    /// class, continuous hourly counts).
+    pub anchor: Option<(usize, f64)>,
+}
+
+impl<'a> Setup<'a> {
+    pub fn new(problem: &'a Problem) -> Self {
+        let p = &problem.policy;
+        let policy = policy_filters(p);
+        let mut classes: Vec<ClassInfo> = problem
+            .classes
+            .iter()
+            .map(|c| {
+                let sigma = c.max_spot_share.unwrap_or(p.max_spot_share);
+                let pi = c.max_pool_share.unwrap_or(p.max_pool_share);
+                ClassInfo {
+                    sigma,
+                    pi,
+                    spot_ok: sigma != Some(0.0) && pi != Some(0.0),
+                    eligible: 0,
+                    excluded: Vec::new(),
+                }
+            })
+            .collect();
+        let mut excluded = Vec::new();
+        let mut offers = Vec::new();
+        for o in &problem.offers {
+            if let Some(reason) = policy.reason(o) {
+                excluded.push(Excluded {
+                    offer: o.id.clone(),
+                    reason,
+                });
+                continue;
+            }
+            let mut phi = Vec::with_capacity(problem.classes.len());
+            for (c, class) in problem.classes.iter().enumerate() {
+                let factor = match class_filters(class).reason(o) {
+                    Some(reason) => Err(reason),
+                    None => match &class.perf {
+                        None => Ok(1.0),
+                        Some(perf) => perf.get(&o.gpu_model).copied().ok_or("perf"),
+                    },
+                };
+                match factor {
+                    Ok(f) => {
+                        classes[c].eligible += 1;
+                        phi.push(Some(f));
+                    }
+                    Err(reason) => {
+                        classes[c].excluded.push(Excluded {
+                            offer: o.id.clone(),
+                            reason,
+                        });
+                        phi.push(None);
+                    }
+                }
+            }
+            if phi.iter().all(Option::is_none) {
+                excluded.push(Excluded {
+                    offer: o.id.clone(),
+                    reason: "no_class",
+                });
+                continue;
+            }
+            let gamma = o.spot_yield(p.spot_overhead_factor);
+            let owned = problem
+                .owned
+                .iter()
+                .filter(|e| e.offer == o.id)
+                .map(|e| (active_hours(e.remaining_hours, problem.horizon()), e.count))
+                .filter(|(h, n)| *h > 0 && *n > 0.0)
+                .collect();
+            offers.push(OfferInfo {
+                offer: o,
+                g: f64::from(o.gpus_per_instance),
+                gamma,
+                phi,
+                spot: !o.spot_price.is_none() && gamma > 0.0 && o.max_spot_instances != Some(0.0),
+                on_demand: o.on_demand_price.is_some() && o.max_on_demand_instances != Some(0.0),
+                options: vec![o.max_reserved_instances != Some(0.0); o.reserved.len()],
+                owned,
+            });
+        }
+        let (levels, level_of) = levels(problem, &offers);
+        Self {
+            problem,
+            classes,
+            offers,
+            excluded,
+            levels,
+            level_of,
+            anchor: None,
+        }
+    }
+
+    /// `φ_ck·g_k`: work units per instance-hour of offer `k` for class `c`.
+    pub fn units(&self, k: usize, c: usize) -> Option<f64> {
+        let o = &self.offers[k];
+        o.phi[c].map(|f| f * o.g)
+    }
+
+    fn find_anchor(&self, mip: bool) -> Option<(usize, f64)> {
+        if self.classes.len() != 1 || (mip && self.problem.policy.integer_hourly) {
+            return None;
+        }
+        self.offers
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.on_demand && e.offer.max_on_demand_instances.is_none())
+            .map(|(k, e)| {
+                let per_unit = e.offer.on_demand_price.unwrap_or(f64::INFINITY)
+                    / self.units(k, 0).unwrap_or(0.0);
+                (k, per_unit)
+            })
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    /// Applies the exact reductions of the module docs; returns how many
+    /// reserved variables and per-level hourly variables they removed. Spot
+    /// dominated in some hours only is dropped level by level in the build.
+    pub fn reduce(&mut self, mip: bool) -> (usize, usize) {
+        let mut removed_reserved = 0;
+        for e in &mut self.offers {
+            let best = e
+                .offer
+                .reserved
+                .iter()
+                .enumerate()
+                .min_by(|a, b| a.1.effective_hourly().total_cmp(&b.1.effective_hourly()))
+                .map(|(j, _)| j);
+            for (j, keep) in e.options.iter_mut().enumerate() {
+                if *keep && Some(j) != best {
+                    *keep = false;
+                    removed_reserved += 1;
+                }
+            }
+        }
+        self.anchor = self.find_anchor(mip);
+        let Some((anchor, b)) = self.anchor else {
+            return (0, removed_reserved);
+        };
+        let mut removed_hourly = 0;
+        for k in 0..self.offers.len() {
+            let units = self.units(k, 0).unwrap_or(0.0);
+            let e = &mut self.offers[k];
+            let od_per_unit = e.offer.on_demand_price.unwrap_or(f64::INFINITY) / units;
+            if e.on_demand
+                && k != anchor
+                && (e.offer.max_on_demand_instances.is_none() || od_per_unit >= b)
+            {
+                e.on_demand = false;
+                removed_hourly += 1;
+            }
+            for (j, keep) in e.options.iter_mut().enumerate() {
+                if *keep && e.offer.reserved[j].effective_hourly() / units >= b {
+                    *keep = false;
+                    removed_reserved += 1;
+                }
+            }
+        }
+        (removed_hourly, removed_reserved)
+    }
+
+    /// Whether the dominance reduction drops spot of offer `k` at `price`.
+    pub fn spot_dominated(&self, k: usize, price: f64) -> bool {
+        self.anchor.is_some_and(|(_, b)| {
+            let e = &self.offers[k];
+            price / (self.units(k, 0).unwrap_or(0.0) * e.gamma) >= b
+        })
+    }
+}
+
+/// `H_e = min(T, remaining_hours)`.
+pub(super) fn active_hours(remaining: Option<u64>, horizon: usize) -> usize {
+    remaining.map_or(horizon, |h| {
+        usize::try_from(h).unwrap_or(usize::MAX).min(horizon)
+    })
+}
+
+/// Groups equal hours, in order of first appearance.
+fn levels(problem: &Problem, offers: &[OfferInfo<'_>]) -> (Vec<Level>, Vec<usize>) {
+    let t_len = problem.horizon();
+    let hourly_spot: Vec<&OfferInfo<'_>> = offers
+        .iter()
+        .filter(|e| matches!(e.offer.spot_price, super::model::SpotPrice::Hourly(_)))
+        .collect();
+    let with_owned: Vec<&OfferInfo<'_>> = offers.iter().filter(|e| !e.owned.is_empty()).collect();
+    let mut index: HashMap<Vec<u64>, usize> = HashMap::new();
+    let mut levels: Vec<Level> = Vec::new();
+    let mut level_of = Vec::with_capacity(t_len);
+    let mut key = Vec::new();
+    for t in 0..t_len {
+        key.clear();
+        key.extend(problem.classes.iter().map(|c| c.demand[t].to_bits()));
+        key.extend(
+            hourly_spot
+                .iter()
+                .map(|e| e.offer.spot_price.at(t).map_or(u64::MAX, f64::to_bits)),
+        );
+        key.extend(with_owned.iter().map(|e| e.owned_at(t).to_bits()));
+        let next = levels.len();
+        let l = *index.entry(key.clone()).or_insert(next);
+        if l == next {
+            levels.push(Level {
+                hours: 0.0,
+                first: t,
+                demand: problem.classes.iter().map(|c| c.demand[t]).collect(),
+            });
+        }
+        levels[l].hours += 1.0;
+        level_of.push(l);
+    }
+    (levels, level_of)
+}
