@@ -177,8 +177,7 @@ pub async fn run_with_providers(
 
     let planning = Arc::new(PlanService::new(
         Some(pool.clone()),
-        config.planner.max_concurrent_solves,
-        config.planner.defaults.clone(),
+        &config.planner,
         intervals.clone(),
     ));
     for (name, plan) in &config.alerts.plans {

@@ -15,6 +15,7 @@ pub mod fingerprint;
 pub mod forecast;
 pub mod metrics;
 pub mod optimizer;
+pub mod plan_inputs;
 pub mod planner;
 pub mod planning;
 pub mod scheduler;

@@ -18,7 +18,9 @@ use std::time::Duration;
 use gpuplan_providers::{PriceKind, PriceScope};
 
 use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter, SpotQuery};
-use crate::optimizer::{Offer, Policy, Problem, ReservedOption};
+use crate::optimizer::{
+    DemandClass, Offer, Owned, Policy, Problem, ReservedOption, ValidationError,
+};
 use crate::store::{Store, StoreError};
 
 /// What to take from the catalog.
@@ -63,14 +65,15 @@ fn median(values: &mut [f64]) -> Option<f64> {
     }
 }
 
-/// Builds the problem for `demand` under `policy` from the current catalog.
+/// Builds the problem for the demand `classes` under `policy` from the
+/// current catalog, with nothing owned yet (see [`attach_owned`]).
 ///
 /// # Errors
 /// On a store error.
 pub fn build_problem(
     store: &Store,
     fresh: &Freshness,
-    demand: Vec<f64>,
+    classes: Vec<DemandClass>,
     inputs: &CatalogInputs,
     policy: Policy,
 ) -> Result<Built, StoreError> {
@@ -179,15 +182,76 @@ pub fn build_problem(
         });
     }
     Ok(Built {
-        problem: Problem::v1(Some("catalog plan".to_owned()), demand, offers, policy),
+        problem: Problem::from_parts(
+            Some("catalog plan".to_owned()),
+            classes,
+            offers,
+            Vec::new(),
+            policy,
+        ),
         stale_sources: stale.into_iter().collect(),
     })
+}
+
+/// Adds owned reservations to a catalog problem, which then plans as
+/// version 2. An entry whose offer or option the problem lacks is an error
+/// naming `owned[i]` when the request gave it (`strict`); `[planner.owned]`
+/// entries are the team's whole portfolio, so those outside this plan's
+/// filters are left out and returned, one line each, for the result to show.
+///
+/// # Errors
+/// A given entry that matches no offer or option of the problem.
+pub fn attach_owned(
+    problem: &mut Problem,
+    owned: Vec<Owned>,
+    strict: bool,
+) -> Result<Vec<String>, ValidationError> {
+    let mut skipped = Vec::new();
+    let mut kept = Vec::new();
+    for (i, e) in owned.into_iter().enumerate() {
+        let why = match problem.offers.iter().find(|o| o.id == e.offer) {
+            None => Some(format!(
+                "offer `{}` is not among this plan's catalog offers (check its GPU, cloud and region filters)",
+                e.offer
+            )),
+            Some(o) if !o.reserved.iter().any(|r| r.id == e.option) => Some(format!(
+                "offer `{}` has no reserved option `{}` in the catalog; it has: {}",
+                e.offer,
+                e.option,
+                o.reserved
+                    .iter()
+                    .map(|r| r.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            Some(_) => None,
+        };
+        match why {
+            None => kept.push(e),
+            Some(message) if strict => {
+                return Err(ValidationError {
+                    path: format!("owned[{i}]"),
+                    message,
+                });
+            }
+            Some(message) => skipped.push(message),
+        }
+    }
+    if !kept.is_empty() {
+        problem.schema_version = 2;
+        problem.owned = kept;
+    }
+    Ok(skipped)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::optimizer::SpotPrice;
+
+    fn one() -> Vec<DemandClass> {
+        vec![DemandClass::default_class(vec![1.0])]
+    }
     use crate::store::test_support::{at, snapshot};
 
     #[test]
@@ -212,7 +276,7 @@ mod tests {
         let fresh = |now| Freshness::read(&store, BTreeMap::new(), now).unwrap();
         // Two hours after the sync: exactly twice the (default hourly) interval, not stale yet.
         let built =
-            build_problem(&store, &fresh(at(2)), vec![1.0], &inputs, Policy::default()).unwrap();
+            build_problem(&store, &fresh(at(2)), one(), &inputs, Policy::default()).unwrap();
         assert_eq!(built.problem.offers.len(), 2);
         let gpu0 = &built.problem.offers[0];
         assert_eq!(gpu0.id, "aws/us-east-1/gpu0.xlarge");
@@ -226,14 +290,8 @@ mod tests {
         );
         assert!(built.stale_sources.is_empty());
 
-        let later = build_problem(
-            &store,
-            &fresh(at(30)),
-            vec![1.0],
-            &inputs,
-            Policy::default(),
-        )
-        .unwrap();
+        let later =
+            build_problem(&store, &fresh(at(30)), one(), &inputs, Policy::default()).unwrap();
         assert_eq!(later.stale_sources, vec!["aws"]);
     }
 

@@ -13,10 +13,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::catalog::Freshness;
+use crate::config::PlannerConfig;
 use crate::fingerprint::fingerprint;
 use crate::optimizer::{
-    Backend, OptimizeError, PlanChange, PlanResult, Policy, Problem, SolveOptions, ValidationError,
-    compare,
+    Backend, DemandClass, OptimizeError, Owned, PlanChange, PlanResult, Policy, Problem,
+    SolveOptions, ValidationError, compare,
 };
 use crate::planner::{self, CatalogInputs};
 use crate::solver_pool::{Busy, SolverPool};
@@ -121,9 +122,13 @@ impl PlanSettings {
 pub enum Input {
     /// A complete problem document.
     Problem(Problem),
-    /// Demand and policy; offers from the current catalog.
+    /// Demand classes and policy; offers from the current catalog.
     Catalog {
-        demand: Vec<f64>,
+        /// One plain class plans as version 1; several, or filters and perf
+        /// maps, as version 2.
+        classes: Vec<DemandClass>,
+        /// Reservations already bought; `None` takes `[planner.owned]`.
+        owned: Option<Vec<Owned>>,
         policy: Policy,
         gpus: Vec<String>,
         clouds: Vec<String>,
@@ -155,6 +160,8 @@ pub struct Prepared {
     pub settings: PlanSettings,
     /// For catalog plans: the sources whose data behind the offers is stale.
     pub stale_sources: Option<Vec<String>>,
+    /// `[planner.owned]` entries outside this plan's offers, one line each.
+    pub owned_skipped: Vec<String>,
 }
 
 /// A solved (and maybe saved) plan.
@@ -176,6 +183,9 @@ impl Planned {
         if let Some(stale) = &self.prepared.stale_sources {
             doc["catalog"] =
                 json!({"offers": self.prepared.problem.offers.len(), "stale_sources": stale});
+            if !self.prepared.owned_skipped.is_empty() {
+                doc["catalog"]["owned_skipped"] = json!(self.prepared.owned_skipped);
+            }
         }
         if let Some(saved) = &self.saved {
             doc["saved"] = serde_json::to_value(saved)?;
@@ -207,24 +217,26 @@ pub struct PlanService {
     pool: Option<Arc<Pool>>,
     solver: SolverPool,
     defaults: PlanSettings,
+    /// `[planner.owned]`: what catalog plans own unless a request says.
+    owned: Vec<Owned>,
     /// Sync interval per source, for staleness.
     intervals: BTreeMap<String, Duration>,
 }
 
 impl PlanService {
     #[must_use]
-    /// A pipeline on `pool` running at most `max_concurrent_solves` solves,
-    /// with `defaults` for what a request leaves out.
+    /// A pipeline on `pool` with the `[planner]` settings: its solver slots,
+    /// and its defaults and owned reservations for what a request leaves out.
     pub fn new(
         pool: Option<Arc<Pool>>,
-        max_concurrent_solves: usize,
-        defaults: PlanSettings,
+        planner: &PlannerConfig,
         intervals: BTreeMap<String, Duration>,
     ) -> Self {
         Self {
             pool,
-            solver: SolverPool::new(max_concurrent_solves),
-            defaults,
+            solver: SolverPool::new(planner.max_concurrent_solves),
+            defaults: planner.defaults.clone(),
+            owned: planner.owned.clone(),
             intervals,
         }
     }
@@ -257,10 +269,11 @@ impl PlanService {
     /// `Invalid` for settings out of range or a problem too large; `Store`.
     pub async fn prepare(&self, req: &PlanRequest) -> Result<Prepared, PlanError> {
         let settings = self.defaults.with(&req.overrides)?;
-        let (mut problem, stale_sources) = match req.input.clone() {
-            Input::Problem(p) => (p, None),
+        let (mut problem, stale_sources, owned_skipped) = match req.input.clone() {
+            Input::Problem(p) => (p, None, Vec::new()),
             Input::Catalog {
-                demand,
+                classes,
+                owned,
                 policy,
                 gpus,
                 clouds,
@@ -278,12 +291,17 @@ impl PlanService {
                 let built = tokio::task::spawn_blocking(move || {
                     pool.read(|store| {
                         let fresh = Freshness::read(store, intervals, Utc::now())?;
-                        planner::build_problem(store, &fresh, demand, &inputs, policy)
+                        planner::build_problem(store, &fresh, classes, &inputs, policy)
                     })
                 })
                 .await
                 .map_err(|e| PlanError::Internal(format!("the catalog read: {e}")))??;
-                (built.problem, Some(built.stale_sources))
+                let mut problem = built.problem;
+                let skipped = match owned {
+                    Some(given) => planner::attach_owned(&mut problem, given, true)?,
+                    None => planner::attach_owned(&mut problem, self.owned.clone(), false)?,
+                };
+                (problem, Some(built.stale_sources), skipped)
             }
         };
         if let Some(name) = &req.name {
@@ -294,6 +312,7 @@ impl PlanService {
             problem,
             settings,
             stale_sources,
+            owned_skipped,
         })
     }
 

@@ -22,11 +22,12 @@ use std::collections::BTreeMap;
 use crate::alerts;
 use crate::catalog::Freshness;
 use crate::config::{PlanInput, RuleConfig, Schedule, ScheduledPlan, SyncConfig};
-use crate::forecast;
 use crate::metrics::Metrics;
+use crate::optimizer::DemandClass;
 use crate::planning::{Input, Overrides, PlanRequest, PlanService};
 use crate::store::Pool;
 use crate::sync::{self, SyncError};
+use crate::{forecast, plan_inputs};
 
 /// Backoff after failed syncs.
 #[derive(Debug, Clone, Copy)]
@@ -335,20 +336,28 @@ async fn plan_once(
     pool: &Arc<Pool>,
     hook: Option<Arc<AlertHook>>,
 ) -> Result<usize, String> {
-    let demand = match &plan.input {
-        PlanInput::Demand(path) => forecast::read_demand(path).map_err(|e| e.to_string())?.gpus,
+    let classes = match &plan.input {
+        PlanInput::Demand(path) => plan_inputs::read_catalog_classes(path, plan.classes.as_deref())
+            .map_err(|e| e.to_string())?,
         PlanInput::Usage {
             path,
             horizon_hours,
         } => {
-            let usage = forecast::read_demand(path).map_err(|e| e.to_string())?;
-            forecast::forecast(&usage, *horizon_hours)?.gpus
+            let usage = plan_inputs::read_demand(path).map_err(|e| e.to_string())?;
+            vec![DemandClass::default_class(
+                forecast::forecast(&usage, *horizon_hours)?.gpus,
+            )]
         }
+    };
+    let owned = match &plan.owned {
+        Some(path) => Some(plan_inputs::read_owned(path).map_err(|e| e.to_string())?),
+        None => None,
     };
     let request = PlanRequest {
         name: Some(name.to_owned()),
         input: Input::Catalog {
-            demand,
+            classes,
+            owned,
             policy: plan.policy.clone(),
             gpus: plan.gpus.clone(),
             clouds: plan.clouds.clone(),

@@ -28,6 +28,7 @@ use tokio::sync::Notify;
 use crate::catalog::{self, Freshness, PriceFilter, SpotQuery};
 use crate::metrics::Metrics;
 use crate::optimizer::{Backend, Problem, ValidationError};
+use crate::plan_inputs::OwnedEntry;
 use crate::planning::{Input, Overrides, PlanError, PlanRequest, PlanService};
 use crate::store::{Pool, StoreError};
 
@@ -459,6 +460,8 @@ async fn trigger_sync(
 const CATALOG_PLAN_KEYS: &[&str] = &[
     "name",
     "demand",
+    "classes",
+    "owned",
     "policy",
     "gpu",
     "clouds",
@@ -556,8 +559,40 @@ fn catalog_plan(
         ));
     }
     let name = obj.get("name").cloned().unwrap_or(json!("api plan"));
-    let base = json!({"name": name, "demand": obj.get("demand"), "offers": [], "policy": obj.get("policy")});
-    let mut problem = Problem::from_json(&base).map_err(field)?;
+    // Demand, classes and policy follow the planning model's rules: a body
+    // with `classes` is read as schema version 2.
+    let mut base = json!({"name": name, "offers": [], "policy": obj.get("policy")});
+    for key in ["demand", "classes"] {
+        if let Some(v) = obj.get(key) {
+            base[key] = v.clone();
+        }
+    }
+    if obj.contains_key("classes") {
+        base["schema_version"] = json!(2);
+    }
+    let problem = Problem::from_json(&base).map_err(field)?;
+    let owned = match obj.get("owned") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(items)) => Some(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    let at = format!("owned[{i}]");
+                    serde_json::from_value::<OwnedEntry>(item.clone())
+                        .map_err(|e| e.to_string())
+                        .and_then(OwnedEntry::resolve)
+                        .map_err(|m| ApiError::bad_parameter(&at, m))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        Some(_) => {
+            return Err(ApiError::bad_parameter(
+                "owned",
+                "must be a list of reservations",
+            ));
+        }
+    };
     let list = |key: &str| -> Result<Vec<String>, ApiError> {
         match obj.get(key) {
             None | Some(Value::Null) => Ok(Vec::new()),
@@ -591,7 +626,8 @@ fn catalog_plan(
     overrides.restart_hours = number("restart_hours")?;
     overrides.checkpoint_hours = number("checkpoint_hours")?;
     let input = Input::Catalog {
-        demand: problem.classes.swap_remove(0).demand,
+        classes: problem.classes,
+        owned,
         policy: problem.policy,
         gpus: list("gpu")?,
         clouds: list("clouds")?,
@@ -673,8 +709,7 @@ mod tests {
             cache: Mutex::default(),
             planning: Arc::new(PlanService::new(
                 Some(pool),
-                config.planner.max_concurrent_solves,
-                config.planner.defaults.clone(),
+                &config.planner,
                 BTreeMap::new(),
             )),
         });

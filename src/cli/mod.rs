@@ -23,6 +23,7 @@ use crate::config::{self, Config};
 use crate::daemon;
 use crate::forecast;
 use crate::optimizer::{self, OptimizeError, PlanResult, Problem};
+use crate::plan_inputs;
 use crate::planning::{self, Input, Overrides, PlanError, PlanRequest, PlanService};
 use crate::store::{Pool, Prunable, Store, StoreError};
 use crate::telemetry::LogFormat;

@@ -9,9 +9,18 @@ pub struct PlanArgs {
     /// A problem file in the planning-model JSON format.
     #[arg(long)]
     problem: Option<PathBuf>,
-    /// Hourly GPU demand (CSV `hour,gpus` or `timestamp,gpus`); offers come from the catalog.
+    /// Hourly GPU demand (CSV `hour,gpus` or `timestamp,gpus`), or one column
+    /// per class with --classes (`hour,train,infer`); offers come from the catalog.
     #[arg(long)]
     demand: Option<PathBuf>,
+    /// With --demand: the classes of its columns (TOML `[classes.<id>]`, or
+    /// JSON): per class its filters, perf map and share overrides.
+    #[arg(long, requires = "demand")]
+    classes: Option<PathBuf>,
+    /// Reservations already held (CSV `offer,option,count,remaining_hours`);
+    /// replaces `[planner.owned]` for this plan.
+    #[arg(long, conflicts_with = "problem")]
+    owned: Option<PathBuf>,
     /// Past hourly GPU usage (same CSV format): demand is forecast from it
     /// (hour-of-week profile with trend); offers come from the catalog.
     #[arg(long)]
@@ -128,11 +137,11 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
             }
         }
         (None, Some(path), _) => {
-            let demand = match forecast::read_demand(path) {
-                Ok(d) => d.gpus,
+            let classes = match plan_inputs::read_catalog_classes(path, args.classes.as_deref()) {
+                Ok(c) => c,
                 Err(e) => return refuse(e.to_string()),
             };
-            match catalog_input(demand, &args.catalog) {
+            match catalog_input(classes, args, &args.catalog) {
                 Ok(input) => (Some(args.catalog.name.clone()), input),
                 Err(message) => return refuse(message),
             }
@@ -145,7 +154,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
                     optimizer::MAX_HORIZON_HOURS
                 ));
             }
-            let usage = match forecast::read_demand(path) {
+            let usage = match plan_inputs::read_demand(path) {
                 Ok(u) => u,
                 Err(e) => return refuse(e.to_string()),
             };
@@ -153,9 +162,9 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
                 Ok(f) => f,
                 Err(e) => return refuse(format!("{}: {e}", path.display())),
             };
-            let demand = f.gpus.clone();
+            let classes = vec![optimizer::DemandClass::default_class(f.gpus.clone())];
             forecast_info = Some(f);
-            match catalog_input(demand, &args.catalog) {
+            match catalog_input(classes, args, &args.catalog) {
                 Ok(input) => (Some(args.catalog.name.clone()), input),
                 Err(message) => return refuse(message),
             }
@@ -176,12 +185,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
         None
     };
     let intervals = config.source_intervals(Utc::now());
-    let service = PlanService::new(
-        pool,
-        config.planner.max_concurrent_solves,
-        config.planner.defaults.clone(),
-        intervals,
-    );
+    let service = PlanService::new(pool, &config.planner, intervals);
     let request = PlanRequest {
         name,
         input,
@@ -295,8 +299,16 @@ fn plan_overrides(args: &PlanArgs) -> Result<Overrides, String> {
 }
 
 /// The catalog input of `--demand` / `--usage`: the policy and offer filters
-/// of the flags, each checked.
-fn catalog_input(demand: Vec<f64>, a: &PlanCatalogArgs) -> Result<Input, String> {
+/// of the flags, each checked, and `--owned`.
+fn catalog_input(
+    classes: Vec<optimizer::DemandClass>,
+    args: &PlanArgs,
+    a: &PlanCatalogArgs,
+) -> Result<Input, String> {
+    let owned = match &args.owned {
+        Some(path) => Some(plan_inputs::read_owned(path).map_err(|e| e.to_string())?),
+        None => None,
+    };
     let checks = [
         ("--max-spot-share", a.max_spot_share, 1.0),
         ("--max-pool-share", a.max_pool_share, 1.0),
@@ -319,7 +331,8 @@ fn catalog_input(demand: Vec<f64>, a: &PlanCatalogArgs) -> Result<Input, String>
         ..optimizer::Policy::default()
     };
     Ok(Input::Catalog {
-        demand,
+        classes,
+        owned,
         policy,
         gpus: a.gpus.clone(),
         clouds: a.clouds.clone(),

@@ -108,6 +108,10 @@ pub struct RuleConfig {
 pub struct ScheduledPlan {
     /// Hourly demand (CSV), or past usage to forecast from.
     pub input: PlanInput,
+    /// With a demand CSV of several columns: the classes file describing them.
+    pub classes: Option<PathBuf>,
+    /// Owned reservations (CSV); `None` takes `[planner.owned]`.
+    pub owned: Option<PathBuf>,
     pub schedule: Schedule,
     pub gpus: Vec<String>,
     pub clouds: Vec<String>,
@@ -140,6 +144,8 @@ pub(super) struct RawAlerts {
 pub(super) struct RawPlan {
     demand: Option<String>,
     usage: Option<String>,
+    classes: Option<String>,
+    owned: Option<String>,
     horizon_hours: Option<i64>,
     schedule: Option<String>,
     #[serde(default)]
@@ -218,6 +224,13 @@ pub(super) fn validate_plans(
                 continue;
             }
         };
+        if p.classes.is_some() && p.demand.is_none() {
+            c.fail(
+                at("classes"),
+                "goes with demand (a CSV with one column per class), not with usage",
+            );
+            continue;
+        }
         // The policy uses the planning model's keys and rules (docs/planning-model.md §4.1).
         let policy_json = serde_json::to_value(p.policy.unwrap_or_default()).unwrap_or_default();
         let policy = match crate::optimizer::Problem::from_json(
@@ -233,6 +246,8 @@ pub(super) fn validate_plans(
             name.clone(),
             ScheduledPlan {
                 input,
+                classes: p.classes.as_deref().map(resolve),
+                owned: p.owned.as_deref().map(resolve),
                 schedule: c.schedule(
                     &at("schedule"),
                     p.schedule.as_deref().or(Some("0 0 6 * * *")),

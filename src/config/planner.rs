@@ -1,6 +1,8 @@
 //! `[planner]`: the defaults of every plan.
 
 use super::*;
+use crate::optimizer::Owned;
+use crate::plan_inputs::OwnedEntry;
 use crate::planning::{self, PlanSettings};
 
 #[derive(Debug, Clone)]
@@ -10,6 +12,9 @@ pub struct PlannerConfig {
     pub max_concurrent_solves: usize,
     /// The defaults of every plan (CLI flags and API fields override them).
     pub defaults: PlanSettings,
+    /// Reservations the team already holds: catalog plans count them unless
+    /// a request gives its own list.
+    pub owned: Vec<Owned>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -20,6 +25,8 @@ pub(super) struct RawPlanner {
     spot_window: Option<String>,
     restart_hours: Option<f64>,
     checkpoint_hours: Option<f64>,
+    #[serde(default)]
+    owned: Vec<OwnedEntry>,
 }
 
 /// `[planner]`.
@@ -49,7 +56,18 @@ pub(super) fn validate(raw: RawPlanner, c: &mut Checker) -> PlannerConfig {
             Duration::from_secs(7 * 86_400)
         }
     };
+    let owned = raw
+        .owned
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, e)| {
+            e.resolve()
+                .map_err(|m| c.fail(format!("planner.owned[{i}]"), m))
+                .ok()
+        })
+        .collect();
     PlannerConfig {
+        owned,
         max_concurrent_solves: c.bounded(
             "planner.max_concurrent_solves",
             raw.max_concurrent_solves,

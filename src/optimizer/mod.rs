@@ -1,19 +1,35 @@
 //! The purchase-plan optimizer (docs/planning-model.md): pure and synchronous. It
 //! knows nothing of clouds, SQL or HTTP; callers run it on a blocking thread.
 //!
-//! Exact reductions before solving (each keeps the optimal objective):
-//! - Hours with equal demand share one set of hourly variables weighted by
-//!   their count. Given the reserved counts the hours are independent, and
-//!   equal hours have equal optimal choices (with or without integer hourly
-//!   counts); the plan is expanded back to every hour.
+//! Version 1 and version 2 problems go through one model: a v1 problem is
+//! one class with no filters or perf map and nothing owned, and class-split
+//! variables exist only where an offer serves more than one class in a level
+//! (see `build`), so a v1 problem builds exactly the v1 MILP.
+//!
+//! Exact reductions before solving (each keeps the optimal objective; the
+//! randomized reduced-vs-unreduced tests check both versions):
+//! - Hours that share every hour-dependent input (each class's demand, the
+//!   hourly spot prices, the owned capacity) share one set of hourly
+//!   variables weighted by their count. Given the reserved counts the hours
+//!   are independent, and equal hours have equal optimal choices (with or
+//!   without integer hourly counts); the plan is expanded back to every hour.
 //! - Of an offer's reserved options only the cheapest (first on ties) is kept:
-//!   options share the offer's GPUs and cap, so swapping for it never costs more.
-//! - With continuous hourly counts, let `b` be the cheapest on-demand price per
-//!   GPU-hour among offers without an on-demand cap. Uncapped on-demand supply
-//!   at `b` can stand in for anything dearer, without caps or share limits, so
-//!   dropped are: other uncapped on-demand offers, capped ones at `b` or more
-//!   per GPU, spot at `b` or more per useful GPU, and reserved options at `b` or
-//!   more per GPU-hour.
+//!   options share the offer's GPUs, cap and class factors, so swapping a new
+//!   purchase for it never costs more. Owned entries keep their own option:
+//!   they are facts, not choices.
+//! - With one class and continuous hourly counts, let `b` be the cheapest
+//!   on-demand price per unit of work (`o/(φ·g)`) among offers without an
+//!   on-demand cap. Uncapped on-demand supply at `b` can stand in for
+//!   anything dearer, without caps or share limits, so dropped are: other
+//!   uncapped on-demand offers, capped ones at `b` or more per unit, spot at
+//!   `b` or more per useful unit (hour by hour when the price is hourly), and
+//!   reserved options at `b` or more per unit-hour. Owned capacity is free and
+//!   untouched. With several classes an offer's value differs per class, and
+//!   a cheaper unit for one class may be the only supply of another, so the
+//!   reduction is not applied.
+//! - Where an offer serves a single class in a level, its class split is the
+//!   offer itself (`S_kct = S_kt`, `O_kct = O_kt`), and its reserved share
+//!   sits at its bound `Σ_j R_kj + W_kt`: nothing else can use it there.
 
 mod build;
 mod change;
@@ -33,8 +49,8 @@ use serde_json::{Value, json};
 pub use change::{PlanChange, compare};
 pub use lp::{Backend, LpError};
 pub use model::{
-    DemandClass, MAX_CLASSES, MAX_DEMAND_PER_HOUR, MAX_HORIZON_HOURS, MAX_OFFERS, Offer, Owned,
-    Policy, Problem, ReservedOption, SpotPrice, ValidationError,
+    DemandClass, MAX_CLASSES, MAX_DEMAND_PER_HOUR, MAX_HORIZON_HOURS, MAX_OFFERS, MAX_OWNED, Offer,
+    Owned, Policy, Problem, ReservedOption, SpotPrice, ValidationError,
 };
 pub use verify::verify;
 

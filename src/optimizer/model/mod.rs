@@ -55,6 +55,14 @@ pub struct DemandClass {
 }
 
 impl DemandClass {
+    /// Validates one class document (§10.12); errors are named under `path`.
+    ///
+    /// # Errors
+    /// The first violation, naming its field.
+    pub fn from_json(path: &str, doc: &Value) -> Result<Self, ValidationError> {
+        v2::class(path, doc)
+    }
+
     /// The single class of a version 1 problem.
     #[must_use]
     pub fn default_class(demand: Vec<f64>) -> Self {
@@ -233,6 +241,29 @@ impl Problem {
             classes: vec![DemandClass::default_class(demand)],
             offers,
             owned: Vec::new(),
+            policy,
+        }
+    }
+
+    /// A problem of `classes` with `owned` entries: version 1 when it is one
+    /// plain class and nothing owned (so its result keeps the v1 shape),
+    /// else version 2.
+    #[must_use]
+    pub fn from_parts(
+        name: Option<String>,
+        classes: Vec<DemandClass>,
+        offers: Vec<Offer>,
+        owned: Vec<Owned>,
+        policy: Policy,
+    ) -> Self {
+        let plain =
+            matches!(&classes[..], [c] if *c == DemandClass::default_class(c.demand.clone()));
+        Self {
+            schema_version: if plain && owned.is_empty() { 1 } else { 2 },
+            name,
+            classes,
+            offers,
+            owned,
             policy,
         }
     }

@@ -89,7 +89,7 @@ pub(super) fn classes(top: &Map<String, Value>) -> Result<Vec<DemandClass>, Vali
     Ok(out)
 }
 
-fn class(path: &str, v: &Value) -> Result<DemandClass, ValidationError> {
+pub(super) fn class(path: &str, v: &Value) -> Result<DemandClass, ValidationError> {
     let Some(c) = v.as_object() else {
         return err(path, "must be an object");
     };
