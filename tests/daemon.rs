@@ -588,6 +588,49 @@ async fn plans_are_solved_saved_and_fetched_over_the_api() {
     )
     .await;
     assert_eq!((status, bad["parameter"].as_str()), (400, Some("gpus")));
+
+    // Two classes and an owned reservation: the owned machine covers one
+    // class, and the other's half-time need is cheaper on demand than reserved.
+    let two = serde_json::json!({"name": "two", "gpu": ["H100"],
+        "classes": [{"id": "a", "demand": [8, 8]}, {"id": "b", "demand": [8, 0]}],
+        "owned": [{"offer": "file:onprem/onprem-fra/dgx-h100", "option": "reserved_1y", "count": 1}]});
+    let (status, r) = post("/v1/plans", two.clone()).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        (r["schema_version"].as_u64(), r["status"].as_str()),
+        (Some(2), Some("optimal"))
+    );
+    assert!(
+        (r["objective"].as_f64().unwrap() - 18.4).abs() < 1e-9,
+        "{r}"
+    );
+    assert!((r["sunk_cost"].as_f64().unwrap() - 28.0).abs() < 1e-9);
+    for (mutate, named) in [
+        (
+            serde_json::json!({"owned": [{"offer": "x/y/z", "option": "reserved_1y", "count": 1}]}),
+            "owned[0]",
+        ),
+        (
+            serde_json::json!({"owned": [{"offer": "x/y/z", "option": "reserved_1y", "cont": 1}]}),
+            "owned[0]",
+        ),
+        (
+            serde_json::json!({"classes": [{"id": "a", "demand": [1], "perf": {}}]}),
+            "classes[0].perf",
+        ),
+        (serde_json::json!({"demand": [1]}), "classes"),
+    ] {
+        let mut body = two.clone();
+        for (k, v) in mutate.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (status, bad) = post("/v1/plans", body).await;
+        assert_eq!(
+            (status, bad["parameter"].as_str()),
+            (400, Some(named)),
+            "{bad}"
+        );
+    }
     d.stop().await;
 }
 
@@ -835,11 +878,24 @@ async fn invented_methods_do_not_become_metric_labels() {
 async fn the_api_and_scheduled_plans_take_planner_defaults_and_the_api_overrides_them() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("demand.csv"), "hour,gpus\n0,8\n1,8\n").unwrap();
+    std::fs::write(dir.path().join("two.csv"), "hour,a,b\n0,8,8\n1,8,0\n").unwrap();
+    std::fs::write(
+        dir.path().join("classes.toml"),
+        "[classes.a]\n[classes.b]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("owned.csv"),
+        "offer,option,count\nfile:onprem/onprem-fra/dgx-h100,reserved_1y,1\n",
+    )
+    .unwrap();
     let config = config_in(
         dir.path(),
         None,
         "[planner]\ntime_limit_secs = 60\nspot_window = \"3d\"\nrestart_hours = 2\ncheckpoint_hours = 4\n\
-         [alerts.plans.nightly]\ndemand = \"demand.csv\"\nschedule = \"* * * * * *\"\ngpu = [\"H100\"]\n",
+         [alerts.plans.nightly]\ndemand = \"demand.csv\"\nschedule = \"* * * * * *\"\ngpu = [\"H100\"]\n\
+         [alerts.plans.classes]\ndemand = \"two.csv\"\nclasses = \"classes.toml\"\nowned = \"owned.csv\"\n\
+         schedule = \"* * * * * *\"\ngpu = [\"H100\"]\n",
     );
     let d = start(dir, config, None, None).await;
     d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
@@ -857,6 +913,23 @@ async fn the_api_and_scheduled_plans_take_planner_defaults_and_the_api_overrides
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(saved["result"]["settings"], defaults, "{saved}");
+    // A scheduled plan of two classes with its own owned file.
+    let mut classes = Value::Null;
+    for _ in 0..500 {
+        let (status, plan) = d.get("/v1/plans/latest?name=classes").await;
+        if status == 200 {
+            classes = plan;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let result = &classes["result"];
+    assert_eq!(result["schema_version"], 2, "{classes}");
+    assert!(
+        (result["objective"].as_f64().unwrap() - 18.4).abs() < 1e-9,
+        "{classes}"
+    );
+    assert!((result["sunk_cost"].as_f64().unwrap() - 28.0).abs() < 1e-9);
 
     let body = serde_json::json!({"demand": [8, 8], "gpu": ["H100"]}).to_string();
     let (status, _, plain) = raw(&d, "POST", "/v1/plans", &[JSON], body).await;

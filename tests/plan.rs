@@ -314,3 +314,125 @@ fn the_cli_takes_planner_defaults_and_its_flags_override_them() {
     // A problem file solved without --save opens no catalog.
     assert!(!dir.path().join("c.db").exists());
 }
+
+#[test]
+fn two_classes_and_owned_reservations_are_planned_against_the_catalog() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gpuplan.toml"),
+        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n\
+         [providers.file.sheet]\npath = \"sheet.csv\"\n\
+         [[planner.owned]]\noffer = \"file:sheet/us-east-1/p5.48xlarge\"\noption = \"reserved_1y_no_upfront\"\ncount = 1\n\
+         [[planner.owned]]\nprovider = \"aws\"\nregion = \"us-west-2\"\ninstance_type = \"p4d.24xlarge\"\noption = \"reserved_1y\"\ncount = 2\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("sheet.csv"),
+        "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,max_instances\n\
+         us-east-1,p5.48xlarge,H100,8,on_demand,98.32,\n\
+         us-east-1,p5.48xlarge,H100,8,reserved_1y_no_upfront,62,\n\
+         onprem,l4box,L4,4,on_demand,1,\n",
+    )
+    .unwrap();
+    // Training needs one H100 machine's worth of work every hour; inference
+    // 8 H100-equivalents half of the time, which L4s do at a fifth of the speed.
+    let demand: String = std::iter::once("hour,train,infer".to_owned())
+        .chain((0..48).map(|h| format!("{h},8,{}", if h % 2 == 0 { 8 } else { 0 })))
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(dir.path().join("demand.csv"), demand).unwrap();
+    std::fs::write(
+        dir.path().join("classes.toml"),
+        "[classes.train]\nperf = { \"H100-80GB\" = 1.0 }\n\n[classes.infer]\nperf = { \"H100-80GB\" = 1.0, \"L4\" = 0.2 }\n",
+    )
+    .unwrap();
+    assert!(
+        gpuplan(dir.path(), &["--config", "gpuplan.toml", "sync"])
+            .status
+            .success()
+    );
+    let plan = |extra: &[&str]| {
+        let mut args = vec![
+            "--config",
+            "gpuplan.toml",
+            "plan",
+            "--demand",
+            "demand.csv",
+            "--classes",
+            "classes.toml",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        gpuplan(dir.path(), &args)
+    };
+
+    // [planner.owned]: the p5 is owned, the p4d is outside this catalog.
+    let out = plan(&[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let r = stdout_json(&out);
+    assert_eq!(r["schema_version"], 2);
+    assert_eq!(r["status"], "optimal");
+    assert_eq!(r["reserved"], serde_json::json!([]), "{r}");
+    // Inference runs on 10 L4 boxes (8 units / 0.8 each) in 24 of 48 hours.
+    assert!(
+        (r["objective"].as_f64().unwrap() - 240.0).abs() < 1e-6,
+        "{r}"
+    );
+    assert!((r["sunk_cost"].as_f64().unwrap() - 62.0 * 48.0).abs() < 1e-6);
+    assert!((r["owned_utilization"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+    let skipped = r["catalog"]["owned_skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1);
+    assert!(
+        skipped[0]
+            .as_str()
+            .unwrap()
+            .contains("aws/us-west-2/p4d.24xlarge")
+    );
+    let split = &r["hourly"]["classes"];
+    assert_eq!(
+        split["infer"]["on_demand_instances"]["file:sheet/onprem/l4box"][0],
+        10.0
+    );
+    assert_eq!(
+        split["train"]["reserved_instances"]["file:sheet/us-east-1/p5.48xlarge"][0],
+        1.0
+    );
+
+    // --owned replaces the config's list: nothing owned, so buy the p5.
+    std::fs::write(dir.path().join("none.csv"), "offer,option,count\n").unwrap();
+    let r = stdout_json(&plan(&["--owned", "none.csv"]));
+    assert_eq!(
+        r["reserved"][0]["offer"],
+        "file:sheet/us-east-1/p5.48xlarge"
+    );
+    assert_eq!(r["reserved"][0]["count"], 1.0);
+    assert_eq!(r["sunk_cost"], 0.0);
+
+    // A given entry that matches nothing is refused by name.
+    std::fs::write(
+        dir.path().join("owned.csv"),
+        "provider,region,instance_type,option,count,remaining_hours\nfile:sheet,us-east-1,p5.48xlarge,reserved_3y,1,\n",
+    )
+    .unwrap();
+    let out = plan(&["--owned", "owned.csv"]);
+    assert_eq!(out.status.code(), Some(2));
+    let error = stdout_json(&out)["error"].as_str().unwrap().to_owned();
+    assert!(
+        error.starts_with("owned[0]") && error.contains("reserved_1y_no_upfront"),
+        "{error}"
+    );
+
+    // A column the classes file does not describe names both files.
+    std::fs::write(dir.path().join("classes.toml"), "[classes.train]\n").unwrap();
+    let out = plan(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    let error = stdout_json(&out)["error"].as_str().unwrap().to_owned();
+    assert!(
+        error.contains("demand.csv:1: column `infer` is not a class of classes.toml"),
+        "{error}"
+    );
+}

@@ -356,3 +356,41 @@ fn planner_defaults_follow_the_same_rules_as_flags_and_api_fields() {
         );
     }
 }
+
+#[test]
+fn owned_reservations_and_plan_classes_are_checked_by_path() {
+    let errors = errors_of(
+        "[[planner.owned]]\noffer = \"aws/us-east-1/p5.48xlarge\"\noption = \"reserved_1y\"\ncount = -2\n\
+         [[planner.owned]]\noption = \"reserved_1y\"\ncount = 1\n\
+         [alerts.plans.u]\nusage = \"u.csv\"\nclasses = \"c.toml\"\n",
+    )
+    .join("\n");
+    for expected in [
+        "planner.owned[0]: `count` -2 is out of range",
+        "planner.owned[1]: name the offer",
+        "alerts.plans.u.classes: goes with demand",
+    ] {
+        assert!(
+            errors.contains(expected),
+            "missing {expected} in:\n{errors}"
+        );
+    }
+    let ok = Config::parse(
+        "[[planner.owned]]\nprovider = \"gcp\"\nregion = \"us-central1\"\ninstance_type = \"a2-highgpu-1g\"\n\
+         option = \"commit_1y\"\ncount = 6\nremaining_hours = 700\n\
+         [alerts.plans.two]\ndemand = \"d.csv\"\nclasses = \"c.toml\"\nowned = \"owned.csv\"\n",
+        Path::new("/etc/gpuplan"),
+    )
+    .unwrap();
+    assert_eq!(ok.planner.owned[0].offer, "gcp/us-central1/a2-highgpu-1g");
+    assert_eq!(ok.planner.owned[0].remaining_hours, Some(700));
+    let plan = &ok.alerts.plans["two"];
+    assert_eq!(
+        plan.classes.as_deref(),
+        Some(Path::new("/etc/gpuplan/c.toml"))
+    );
+    assert_eq!(
+        plan.owned.as_deref(),
+        Some(Path::new("/etc/gpuplan/owned.csv"))
+    );
+}
