@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::build::{Scope, build};
+use super::hourly;
 use super::lp::{LpError, Milp, Row, Sense};
 use super::setup::Setup;
 use super::{OptimizeError, SolveOptions};
@@ -211,7 +212,7 @@ pub(super) fn baseline(
         return Ok(Some(total));
     }
     let all: Vec<usize> = (0..setup.levels.len()).collect();
-    let (milp, _) = build(
+    let (milp, vars) = build(
         setup,
         &all,
         Scope {
@@ -219,7 +220,18 @@ pub(super) fn baseline(
             purchases: false,
         },
     );
-    match milp.solve(opts.backend, opts.time_limit) {
+    let decomposed = if mip && p.integer_hourly {
+        let deadline = opts.time_limit.map(|t| std::time::Instant::now() + t);
+        hourly::solve(setup, &milp, &vars, deadline)
+    } else {
+        hourly::Outcome::NotApplicable
+    };
+    let solved = match decomposed {
+        hourly::Outcome::Solved(values) => Ok(values),
+        hourly::Outcome::Failed(e) => Err(e),
+        hourly::Outcome::NotApplicable => milp.solve(opts.backend, opts.time_limit),
+    };
+    match solved {
         Ok(values) => Ok(Some(
             milp.vars
                 .iter()

@@ -34,6 +34,7 @@
 mod build;
 mod change;
 mod checks;
+mod hourly;
 mod lp;
 mod model;
 mod report;
@@ -214,6 +215,9 @@ pub struct ModelStats {
     pub constraints: usize,
     /// Variables the exact reductions removed before solving.
     pub reduced_variables: usize,
+    /// How the model was solved: `milp`, or `decomposition` for whole
+    /// hourly counts of one class (see the module `hourly`).
+    pub method: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
@@ -284,7 +288,28 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
     );
     let build_ms = ms(build_start.elapsed());
     let solve_start = Instant::now();
-    let values = match milp.solve(opts.backend, opts.time_limit) {
+    let decomposed = if mip && problem.policy.integer_hourly {
+        hourly::solve(
+            &setup,
+            &milp,
+            &vars,
+            opts.time_limit.map(|t| solve_start + t),
+        )
+    } else {
+        hourly::Outcome::NotApplicable
+    };
+    let method = if matches!(decomposed, hourly::Outcome::NotApplicable) {
+        "milp"
+    } else {
+        "decomposition"
+    };
+    result.model_stats.method = method;
+    let solved = match decomposed {
+        hourly::Outcome::Solved(values) => Ok(values),
+        hourly::Outcome::Failed(e) => Err(e),
+        hourly::Outcome::NotApplicable => milp.solve(opts.backend, opts.time_limit),
+    };
+    let values = match solved {
         Ok(v) => v,
         Err(LpError::Infeasible) => {
             result.infeasibility = Some(
@@ -315,6 +340,7 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
         integer_variables: milp.integer_count(),
         constraints: milp.rows.len(),
         reduced_variables: removed_reserved + removed_hourly * positive_levels + vars.dominated,
+        method,
     };
     result.timings.build_ms = build_ms;
     result.timings.solve_ms = solve_ms;

@@ -274,6 +274,37 @@ fn reductions_never_change_the_optimum() {
     }
 }
 
+#[test]
+fn whole_hourly_counts_by_decomposition_match_the_milp() {
+    // Reduced, each offer keeps one option and the decomposition solves it;
+    // unreduced, two options share a cap and the generic MILP does.
+    for seed in 1..=10 {
+        let mut doc = random_problem(seed, 4, 6);
+        doc["policy"]["integer_hourly"] = json!(true);
+        let fast = run_with(doc.clone(), false, true);
+        let milp = run_with(doc.clone(), false, false);
+        assert_eq!(fast.status, milp.status, "seed {seed}");
+        if fast.status == "optimal" {
+            assert_eq!(
+                (fast.model_stats.method, milp.model_stats.method),
+                ("decomposition", "milp")
+            );
+        }
+        assert_eq!(fast.infeasibility, milp.infeasibility, "seed {seed}");
+        if let (Some(a), Some(b)) = (fast.objective, milp.objective) {
+            assert!(
+                (a - b).abs() <= 1e-6 * b.max(1.0),
+                "seed {seed}: decomposition {a} vs milp {b}"
+            );
+        }
+        assert_eq!(
+            fast.baseline_on_demand_cost.map(|b| (b * 1e6).round()),
+            milp.baseline_on_demand_cost.map(|b| (b * 1e6).round()),
+            "seed {seed}"
+        );
+    }
+}
+
 #[cfg(feature = "cbc")]
 #[test]
 fn cbc_finds_the_same_optima_as_microlp() {
