@@ -266,7 +266,7 @@ async fn under_solves(client: &reqwest::Client, base: &str) {
     };
     let (_, idle_p99, _) = load(client, uncached(100_000)).await;
     let heavy: serde_json::Value =
-        serde_json::from_str(include_str!("../tests/fixtures/heavy-integer-week.json")).unwrap();
+        serde_json::from_str(include_str!("../tests/fixtures/heavy-two-class-week.json")).unwrap();
     let solves: Vec<_> = (0..3)
         .map(|_| {
             let req = client.post(format!("{base}/v1/plans")).json(&heavy);

@@ -804,10 +804,11 @@ async fn a_browser_page_cannot_write_or_read_through_a_rebound_name() {
     }
 }
 
-/// An hourly-integer problem the default solver cannot finish in minutes
-/// (README, "Solver backend"): it holds a solver slot for as long as a test needs.
+/// A two-class problem with whole hourly counts, which the default build's
+/// MILP cannot finish in minutes (README, "Planner"): it holds a solver slot
+/// for as long as a test needs.
 fn heavy_problem() -> Value {
-    serde_json::from_str(include_str!("fixtures/heavy-integer-week.json")).unwrap()
+    serde_json::from_str(include_str!("fixtures/heavy-two-class-week.json")).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -436,3 +436,42 @@ fn two_classes_and_owned_reservations_are_planned_against_the_catalog() {
         "{error}"
     );
 }
+
+#[test]
+fn a_plan_cut_short_by_the_time_limit_is_printed_with_its_gap_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let heavy = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/heavy-integer-week.json"
+    );
+    let out = gpuplan(
+        dir.path(),
+        &[
+            "plan",
+            "--problem",
+            heavy,
+            "--json",
+            "--time-limit-secs",
+            "0.000001",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let r = stdout_json(&out);
+    assert_eq!(r["status"], "time_limit", "{r}");
+    let (objective, bound) = (
+        r["objective"].as_f64().unwrap(),
+        r["best_bound"].as_f64().unwrap(),
+    );
+    assert!(bound <= objective && r["gap"].as_f64().unwrap() >= 0.0);
+    assert!(!r["reserved"].as_array().unwrap().is_empty());
+    let out = gpuplan(
+        dir.path(),
+        &["plan", "--problem", heavy, "--time-limit-secs", "0.000001"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("NOT PROVEN OPTIMAL") && text.contains("best bound"),
+        "{text}"
+    );
+}

@@ -226,7 +226,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
             doc["forecast"] = json!(f);
         }
         print_json(&doc)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(plan_exit(&planned.result));
     }
     let stale = planned.prepared.stale_sources.as_ref();
     if let Some(stale) = stale.filter(|s| !s.is_empty()) {
@@ -267,7 +267,17 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
             Some(_) => println!("Saved as plan {}: unchanged since the last plan.", r.id),
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(plan_exit(&planned.result))
+}
+
+/// 0 for a plan or a proven infeasibility; 1 for a plan the time limit cut
+/// short, which is printed but not proven optimal.
+fn plan_exit(result: &PlanResult) -> ExitCode {
+    if result.status == "time_limit" {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// The flags that override `[planner]` defaults, each checked.

@@ -234,12 +234,44 @@ pub(super) fn plan_report(r: &PlanResult) -> String {
             c.reserved, c.spot, c.on_demand
         );
     }
+    if let (Some(gap), Some(bound)) = (r.gap, r.best_bound) {
+        let _ = writeln!(
+            out,
+            "NOT PROVEN OPTIMAL: the time limit stopped the search; this is the best plan found, \
+             at most {:.3}% above the optimum (best bound {bound:.2} USD).",
+            gap * 100.0
+        );
+    }
+    if let Some(v2) = &r.v2 {
+        if !v2.owned.is_empty() {
+            let _ = writeln!(
+                out,
+                "Owned reservations: sunk cost {:.2} USD, used {}; with them the horizon costs {}.",
+                v2.sunk_cost,
+                v2.owned_utilization
+                    .map_or_else(|| "-".to_owned(), |u| format!("{:.1}%", u * 100.0)),
+                v2.total_cost
+                    .map_or_else(|| "-".to_owned(), |t| format!("{t:.2} USD"))
+            );
+        }
+        for c in &v2.classes {
+            let s = &c.served_units;
+            let _ = writeln!(
+                out,
+                "Class {}: {:.2} units of work; served reserved {:.2}, spot {:.2}, on-demand {:.2}.",
+                c.id, c.demand_units, s.reserved, s.spot, s.on_demand
+            );
+        }
+    }
     match (r.baseline_on_demand_cost, r.savings, r.savings_pct) {
         (Some(b), Some(s), Some(p)) => {
             let _ = writeln!(
                 out,
                 "All on-demand would cost {b:.2} USD: this plan saves {s:.2} USD ({p:.1}%)."
             );
+        }
+        (None, _, _) if r.status == "time_limit" => {
+            let _ = writeln!(out, "No on-demand baseline within the time limit.");
         }
         (None, _, _) => {
             let _ = writeln!(out, "On-demand alone cannot cover this demand.");

@@ -172,6 +172,25 @@ pub(super) fn shared_capacity(
     ))
 }
 
+/// The LP relaxation's optimum: a lower bound on the MIP optimum, for a
+/// search the time limit stopped (`-∞` when even it runs out of time).
+pub(super) fn relaxed_bound(setup: &Setup<'_>, opts: &SolveOptions) -> Result<f64, OptimizeError> {
+    let all: Vec<usize> = (0..setup.levels.len()).collect();
+    let (milp, _) = build(
+        setup,
+        &all,
+        Scope {
+            mip: false,
+            purchases: true,
+        },
+    );
+    match milp.solve(opts.backend, opts.time_limit) {
+        Ok(values) => Ok(milp.vars.iter().zip(&values).map(|(v, x)| v.cost * x).sum()),
+        Err(LpError::TimeLimit) => Ok(f64::NEG_INFINITY),
+        Err(e) => Err(solver_error(e, opts)),
+    }
+}
+
 /// The optimum with no new reservations and no spot, owned capacity kept;
 /// `None` when that cannot cover demand. With one class, no on-demand caps
 /// and continuous hourly counts it is closed-form: every unit of work the
@@ -227,7 +246,8 @@ pub(super) fn baseline(
         hourly::Outcome::NotApplicable
     };
     let solved = match decomposed {
-        hourly::Outcome::Solved(values) => Ok(values),
+        hourly::Outcome::Solved(s) if s.bound.is_none() => Ok(s.values),
+        hourly::Outcome::Solved(_) => Err(LpError::TimeLimit),
         hourly::Outcome::Failed(e) => Err(e),
         hourly::Outcome::NotApplicable => milp.solve(opts.backend, opts.time_limit),
     };

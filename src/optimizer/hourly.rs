@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use super::build::{Kind, Vars};
-use super::lp::{LpError, Milp};
+use super::lp::{LpError, Milp, Solved};
 use super::setup::Setup;
 
 /// Most `ρ` values and (level, `ρ`) bound evaluations the decomposition
@@ -66,7 +66,7 @@ struct Hour {
 pub(super) enum Outcome {
     /// It does not apply, or the problem is too big for it: use the MILP.
     NotApplicable,
-    Solved(Vec<f64>),
+    Solved(Solved),
     Failed(LpError),
 }
 
@@ -113,6 +113,10 @@ impl Decomposition {
                         return None;
                     }
                     let v = &milp.vars[var];
+                    // Continuous purchases make the supply continuous too.
+                    if !v.integer {
+                        return None;
+                    }
                     reserved.push((
                         var,
                         unit as usize,
@@ -138,6 +142,9 @@ impl Decomposition {
             for &(k, kind, var) in &lv.totals {
                 let e = &setup.offers[k];
                 let v = &milp.vars[var];
+                if !v.integer {
+                    return None;
+                }
                 let units = setup.units(k, 0).unwrap_or(0.0);
                 let (unit, pool) = match kind {
                     Kind::Spot => {
@@ -206,29 +213,44 @@ impl Decomposition {
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let mut best: Option<(f64, usize, Vec<Vec<f64>>)> = None;
         let mut memo: HashMap<(usize, usize), Option<(f64, Vec<f64>)>> = HashMap::new();
+        // Set when the time limit stops the search: the lowest bound left.
+        let mut open_bound = None;
         for (bound, rho) in order {
             if let Some((b, _, _)) = &best
                 && bound >= b - 1e-9 * b.abs().max(1.0)
             {
                 break;
             }
+            if best.is_some() && deadline.is_some_and(|d| Instant::now() >= d) {
+                open_bound = Some(bound);
+                break;
+            }
             let mut total = bought.cost(rho);
             let mut counts = Vec::with_capacity(self.hours.len());
             let mut feasible = true;
+            // Whether the time limit cut an hour's search short: its plan
+            // stands, but is not proven the cheapest.
+            let mut cut = false;
             for (l, (hour, rhs)) in self.hours.iter().zip(&self.rhs).enumerate() {
                 let key = (l, rho);
-                if !memo.contains_key(&key) {
-                    match hour.solve(rhs - rho as f64, deadline) {
-                        Ok(found) => {
-                            memo.insert(key, found);
+                let found = match memo.get(&key) {
+                    Some(found) => found.clone(),
+                    None => match hour.solve(rhs - rho as f64, deadline) {
+                        Ok(Searched::Proven(found)) => {
+                            memo.insert(key, found.clone());
+                            found
+                        }
+                        Ok(Searched::Cut(found)) => {
+                            cut = true;
+                            Some(found)
                         }
                         Err(outcome) => return outcome,
-                    }
-                }
-                match &memo[&key] {
+                    },
+                };
+                match found {
                     Some((c, x)) => {
                         total += c;
-                        counts.push(x.clone());
+                        counts.push(x);
                     }
                     None => {
                         feasible = false;
@@ -238,6 +260,11 @@ impl Decomposition {
             }
             if feasible && best.as_ref().is_none_or(|(b, _, _)| total < *b) {
                 best = Some((total, rho, counts));
+            }
+            if cut {
+                // This supply's bound is the lowest of those left to try.
+                open_bound = Some(bound);
+                break;
             }
         }
         let Some((_, rho, counts)) = best else {
@@ -252,7 +279,10 @@ impl Decomposition {
                 values[item.var] = v;
             }
         }
-        Outcome::Solved(values)
+        Outcome::Solved(Solved {
+            values,
+            bound: open_bound,
+        })
     }
 
     /// `c(ρ)` for every `ρ` up to `rho_max` (∞ where unreachable), and the
@@ -411,16 +441,13 @@ impl Hour {
         (left <= 1e-9 * need.abs().max(1.0)).then_some(Relaxed { cost, x })
     }
 
-    /// The cheapest whole counts covering `need`, with their cost; `None`
-    /// when no whole counts do. `Err` when the search is cut short.
-    #[allow(clippy::type_complexity)]
-    fn solve(
-        &self,
-        need: f64,
-        deadline: Option<Instant>,
-    ) -> Result<Option<(f64, Vec<f64>)>, Outcome> {
+    /// The cheapest whole counts covering `need`, with their cost (`None`
+    /// when no whole counts do), or the best found when the deadline passed.
+    /// `Err` when the search cannot go on: out of time with nothing found, or
+    /// too many nodes.
+    fn solve(&self, need: f64, deadline: Option<Instant>) -> Result<Searched, Outcome> {
         if need <= 0.0 {
-            return Ok(Some((0.0, vec![0.0; self.items.len()])));
+            return Ok(Searched::Proven(Some((0.0, vec![0.0; self.items.len()]))));
         }
         let mut best: Option<(f64, Vec<f64>)> = None;
         let mut stack = vec![Bounds::new(self)];
@@ -431,7 +458,10 @@ impl Hour {
                 return Err(Outcome::NotApplicable);
             }
             if nodes % 1024 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(Outcome::Failed(LpError::TimeLimit));
+                return match best {
+                    Some(found) => Ok(Searched::Cut(found)),
+                    None => Err(Outcome::Failed(LpError::TimeLimit)),
+                };
             }
             let Some(lp) = self.relaxation(need, &b) else {
                 continue;
@@ -458,6 +488,14 @@ impl Hour {
             up.lo[i] = v.ceil();
             stack.push(up);
         }
-        Ok(best)
+        Ok(Searched::Proven(best))
     }
+}
+
+/// What an hour's search found.
+enum Searched {
+    /// The cheapest whole counts and their cost, or `None` if there are none.
+    Proven(Option<(f64, Vec<f64>)>),
+    /// The best found before the deadline.
+    Cut((f64, Vec<f64>)),
 }

@@ -2,7 +2,7 @@
 //! backend can be swapped. It takes a solver-neutral [`Milp`] and returns the
 //! variable values, or why there are none.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use good_lp::solvers::microlp::microlp;
 use good_lp::{
@@ -74,6 +74,16 @@ pub enum LpError {
     Solver(String),
 }
 
+/// What a solve found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Solved {
+    /// Values in variable order.
+    pub values: Vec<f64>,
+    /// `None` when the values are optimal; else the time limit stopped the
+    /// search, and this is the best lower bound proven (`-∞` if none).
+    pub bound: Option<f64>,
+}
+
 /// Relative MIP gap at which a solution counts as optimal (good_lp defaults
 /// to HiGHS's 1e-4, far too coarse for cost comparisons).
 pub const MIP_GAP: f32 = 1e-7;
@@ -93,7 +103,7 @@ impl Milp {
         self.vars.iter().filter(|v| v.integer).count()
     }
 
-    /// Solves the model; values in variable order.
+    /// Solves the model to optimality; values in variable order.
     ///
     /// # Errors
     /// Infeasible, unbounded, a time limit hit before optimality, or a solver failure.
@@ -102,13 +112,33 @@ impl Milp {
         backend: Backend,
         time_limit: Option<Duration>,
     ) -> Result<Vec<f64>, LpError> {
+        let solved = self.solve_within(backend, time_limit)?;
+        if solved.bound.is_some() {
+            return Err(LpError::TimeLimit);
+        }
+        Ok(solved.values)
+    }
+
+    /// Solves the model, keeping the best plan found when the time limit
+    /// stops the search before optimality.
+    ///
+    /// # Errors
+    /// Infeasible, unbounded, a time limit hit before any plan, or a solver failure.
+    pub fn solve_within(
+        &self,
+        backend: Backend,
+        time_limit: Option<Duration>,
+    ) -> Result<Solved, LpError> {
         if self.vars.is_empty() {
             return if self.rows.iter().all(|r| match r.sense {
                 Sense::AtLeast => r.rhs <= 0.0,
                 Sense::AtMost => r.rhs >= 0.0,
                 Sense::Equal => r.rhs == 0.0,
             }) {
-                Ok(Vec::new())
+                Ok(Solved {
+                    values: Vec::new(),
+                    bound: None,
+                })
             } else {
                 Err(LpError::Infeasible)
             };
@@ -131,19 +161,35 @@ impl Milp {
         let objective: Expression = self.vars.iter().zip(&vars).map(|(v, x)| v.cost * *x).sum();
         let unsolved = problem.minimise(objective);
         let gap = |e: good_lp::solvers::MipGapError| LpError::Solver(e.to_string());
+        let started = Instant::now();
+        // microlp reports a limit hit before any plan as a generic error.
+        let out_of_time = || time_limit.is_some_and(|t| started.elapsed() >= t);
         match backend {
-            Backend::Microlp => self.finish(
-                unsolved.using(microlp).with_mip_gap(MIP_GAP).map_err(gap)?,
-                &vars,
-                time_limit,
-            ),
+            Backend::Microlp => {
+                let model = unsolved.using(microlp).with_mip_gap(MIP_GAP).map_err(gap)?;
+                let solution = self.finish(model, &vars, time_limit, out_of_time)?;
+                let values = vars.iter().map(|v| solution.value(*v)).collect();
+                let timed_out = matches!(solution.status(), SolutionStatus::TimeLimit);
+                let stats = solution.into_inner().stats();
+                Ok(Solved {
+                    values,
+                    bound: timed_out.then(|| stats.best_bound.unwrap_or(f64::NEG_INFINITY)),
+                })
+            }
             #[cfg(feature = "cbc")]
             Backend::Cbc => {
                 let mut model = unsolved.using(good_lp::solvers::coin_cbc::coin_cbc);
                 // CBC logs to stdout, which carries the result JSON.
                 model.set_parameter("log", "0");
                 model.set_parameter("slog", "0");
-                self.finish(model.with_mip_gap(MIP_GAP).map_err(gap)?, &vars, time_limit)
+                let model = model.with_mip_gap(MIP_GAP).map_err(gap)?;
+                let solution = self.finish(model, &vars, time_limit, out_of_time)?;
+                let timed_out = matches!(solution.status(), SolutionStatus::TimeLimit);
+                Ok(Solved {
+                    values: vars.iter().map(|v| solution.value(*v)).collect(),
+                    // good_lp does not pass CBC's bound on.
+                    bound: timed_out.then_some(f64::NEG_INFINITY),
+                })
             }
         }
     }
@@ -153,7 +199,8 @@ impl Milp {
         mut model: M,
         vars: &[Variable],
         time_limit: Option<Duration>,
-    ) -> Result<Vec<f64>, LpError>
+        out_of_time: impl Fn() -> bool,
+    ) -> Result<M::Solution, LpError>
     where
         M: SolverModel<Error = ResolutionError> + WithTimeLimit,
     {
@@ -168,17 +215,14 @@ impl Milp {
                 Sense::Equal => lhs.eq(row.rhs),
             });
         }
-        let solution = model.solve().map_err(|e| match e {
+        // A gap limit is the requested 1e-7 gap reached: optimal within
+        // tolerance. A time limit is not (the caller sees `bound`).
+        model.solve().map_err(|e| match e {
             ResolutionError::Infeasible => LpError::Infeasible,
             ResolutionError::Unbounded => LpError::Unbounded,
+            _ if out_of_time() => LpError::TimeLimit,
             other => LpError::Solver(other.to_string()),
-        })?;
-        // A gap limit is the requested 1e-7 gap reached: optimal within
-        // tolerance. A time limit is not.
-        if matches!(solution.status(), SolutionStatus::TimeLimit) {
-            return Err(LpError::TimeLimit);
-        }
-        Ok(vars.iter().map(|v| solution.value(*v)).collect())
+        })
     }
 }
 

@@ -104,6 +104,12 @@ pub struct PlanResult {
     pub model_stats: ModelStats,
     pub timings: Timings,
     pub mip_gap: f64,
+    /// With `status: "time_limit"`: the best lower bound proven on the
+    /// optimum, and the relative gap of the plan above it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best_bound: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap: Option<f64>,
     /// The schema version 2 additions (§10.13); absent from v1 results.
     #[serde(flatten)]
     pub v2: Option<V2Result>,
@@ -305,11 +311,11 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
     };
     result.model_stats.method = method;
     let solved = match decomposed {
-        hourly::Outcome::Solved(values) => Ok(values),
+        hourly::Outcome::Solved(s) => Ok(s),
         hourly::Outcome::Failed(e) => Err(e),
-        hourly::Outcome::NotApplicable => milp.solve(opts.backend, opts.time_limit),
+        hourly::Outcome::NotApplicable => milp.solve_within(opts.backend, opts.time_limit),
     };
-    let values = match solved {
+    let lp::Solved { values, bound } = match solved {
         Ok(v) => v,
         Err(LpError::Infeasible) => {
             result.infeasibility = Some(
@@ -345,8 +351,27 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
     result.timings.build_ms = build_ms;
     result.timings.solve_ms = solve_ms;
 
-    if let Some(budget) = problem.policy.budget
-        && objective > budget * (1.0 + 1e-9) + 1e-9
+    let over = |cost: f64, budget: f64| cost > budget * (1.0 + 1e-9) + 1e-9;
+    if let Some(bound) = bound {
+        // The time limit stopped the search: the best plan found, checked
+        // independently, with what is proven about the optimum.
+        let bound = bound.max(checks::relaxed_bound(&setup, opts)?);
+        if let Some(budget) = problem.policy.budget
+            && over(bound, budget)
+        {
+            result.infeasibility =
+                Some(json!({"kind": "budget", "budget": budget, "min_cost": bound}));
+            result.timings.total_ms = ms(start.elapsed());
+            return Ok(result);
+        }
+        result.best_bound = Some(bound);
+        result.gap = Some(if objective.abs() > 0.0 {
+            ((objective - bound) / objective.abs()).max(0.0)
+        } else {
+            0.0
+        });
+    } else if let Some(budget) = problem.policy.budget
+        && over(objective, budget)
     {
         result.infeasibility =
             Some(json!({"kind": "budget", "budget": budget, "min_cost": objective}));
@@ -355,11 +380,20 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
     }
 
     let baseline_start = Instant::now();
-    let baseline = checks::baseline(&setup, mip, opts)?;
+    let baseline = match checks::baseline(&setup, mip, opts) {
+        // A plan cut short by the time limit still goes out; without a
+        // proven baseline it has no savings figure.
+        Err(OptimizeError::TimeLimit(_)) if bound.is_some() => None,
+        other => other?,
+    };
     result.timings.baseline_ms = ms(baseline_start.elapsed());
 
     let total_demand = result.gpu_hours.demand;
-    result.status = "optimal";
+    result.status = if bound.is_some() {
+        "time_limit"
+    } else {
+        "optimal"
+    };
     result.objective = Some(objective);
     result.baseline_on_demand_cost = baseline;
     result.savings = baseline.map(|b| b - objective);
@@ -388,6 +422,13 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
         });
     }
     finish_v2(&setup, &mut result, Some(&plan), opts)?;
+    if bound.is_some() {
+        let doc = serde_json::to_value(&result)
+            .map_err(|e| OptimizeError::Solver(format!("cannot encode the plan: {e}")))?;
+        verify(problem, &doc, opts.relax).map_err(|e| {
+            OptimizeError::Solver(format!("the best plan found fails its check: {e}"))
+        })?;
+    }
     result.timings.total_ms = ms(start.elapsed());
     Ok(result)
 }

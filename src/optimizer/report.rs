@@ -47,6 +47,8 @@ pub(super) fn empty(setup: &Setup<'_>, opts: &SolveOptions) -> PlanResult {
         } else {
             f64::from(lp::MIP_GAP)
         },
+        best_bound: None,
+        gap: None,
         v2: v2.then(|| v2_base(setup)),
     }
 }

@@ -329,3 +329,29 @@ fn cbc_finds_the_same_optima_as_microlp() {
         );
     }
 }
+
+#[test]
+fn a_search_cut_short_keeps_its_best_plan_with_the_bound_and_gap() {
+    let doc: Value =
+        serde_json::from_str(include_str!("../../tests/fixtures/heavy-integer-week.json")).unwrap();
+    let problem = Problem::from_json(&doc).unwrap();
+    let opts = SolveOptions {
+        time_limit: Some(Duration::from_nanos(1)),
+        ..SolveOptions::default()
+    };
+    let r = solve(&problem, &opts).unwrap();
+    assert_eq!(r.status, "time_limit");
+    let (objective, bound, gap) = (r.objective.unwrap(), r.best_bound.unwrap(), r.gap.unwrap());
+    assert!(
+        bound.is_finite() && bound <= objective,
+        "{bound} > {objective}"
+    );
+    assert!((gap - (objective - bound) / objective).abs() < 1e-12);
+    // The optimum (scipy/HiGHS agrees: 2787.60975) lies between them.
+    assert!(bound <= 2787.609_75 + 1e-6 && 2787.609_75 <= objective + 1e-6);
+    check_plan(&problem, &r, false);
+    // Given the time, the same search proves the optimum.
+    let r = solve(&problem, &SolveOptions::default()).unwrap();
+    assert_eq!((r.status, r.gap), ("optimal", None));
+    assert!(close(r.objective, 2787.609_75));
+}
