@@ -212,7 +212,7 @@ impl Decomposition {
         }
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let mut best: Option<(f64, usize, Vec<Vec<f64>>)> = None;
-        let mut memo: HashMap<(usize, usize), Option<(f64, Vec<f64>)>> = HashMap::new();
+        let mut memo: HashMap<(usize, usize), Option<HourPlan>> = HashMap::new();
         // Set when the time limit stops the search: the lowest bound left.
         let mut open_bound = None;
         for (bound, rho) in order {
@@ -449,7 +449,7 @@ impl Hour {
         if need <= 0.0 {
             return Ok(Searched::Proven(Some((0.0, vec![0.0; self.items.len()]))));
         }
-        let mut best: Option<(f64, Vec<f64>)> = None;
+        let mut best: Option<HourPlan> = None;
         let mut stack = vec![Bounds::new(self)];
         let mut nodes = 0usize;
         while let Some(b) = stack.pop() {
@@ -457,7 +457,7 @@ impl Hour {
             if nodes > MAX_NODES {
                 return Err(Outcome::NotApplicable);
             }
-            if nodes % 1024 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+            if nodes.is_multiple_of(1024) && deadline.is_some_and(|d| Instant::now() >= d) {
                 return match best {
                     Some(found) => Ok(Searched::Cut(found)),
                     None => Err(Outcome::Failed(LpError::TimeLimit)),
@@ -492,10 +492,13 @@ impl Hour {
     }
 }
 
+/// An hour's cost and whole counts (in item order).
+type HourPlan = (f64, Vec<f64>);
+
 /// What an hour's search found.
 enum Searched {
-    /// The cheapest whole counts and their cost, or `None` if there are none.
-    Proven(Option<(f64, Vec<f64>)>),
+    /// The cheapest whole counts, or `None` if there are none.
+    Proven(Option<HourPlan>),
     /// The best found before the deadline.
-    Cut((f64, Vec<f64>)),
+    Cut(HourPlan),
 }

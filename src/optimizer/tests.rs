@@ -348,10 +348,10 @@ fn a_search_cut_short_keeps_its_best_plan_with_the_bound_and_gap() {
     );
     assert!((gap - (objective - bound) / objective).abs() < 1e-12);
     // The optimum (scipy/HiGHS agrees: 2787.60975) lies between them.
-    assert!(bound <= 2787.609_75 + 1e-6 && 2787.609_75 <= objective + 1e-6);
+    assert!(bound <= 2_787.609_75 + 1e-6 && 2_787.609_75 <= objective + 1e-6);
     check_plan(&problem, &r, false);
     // Given the time, the same search proves the optimum.
     let r = solve(&problem, &SolveOptions::default()).unwrap();
     assert_eq!((r.status, r.gap), ("optimal", None));
-    assert!(close(r.objective, 2787.609_75));
+    assert!(close(r.objective, 2_787.609_75));
 }
