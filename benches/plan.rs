@@ -3,7 +3,12 @@
 //! the optimum; with scipy installed, also the reference model's time and
 //! optimum on the same file (benches/reference/planning_reference.py).
 //!
-//!     cargo bench --bench plan
+//! The problems: v1 at 50 x 168 and 200 x 720; v2 with 3 classes x 60 offers
+//! x 168 h and 2 classes x 150 offers x 720 h (perf maps, class filters, owned
+//! reservations, hourly spot prices); and the one-class week with whole hourly
+//! counts (tests/fixtures/heavy-integer-week.json).
+//!
+//!     cargo bench --bench plan [-- FILTER]   # only the cases whose label contains FILTER
 
 use std::path::Path;
 use std::process::Command;
@@ -64,6 +69,74 @@ fn problem(offers: usize, hours: usize, seed: u64) -> Value {
            "offers": list, "policy": {"max_spot_share": 0.5, "max_pool_share": 0.2}})
 }
 
+/// `doc` as a schema version 2 problem of `n` classes: the demand split
+/// between them with a different daily shape each, a perf map per class
+/// (unlike GPUs priced by throughput), a memory floor on one class, a share
+/// override, owned reservations on a few offers (some expiring mid-horizon),
+/// and hourly spot prices on every fifth offer.
+fn classes(mut doc: Value, n: usize, seed: u64) -> Value {
+    let mut r = Lcg(seed);
+    let demand: Vec<f64> = doc["demand"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_f64().unwrap())
+        .collect();
+    let hours = demand.len();
+    let models = ["H100-80GB", "A100-80GB", "L4"];
+    let offers = doc["offers"].as_array_mut().unwrap();
+    for (k, o) in offers.iter_mut().enumerate() {
+        o["gpu_model"] = json!(models[k % 3]);
+        o["gpu_memory_gib"] = json!(if k % 3 == 2 { 24 } else { 80 });
+        if k % 5 == 0 {
+            let base = o["spot_price"].as_f64().unwrap();
+            let series: Vec<Value> = (0..hours)
+                .map(|_| {
+                    let x = r.next();
+                    if x < 0.05 {
+                        Value::Null
+                    } else {
+                        json!(base * (0.8 + 0.4 * x))
+                    }
+                })
+                .collect();
+            o["spot_price"] = json!(series);
+        }
+    }
+    let owned: Vec<Value> = (0..offers.len())
+        .step_by(7)
+        .map(|k| {
+            json!({"offer": format!("o{k}"), "option": "1y", "count": 1 + k % 2,
+                   "remaining_hours": if k % 2 == 0 { Value::Null } else { json!(hours / 2) }})
+        })
+        .collect();
+    let classes: Vec<Value> = (0..n)
+        .map(|c| {
+            let phase = c as f64 * 8.0;
+            let part: Vec<f64> = demand
+                .iter()
+                .enumerate()
+                .map(|(t, d)| {
+                    let shape = 1.0 + 0.5 * ((t as f64 + phase) / 24.0 * std::f64::consts::TAU).sin();
+                    (d / n as f64 * shape * 100.0).round() / 100.0
+                })
+                .collect();
+            let mut class = json!({"id": format!("c{c}"), "demand": part,
+                "perf": {"H100-80GB": 1.0, "A100-80GB": 0.45 + 0.1 * c as f64, "L4": 0.15 + 0.05 * c as f64}});
+            if c == 0 {
+                class["min_gpu_memory_gib"] = json!(40);
+                class["max_spot_share"] = json!(0.3);
+            }
+            class
+        })
+        .collect();
+    doc["schema_version"] = json!(2);
+    doc.as_object_mut().unwrap().remove("demand");
+    doc["classes"] = json!(classes);
+    doc["owned"] = json!(owned);
+    doc
+}
+
 /// Runs `cmd` under GNU time; returns (seconds, peak RSS KiB if known, stdout).
 fn timed(cmd: &[&str]) -> (f64, Option<u64>, String) {
     let start = Instant::now();
@@ -101,9 +174,37 @@ fn main() {
         env!("CARGO_MANIFEST_DIR"),
         "/benches/reference/planning_reference.py"
     );
-    for (offers, hours, seed) in [(50, 168, 1), (200, 720, 2)] {
-        let path = dir.path().join(format!("p{offers}x{hours}.json"));
-        std::fs::write(&path, problem(offers, hours, seed).to_string()).unwrap();
+    let heavy: Value =
+        serde_json::from_str(include_str!("../tests/fixtures/heavy-integer-week.json")).unwrap();
+    let cases = [
+        ("v1 50 offers x 168 h", problem(50, 168, 1)),
+        ("v1 200 offers x 720 h", problem(200, 720, 2)),
+        (
+            "v2 3 classes x 60 offers x 168 h",
+            classes(problem(60, 168, 3), 3, 3),
+        ),
+        (
+            "v2 2 classes x 150 offers x 720 h",
+            classes(problem(150, 720, 4), 2, 4),
+        ),
+        ("integer_hourly 20 offers x 168 h", heavy),
+    ];
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    // PLAN_BENCH_KEEP=DIR keeps the generated problems there, to re-run or
+    // hand to other solvers.
+    let keep = std::env::var_os("PLAN_BENCH_KEEP").map(std::path::PathBuf::from);
+    for (i, (label, doc)) in cases.into_iter().enumerate() {
+        if !filters.is_empty() && !filters.iter().any(|f| label.contains(f.as_str())) {
+            continue;
+        }
+        let path = keep
+            .as_deref()
+            .unwrap_or(dir.path())
+            .join(format!("case{i}.json"));
+        std::fs::write(&path, doc.to_string()).unwrap();
         let file = path.to_str().unwrap();
         let mut runs = Vec::new();
         let mut last = (0.0, None, String::new());
@@ -120,7 +221,7 @@ fn main() {
         runs.sort_by(f64::total_cmp);
         let result: Value = serde_json::from_str(&last.2).unwrap();
         println!(
-            "{offers:>3} offers x {hours:>3} h: gpuplan {:.3} s (median of 3), peak RSS {} MiB, status {}, objective {:.4}, {} vars after reductions ({} removed)",
+            "{label}: gpuplan {:.3} s (median of 3), peak RSS {} MiB, status {}, objective {:.4}, {} vars after reductions ({} removed)",
             runs[1],
             last.1
                 .map_or("?".to_owned(), |k| format!("{:.0}", k as f64 / 1024.0)),
@@ -129,12 +230,20 @@ fn main() {
             result["model_stats"]["variables"],
             result["model_stats"]["reduced_variables"],
         );
+        let ms = |k: &str| result["timings"][k].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "    inside: build {:.0} ms, solve {:.0} ms ({}), baseline {:.0} ms, total {:.0} ms",
+            ms("build_ms"),
+            ms("solve_ms"),
+            result["model_stats"]["method"].as_str().unwrap_or("-"),
+            ms("baseline_ms"),
+            ms("total_ms"),
+        );
         if scipy {
             let (secs, _, out) = timed(&["python3", reference, file]);
             let reference: Value = serde_json::from_str(out.trim()).unwrap_or(Value::Null);
             println!(
-                "{:>18} reference scipy/HiGHS {secs:.3} s (solve {:.3} s), objective {:.4}",
-                "",
+                "    reference scipy/HiGHS {secs:.3} s (solve {:.3} s), objective {:.4}",
                 reference["solve_s"].as_f64().unwrap_or(f64::NAN),
                 reference["objective"].as_f64().unwrap_or(f64::NAN),
             );

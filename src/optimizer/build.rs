@@ -40,7 +40,7 @@ pub(super) struct Vars {
     /// Per eligible offer, per reserved option: the new-purchase variable.
     pub reserved: Vec<Vec<Option<usize>>>,
     pub levels: Vec<LevelVars>,
-    /// Spot variables the dominance reduction left out.
+    /// Hourly variables the dominance reduction left out.
     pub dominated: usize,
 }
 
@@ -174,50 +174,55 @@ fn level(
             && e.spot
             && let Some(price) = e.offer.spot_price.at(t)
         {
-            if setup.spot_dominated(k, price) {
-                vars.dominated += 1;
-            } else {
-                let classes: Vec<usize> = (0..rows.len())
-                    .filter(serving)
-                    .filter(|c| {
-                        let info = &setup.classes[*c];
-                        // A class without demand can still absorb part of an
-                        // integer instance when nothing caps its spot.
-                        info.spot_ok
-                            && (demanded(*c)
-                                || (int_hourly && info.sigma.is_none() && info.pi.is_none()))
-                    })
-                    .collect();
-                let parts = hourly(
-                    m,
-                    &mut lv,
-                    k,
-                    Kind::Spot,
-                    &classes,
-                    n * price,
-                    e.offer.max_spot_instances,
-                    int_hourly,
-                );
-                for (c, v) in parts {
-                    let u = setup.units(k, c).unwrap_or(0.0) * e.gamma;
-                    rows[c].cover.push((v, u));
-                    rows[c].spot.push((v, u));
-                    rows[c]
-                        .pools
-                        .entry(e.offer.spot_pool.as_str())
-                        .or_default()
-                        .push((v, u));
+            let mut classes = Vec::new();
+            for c in (0..rows.len()).filter(serving) {
+                let info = &setup.classes[c];
+                // A class without demand can still absorb part of an
+                // integer instance when nothing caps its spot.
+                let wanted = info.spot_ok
+                    && (demanded(c) || (int_hourly && info.sigma.is_none() && info.pi.is_none()));
+                if !wanted {
+                    continue;
                 }
+                if setup.spot_dominated(k, c, price) {
+                    vars.dominated += 1;
+                } else {
+                    classes.push(c);
+                }
+            }
+            let parts = hourly(
+                m,
+                &mut lv,
+                k,
+                Kind::Spot,
+                &classes,
+                n * price,
+                e.offer.max_spot_instances,
+                int_hourly,
+            );
+            for (c, v) in parts {
+                let u = setup.units(k, c).unwrap_or(0.0) * e.gamma;
+                rows[c].cover.push((v, u));
+                rows[c].spot.push((v, u));
+                rows[c]
+                    .pools
+                    .entry(e.offer.spot_pool.as_str())
+                    .or_default()
+                    .push((v, u));
             }
         }
         // On-demand.
         if e.on_demand
             && let Some(price) = e.offer.on_demand_price
         {
-            let classes: Vec<usize> = (0..rows.len())
-                .filter(serving)
-                .filter(|c| demanded(*c))
-                .collect();
+            let mut classes = Vec::new();
+            for c in (0..rows.len()).filter(serving).filter(|c| demanded(*c)) {
+                if setup.od_dominated(k, c) {
+                    vars.dominated += 1;
+                } else {
+                    classes.push(c);
+                }
+            }
             let parts = hourly(
                 m,
                 &mut lv,

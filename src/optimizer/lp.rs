@@ -143,13 +143,31 @@ impl Milp {
                 Err(LpError::Infeasible)
             };
         }
+        // A row `c·x <= b` on one continuous variable is its bound: the
+        // solver handles bounds far more cheaply than rows (share rows of
+        // one-offer pools are most of a model's rows).
+        let mut upper: Vec<Option<f64>> = self.vars.iter().map(|v| v.upper).collect();
+        let mut rows: Vec<&Row> = Vec::with_capacity(self.rows.len());
+        for row in &self.rows {
+            match row.terms[..] {
+                [(i, c)] if row.sense == Sense::AtMost && c > 0.0 && !self.vars[i].integer => {
+                    let bound = row.rhs / c;
+                    upper[i] = Some(upper[i].map_or(bound, |u| u.min(bound)));
+                }
+                _ => rows.push(row),
+            }
+        }
+        if upper.iter().any(|u| u.is_some_and(|u| u < 0.0)) {
+            return Err(LpError::Infeasible);
+        }
         let mut problem = ProblemVariables::new();
         let vars: Vec<Variable> = self
             .vars
             .iter()
-            .map(|v| {
+            .zip(&upper)
+            .map(|(v, upper)| {
                 let mut def = variable().min(0.0);
-                if let Some(u) = v.upper {
+                if let Some(u) = *upper {
                     def = def.max(u);
                 }
                 if v.integer {
@@ -167,7 +185,7 @@ impl Milp {
         match backend {
             Backend::Microlp => {
                 let model = unsolved.using(microlp).with_mip_gap(MIP_GAP).map_err(gap)?;
-                let solution = self.finish(model, &vars, time_limit, out_of_time)?;
+                let solution = Self::finish(&rows, model, &vars, time_limit, out_of_time)?;
                 let values = vars.iter().map(|v| solution.value(*v)).collect();
                 let timed_out = matches!(solution.status(), SolutionStatus::TimeLimit);
                 let stats = solution.into_inner().stats();
@@ -183,7 +201,7 @@ impl Milp {
                 model.set_parameter("log", "0");
                 model.set_parameter("slog", "0");
                 let model = model.with_mip_gap(MIP_GAP).map_err(gap)?;
-                let solution = self.finish(model, &vars, time_limit, out_of_time)?;
+                let solution = Self::finish(&rows, model, &vars, time_limit, out_of_time)?;
                 let timed_out = matches!(solution.status(), SolutionStatus::TimeLimit);
                 Ok(Solved {
                     values: vars.iter().map(|v| solution.value(*v)).collect(),
@@ -195,7 +213,7 @@ impl Milp {
     }
 
     fn finish<M>(
-        &self,
+        rows: &[&Row],
         mut model: M,
         vars: &[Variable],
         time_limit: Option<Duration>,
@@ -207,7 +225,7 @@ impl Milp {
         if let Some(limit) = time_limit {
             model = model.with_time_limit(limit.as_secs_f64());
         }
-        for row in &self.rows {
+        for row in rows {
             let lhs: Expression = row.terms.iter().map(|(i, c)| *c * vars[*i]).sum();
             model = model.with(match row.sense {
                 Sense::AtLeast => lhs.geq(row.rhs),

@@ -17,16 +17,16 @@
 //!   options share the offer's GPUs, cap and class factors, so swapping a new
 //!   purchase for it never costs more. Owned entries keep their own option:
 //!   they are facts, not choices.
-//! - With one class and continuous hourly counts, let `b` be the cheapest
-//!   on-demand price per unit of work (`o/(φ·g)`) among offers without an
-//!   on-demand cap. Uncapped on-demand supply at `b` can stand in for
-//!   anything dearer, without caps or share limits, so dropped are: other
-//!   uncapped on-demand offers, capped ones at `b` or more per unit, spot at
-//!   `b` or more per useful unit (hour by hour when the price is hourly), and
-//!   reserved options at `b` or more per unit-hour. Owned capacity is free and
-//!   untouched. With several classes an offer's value differs per class, and
-//!   a cheaper unit for one class may be the only supply of another, so the
-//!   reduction is not applied.
+//! - With continuous hourly counts, for each class `c` let `b_c` be the
+//!   cheapest on-demand price per unit of work (`o/(φ·g)`) among uncapped
+//!   offers serving `c` (its anchor). Uncapped on-demand at `b_c` can stand
+//!   in for anything dearer serving `c`, without caps or share limits, so
+//!   dropped are: `c`'s share of other on-demand offers at `b_c` or more per
+//!   unit, `c`'s share of spot at `b_c` or more per useful unit (hour by hour
+//!   when the price is hourly), and new reservations whose unit-hour costs at
+//!   least `b_c` for every class they could serve (the hours of such an
+//!   instance, whichever classes they go to, could be bought as anchor
+//!   on-demand for no more). Owned capacity is free and untouched.
 //! - Where an offer serves a single class in a level, its class split is the
 //!   offer itself (`S_kct = S_kt`, `O_kct = O_kt`), and its reserved share
 //!   sits at its bound `Σ_j R_kj + W_kt`: nothing else can use it there.
@@ -278,11 +278,7 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
     }
 
     let build_start = Instant::now();
-    let (removed_hourly, removed_reserved) = if opts.reduce {
-        setup.reduce(mip)
-    } else {
-        (0, 0)
-    };
+    let removed_reserved = if opts.reduce { setup.reduce(mip) } else { 0 };
     let all: Vec<usize> = (0..setup.levels.len()).collect();
     let (milp, vars) = build(
         &setup,
@@ -334,18 +330,13 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
     let solve_ms = ms(solve_start.elapsed());
     let plan = report::extract(&setup, &milp, &vars, &values);
     let objective = plan.objective();
-    let positive_levels = setup
-        .levels
-        .iter()
-        .filter(|l| l.demand.iter().any(|d| *d > 0.0))
-        .count();
     result.model_stats = ModelStats {
         eligible_offers: setup.offers.len(),
         demand_levels: setup.levels.len(),
         variables: milp.vars.len(),
         integer_variables: milp.integer_count(),
         constraints: milp.rows.len(),
-        reduced_variables: removed_reserved + removed_hourly * positive_levels + vars.dominated,
+        reduced_variables: removed_reserved + vars.dominated,
         method,
     };
     result.timings.build_ms = build_ms;

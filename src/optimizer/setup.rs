@@ -115,10 +115,10 @@ pub(super) struct Setup<'a> {
     pub excluded: Vec<Excluded>,
     pub levels: Vec<Level>,
     pub level_of: Vec<usize>,
-    /// The cheapest uncapped on-demand offer and its price per unit of work,
-    /// once [`Setup::reduce`] found the dominance reduction applies (one
-    /// class, continuous hourly counts).
-    pub anchor: Option<(usize, f64)>,
+    /// Per class, the cheapest uncapped on-demand offer serving it and its
+    /// price per unit of work, once [`Setup::reduce`] ran (none with whole
+    /// hourly counts): supply no cheaper for that class is dropped.
+    pub anchors: Vec<Option<(usize, f64)>>,
 }
 
 impl<'a> Setup<'a> {
@@ -201,13 +201,13 @@ impl<'a> Setup<'a> {
         }
         let (levels, level_of) = levels(problem, &offers);
         Self {
+            anchors: vec![None; classes.len()],
             problem,
             classes,
             offers,
             excluded,
             levels,
             level_of,
-            anchor: None,
         }
     }
 
@@ -217,27 +217,32 @@ impl<'a> Setup<'a> {
         o.phi[c].map(|f| f * o.g)
     }
 
-    fn find_anchor(&self, mip: bool) -> Option<(usize, f64)> {
-        if self.classes.len() != 1 || (mip && self.problem.policy.integer_hourly) {
-            return None;
+    /// Per class, the cheapest uncapped on-demand offer serving it, by
+    /// price per unit of work; none with whole hourly counts.
+    fn find_anchors(&self, mip: bool) -> Vec<Option<(usize, f64)>> {
+        if mip && self.problem.policy.integer_hourly {
+            return vec![None; self.classes.len()];
         }
-        self.offers
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.on_demand && e.offer.max_on_demand_instances.is_none())
-            .map(|(k, e)| {
-                let per_unit = e.offer.on_demand_price.unwrap_or(f64::INFINITY)
-                    / self.units(k, 0).unwrap_or(0.0);
-                (k, per_unit)
+        (0..self.classes.len())
+            .map(|c| {
+                self.offers
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e.on_demand && e.offer.max_on_demand_instances.is_none())
+                    .filter_map(|(k, e)| {
+                        let units = self.units(k, c)?;
+                        Some((k, e.offer.on_demand_price.unwrap_or(f64::INFINITY) / units))
+                    })
+                    .min_by(|a, b| a.1.total_cmp(&b.1))
             })
-            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .collect()
     }
 
-    /// Applies the exact reductions of the module docs; returns how many
-    /// reserved variables and per-level hourly variables they removed. Spot
-    /// dominated in some hours only is dropped level by level in the build.
-    pub fn reduce(&mut self, mip: bool) -> (usize, usize) {
-        let mut removed_reserved = 0;
+    /// Applies the reserved-option reductions of the module docs and finds
+    /// the on-demand anchors the build drops dominated supply by; returns how
+    /// many reserved variables were removed.
+    pub fn reduce(&mut self, mip: bool) -> usize {
+        let mut removed = 0;
         for e in &mut self.offers {
             let best = e
                 .offer
@@ -249,41 +254,52 @@ impl<'a> Setup<'a> {
             for (j, keep) in e.options.iter_mut().enumerate() {
                 if *keep && Some(j) != best {
                     *keep = false;
-                    removed_reserved += 1;
+                    removed += 1;
                 }
             }
         }
-        self.anchor = self.find_anchor(mip);
-        let Some((anchor, b)) = self.anchor else {
-            return (0, removed_reserved);
-        };
-        let mut removed_hourly = 0;
+        self.anchors = self.find_anchors(mip);
         for k in 0..self.offers.len() {
-            let units = self.units(k, 0).unwrap_or(0.0);
+            // A new reservation is dominated when, for every class it could
+            // serve, the anchor's on-demand unit costs no more than its own.
+            let per_unit: Vec<Option<(f64, f64)>> = (0..self.classes.len())
+                .map(|c| Some((self.units(k, c)?, self.anchors[c].map_or(-1.0, |a| a.1))))
+                .collect();
             let e = &mut self.offers[k];
-            let od_per_unit = e.offer.on_demand_price.unwrap_or(f64::INFINITY) / units;
-            if e.on_demand
-                && k != anchor
-                && (e.offer.max_on_demand_instances.is_none() || od_per_unit >= b)
-            {
-                e.on_demand = false;
-                removed_hourly += 1;
-            }
             for (j, keep) in e.options.iter_mut().enumerate() {
-                if *keep && e.offer.reserved[j].effective_hourly() / units >= b {
+                let r = e.offer.reserved[j].effective_hourly();
+                let dominated = per_unit
+                    .iter()
+                    .flatten()
+                    .all(|(units, b)| *b >= 0.0 && r / units >= *b);
+                if *keep && dominated {
                     *keep = false;
-                    removed_reserved += 1;
+                    removed += 1;
                 }
             }
         }
-        (removed_hourly, removed_reserved)
+        removed
     }
 
-    /// Whether the dominance reduction drops spot of offer `k` at `price`.
-    pub fn spot_dominated(&self, k: usize, price: f64) -> bool {
-        self.anchor.is_some_and(|(_, b)| {
-            let e = &self.offers[k];
-            price / (self.units(k, 0).unwrap_or(0.0) * e.gamma) >= b
+    /// Whether on-demand of offer `k` serving class `c` is dominated by the
+    /// class's anchor.
+    pub fn od_dominated(&self, k: usize, c: usize) -> bool {
+        self.anchors[c].is_some_and(|(anchor, b)| {
+            k != anchor
+                && self.offers[k]
+                    .offer
+                    .on_demand_price
+                    .unwrap_or(f64::INFINITY)
+                    / self.units(k, c).unwrap_or(0.0)
+                    >= b
+        })
+    }
+
+    /// Whether spot of offer `k` at `price` serving class `c` is dominated by
+    /// the class's anchor.
+    pub fn spot_dominated(&self, k: usize, c: usize, price: f64) -> bool {
+        self.anchors[c].is_some_and(|(_, b)| {
+            price / (self.units(k, c).unwrap_or(0.0) * self.offers[k].gamma) >= b
         })
     }
 }
