@@ -76,7 +76,8 @@ pub struct PlanCatalogArgs {
     /// Most the plan may cost over the horizon, USD.
     #[arg(long)]
     budget: Option<f64>,
-    /// Whole spot and on-demand instances per hour (slow at scale).
+    /// Whole spot and on-demand instances per hour (exact and fast for one
+    /// class; with several classes slow at scale).
     #[arg(long)]
     integer_hourly: bool,
     /// History window for the expected spot price (`7d`, `36h`) [default:
