@@ -169,3 +169,20 @@ fn owned_rows_name_the_offer_either_way_and_bad_cells_their_line() {
     assert!(err("option,count\n1y,1\n").starts_with("o.csv:2: name the offer"));
     assert!(err("offer,option,count\na/b/c,,1\n").starts_with("o.csv:2: `option`"));
 }
+
+#[test]
+fn the_examples_the_readme_plans_with_parse() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/examples");
+    let classes = read_catalog_classes(
+        &dir.join("two-classes.csv"),
+        Some(&dir.join("classes.toml")),
+    )
+    .unwrap();
+    assert_eq!(
+        classes.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        ["train", "infer"]
+    );
+    assert_eq!(classes[0].demand.len(), 48);
+    let owned = read_owned(&dir.join("owned.csv")).unwrap();
+    assert_eq!(owned[0].offer, "file:sheet/us-east-1/p5.48xlarge");
+}
