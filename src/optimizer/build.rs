@@ -34,6 +34,8 @@ pub(super) struct LevelVars {
     pub totals: Vec<(usize, Kind, usize)>,
     /// `(offer, class)`: all of the offer's reserved capacity serves that class.
     pub whole_reserved: Vec<(usize, usize)>,
+    /// The variables made for this level, in order.
+    pub vars: std::ops::Range<usize>,
 }
 
 pub(super) struct Vars {
@@ -94,7 +96,9 @@ pub(super) fn build(setup: &Setup<'_>, which: &[usize], scope: Scope) -> (Milp, 
         dominated: 0,
     };
     for &l in which {
-        let lv = level(setup, l, scope, int_hourly, &mut m, &mut vars);
+        let first = m.vars.len();
+        let mut lv = level(setup, l, scope, int_hourly, &mut m, &mut vars);
+        lv.vars = first..m.vars.len();
         vars.levels.push(lv);
     }
     (m, vars)

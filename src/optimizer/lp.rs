@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use good_lp::solvers::microlp::microlp;
 use good_lp::{
     Expression, ProblemVariables, ResolutionError, Solution, SolutionStatus, SolverModel, Variable,
-    WithMipGap, WithTimeLimit, variable,
+    WithInitialSolution, WithMipGap, WithTimeLimit, variable,
 };
 
 /// The MIP solvers this build can use; microlp (pure Rust) is the default,
@@ -112,7 +112,7 @@ impl Milp {
         backend: Backend,
         time_limit: Option<Duration>,
     ) -> Result<Vec<f64>, LpError> {
-        let solved = self.solve_within(backend, time_limit)?;
+        let solved = self.solve_within(backend, time_limit, None)?;
         if solved.bound.is_some() {
             return Err(LpError::TimeLimit);
         }
@@ -120,7 +120,8 @@ impl Milp {
     }
 
     /// Solves the model, keeping the best plan found when the time limit
-    /// stops the search before optimality.
+    /// stops the search before optimality. `initial`, a feasible plan when
+    /// known, starts microlp's search (one it finds infeasible is ignored).
     ///
     /// # Errors
     /// Infeasible, unbounded, a time limit hit before any plan, or a solver failure.
@@ -128,6 +129,7 @@ impl Milp {
         &self,
         backend: Backend,
         time_limit: Option<Duration>,
+        initial: Option<&[f64]>,
     ) -> Result<Solved, LpError> {
         if self.vars.is_empty() {
             return if self.rows.iter().all(|r| match r.sense {
@@ -184,7 +186,11 @@ impl Milp {
         let out_of_time = || time_limit.is_some_and(|t| started.elapsed() >= t);
         match backend {
             Backend::Microlp => {
-                let model = unsolved.using(microlp).with_mip_gap(MIP_GAP).map_err(gap)?;
+                let mut model = unsolved.using(microlp).with_mip_gap(MIP_GAP).map_err(gap)?;
+                if let Some(start) = initial {
+                    model = model
+                        .with_initial_solution(vars.iter().copied().zip(start.iter().copied()));
+                }
                 let solution = Self::finish(&rows, model, &vars, time_limit, out_of_time)?;
                 let values = vars.iter().map(|v| solution.value(*v)).collect();
                 let timed_out = matches!(solution.status(), SolutionStatus::TimeLimit);

@@ -35,6 +35,7 @@ mod build;
 mod change;
 mod checks;
 mod hourly;
+mod incumbent;
 mod lp;
 mod model;
 mod report;
@@ -290,13 +291,10 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
     );
     let build_ms = ms(build_start.elapsed());
     let solve_start = Instant::now();
-    let decomposed = if mip && problem.policy.integer_hourly {
-        hourly::solve(
-            &setup,
-            &milp,
-            &vars,
-            opts.time_limit.map(|t| solve_start + t),
-        )
+    let deadline = opts.time_limit.map(|t| solve_start + t);
+    let whole_hours = mip && problem.policy.integer_hourly;
+    let decomposed = if whole_hours {
+        hourly::solve(&setup, &milp, &vars, deadline)
     } else {
         hourly::Outcome::NotApplicable
     };
@@ -309,7 +307,15 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
     let solved = match decomposed {
         hourly::Outcome::Solved(s) => Ok(s),
         hourly::Outcome::Failed(e) => Err(e),
-        hourly::Outcome::NotApplicable => milp.solve_within(opts.backend, opts.time_limit),
+        hourly::Outcome::NotApplicable => {
+            let start = if whole_hours {
+                incumbent::find(&setup, &milp, &vars, opts, deadline)
+            } else {
+                None
+            };
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            milp.solve_within(opts.backend, left, start.as_deref())
+        }
     };
     let lp::Solved { values, bound } = match solved {
         Ok(v) => v,
@@ -371,11 +377,25 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
     }
 
     let baseline_start = Instant::now();
-    let baseline = match checks::baseline(&setup, mip, opts) {
-        // A plan cut short by the time limit still goes out; without a
-        // proven baseline it has no savings figure.
-        Err(OptimizeError::TimeLimit(_)) if bound.is_some() => None,
-        other => other?,
+    let baseline = if bound.is_some() {
+        // A plan cut short by the time limit goes out within that limit: the
+        // baseline gets what is left of it, and without one there is no
+        // savings figure.
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if left.is_some_and(|t| t.is_zero()) {
+            None
+        } else {
+            let within = SolveOptions {
+                time_limit: left,
+                ..opts.clone()
+            };
+            match checks::baseline(&setup, mip, &within) {
+                Err(OptimizeError::TimeLimit(_)) => None,
+                other => other?,
+            }
+        }
+    } else {
+        checks::baseline(&setup, mip, opts)?
     };
     result.timings.baseline_ms = ms(baseline_start.elapsed());
 

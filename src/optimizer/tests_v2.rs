@@ -372,3 +372,25 @@ fn v1_files_with_classes_or_owned_and_bad_v2_fields_are_refused_by_name() {
         "owned[0].remaining_hours"
     );
 }
+
+#[test]
+fn several_classes_with_whole_hours_keep_a_plan_when_the_time_limit_cuts_the_search() {
+    let doc: Value = serde_json::from_str(include_str!(
+        "../../tests/fixtures/two-class-integer-day.json"
+    ))
+    .unwrap();
+    let problem = Problem::from_json(&doc).unwrap();
+    let opts = SolveOptions {
+        time_limit: Some(Duration::from_secs(10)),
+        ..SolveOptions::default()
+    };
+    let r = solve(&problem, &opts).unwrap();
+    assert_eq!(r.model_stats.method, "milp");
+    assert!(matches!(r.status, "optimal" | "time_limit"), "{}", r.status);
+    let value = serde_json::to_value(&r).unwrap();
+    verify(&problem, &value, false).unwrap();
+    if r.status == "time_limit" {
+        let (objective, bound) = (r.objective.unwrap(), r.best_bound.unwrap());
+        assert!(bound <= objective && r.gap.unwrap() >= 0.0);
+    }
+}
