@@ -8,9 +8,10 @@
 //!     min over ρ of   c(ρ) + Σ_levels H_l(rhs_l − ρ)
 //! ```
 //!
-//! where `c(ρ)` is the cheapest purchase reaching at least `ρ` (a bounded
-//! knapsack, solved exactly by dynamic programming when every reserved unit
-//! `φ·g` is a whole number) and `H_l(x)` the cheapest whole spot and on-demand
+//! where `c(ρ)` is the cheapest purchase reaching at least `ρ`: only the
+//! purchases on the Pareto frontier of supply against cost can be optimal,
+//! and that frontier is built exactly offer by offer (units `φ·g` need not be
+//! whole), and `H_l(x)` the cheapest whole spot and on-demand
 //! counts covering `x` in one level (weighted by its hours). Each `H_l` is a
 //! small covering problem whose LP relaxation is solved greedily: its
 //! capacities (offer caps inside pool shares inside the spot share) are
@@ -31,9 +32,10 @@ use super::build::{Kind, Vars};
 use super::lp::{LpError, Milp, Solved};
 use super::setup::Setup;
 
-/// Most `ρ` values and (level, `ρ`) bound evaluations the decomposition
-/// takes on; bigger problems go to the generic solver.
-const MAX_RHO: usize = 20_000;
+/// Most purchase levels (distinct cheapest supplies) and (level, supply)
+/// bound evaluations the decomposition takes on; bigger problems go to the
+/// generic solver.
+const MAX_SUPPLIES: usize = 50_000;
 const MAX_EVALUATIONS: usize = 20_000_000;
 
 /// Branch-and-bound nodes one hour may take before the decomposition gives
@@ -84,12 +86,13 @@ pub(super) fn solve(
 }
 
 struct Decomposition {
-    /// Per reserved variable: (var, unit, cost, upper count).
-    reserved: Vec<(usize, usize, f64, f64)>,
+    /// Per reserved variable: (var, units of work per instance, cost, upper count).
+    reserved: Vec<(usize, f64, f64, f64)>,
     hours: Vec<Hour>,
     /// Demand left per level after owned capacity.
     rhs: Vec<f64>,
-    rho_max: usize,
+    /// The most supply any level can use.
+    top: f64,
 }
 
 impl Decomposition {
@@ -109,20 +112,12 @@ impl Decomposition {
                 [] => {}
                 [var] => {
                     let unit = setup.units(k, 0)?;
-                    if unit.fract() != 0.0 || unit < 1.0 {
-                        return None;
-                    }
                     let v = &milp.vars[var];
                     // Continuous purchases make the supply continuous too.
                     if !v.integer {
                         return None;
                     }
-                    reserved.push((
-                        var,
-                        unit as usize,
-                        v.cost,
-                        v.upper.unwrap_or(f64::INFINITY).floor(),
-                    ));
+                    reserved.push((var, unit, v.cost, v.upper.unwrap_or(f64::INFINITY).floor()));
                 }
                 // Options sharing one cap need more than one item per offer.
                 _ => return None,
@@ -176,13 +171,11 @@ impl Decomposition {
             rhs.push(if d > 0.0 { d - owned } else { 0.0 });
         }
         let top = rhs.iter().copied().fold(0.0_f64, f64::max);
-        let rho_max = (top - 1e-9).ceil().max(0.0) as usize;
-        let evaluations = (rho_max + 1).saturating_mul(hours.len().max(1));
-        (rho_max <= MAX_RHO && evaluations <= MAX_EVALUATIONS).then_some(Self {
+        Some(Self {
             reserved,
             hours,
             rhs,
-            rho_max,
+            top,
         })
     }
 
@@ -190,15 +183,20 @@ impl Decomposition {
         let Some(bought) = self.purchases() else {
             return Outcome::NotApplicable;
         };
-        // Lower bounds per ρ from the hours' LP relaxations.
+        if bought
+            .frontier
+            .len()
+            .saturating_mul(self.hours.len().max(1))
+            > MAX_EVALUATIONS
+        {
+            return Outcome::NotApplicable;
+        }
+        // Lower bounds per supply from the hours' LP relaxations.
         let mut order: Vec<(f64, usize)> = Vec::new();
-        for rho in 0..=self.rho_max {
-            let mut bound = bought.cost(rho);
-            if !bound.is_finite() {
-                continue;
-            }
+        for (rho, point) in bought.frontier.iter().enumerate() {
+            let (supply, mut bound) = (point.supply, point.cost);
             for (hour, rhs) in self.hours.iter().zip(&self.rhs) {
-                match hour.relaxation(rhs - rho as f64, &Bounds::new(hour)) {
+                match hour.relaxation(rhs - supply, &Bounds::new(hour)) {
                     Some(lp) => bound += lp.cost,
                     None => {
                         bound = f64::INFINITY;
@@ -225,7 +223,11 @@ impl Decomposition {
                 open_bound = Some(bound);
                 break;
             }
-            let mut total = bought.cost(rho);
+            let Point {
+                supply,
+                cost: mut total,
+                ..
+            } = bought.frontier[rho];
             let mut counts = Vec::with_capacity(self.hours.len());
             let mut feasible = true;
             // Whether the time limit cut an hour's search short: its plan
@@ -235,7 +237,7 @@ impl Decomposition {
                 let key = (l, rho);
                 let found = match memo.get(&key) {
                     Some(found) => found.clone(),
-                    None => match hour.solve(rhs - rho as f64, deadline) {
+                    None => match hour.solve(rhs - supply, deadline) {
                         Ok(Searched::Proven(found)) => {
                             memo.insert(key, found.clone());
                             found
@@ -285,86 +287,106 @@ impl Decomposition {
         })
     }
 
-    /// `c(ρ)` for every `ρ` up to `rho_max` (∞ where unreachable), and the
-    /// purchase reaching it: a bounded knapsack over the reserved offers,
-    /// each split into 1, 2, 4, … instances so every piece is taken once.
+    /// Every purchase that is the cheapest way to its supply of reserved
+    /// work (the Pareto frontier of supply against cost), built exactly by
+    /// adding the reserved offers one piece at a time, each offer split into
+    /// 1, 2, 4, … instances so that every piece is taken at most once. Supply
+    /// above what any level can use counts as that much. `None` when the
+    /// frontier grows past [`MAX_SUPPLIES`].
     fn purchases(&self) -> Option<Purchases> {
-        let n = self.rho_max + 1;
-        let mut pieces: Vec<(usize, usize, f64, usize)> = Vec::new();
+        let mut nodes: Vec<(usize, f64, Option<usize>)> = Vec::new();
+        let mut frontier: Vec<Point> = vec![Point {
+            supply: 0.0,
+            cost: 0.0,
+            path: None,
+            added: None,
+        }];
         for &(var, unit, price, upper) in &self.reserved {
-            let mut left = upper.min(n.div_ceil(unit) as f64) as usize;
+            if unit <= 0.0 {
+                continue;
+            }
+            let useful = (self.top / unit).ceil().max(0.0);
+            let mut left = upper.min(useful) as usize;
             let mut size = 1;
             while left > 0 {
                 let take = size.min(left);
-                pieces.push((var, unit * take, price * take as f64, take));
                 left -= take;
                 size *= 2;
-            }
-        }
-        if pieces.len().saturating_mul(n) > MAX_EVALUATIONS / 2 {
-            return None;
-        }
-        // Exact supply (capped at `rho_max`) -> cheapest cost, and per piece
-        // the state it was taken from.
-        let mut cost = vec![f64::INFINITY; n];
-        cost[0] = 0.0;
-        let mut taken: Vec<Vec<u32>> = Vec::with_capacity(pieces.len());
-        for &(_, units, price, _) in &pieces {
-            let before = cost.clone();
-            let mut from_of = vec![u32::MAX; n];
-            for (from, c) in before.iter().enumerate() {
-                if c.is_finite() {
-                    let to = (from + units).min(self.rho_max);
-                    if c + price < cost[to] {
-                        cost[to] = c + price;
-                        from_of[to] = from as u32;
+                let mut next = frontier.clone();
+                next.extend(frontier.iter().map(|p| Point {
+                    supply: (p.supply + unit * take as f64).min(self.top),
+                    cost: p.cost + price * take as f64,
+                    path: p.path,
+                    added: Some((var, take as f64)),
+                }));
+                frontier = pareto(next);
+                // Only the points that stay get a node for their new piece.
+                for p in &mut frontier {
+                    if let Some((var, take)) = p.added.take() {
+                        nodes.push((var, take, p.path));
+                        p.path = Some(nodes.len() - 1);
                     }
                 }
+                if frontier.len() > MAX_SUPPLIES {
+                    return None;
+                }
             }
-            taken.push(from_of);
         }
-        // "At least ρ": the cheapest state at or above it.
-        let mut at_least = vec![(f64::INFINITY, 0usize); n];
-        let mut best = (f64::INFINITY, self.rho_max);
-        for rho in (0..n).rev() {
-            if cost[rho] < best.0 {
-                best = (cost[rho], rho);
-            }
-            at_least[rho] = best;
-        }
-        Some(Purchases {
-            at_least,
-            pieces,
-            taken,
-        })
+        Some(Purchases { frontier, nodes })
     }
 }
 
-/// The cheapest purchase reaching each reserved supply `ρ`.
+/// A purchase: its reserved supply, its cost, the last node of its path of
+/// pieces, and a piece just added that has no node yet.
+#[derive(Debug, Clone, Copy)]
+struct Point {
+    supply: f64,
+    cost: f64,
+    path: Option<usize>,
+    added: Option<(usize, f64)>,
+}
+
+/// Keeps the points no other point beats: none with at least the supply
+/// for at most the cost. Sorted by supply.
+fn pareto(mut points: Vec<Point>) -> Vec<Point> {
+    points.sort_by(|a, b| {
+        b.supply
+            .total_cmp(&a.supply)
+            .then(a.cost.total_cmp(&b.cost))
+    });
+    let mut kept: Vec<Point> = Vec::with_capacity(points.len());
+    let mut cheapest = f64::INFINITY;
+    for p in points {
+        let same_supply = kept
+            .last()
+            .is_some_and(|k| (k.supply - p.supply).abs() <= 1e-9 * p.supply.abs().max(1.0));
+        let cheaper = cheapest.is_infinite() || p.cost < cheapest - 1e-12 * cheapest.abs().max(1.0);
+        if cheaper && !same_supply {
+            cheapest = p.cost;
+            kept.push(p);
+        }
+    }
+    kept.reverse();
+    kept
+}
+
+/// The cheapest purchases by reserved supply.
 struct Purchases {
-    /// Per `ρ`: its cost and the exact (capped) supply state that gives it.
-    at_least: Vec<(f64, usize)>,
-    /// `(var, units, price, instances)` of each piece.
-    pieces: Vec<(usize, usize, f64, usize)>,
-    /// Per piece, per state: the state it was taken from, if taking it was
-    /// how that state was reached at its stage.
-    taken: Vec<Vec<u32>>,
+    /// Sorted by supply.
+    frontier: Vec<Point>,
+    /// `(var, instances, previous node)`: purchase paths as linked pieces.
+    nodes: Vec<(usize, f64, Option<usize>)>,
 }
 
 impl Purchases {
-    fn cost(&self, rho: usize) -> f64 {
-        self.at_least[rho].0
-    }
-
-    /// Instances per reserved variable for `ρ`, walking the stages back.
-    fn counts(&self, rho: usize) -> BTreeMap<usize, f64> {
+    /// Instances per reserved variable of frontier point `i`.
+    fn counts(&self, i: usize) -> BTreeMap<usize, f64> {
         let mut counts = BTreeMap::new();
-        let mut s = self.at_least[rho].1;
-        for (piece, from_of) in self.pieces.iter().zip(&self.taken).rev() {
-            if from_of[s] != u32::MAX {
-                *counts.entry(piece.0).or_default() += piece.3 as f64;
-                s = from_of[s] as usize;
-            }
+        let mut node = self.frontier[i].path;
+        while let Some(n) = node {
+            let (var, take, previous) = self.nodes[n];
+            *counts.entry(var).or_default() += take;
+            node = previous;
         }
         counts
     }

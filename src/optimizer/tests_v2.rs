@@ -394,3 +394,30 @@ fn several_classes_with_whole_hours_keep_a_plan_when_the_time_limit_cuts_the_sea
         assert!(bound <= objective && r.gap.unwrap() >= 0.0);
     }
 }
+
+#[test]
+fn one_class_with_owned_and_hourly_spot_decomposes_to_the_milps_optimum() {
+    let mut decomposed = 0;
+    for seed in 1..=16 {
+        let mut doc = random_v2(seed, 4, 5, true);
+        let first = doc["classes"][0].clone();
+        doc["classes"] = json!([first]);
+        let (_, fast) = solved(&doc, false, true);
+        let (_, milp) = solved(&doc, false, false);
+        assert_eq!(fast.status, milp.status, "seed {seed}");
+        assert_eq!(
+            milp.model_stats.method,
+            if milp.status == "optimal" { "milp" } else { "" }
+        );
+        if fast.model_stats.method == "decomposition" {
+            decomposed += 1;
+        }
+        if let (Some(a), Some(b)) = (fast.objective, milp.objective) {
+            assert!(
+                near(Some(a), b),
+                "seed {seed}: decomposition {a} vs milp {b}"
+            );
+        }
+    }
+    assert!(decomposed >= 8, "only {decomposed} problems decomposed");
+}

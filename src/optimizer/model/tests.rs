@@ -26,6 +26,14 @@ fn any_json() -> impl Strategy<Value = Value> {
                     Just("reserved".to_owned()),
                     Just("term_hours".to_owned()),
                     Just("max_spot_share".to_owned()),
+                    Just("classes".to_owned()),
+                    Just("owned".to_owned()),
+                    Just("perf".to_owned()),
+                    Just("offer".to_owned()),
+                    Just("option".to_owned()),
+                    Just("count".to_owned()),
+                    Just("remaining_hours".to_owned()),
+                    Just("spot_price".to_owned()),
                     "[a-z_]{1,8}",
                 ],
                 inner,
@@ -150,6 +158,126 @@ proptest! {
             if let Err(e) = Problem::from_json(&d) {
                 prop_assert!(!e.path.is_empty() && !e.message.is_empty(), "{e}");
             }
+        }
+    }
+}
+
+/// A valid version 2 problem: classes with filters, perf maps and share
+/// overrides, owned entries, hourly spot prices with gaps.
+fn any_v2_problem() -> impl Strategy<Value = Problem> {
+    (
+        any_problem(),
+        prop::collection::vec(
+            (
+                prop::option::of(prop::sample::subsequence(vec!["H100-80GB", "L4"], 1..=2)),
+                prop::option::of(0.1f64..2.0),
+                prop::option::of(prop::option::of(0.0f64..=1.0)),
+                prop::option::of(prop::sample::subsequence(vec!["aws", "gcp"], 0..=2)),
+                0.0f64..30.0,
+            ),
+            1..4,
+        ),
+        prop::collection::vec((0usize..8, 0.0f64..5.0, prop::option::of(0u64..100)), 0..4),
+        prop::collection::vec(prop::option::of(0.1f64..9.0), 0..4),
+    )
+        .prop_map(|(mut p, classes, owned, hourly)| {
+            let hours = p.horizon();
+            p.schema_version = 2;
+            p.classes = classes
+                .into_iter()
+                .enumerate()
+                .map(|(i, (models, factor, share, clouds, scale))| DemandClass {
+                    id: format!("c{i}"),
+                    demand: (0..hours)
+                        .map(|t| ((t + i) as f64 * scale) % 17.0)
+                        .collect(),
+                    allowed_clouds: clouds.map(|l| l.into_iter().map(str::to_owned).collect()),
+                    allowed_regions: None,
+                    gpu_models: None,
+                    min_gpu_memory_gib: None,
+                    perf: models.map(|m| {
+                        m.into_iter()
+                            .map(|g| (g.to_owned(), factor.unwrap_or(1.0)))
+                            .collect()
+                    }),
+                    max_spot_share: share,
+                    max_pool_share: None,
+                })
+                .collect();
+            let offers = p.offers.len();
+            for (k, price) in hourly.into_iter().enumerate() {
+                if let (Some(o), Some(price)) = (p.offers.get_mut(k), price) {
+                    o.spot_price = SpotPrice::Hourly(
+                        (0..hours)
+                            .map(|t| (t % 3 != 1).then_some(price * (1.0 + t as f64 / 10.0)))
+                            .collect(),
+                    );
+                }
+            }
+            p.owned = owned
+                .into_iter()
+                .filter_map(|(k, count, remaining)| {
+                    let o = &p.offers[k % offers];
+                    let option = o.reserved.first()?;
+                    Some(Owned {
+                        offer: o.id.clone(),
+                        option: option.id.clone(),
+                        count: count.round(),
+                        remaining_hours: remaining,
+                    })
+                })
+                .collect();
+            p
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Version 2 documents read back equal, and solve the same.
+    #[test]
+    fn a_v2_problem_survives_its_own_document(p in any_v2_problem()) {
+        let back = Problem::from_json(&p.to_json()).unwrap();
+        prop_assert_eq!(&back, &p);
+        let opts = crate::optimizer::SolveOptions::default();
+        let solve = |q: &Problem| {
+            crate::optimizer::solve(q, &opts)
+                .map(|r| {
+                    let mut doc = serde_json::to_value(r).unwrap();
+                    doc.as_object_mut().unwrap().remove("timings");
+                    doc
+                })
+                .map_err(|e| e.to_string())
+        };
+        let (a, b) = (solve(&back), solve(&p));
+        prop_assert_eq!(&a, &b);
+        if let Ok(doc) = &a {
+            prop_assert!(crate::optimizer::verify(&p, doc, false).is_ok(), "{:?}", crate::optimizer::verify(&p, doc, false));
+        }
+    }
+
+    /// Version 2 bodies with any value in any v2 place: a problem or an
+    /// error naming its field.
+    #[test]
+    fn any_v2_document_is_a_problem_or_an_error_naming_its_field(
+        field in prop::sample::select(vec!["classes", "owned", "demand"]),
+        inner in prop::sample::select(vec!["id", "demand", "perf", "max_spot_share", "offer", "option", "count", "remaining_hours", "gpu_models"]),
+        value in any_json(),
+    ) {
+        let mut doc = json!({"schema_version": 2,
+            "classes": [{"id": "a", "demand": [1, 2], "perf": {"L4": 0.5}}],
+            "offers": [{"id": "o", "cloud": "aws", "region": "r", "instance_type": "t", "gpu_model": "L4",
+                        "gpus_per_instance": 1, "on_demand_price": 1.0, "spot_price": [0.5, null],
+                        "reserved": [{"id": "1y", "term_hours": 8760}]}],
+            "owned": [{"offer": "o", "option": "1y", "count": 1}]});
+        let whole = value.clone();
+        if field == "demand" {
+            doc["demand"] = whole;
+        } else {
+            doc[field][0][inner] = value;
+        }
+        if let Err(e) = Problem::from_json(&doc) {
+            prop_assert!(!e.path.is_empty() && !e.message.is_empty(), "{e}");
         }
     }
 }
