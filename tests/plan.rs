@@ -34,6 +34,26 @@ fn the_example_problem_solves_to_its_known_optimum() {
     // Cross-checked with benches/reference/planning_reference.py (scipy/HiGHS).
     assert!((r["objective"].as_f64().unwrap() - 950.495_768_645_357_7).abs() < 1e-6);
     assert_eq!(r["reserved"][0]["option"], "3y-partial");
+
+    // The version 2 example is the model's hand example E1 with two of its
+    // five reserved H100s already owned: the same 39 in total, 12 of it sunk.
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/examples/plan-problem-v2.json"
+    );
+    let out = gpuplan(dir.path(), &["plan", "--problem", example, "--json"]);
+    assert!(out.status.success());
+    let r = stdout_json(&out);
+    assert_eq!(
+        (r["schema_version"].as_u64(), r["status"].as_str()),
+        (Some(2), Some("optimal"))
+    );
+    assert!(
+        (r["objective"].as_f64().unwrap() - 27.0).abs() < 1e-9,
+        "{r}"
+    );
+    assert!((r["sunk_cost"].as_f64().unwrap() - 12.0).abs() < 1e-9);
+    assert_eq!(r["reserved"][0]["count"], 3.0);
 }
 
 #[test]
