@@ -20,6 +20,8 @@ pub(super) enum Kind {
 
 /// The share of one offer's instances that serves one class in a level.
 pub(super) struct Part {
+    /// The offer; for `Kind::Reserved`, the index of its pool in
+    /// `Setup::reserved_pools`.
     pub offer: usize,
     pub class: usize,
     pub kind: Kind,
@@ -138,41 +140,49 @@ fn level(
         })
         .collect();
     let demanded = |c: usize| level.demand[c] > 0.0;
-    for (k, e) in setup.offers.iter().enumerate() {
-        let serving = |c: &usize| e.phi[*c].is_some();
-        // Reserved capacity: new purchases plus what is owned.
-        let owned = e.owned_at(t);
-        let bought: Vec<usize> = vars.reserved[k].iter().flatten().copied().collect();
-        if !bought.is_empty() || owned > 0.0 {
-            let classes: Vec<usize> = (0..rows.len())
-                .filter(serving)
-                .filter(|c| demanded(*c))
-                .collect();
-            if let [c] = classes[..] {
-                let u = setup.units(k, c).unwrap_or(0.0);
-                rows[c].cover.extend(bought.iter().map(|v| (*v, u)));
-                rows[c].rhs -= u * owned;
-                lv.whole_reserved.push((k, c));
-            } else if classes.len() > 1 {
-                let mut split: Vec<(usize, f64)> = bought.iter().map(|v| (*v, -1.0)).collect();
-                for c in classes {
-                    let y = m.add_var(0.0, None, false);
-                    rows[c].cover.push((y, setup.units(k, c).unwrap_or(0.0)));
-                    split.push((y, 1.0));
-                    lv.parts.push(Part {
-                        offer: k,
-                        class: c,
-                        kind: Kind::Reserved,
-                        var: y,
-                    });
-                }
-                m.rows.push(Row {
-                    terms: split,
-                    sense: Sense::AtMost,
-                    rhs: owned,
+    // Reserved capacity, new plus owned, per pool of offers that do the same
+    // work for every class: their instances are interchangeable, so one
+    // split serves the pool.
+    for (g, pool) in setup.reserved_pools.iter().enumerate() {
+        let owned: f64 = pool.iter().map(|k| setup.offers[*k].owned_at(t)).sum();
+        let bought: Vec<usize> = pool
+            .iter()
+            .flat_map(|k| vars.reserved[*k].iter().flatten().copied())
+            .collect();
+        if bought.is_empty() && owned <= 0.0 {
+            continue;
+        }
+        let k0 = pool[0];
+        let classes: Vec<usize> = (0..rows.len())
+            .filter(|c| setup.offers[k0].phi[*c].is_some() && demanded(*c))
+            .collect();
+        if let [c] = classes[..] {
+            let u = setup.units(k0, c).unwrap_or(0.0);
+            rows[c].cover.extend(bought.iter().map(|v| (*v, u)));
+            rows[c].rhs -= u * owned;
+            lv.whole_reserved.extend(pool.iter().map(|k| (*k, c)));
+        } else if classes.len() > 1 {
+            let mut split: Vec<(usize, f64)> = bought.iter().map(|v| (*v, -1.0)).collect();
+            for c in classes {
+                let y = m.add_var(0.0, None, false);
+                rows[c].cover.push((y, setup.units(k0, c).unwrap_or(0.0)));
+                split.push((y, 1.0));
+                lv.parts.push(Part {
+                    offer: g,
+                    class: c,
+                    kind: Kind::Reserved,
+                    var: y,
                 });
             }
+            m.rows.push(Row {
+                terms: split,
+                sense: Sense::AtMost,
+                rhs: owned,
+            });
         }
+    }
+    for (k, e) in setup.offers.iter().enumerate() {
+        let serving = |c: &usize| e.phi[*c].is_some();
         // Spot.
         if scope.purchases
             && e.spot

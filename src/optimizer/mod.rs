@@ -27,6 +27,13 @@
 //!   least `b_c` for every class they could serve (the hours of such an
 //!   instance, whichever classes they go to, could be bought as anchor
 //!   on-demand for no more). Owned capacity is free and untouched.
+//! - Reserved capacity is split between classes per pool of offers whose
+//!   instances do the same work for every class (same `φ·g` per class, e.g.
+//!   one GPU model and size in several regions): such instances are
+//!   interchangeable in every coverage row, so a pool's split can be handed
+//!   back to its offers, each up to what it holds, and any per-offer split is
+//!   a pool split. This is what keeps several classes affordable: one split
+//!   row per pool and hour instead of one per offer.
 //! - Where an offer serves a single class in a level, its class split is the
 //!   offer itself (`S_kct = S_kt`, `O_kct = O_kt`), and its reserved share
 //!   sits at its bound `Σ_j R_kj + W_kt`: nothing else can use it there.

@@ -200,9 +200,35 @@ pub(super) fn extract(setup: &Setup<'_>, milp: &Milp, vars: &Vars, values: &[f64
             has_total.insert((*k, *kind), ());
         }
         let mut level_shares = Vec::new();
+        let t = setup.levels[l].first;
+        // A pool's reserved share is handed to its offers in order, each up
+        // to what it holds: the pool's split never exceeds their sum.
+        let mut room: BTreeMap<usize, f64> = BTreeMap::new();
         for part in &lv.parts {
             let x = value(part.var);
-            if part.kind != Kind::Reserved && !has_total.contains_key(&(part.offer, part.kind)) {
+            if part.kind == Kind::Reserved {
+                let mut left = x;
+                for &k in &setup.reserved_pools[part.offer] {
+                    let free = room
+                        .entry(k)
+                        .or_insert_with(|| bought[k] + setup.offers[k].owned_at(t));
+                    let take = left.min(*free);
+                    if take > 0.0 {
+                        *free -= take;
+                        left -= take;
+                        level_shares.push((k, part.class, Kind::Reserved, take));
+                    }
+                }
+                // The solver's tolerance can leave a sliver over the pool's
+                // capacity; it stays with the class rather than vanish.
+                if left > 0.0
+                    && let Some(&k) = setup.reserved_pools[part.offer].last()
+                {
+                    level_shares.push((k, part.class, Kind::Reserved, left));
+                }
+                continue;
+            }
+            if !has_total.contains_key(&(part.offer, part.kind)) {
                 let slot = by_offer.entry(part.offer).or_default();
                 match part.kind {
                     Kind::Spot => slot.0 += x,
@@ -211,7 +237,6 @@ pub(super) fn extract(setup: &Setup<'_>, milp: &Milp, vars: &Vars, values: &[f64
             }
             level_shares.push((part.offer, part.class, part.kind, x));
         }
-        let t = setup.levels[l].first;
         for (k, c) in &lv.whole_reserved {
             let capacity = bought[*k] + setup.offers[*k].owned_at(t);
             level_shares.push((*k, *c, Kind::Reserved, capacity));
@@ -268,7 +293,7 @@ pub(super) fn extract(setup: &Setup<'_>, milp: &Milp, vars: &Vars, values: &[f64
                 };
                 series
                     .entry(e.offer.id.clone())
-                    .or_insert_with(|| vec![0.0; t_len])[t] = x;
+                    .or_insert_with(|| vec![0.0; t_len])[t] += x;
                 *served_units += units * x * if kind == Kind::Spot { e.gamma } else { 1.0 };
             }
         }

@@ -115,6 +115,9 @@ pub(super) struct Setup<'a> {
     pub excluded: Vec<Excluded>,
     pub levels: Vec<Level>,
     pub level_of: Vec<usize>,
+    /// Offers with reserved capacity (options or owned instances), pooled
+    /// when they do the same work per instance for every class.
+    pub reserved_pools: Vec<Vec<usize>>,
     /// Per class, the cheapest uncapped on-demand offer serving it and its
     /// price per unit of work, once [`Setup::reduce`] ran (none with whole
     /// hourly counts): supply no cheaper for that class is dropped.
@@ -200,6 +203,22 @@ impl<'a> Setup<'a> {
             });
         }
         let (levels, level_of) = levels(problem, &offers);
+        let mut pools: Vec<(Vec<Option<u64>>, Vec<usize>)> = Vec::new();
+        for (k, e) in offers.iter().enumerate() {
+            if !e.has_reserved() && e.owned.is_empty() {
+                continue;
+            }
+            let key: Vec<Option<u64>> = e
+                .phi
+                .iter()
+                .map(|f| f.map(|f| (f * e.g).to_bits()))
+                .collect();
+            match pools.iter_mut().find(|(k2, _)| *k2 == key) {
+                Some((_, members)) => members.push(k),
+                None => pools.push((key, vec![k])),
+            }
+        }
+        let reserved_pools = pools.into_iter().map(|(_, members)| members).collect();
         Self {
             anchors: vec![None; classes.len()],
             problem,
@@ -208,6 +227,7 @@ impl<'a> Setup<'a> {
             excluded,
             levels,
             level_of,
+            reserved_pools,
         }
     }
 
