@@ -23,7 +23,8 @@
 //!
 //! It fills in the values of the same MILP the generic solver would get, so
 //! reporting and checking are shared, and the randomized tests compare the
-//! two on the unreduced model.
+//! two on the unreduced model. When the time limit cuts it short it returns
+//! the best plan found with the lowest bound not yet ruled out.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -64,7 +65,7 @@ struct Hour {
     pools: usize,
 }
 
-/// Why the decomposition did not give a plan.
+/// What the decomposition made of a problem.
 pub(super) enum Outcome {
     /// It does not apply, or the problem is too big for it: use the MILP.
     NotApplicable,
@@ -193,7 +194,7 @@ impl Decomposition {
         }
         // Lower bounds per supply from the hours' LP relaxations.
         let mut order: Vec<(f64, usize)> = Vec::new();
-        for (rho, point) in bought.frontier.iter().enumerate() {
+        for (i, point) in bought.frontier.iter().enumerate() {
             let (supply, mut bound) = (point.supply, point.cost);
             for (hour, rhs) in self.hours.iter().zip(&self.rhs) {
                 match hour.relaxation(rhs - supply, &Bounds::new(hour)) {
@@ -205,7 +206,7 @@ impl Decomposition {
                 }
             }
             if bound.is_finite() {
-                order.push((bound, rho));
+                order.push((bound, i));
             }
         }
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -213,7 +214,7 @@ impl Decomposition {
         let mut memo: HashMap<(usize, usize), Option<HourPlan>> = HashMap::new();
         // Set when the time limit stops the search: the lowest bound left.
         let mut open_bound = None;
-        for (bound, rho) in order {
+        for (bound, i) in order {
             if let Some((b, _, _)) = &best
                 && bound >= b - 1e-9 * b.abs().max(1.0)
             {
@@ -227,14 +228,14 @@ impl Decomposition {
                 supply,
                 cost: mut total,
                 ..
-            } = bought.frontier[rho];
+            } = bought.frontier[i];
             let mut counts = Vec::with_capacity(self.hours.len());
             let mut feasible = true;
             // Whether the time limit cut an hour's search short: its plan
             // stands, but is not proven the cheapest.
             let mut cut = false;
             for (l, (hour, rhs)) in self.hours.iter().zip(&self.rhs).enumerate() {
-                let key = (l, rho);
+                let key = (l, i);
                 let found = match memo.get(&key) {
                     Some(found) => found.clone(),
                     None => match hour.solve(rhs - supply, deadline) {
@@ -261,7 +262,7 @@ impl Decomposition {
                 }
             }
             if feasible && best.as_ref().is_none_or(|(b, _, _)| total < *b) {
-                best = Some((total, rho, counts));
+                best = Some((total, i, counts));
             }
             if cut {
                 // This supply's bound is the lowest of those left to try.
@@ -269,11 +270,11 @@ impl Decomposition {
                 break;
             }
         }
-        let Some((_, rho, counts)) = best else {
+        let Some((_, i, counts)) = best else {
             return Outcome::Failed(LpError::Infeasible);
         };
         let mut values = vec![0.0; n_vars];
-        for (var, count) in bought.counts(rho) {
+        for (var, count) in bought.counts(i) {
             values[var] = count;
         }
         for (hour, x) in self.hours.iter().zip(counts) {
