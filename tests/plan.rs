@@ -495,3 +495,65 @@ fn a_plan_cut_short_by_the_time_limit_is_printed_with_its_gap_and_exits_1() {
         "{text}"
     );
 }
+
+#[test]
+fn a_monthly_prepaid_price_becomes_a_reserved_option_with_its_term() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gpuplan.toml"),
+        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.file.sheet]\npath = \"sheet.csv\"\n",
+    )
+    .unwrap();
+    // The model's example E3: 1168 USD for a month of one L4 (1.6/h over
+    // 730 h) against 2.5/h on demand.
+    std::fs::write(
+        dir.path().join("sheet.csv"),
+        "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,upfront_usd\n\
+         ap-southeast-1,gn7i-l4.1g,L4,1,on_demand,2.5,\n\
+         ap-southeast-1,gn7i-l4.1g,L4,1,prepaid_1m,1.6,1168\n",
+    )
+    .unwrap();
+    let demand: String = std::iter::once("hour,gpus".to_owned())
+        .chain((0..720).map(|h| format!("{h},2")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(dir.path().join("demand.csv"), demand).unwrap();
+    assert!(
+        gpuplan(dir.path(), &["--config", "gpuplan.toml", "sync"])
+            .status
+            .success()
+    );
+    let prices = stdout_json(&gpuplan(
+        dir.path(),
+        &[
+            "--config",
+            "gpuplan.toml",
+            "prices",
+            "--kind",
+            "prepaid_1m",
+            "--json",
+        ],
+    ));
+    assert_eq!(prices[0]["price_kind"], "prepaid_1m", "{prices}");
+    assert_eq!(prices[0]["upfront_usd"], 1168.0);
+    let r = stdout_json(&gpuplan(
+        dir.path(),
+        &[
+            "--config",
+            "gpuplan.toml",
+            "plan",
+            "--demand",
+            "demand.csv",
+            "--json",
+        ],
+    ));
+    let bought = &r["reserved"][0];
+    assert_eq!(
+        (bought["option"].as_str(), bought["count"].as_f64()),
+        (Some("prepaid_1m"), Some(2.0)),
+        "{r}"
+    );
+    assert_eq!(bought["term_hours"], 730.0);
+    assert!((bought["horizon_cost"].as_f64().unwrap() - 2304.0).abs() < 1e-6);
+    assert!((bought["commitment_liability"].as_f64().unwrap() - 2336.0).abs() < 1e-6);
+}

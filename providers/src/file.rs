@@ -630,6 +630,21 @@ r1,t4,L4,1,on_demand,-1
     }
 
     #[test]
+    fn the_template_for_clouds_without_a_price_api_takes_rows_as_they_are() {
+        let template = include_str!("../../config/examples/price-sheet-template.csv");
+        let filled = format!(
+            "{template}region-1,example-8xh100,H100,8,80,128,2048,on_demand,10.0,,,example.com/pricing 2026-12-01\n"
+        );
+        let snap = parse_sheet("file:neocloud", "neocloud.csv", &filled, SheetFormat::Csv).unwrap();
+        assert_eq!(snap.prices.len(), 1);
+        assert_eq!(
+            snap.prices[0].source.as_deref(),
+            Some("example.com/pricing 2026-12-01")
+        );
+        assert_eq!(snap.prices[0].usd_per_hour, 10.0);
+    }
+
+    #[test]
     fn unknown_and_missing_columns_are_errors_on_the_header_line() {
         let errors = sheet_errors(
             "region,instance_type,gpu_model,gpu_count,usd_per_hour,colour\n",

@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 
 /// Hours in a 1-year and a 3-year term (365-day years, as the clouds bill them).
 pub const HOURS_1Y: f64 = 8760.0;
+/// A month of a monthly subscription: a twelfth of a year.
+pub const HOURS_1M: f64 = 730.0;
 pub const HOURS_3Y: f64 = 26280.0;
 
 /// Everything one sync run of one provider saw.
@@ -219,6 +221,8 @@ impl AvailabilitySignal {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Term {
+    /// Only monthly prepaid subscriptions (`prepaid_1m`) have it.
+    OneMonth,
     OneYear,
     ThreeYears,
 }
@@ -227,6 +231,7 @@ impl Term {
     #[must_use]
     pub fn hours(self) -> f64 {
         match self {
+            Self::OneMonth => HOURS_1M,
             Self::OneYear => HOURS_1Y,
             Self::ThreeYears => HOURS_3Y,
         }
@@ -234,6 +239,7 @@ impl Term {
 
     fn tag(self) -> &'static str {
         match self {
+            Self::OneMonth => "1m",
             Self::OneYear => "1y",
             Self::ThreeYears => "3y",
         }
@@ -270,6 +276,9 @@ pub enum PriceKind {
     SavingsPlan(Term),
     /// GCP committed use discounts (`commit_1y`).
     Commit(Term),
+    /// Prepaid subscriptions (`prepaid_1m`, Alibaba and Tencent): the whole
+    /// term paid upfront, nothing recurring.
+    Prepaid(Term),
 }
 
 impl PriceKind {
@@ -286,6 +295,9 @@ impl PriceKind {
             kinds.push(make(Term::OneYear));
             kinds.push(make(Term::ThreeYears));
         }
+        for term in [Term::OneMonth, Term::OneYear, Term::ThreeYears] {
+            kinds.push(Self::Prepaid(term));
+        }
         kinds
     }
 
@@ -297,7 +309,8 @@ impl PriceKind {
             Self::AwsReserved(t, _)
             | Self::Reserved(t)
             | Self::SavingsPlan(t)
-            | Self::Commit(t) => Some(t),
+            | Self::Commit(t)
+            | Self::Prepaid(t) => Some(t),
         }
     }
 
@@ -317,6 +330,7 @@ impl fmt::Display for PriceKind {
             Self::Reserved(t) => write!(f, "reserved_{}", t.tag()),
             Self::SavingsPlan(t) => write!(f, "savings_plan_{}", t.tag()),
             Self::Commit(t) => write!(f, "commit_{}", t.tag()),
+            Self::Prepaid(t) => write!(f, "prepaid_{}", t.tag()),
         }
     }
 }
@@ -403,9 +417,11 @@ mod tests {
     #[test]
     fn every_price_kind_round_trips_through_its_contract_name() {
         let names: Vec<String> = PriceKind::all().iter().map(ToString::to_string).collect();
-        assert_eq!(names.len(), 14);
+        assert_eq!(names.len(), 17);
         assert!(names.contains(&"reserved_3y_partial_upfront".to_owned()));
         assert!(names.contains(&"savings_plan_1y".to_owned()));
+        assert!(names.contains(&"prepaid_1m".to_owned()));
+        assert_eq!(PriceKind::Prepaid(Term::OneMonth).term_hours(), Some(730.0));
         for kind in PriceKind::all() {
             assert_eq!(kind.to_string().parse::<PriceKind>().unwrap(), kind);
         }
