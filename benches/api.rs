@@ -226,7 +226,7 @@ async fn load(
 /// Starts `gpuplan serve` on a port it picks itself; answers the process and
 /// its base URL, read from its log (no port to race for).
 fn serve(dir: &std::path::Path) -> (Child, String) {
-    let config = "[store]\npath = \"catalog.db\"\n[api]\nlisten = \"127.0.0.1:0\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n";
+    let config = "[store]\npath = \"catalog.db\"\n[api]\nlisten = \"127.0.0.1:0\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n";
     std::fs::write(dir.join("gpuplan.toml"), config).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
         .arg("--config")

@@ -58,7 +58,7 @@ struct Daemon {
 /// no other process can take it between a test choosing it and the bind.
 fn write_config(dir: &Path, receiver: &str) {
     let config = format!(
-        "[store]\npath = \"c.db\"\n[api]\nlisten = \"127.0.0.1:0\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n\
+        "[store]\npath = \"c.db\"\n[api]\nlisten = \"127.0.0.1:0\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
          [providers.file.sheet]\npath = \"sheet.csv\"\nschedule = \"0 0 0 1 1 *\"\n\
          [alerts]\nretry_initial_secs = 0.05\nretry_max_secs = 0.2\n\
          [alerts.channels.hook]\ntype = \"webhook\"\nurl = \"{receiver}/hook\"\nsecret_env = \"GPUPLAN_TEST_HOOK_SECRET\"\n\
@@ -472,7 +472,7 @@ async fn secrets_in_urls_never_reach_the_log_the_database_or_any_answer() {
         format!(
             "[store]\npath = \"c.db\"\n[api]\nlisten = \"127.0.0.1:0\"\n\
              [sync]\nhttp_attempts = 1\nhttp_timeout_secs = 0.5\nretry_initial_secs = 0.05\nretry_max_secs = 0.2\n\
-             [providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n\
+             [providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
              [providers.gcp]\nbilling_endpoint = \"{base}\"\n\
              [providers.file.sheet]\npath = \"sheet.csv\"\nschedule = \"0 0 0 1 1 *\"\n\
              [alerts]\nretry_initial_secs = 0.05\nretry_max_secs = 0.2\ntimeout_secs = 0.3\n\

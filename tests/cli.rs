@@ -18,7 +18,7 @@ impl Workspace {
         let dir = tempfile::tempdir().unwrap();
         // No cloud sources: these tests are about the catalog and the CLI.
         let mut config = String::from(
-            "[store]\npath = \"catalog.db\"\n\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n",
+            "[store]\npath = \"catalog.db\"\n\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n",
         );
         for (name, file) in sheets {
             config.push_str(&format!("\n[providers.file.{name}]\npath = \"{file}\"\n"));
@@ -212,7 +212,7 @@ fn a_missing_sheet_fails_the_sync_naming_the_file() {
 #[test]
 fn bad_config_and_arguments_exit_2_naming_what_is_wrong() {
     let ws = Workspace::new(&[]);
-    ws.write("gpuplan.toml", "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.file.onprem]\npath = \"p.csv\"\nschedule = \"hourly\"\n");
+    ws.write("gpuplan.toml", "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n[providers.file.onprem]\npath = \"p.csv\"\nschedule = \"hourly\"\n");
     let out = ws.run(&["sync"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
@@ -402,7 +402,7 @@ fn config_validate_warns_about_a_channel_variable_this_environment_lacks() {
     let ws = Workspace::new(&[]);
     ws.write(
         "gpuplan.toml",
-        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n\
+        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
          [alerts.channels.chat]\ntype = \"slack\"\nurl_env = \"GPUPLAN_TEST_SURELY_UNSET_SLACK_URL\"\n",
     );
     let out = ws.run(&["config", "validate"]);

@@ -15,9 +15,11 @@ const AZURE_2: &str = include_str!("../providers/fixtures/azure/eastus-2.json");
 const GCP_1: &str = include_str!("../providers/fixtures/gcp/skus-1.json");
 const GCP_2: &str = include_str!("../providers/fixtures/gcp/skus-2.json");
 const LAMBDA: &str = include_str!("../providers/fixtures/lambda/instance-types.json");
+const OCI: &str = include_str!("../providers/fixtures/oci/products.json");
 
-/// One server for all three APIs (their paths do not overlap). When `truncate`
-/// is set, Azure's first page claims to be the last.
+/// One server for all four APIs (their paths do not overlap). When `truncate`
+/// is set, Azure's first page claims to be the last and Oracle's H100 part is
+/// renamed to another GPU.
 async fn clouds(truncate: Arc<AtomicBool>) -> FixtureServer {
     test_server::serve(move |req: &Seen, base, _| {
         let uri = req.uri.as_str();
@@ -34,6 +36,12 @@ async fn clouds(truncate: Arc<AtomicBool>) -> FixtureServer {
             }
         } else if uri.starts_with("/v1/services/6F81-5844-456A/skus") {
             test_server::json(if uri.contains("pageToken=page-2") { GCP_2 } else { GCP_1 }, base)
+        } else if uri == "/pls/apex/cetools/api/v1/products/?currencyCode=USD" {
+            if truncate.load(Ordering::SeqCst) {
+                test_server::json(&OCI.replace("GPU - H100\"", "GPU - B200\""), base)
+            } else {
+                test_server::json(OCI, base)
+            }
         } else if uri == "/api/v1/instance-types" {
             if req.headers.get("authorization").is_some_and(|h| h == "Bearer lambda-key") {
                 test_server::json(LAMBDA, base)
@@ -58,7 +66,8 @@ impl Setup {
             "[store]\npath = \"catalog.db\"\n\n\
              [providers.aws]\nenabled = false\n[providers.azure]\nendpoint = \"{base}\"\nregions = [\"eastus\"]\n\n\
              [providers.gcp]\nbilling_endpoint = \"{base}\"\ncompute_endpoint = \"{base}\"\n\n\
-             [providers.lambda]\nendpoint = \"{base}\"\n"
+             [providers.lambda]\nendpoint = \"{base}\"\n\n\
+             [providers.oci]\nendpoint = \"{base}\"\n"
         );
         std::fs::write(dir.path().join("gpuplan.toml"), config).unwrap();
         Self { dir }
@@ -105,7 +114,7 @@ fn by_provider(records: &[Value], provider: &str) -> Vec<Value> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn one_sync_fills_the_catalog_from_all_three_clouds() {
+async fn one_sync_fills_the_catalog_from_all_four_clouds() {
     let server = clouds(Arc::default()).await;
     let setup = Setup::new(&server.base);
     let started = Instant::now();
@@ -117,7 +126,7 @@ async fn one_sync_fills_the_catalog_from_all_three_clouds() {
     .unwrap();
     let (setup, out) = out;
     println!(
-        "sync of azure+gcp+lambda against local servers: {:.3}s",
+        "sync of azure+gcp+lambda+oci against local servers: {:.3}s",
         started.elapsed().as_secs_f64()
     );
     assert!(
@@ -135,6 +144,32 @@ async fn one_sync_fills_the_catalog_from_all_three_clouds() {
     assert_eq!(by_provider(&records, "azure").len(), 7);
     assert_eq!(by_provider(&records, "gcp").len(), 39);
     assert_eq!(by_provider(&records, "lambda").len(), 4);
+    // Oracle's per-GPU-hour parts, multiplied out to its GPU shapes, with
+    // preemptible capacity as spot; licence rows and other parts skipped.
+    let oci = by_provider(&records, "oci");
+    assert_eq!(oci.len(), 11);
+    let h100 = oci
+        .iter()
+        .find(|r| r["instance_type"] == "BM.GPU.H100.8" && r["price_kind"] == "on_demand")
+        .unwrap();
+    assert_eq!(
+        (
+            h100["usd_per_hour"].as_f64(),
+            h100["usd_per_gpu_hour"].as_f64()
+        ),
+        (Some(80.0), Some(10.0))
+    );
+    assert_eq!(
+        (h100["region"].as_str(), h100["gpu_model"].as_str()),
+        (Some("global"), Some("H100-80GB"))
+    );
+    let oci_run = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["provider"] == "oci")
+        .unwrap();
+    assert_eq!(oci_run["stats"]["skipped"]["license"], 2, "{oci_run}");
 
     let azure_ri = records
         .iter()
@@ -182,7 +217,10 @@ async fn one_sync_fills_the_catalog_from_all_three_clouds() {
         .iter()
         .map(|r| r["provider"].as_str().unwrap())
         .collect();
-    assert_eq!(providers, ["azure", "gcp", "lambda"].into_iter().collect());
+    assert_eq!(
+        providers,
+        ["azure", "gcp", "lambda", "oci"].into_iter().collect()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -215,6 +253,44 @@ async fn a_page_chain_that_stops_early_is_rejected_and_the_last_good_data_stays(
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(
         report.contains("azure") && report.contains("truncated"),
+        "{report}"
+    );
+    let after = tokio::task::spawn_blocking(move || setup.prices())
+        .await
+        .unwrap();
+    assert_eq!(after, before);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_oracle_part_that_no_longer_names_its_gpu_fails_the_sync_and_keeps_the_prices() {
+    let renamed = Arc::new(AtomicBool::new(false));
+    let server = clouds(renamed.clone()).await;
+    let setup = Setup::new(&server.base);
+    let (setup, before) = tokio::task::spawn_blocking(move || {
+        let out = setup.run(&["sync", "--provider", "oci"], None);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let before = setup.prices();
+        (setup, before)
+    })
+    .await
+    .unwrap();
+    assert_eq!(before.len(), 11);
+
+    renamed.store(true, Ordering::SeqCst);
+    let (setup, out) = tokio::task::spawn_blocking(move || {
+        let out = setup.run(&["sync", "--provider", "oci"], None);
+        (setup, out)
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("oci") && report.contains("B98415"),
         "{report}"
     );
     let after = tokio::task::spawn_blocking(move || setup.prices())
@@ -279,7 +355,7 @@ fn gpuplan_aws(config: &std::path::Path, keys: Option<(&str, &str)>, args: &[&st
 /// A config with only AWS enabled, every AWS endpoint at the stand-in `base`.
 fn aws_config(base: &str, regions: &[&str]) -> String {
     format!(
-        "[store]\npath = \"catalog.db\"\n[providers.azure]\nenabled = false\n\
+        "[store]\npath = \"catalog.db\"\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
          [providers.aws]\nregions = {regions:?}\nbulk_endpoint = \"{base}\"\n\
          spot_advisor_url = \"{base}/spot-advisor-data.json\"\npricing_endpoint = \"{base}\"\nec2_endpoint = \"{base}\"\n"
     )

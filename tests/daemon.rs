@@ -60,9 +60,9 @@ fn config_in(dir: &Path, azure_base: Option<&str>, extra: &str) -> Config {
     std::fs::write(dir.join("onprem.csv"), SHEET).unwrap();
     let azure = match azure_base {
         Some(base) => format!(
-            "[providers.aws]\nenabled = false\n[providers.azure]\nendpoint = \"{base}\"\nregions = [\"eastus\"]\n"
+            "[providers.aws]\nenabled = false\n[providers.oci]\nenabled = false\n[providers.azure]\nendpoint = \"{base}\"\nregions = [\"eastus\"]\n"
         ),
-        None => "[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n".to_owned(),
+        None => "[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n".to_owned(),
     };
     let text = format!(
         "[store]\npath = \"catalog.db\"\n\n[sync]\nhttp_attempts = 1\nretry_initial_secs = 0.05\nretry_max_secs = 0.2\n{extra}\n\n{azure}\n[providers.file.onprem]\npath = \"onprem.csv\"\n"

@@ -84,7 +84,7 @@ fn a_demand_file_is_planned_against_the_catalog() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("gpuplan.toml"),
-        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.file.sheet]\npath = \"sheet.csv\"\n",
+        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n[providers.file.sheet]\npath = \"sheet.csv\"\n",
     )
     .unwrap();
     std::fs::write(
@@ -286,7 +286,7 @@ fn the_cli_takes_planner_defaults_and_its_flags_override_them() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("gpuplan.toml"),
-        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n\
+        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
          [planner]\ntime_limit_secs = 60\nspot_window = \"3d\"\nrestart_hours = 2\ncheckpoint_hours = 4\n",
     )
     .unwrap();
@@ -340,7 +340,7 @@ fn two_classes_and_owned_reservations_are_planned_against_the_catalog() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("gpuplan.toml"),
-        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n\
+        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
          [providers.file.sheet]\npath = \"sheet.csv\"\n\
          [[planner.owned]]\noffer = \"file:sheet/us-east-1/p5.48xlarge\"\noption = \"reserved_1y_no_upfront\"\ncount = 1\n\
          [[planner.owned]]\nprovider = \"aws\"\nregion = \"us-west-2\"\ninstance_type = \"p4d.24xlarge\"\noption = \"reserved_1y\"\ncount = 2\n",
@@ -501,7 +501,7 @@ fn a_monthly_prepaid_price_becomes_a_reserved_option_with_its_term() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("gpuplan.toml"),
-        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.file.sheet]\npath = \"sheet.csv\"\n",
+        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n[providers.file.sheet]\npath = \"sheet.csv\"\n",
     )
     .unwrap();
     // The model's example E3: 1168 USD for a month of one L4 (1.6/h over

@@ -19,6 +19,8 @@ pub mod gpu;
 pub mod http;
 #[cfg(feature = "lambda")]
 pub mod lambda;
+#[cfg(feature = "oci")]
+pub mod oci;
 pub mod secret;
 pub mod snapshot;
 #[cfg(any(test, feature = "testing"))]

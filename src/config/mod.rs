@@ -44,6 +44,8 @@ pub use sources::FileSourceConfig;
 pub use sources::GcpSourceConfig;
 #[cfg(feature = "lambda")]
 pub use sources::LambdaSourceConfig;
+#[cfg(feature = "oci")]
+pub use sources::OciSourceConfig;
 pub use sources::{ProvidersConfig, SyncConfig};
 pub use store::StoreConfig;
 
@@ -132,6 +134,10 @@ impl Config {
         #[cfg(feature = "lambda")]
         if let Some(lambda) = p.lambda.as_ref().filter(|l| l.enabled) {
             out.push(("lambda".to_owned(), &lambda.schedule));
+        }
+        #[cfg(feature = "oci")]
+        if p.oci.enabled {
+            out.push(("oci".to_owned(), &p.oci.schedule));
         }
         #[cfg(feature = "file")]
         for (name, sheet) in p.file.iter().filter(|(_, f)| f.enabled) {

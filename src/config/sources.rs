@@ -12,6 +12,8 @@ use gpuplan_providers::gcp::{self, GcpConfig};
 use gpuplan_providers::http::RetryPolicy;
 #[cfg(feature = "lambda")]
 use gpuplan_providers::lambda::{self, LambdaConfig};
+#[cfg(feature = "oci")]
+use gpuplan_providers::oci::OciConfig;
 use gpuplan_providers::{Provider, ProviderError};
 
 use super::*;
@@ -52,6 +54,9 @@ pub struct ProvidersConfig {
     /// `None` when the config has no `[providers.lambda]` (it needs an API key).
     #[cfg(feature = "lambda")]
     pub lambda: Option<LambdaSourceConfig>,
+    /// Oracle's public price list: on unless `enabled = false`.
+    #[cfg(feature = "oci")]
+    pub oci: OciSourceConfig,
     /// Price sheets by name; records carry `file:<name>` as their provider.
     #[cfg(feature = "file")]
     pub file: BTreeMap<String, FileSourceConfig>,
@@ -96,6 +101,14 @@ pub struct LambdaSourceConfig {
     pub provider: LambdaConfig,
 }
 
+#[cfg(feature = "oci")]
+#[derive(Debug, Clone)]
+pub struct OciSourceConfig {
+    pub enabled: bool,
+    pub schedule: Schedule,
+    pub provider: OciConfig,
+}
+
 #[cfg(feature = "file")]
 #[derive(Debug, Clone)]
 pub struct FileSourceConfig {
@@ -125,6 +138,8 @@ pub(super) struct RawProviders {
     gcp: Option<GcpSection>,
     lambda: Option<LambdaSection>,
     #[serde(default)]
+    oci: OciSection,
+    #[serde(default)]
     file: BTreeMap<String, FileSection>,
 }
 
@@ -146,6 +161,10 @@ type GcpSection = toml::Table;
 type LambdaSection = gpuplan_providers::lambda::Section;
 #[cfg(not(feature = "lambda"))]
 type LambdaSection = toml::Table;
+#[cfg(feature = "oci")]
+type OciSection = gpuplan_providers::oci::Section;
+#[cfg(not(feature = "oci"))]
+type OciSection = toml::Table;
 #[cfg(feature = "file")]
 type FileSection = gpuplan_providers::file::Section;
 #[cfg(not(feature = "file"))]
@@ -210,6 +229,8 @@ pub(super) fn validate(
         raw.lambda.is_some(),
         raw.lambda.as_ref().and_then(off),
     );
+    #[cfg(not(feature = "oci"))]
+    unbuilt(c, "oci", !raw.oci.is_empty(), off(&raw.oci));
     #[cfg(not(feature = "file"))]
     unbuilt(c, "file", !raw.file.is_empty(), None);
     #[cfg(all(
@@ -217,6 +238,7 @@ pub(super) fn validate(
         feature = "azure",
         feature = "gcp",
         feature = "lambda",
+        feature = "oci",
         feature = "file"
     ))]
     let _ = (unbuilt, off);
@@ -231,6 +253,8 @@ pub(super) fn validate(
         gcp: raw.gcp.as_ref().map(|g| validate_gcp(g, retry, c)),
         #[cfg(feature = "lambda")]
         lambda: raw.lambda.as_ref().map(|l| validate_lambda(l, retry, c)),
+        #[cfg(feature = "oci")]
+        oci: validate_oci(&raw.oci, retry, c),
         #[cfg(feature = "file")]
         file: validate_files(raw.file, c, resolve),
     }
@@ -264,6 +288,18 @@ fn validate_azure(raw: &AzureSection, retry: &RetryPolicy, c: &mut Checker) -> A
         enabled: raw.enabled.unwrap_or(true),
         provider,
         schedule: c.schedule("providers.azure.schedule", raw.schedule.as_deref()),
+    }
+}
+
+#[cfg(feature = "oci")]
+fn validate_oci(raw: &OciSection, retry: &RetryPolicy, c: &mut Checker) -> OciSourceConfig {
+    let mut problems = Problems::new("providers.oci");
+    let provider = raw.config(retry.clone(), &mut problems);
+    c.absorb(problems);
+    OciSourceConfig {
+        enabled: raw.enabled.unwrap_or(true),
+        provider,
+        schedule: c.schedule("providers.oci.schedule", raw.schedule.as_deref()),
     }
 }
 
@@ -402,6 +438,10 @@ impl ProvidersConfig {
                 ..lambda.provider.clone()
             };
             out.push(Box::new(keyed.build()?));
+        }
+        #[cfg(feature = "oci")]
+        if self.oci.enabled {
+            out.push(Box::new(self.oci.provider.clone().build()?));
         }
         #[cfg(feature = "file")]
         for (name, sheet) in self.file.iter().filter(|(_, s)| s.enabled) {

@@ -206,7 +206,7 @@ fn no_config_means_built_in_defaults() {
         .into_iter()
         .map(|(s, _)| s)
         .collect();
-    assert_eq!(sources, vec!["aws", "azure"]);
+    assert_eq!(sources, vec!["aws", "azure", "oci"]);
     assert!((config.sync.max_shrink - 0.2).abs() < 1e-12);
     assert_eq!(Config::default().store.path, config.store.path);
 }
@@ -231,7 +231,19 @@ fn relative_paths_are_taken_from_the_config_files_directory() {
         .into_iter()
         .map(|(s, _)| s)
         .collect();
-    assert_eq!(sources, vec!["aws", "azure", "file:onprem"]);
+    assert_eq!(sources, vec!["aws", "azure", "oci", "file:onprem"]);
+}
+
+#[test]
+fn oracle_is_on_by_default_and_its_section_is_checked() {
+    let errors =
+        errors_of("[providers.oci]\nendpoint = \"apexapps.oracle.com\"\nregions = [\"x\"]\n")
+            .join("\n");
+    assert!(errors.contains("providers.oci.regions"), "{errors}");
+    let errors = errors_of("[providers.oci]\nendpoint = \"apexapps.oracle.com\"\n").join("\n");
+    assert!(errors.contains("providers.oci.endpoint"), "{errors}");
+    let off = Config::parse("[providers.oci]\nenabled = false\n", Path::new("")).unwrap();
+    assert!(!off.enabled_sources().iter().any(|(s, _)| s == "oci"));
 }
 
 #[test]
@@ -312,7 +324,7 @@ fn cloud_sections_are_checked_too() {
 
 #[test]
 fn gcp_and_lambda_are_enabled_by_their_sections() {
-    let config = Config::parse("[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.gcp]\nproject = \"p\"\n[providers.lambda]\n", Path::new("")).unwrap();
+    let config = Config::parse("[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n[providers.gcp]\nproject = \"p\"\n[providers.lambda]\n", Path::new("")).unwrap();
     let sources: Vec<String> = config
         .enabled_sources()
         .into_iter()
