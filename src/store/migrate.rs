@@ -57,15 +57,7 @@ pub(super) fn latest_version() -> i64 {
 /// and skips it instead of re-running `CREATE TABLE`.
 pub(super) fn run(conn: &mut Connection, path: &str, target: i64) -> Result<(), StoreError> {
     let target = target.min(latest_version());
-    let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if found > latest_version() {
-        return Err(StoreError::TooNew {
-            path: path.to_owned(),
-            found,
-            known: latest_version(),
-        });
-    }
-    if found >= target {
+    if version(conn, path)? >= target {
         // Up to date: no write lock, so a reader never waits on the daemon's writes.
         return Ok(());
     }
@@ -76,14 +68,7 @@ pub(super) fn run(conn: &mut Connection, path: &str, target: i64) -> Result<(), 
                 path: path.to_owned(),
                 source,
             })?;
-        let found: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        if found > latest_version() {
-            return Err(StoreError::TooNew {
-                path: path.to_owned(),
-                found,
-                known: latest_version(),
-            });
-        }
+        let found = version(&tx, path)?;
         if found >= target {
             return Ok(());
         }
@@ -99,4 +84,17 @@ pub(super) fn run(conn: &mut Connection, path: &str, target: i64) -> Result<(), 
         tx.commit().map_err(fail)?;
         tracing::info!(migration = name, path, "Applied migration.");
     }
+}
+
+/// The file's schema version; `TooNew` when a newer gpuplan wrote it.
+fn version(conn: &Connection, path: &str) -> Result<i64, StoreError> {
+    let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if found > latest_version() {
+        return Err(StoreError::TooNew {
+            path: path.to_owned(),
+            found,
+            known: latest_version(),
+        });
+    }
+    Ok(found)
 }
