@@ -188,22 +188,18 @@ fn level(
             && e.spot
             && let Some(price) = e.offer.spot_price.at(t)
         {
-            let mut classes = Vec::new();
-            for c in (0..rows.len()).filter(serving) {
-                let info = &setup.classes[c];
+            let wanted = (0..rows.len()).filter(serving).filter(|c| {
+                let info = &setup.classes[*c];
                 // A class without demand can still absorb part of an
                 // integer instance when nothing caps its spot.
-                let wanted = info.spot_ok
-                    && (demanded(c) || (int_hourly && info.sigma.is_none() && info.pi.is_none()));
-                if !wanted {
-                    continue;
-                }
-                if setup.spot_dominated(k, c, price) {
-                    vars.dominated += 1;
-                } else {
-                    classes.push(c);
-                }
-            }
+                info.spot_ok
+                    && (demanded(*c) || (int_hourly && info.sigma.is_none() && info.pi.is_none()))
+            });
+            let classes = undominated(
+                wanted,
+                |c| setup.spot_dominated(k, c, price),
+                &mut vars.dominated,
+            );
             let parts = hourly(
                 m,
                 &mut lv,
@@ -229,14 +225,8 @@ fn level(
         if e.on_demand
             && let Some(price) = e.offer.on_demand_price
         {
-            let mut classes = Vec::new();
-            for c in (0..rows.len()).filter(serving).filter(|c| demanded(*c)) {
-                if setup.od_dominated(k, c) {
-                    vars.dominated += 1;
-                } else {
-                    classes.push(c);
-                }
-            }
+            let wanted = (0..rows.len()).filter(serving).filter(|c| demanded(*c));
+            let classes = undominated(wanted, |c| setup.od_dominated(k, c), &mut vars.dominated);
             let parts = hourly(
                 m,
                 &mut lv,
@@ -285,6 +275,22 @@ fn level(
         }
     }
     lv
+}
+
+/// The classes of `wanted` whose share `dominated` does not drop, with the
+/// dropped ones counted in `dropped`.
+fn undominated(
+    wanted: impl Iterator<Item = usize>,
+    dominated: impl Fn(usize) -> bool,
+    dropped: &mut usize,
+) -> Vec<usize> {
+    wanted
+        .filter(|c| {
+            let drop = dominated(*c);
+            *dropped += usize::from(drop);
+            !drop
+        })
+        .collect()
 }
 
 /// The variables of one offer's spot or on-demand count in a level, split

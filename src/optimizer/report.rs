@@ -2,7 +2,7 @@
 //! rounded, tiny values cleaned, and every cost recomputed from the plan as
 //! reported, never copied from the solver.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::build::{Kind, Vars};
 use super::lp::Milp;
@@ -189,7 +189,7 @@ pub(super) fn extract(setup: &Setup<'_>, milp: &Milp, vars: &Vars, values: &[f64
     let mut shares: Vec<Vec<(usize, usize, Kind, f64)>> = Vec::with_capacity(vars.levels.len());
     for (l, lv) in vars.levels.iter().enumerate() {
         let mut by_offer: BTreeMap<usize, (f64, f64)> = BTreeMap::new();
-        let mut has_total: BTreeMap<(usize, Kind), ()> = BTreeMap::new();
+        let mut has_total: BTreeSet<(usize, Kind)> = BTreeSet::new();
         for (k, kind, var) in &lv.totals {
             let slot = by_offer.entry(*k).or_default();
             match kind {
@@ -197,7 +197,7 @@ pub(super) fn extract(setup: &Setup<'_>, milp: &Milp, vars: &Vars, values: &[f64
                 Kind::OnDemand => slot.1 += value(*var),
                 Kind::Reserved => {}
             }
-            has_total.insert((*k, *kind), ());
+            has_total.insert((*k, *kind));
         }
         let mut level_shares = Vec::new();
         let t = setup.levels[l].first;
@@ -228,7 +228,7 @@ pub(super) fn extract(setup: &Setup<'_>, milp: &Milp, vars: &Vars, values: &[f64
                 }
                 continue;
             }
-            if !has_total.contains_key(&(part.offer, part.kind)) {
+            if !has_total.contains(&(part.offer, part.kind)) {
                 let slot = by_offer.entry(part.offer).or_default();
                 match part.kind {
                     Kind::Spot => slot.0 += x,

@@ -63,6 +63,20 @@ impl DemandClass {
         v2::class(path, doc)
     }
 
+    /// Whether this is the class of a version 1 problem: `default`, with no
+    /// filters, perf map or share overrides.
+    #[must_use]
+    pub fn is_plain(&self) -> bool {
+        self.id == "default"
+            && self.allowed_clouds.is_none()
+            && self.allowed_regions.is_none()
+            && self.gpu_models.is_none()
+            && self.min_gpu_memory_gib.is_none()
+            && self.perf.is_none()
+            && self.max_spot_share.is_none()
+            && self.max_pool_share.is_none()
+    }
+
     /// The single class of a version 1 problem.
     #[must_use]
     pub fn default_class(demand: Vec<f64>) -> Self {
@@ -256,8 +270,7 @@ impl Problem {
         owned: Vec<Owned>,
         policy: Policy,
     ) -> Self {
-        let plain =
-            matches!(&classes[..], [c] if *c == DemandClass::default_class(c.demand.clone()));
+        let plain = matches!(&classes[..], [c] if c.is_plain());
         Self {
             schema_version: if plain && owned.is_empty() { 1 } else { 2 },
             name,

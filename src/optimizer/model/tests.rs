@@ -119,6 +119,18 @@ fn any_problem() -> impl Strategy<Value = Problem> {
         )
 }
 
+/// The result document of `q`, without its wall-clock timings (they differ
+/// from run to run).
+fn solved(q: &Problem) -> Result<Value, String> {
+    crate::optimizer::solve(q, &crate::optimizer::SolveOptions::default())
+        .map(|r| {
+            let mut doc = serde_json::to_value(r).unwrap();
+            doc.as_object_mut().unwrap().remove("timings");
+            doc
+        })
+        .map_err(|e| e.to_string())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -128,18 +140,7 @@ proptest! {
     fn a_problem_survives_its_own_document(p in any_problem()) {
         let back = Problem::from_json(&p.to_json()).unwrap();
         prop_assert_eq!(&back, &p);
-        let opts = crate::optimizer::SolveOptions::default();
-        let solve = |q: &Problem| {
-            crate::optimizer::solve(q, &opts)
-                .map(|r| {
-                    let mut doc = serde_json::to_value(r).unwrap();
-                    // Wall-clock timings differ from run to run.
-                    doc.as_object_mut().unwrap().remove("timings");
-                    doc
-                })
-                .map_err(|e| e.to_string())
-        };
-        prop_assert_eq!(solve(&back), solve(&p));
+        prop_assert_eq!(solved(&back), solved(&p));
     }
 }
 
@@ -239,17 +240,7 @@ proptest! {
     fn a_v2_problem_survives_its_own_document(p in any_v2_problem()) {
         let back = Problem::from_json(&p.to_json()).unwrap();
         prop_assert_eq!(&back, &p);
-        let opts = crate::optimizer::SolveOptions::default();
-        let solve = |q: &Problem| {
-            crate::optimizer::solve(q, &opts)
-                .map(|r| {
-                    let mut doc = serde_json::to_value(r).unwrap();
-                    doc.as_object_mut().unwrap().remove("timings");
-                    doc
-                })
-                .map_err(|e| e.to_string())
-        };
-        let (a, b) = (solve(&back), solve(&p));
+        let (a, b) = (solved(&back), solved(&p));
         prop_assert_eq!(&a, &b);
         if let Ok(doc) = &a {
             prop_assert!(crate::optimizer::verify(&p, doc, false).is_ok(), "{:?}", crate::optimizer::verify(&p, doc, false));
