@@ -109,6 +109,15 @@ fn parse_time(s: &str) -> Option<DateTime<Utc>> {
         })
 }
 
+/// The lines of a CSV text that carry something, numbered from 1: blank
+/// lines and `#` comments are left out.
+fn content_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+}
+
 /// Parses demand CSV text with one or more columns; `file` names it in errors.
 ///
 /// # Errors
@@ -119,11 +128,7 @@ pub fn parse_demand_table(file: &str, text: &str) -> Result<DemandTable, InputEr
         line,
         message,
     };
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+    let mut lines = content_lines(text);
     let expected =
         "expected `hour,gpus`, `timestamp,gpus`, or one column per class (`hour,train,infer`)";
     let Some((header_line, header)) = lines.next() else {
@@ -289,7 +294,7 @@ pub fn read_classes(path: &Path) -> Result<ClassSpecs, InputError> {
 pub fn demand_classes(
     table: DemandTable,
     demand_file: &str,
-    specs: Option<(&str, ClassSpecs)>,
+    specs: Option<(&str, &ClassSpecs)>,
 ) -> Result<Vec<DemandClass>, InputError> {
     let Some((classes_file, specs)) = specs else {
         return match <[_; 1]>::try_from(table.columns) {
@@ -366,7 +371,7 @@ pub fn read_catalog_classes(
     demand_classes(
         table,
         &demand.display().to_string(),
-        specs.as_ref().map(|(f, s)| (f.as_str(), s.clone())),
+        specs.as_ref().map(|(f, s)| (f.as_str(), s)),
     )
 }
 
@@ -443,11 +448,7 @@ pub fn parse_owned(file: &str, text: &str) -> Result<Vec<Owned>, InputError> {
         line,
         message,
     };
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+    let mut lines = content_lines(text);
     let Some((header_line, header)) = lines.next() else {
         return Err(fail(
             1,

@@ -93,7 +93,7 @@ fn several_columns_are_several_classes_described_by_the_classes_file() {
     )
     .unwrap();
     let specs = read_classes(&toml).unwrap();
-    let classes = demand_classes(table.clone(), "d.csv", Some(("classes.toml", specs))).unwrap();
+    let classes = demand_classes(table.clone(), "d.csv", Some(("classes.toml", &specs))).unwrap();
     assert_eq!(classes[0].id, "train");
     assert_eq!(classes[0].demand, vec![3.0, 3.0]);
     assert_eq!(classes[0].perf.as_ref().unwrap()["A100-80GB"], 0.5);
@@ -107,14 +107,14 @@ fn several_columns_are_several_classes_described_by_the_classes_file() {
     )
     .unwrap();
     let specs = read_classes(&json).unwrap();
-    assert!(demand_classes(table.clone(), "d.csv", Some(("classes.json", specs))).is_ok());
+    assert!(demand_classes(table.clone(), "d.csv", Some(("classes.json", &specs))).is_ok());
     // A column without a class, a class without a column, a bad setting.
     let specs = vec![("train".to_owned(), Map::new())];
     assert!(
         err(demand_classes(
             table.clone(),
             "d.csv",
-            Some(("c.toml", specs))
+            Some(("c.toml", &specs))
         ))
         .starts_with("d.csv:1: column `infer` is not a class of c.toml")
     );
@@ -127,7 +127,7 @@ fn several_columns_are_several_classes_described_by_the_classes_file() {
         err(demand_classes(
             table.clone(),
             "d.csv",
-            Some(("c.toml", specs))
+            Some(("c.toml", &specs))
         ))
         .contains("class `batch` has no column in d.csv")
     );
@@ -135,7 +135,7 @@ fn several_columns_are_several_classes_described_by_the_classes_file() {
     bad.insert("perf".to_owned(), json!({"L4": -1}));
     let specs = vec![("train".to_owned(), bad), ("infer".to_owned(), Map::new())];
     assert!(
-        err(demand_classes(table, "d.csv", Some(("c.toml", specs))))
+        err(demand_classes(table, "d.csv", Some(("c.toml", &specs))))
             .starts_with("c.toml:0: classes.train.perf.L4")
     );
     std::fs::write(&toml, "[klasses.train]\n").unwrap();
