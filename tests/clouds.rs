@@ -17,16 +17,16 @@ const GCP_2: &str = include_str!("../providers/fixtures/gcp/skus-2.json");
 const LAMBDA: &str = include_str!("../providers/fixtures/lambda/instance-types.json");
 const OCI: &str = include_str!("../providers/fixtures/oci/products.json");
 
-/// One server for all four APIs (their paths do not overlap). When `truncate`
-/// is set, Azure's first page claims to be the last and Oracle's H100 part is
+/// One server for all four APIs (their paths do not overlap). When `bad` is
+/// set, Azure's first page claims to be the last and Oracle's H100 part is
 /// renamed to another GPU.
-async fn clouds(truncate: Arc<AtomicBool>) -> FixtureServer {
+async fn clouds(bad: Arc<AtomicBool>) -> FixtureServer {
     test_server::serve(move |req: &Seen, base, _| {
         let uri = req.uri.as_str();
         if uri.starts_with("/api/retail/prices") {
             if uri.contains("$skip=6") {
                 test_server::json(AZURE_2, base)
-            } else if truncate.load(Ordering::SeqCst) {
+            } else if bad.load(Ordering::SeqCst) {
                 let first: Value = serde_json::from_str(AZURE_1).unwrap();
                 let mut cut = first.clone();
                 cut["NextPageLink"] = Value::Null;
@@ -37,7 +37,7 @@ async fn clouds(truncate: Arc<AtomicBool>) -> FixtureServer {
         } else if uri.starts_with("/v1/services/6F81-5844-456A/skus") {
             test_server::json(if uri.contains("pageToken=page-2") { GCP_2 } else { GCP_1 }, base)
         } else if uri == "/pls/apex/cetools/api/v1/products/?currencyCode=USD" {
-            if truncate.load(Ordering::SeqCst) {
+            if bad.load(Ordering::SeqCst) {
                 test_server::json(&OCI.replace("GPU - H100\"", "GPU - B200\""), base)
             } else {
                 test_server::json(OCI, base)
@@ -223,13 +223,15 @@ async fn one_sync_fills_the_catalog_from_all_four_clouds() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_page_chain_that_stops_early_is_rejected_and_the_last_good_data_stays() {
-    let truncate = Arc::new(AtomicBool::new(false));
-    let server = clouds(truncate.clone()).await;
+/// Syncs `provider` against the stand-in (`count` records), then again once
+/// the stand-in answers badly: the sync exits 1 with a report holding every
+/// word of `named`, and the stored prices are exactly those of before.
+async fn a_bad_answer_keeps_the_prices(provider: &'static str, count: usize, named: &[&str]) {
+    let bad = Arc::new(AtomicBool::new(false));
+    let server = clouds(bad.clone()).await;
     let setup = Setup::new(&server.base);
     let (setup, before) = tokio::task::spawn_blocking(move || {
-        let out = setup.run(&["sync", "--provider", "azure"], None);
+        let out = setup.run(&["sync", "--provider", provider], None);
         assert!(
             out.status.success(),
             "{}",
@@ -240,21 +242,18 @@ async fn a_page_chain_that_stops_early_is_rejected_and_the_last_good_data_stays(
     })
     .await
     .unwrap();
-    assert_eq!(before.len(), 7);
+    assert_eq!(before.len(), count);
 
-    truncate.store(true, Ordering::SeqCst);
+    bad.store(true, Ordering::SeqCst);
     let (setup, out) = tokio::task::spawn_blocking(move || {
-        let out = setup.run(&["sync", "--provider", "azure"], None);
+        let out = setup.run(&["sync", "--provider", provider], None);
         (setup, out)
     })
     .await
     .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let report = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        report.contains("azure") && report.contains("truncated"),
-        "{report}"
-    );
+    assert!(named.iter().all(|w| report.contains(w)), "{report}");
     let after = tokio::task::spawn_blocking(move || setup.prices())
         .await
         .unwrap();
@@ -262,41 +261,13 @@ async fn a_page_chain_that_stops_early_is_rejected_and_the_last_good_data_stays(
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_oracle_part_that_no_longer_names_its_gpu_fails_the_sync_and_keeps_the_prices() {
-    let renamed = Arc::new(AtomicBool::new(false));
-    let server = clouds(renamed.clone()).await;
-    let setup = Setup::new(&server.base);
-    let (setup, before) = tokio::task::spawn_blocking(move || {
-        let out = setup.run(&["sync", "--provider", "oci"], None);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        let before = setup.prices();
-        (setup, before)
-    })
-    .await
-    .unwrap();
-    assert_eq!(before.len(), 11);
+async fn a_page_chain_that_stops_early_is_rejected_and_the_last_good_data_stays() {
+    a_bad_answer_keeps_the_prices("azure", 7, &["azure", "truncated"]).await;
+}
 
-    renamed.store(true, Ordering::SeqCst);
-    let (setup, out) = tokio::task::spawn_blocking(move || {
-        let out = setup.run(&["sync", "--provider", "oci"], None);
-        (setup, out)
-    })
-    .await
-    .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        report.contains("oci") && report.contains("B98415"),
-        "{report}"
-    );
-    let after = tokio::task::spawn_blocking(move || setup.prices())
-        .await
-        .unwrap();
-    assert_eq!(after, before);
+#[tokio::test(flavor = "multi_thread")]
+async fn an_oracle_part_that_no_longer_names_its_gpu_fails_the_sync_and_keeps_the_prices() {
+    a_bad_answer_keeps_the_prices("oci", 11, &["oci", "B98415"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -20,6 +20,37 @@ fn stdout_json(out: &Output) -> Value {
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
+/// `lines(h)` for each of `hours` hours under `header`, as CSV.
+fn hourly_csv(header: &str, hours: usize, lines: impl Fn(usize) -> String) -> String {
+    std::iter::once(header.to_owned())
+        .chain((0..hours).map(lines))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A directory whose catalog holds `sheet` (the clouds off), synced, with
+/// `demand` in demand.csv and `extra` added to its gpuplan.toml.
+fn synced_sheet(extra: &str, sheet: &str, demand: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gpuplan.toml"),
+        format!(
+            "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n\
+             [providers.oci]\nenabled = false\n[providers.file.sheet]\npath = \"sheet.csv\"\n{extra}"
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("sheet.csv"), sheet).unwrap();
+    std::fs::write(dir.path().join("demand.csv"), demand).unwrap();
+    let out = gpuplan(dir.path(), &["--config", "gpuplan.toml", "sync"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    dir
+}
+
 #[test]
 fn the_example_problem_solves_to_its_known_optimum() {
     let dir = tempfile::tempdir().unwrap();
@@ -81,31 +112,17 @@ fn invalid_problems_exit_2_with_the_field_named() {
 
 #[test]
 fn a_demand_file_is_planned_against_the_catalog() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("gpuplan.toml"),
-        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n[providers.file.sheet]\npath = \"sheet.csv\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("sheet.csv"),
+    let dir = synced_sheet(
+        "",
         "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,max_instances\n\
          us-east-1,p5.48xlarge,H100,8,on_demand,98.32,\n\
          us-east-1,p5.48xlarge,H100,8,spot,45,1\n\
          us-east-1,p5.48xlarge,H100,8,reserved_1y_no_upfront,62,\n\
          onprem,dgx,H100,8,on_demand,20,2\n\
          onprem,l4box,L4,4,on_demand,1,\n",
-    )
-    .unwrap();
-    let demand: String = std::iter::once("hour,gpus".to_owned())
-        .chain((0..48).map(|h| format!("{h},{}", if h % 24 < 12 { 40 } else { 8 })))
-        .collect::<Vec<_>>()
-        .join("\n");
-    std::fs::write(dir.path().join("demand.csv"), demand).unwrap();
-    assert!(
-        gpuplan(dir.path(), &["--config", "gpuplan.toml", "sync"])
-            .status
-            .success()
+        &hourly_csv("hour,gpus", 48, |h| {
+            format!("{h},{}", if h % 24 < 12 { 40 } else { 8 })
+        }),
     );
 
     let out = gpuplan(
@@ -159,10 +176,9 @@ fn a_demand_file_is_planned_against_the_catalog() {
     assert!((again["objective"].as_f64().unwrap() - r["objective"].as_f64().unwrap()).abs() < 1e-6);
 
     // Past usage instead of demand: two weeks of a daily cycle, forecast a day.
-    let usage: String = std::iter::once("hour,gpus".to_owned())
-        .chain((0..336).map(|h| format!("{h},{}", if h % 24 < 12 { 24 } else { 8 })))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let usage = hourly_csv("hour,gpus", 336, |h| {
+        format!("{h},{}", if h % 24 < 12 { 24 } else { 8 })
+    });
     std::fs::write(dir.path().join("usage.csv"), usage).unwrap();
     let out = gpuplan(
         dir.path(),
@@ -337,40 +353,24 @@ fn the_cli_takes_planner_defaults_and_its_flags_override_them() {
 
 #[test]
 fn two_classes_and_owned_reservations_are_planned_against_the_catalog() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("gpuplan.toml"),
-        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
-         [providers.file.sheet]\npath = \"sheet.csv\"\n\
-         [[planner.owned]]\noffer = \"file:sheet/us-east-1/p5.48xlarge\"\noption = \"reserved_1y_no_upfront\"\ncount = 1\n\
+    // Training needs one H100 machine's worth of work every hour; inference
+    // 8 H100-equivalents half of the time, which L4s do at a fifth of the speed.
+    let dir = synced_sheet(
+        "[[planner.owned]]\noffer = \"file:sheet/us-east-1/p5.48xlarge\"\noption = \"reserved_1y_no_upfront\"\ncount = 1\n\
          [[planner.owned]]\nprovider = \"aws\"\nregion = \"us-west-2\"\ninstance_type = \"p4d.24xlarge\"\noption = \"reserved_1y\"\ncount = 2\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("sheet.csv"),
         "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,max_instances\n\
          us-east-1,p5.48xlarge,H100,8,on_demand,98.32,\n\
          us-east-1,p5.48xlarge,H100,8,reserved_1y_no_upfront,62,\n\
          onprem,l4box,L4,4,on_demand,1,\n",
-    )
-    .unwrap();
-    // Training needs one H100 machine's worth of work every hour; inference
-    // 8 H100-equivalents half of the time, which L4s do at a fifth of the speed.
-    let demand: String = std::iter::once("hour,train,infer".to_owned())
-        .chain((0..48).map(|h| format!("{h},8,{}", if h % 2 == 0 { 8 } else { 0 })))
-        .collect::<Vec<_>>()
-        .join("\n");
-    std::fs::write(dir.path().join("demand.csv"), demand).unwrap();
+        &hourly_csv("hour,train,infer", 48, |h| {
+            format!("{h},8,{}", if h % 2 == 0 { 8 } else { 0 })
+        }),
+    );
     std::fs::write(
         dir.path().join("classes.toml"),
         "[classes.train]\nperf = { \"H100-80GB\" = 1.0 }\n\n[classes.infer]\nperf = { \"H100-80GB\" = 1.0, \"L4\" = 0.2 }\n",
     )
     .unwrap();
-    assert!(
-        gpuplan(dir.path(), &["--config", "gpuplan.toml", "sync"])
-            .status
-            .success()
-    );
     let plan = |extra: &[&str]| {
         let mut args = vec![
             "--config",
@@ -498,30 +498,14 @@ fn a_plan_cut_short_by_the_time_limit_is_printed_with_its_gap_and_exits_1() {
 
 #[test]
 fn a_monthly_prepaid_price_becomes_a_reserved_option_with_its_term() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("gpuplan.toml"),
-        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n[providers.file.sheet]\npath = \"sheet.csv\"\n",
-    )
-    .unwrap();
     // The model's example E3: 1168 USD for a month of one L4 (1.6/h over
     // 730 h) against 2.5/h on demand.
-    std::fs::write(
-        dir.path().join("sheet.csv"),
+    let dir = synced_sheet(
+        "",
         "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,upfront_usd\n\
          ap-southeast-1,gn7i-l4.1g,L4,1,on_demand,2.5,\n\
          ap-southeast-1,gn7i-l4.1g,L4,1,prepaid_1m,1.6,1168\n",
-    )
-    .unwrap();
-    let demand: String = std::iter::once("hour,gpus".to_owned())
-        .chain((0..720).map(|h| format!("{h},2")))
-        .collect::<Vec<_>>()
-        .join("\n");
-    std::fs::write(dir.path().join("demand.csv"), demand).unwrap();
-    assert!(
-        gpuplan(dir.path(), &["--config", "gpuplan.toml", "sync"])
-            .status
-            .success()
+        &hourly_csv("hour,gpus", 720, |h| format!("{h},2")),
     );
     let prices = stdout_json(&gpuplan(
         dir.path(),

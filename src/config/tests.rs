@@ -58,18 +58,16 @@ fn channel_urls_come_from_the_file_or_the_environment_and_are_never_echoed() {
          [alerts.channels.log]\ntype = \"log\"\nurl = \"https://h.example/x\"\n",
     )
     .join("\n");
-    for expected in [
-        "alerts.channels.both.url: give url or url_env, not both",
-        "alerts.channels.none.url: a webhook channel needs url_env",
-        "alerts.channels.blank.url_env",
-        "alerts.channels.plain.url",
-        "alerts.channels.log.url",
-    ] {
-        assert!(
-            errors.contains(expected),
-            "missing {expected} in:\n{errors}"
-        );
-    }
+    assert_named(
+        &errors,
+        &[
+            "alerts.channels.both.url: give url or url_env, not both",
+            "alerts.channels.none.url: a webhook channel needs url_env",
+            "alerts.channels.blank.url_env",
+            "alerts.channels.plain.url",
+            "alerts.channels.log.url",
+        ],
+    );
     assert!(!errors.contains("SECRETPATH"), "{errors}");
 }
 
@@ -82,20 +80,18 @@ fn bad_alert_rules_are_named_by_rule() {
          [[alerts.rules]]\nname = \"cheap\"\nkind = \"plan_exploded\"\nchannels = [\"ops\"]\n",
     );
     let joined = errors.join("\n");
-    for expected in [
-        "alerts.channels.chat.type",
-        "alerts.channels.ops.url",
-        "alerts.rules[0] (cheap).price_kinds[0]",
-        "alerts.rules[0] (cheap).usd_per_gpu_hour",
-        "alerts.rules[0] (cheap).channels[1]",
-        "alerts.rules[1] (cheap).name",
-        "alerts.rules[1] (cheap).kind",
-    ] {
-        assert!(
-            joined.contains(expected),
-            "missing {expected} in:\n{joined}"
-        );
-    }
+    assert_named(
+        &joined,
+        &[
+            "alerts.channels.chat.type",
+            "alerts.channels.ops.url",
+            "alerts.rules[0] (cheap).price_kinds[0]",
+            "alerts.rules[0] (cheap).usd_per_gpu_hour",
+            "alerts.rules[0] (cheap).channels[1]",
+            "alerts.rules[1] (cheap).name",
+            "alerts.rules[1] (cheap).kind",
+        ],
+    );
 }
 
 #[test]
@@ -107,16 +103,14 @@ fn scheduled_plans_are_checked_with_the_models_policy_rules() {
          [[alerts.rules]]\nname = \"moved\"\nkind = \"plan_changed\"\nplans = [\"c\"]\nchannels = [\"log\"]\n",
     );
     let joined = errors.join("\n");
-    for expected in [
-        "alerts.plans.a:",
-        "alerts.plans.b.policy.max_spot_shar",
-        "alerts.rules[0] (moved).plans[0]",
-    ] {
-        assert!(
-            joined.contains(expected),
-            "missing {expected} in:\n{joined}"
-        );
-    }
+    assert_named(
+        &joined,
+        &[
+            "alerts.plans.a:",
+            "alerts.plans.b.policy.max_spot_shar",
+            "alerts.rules[0] (moved).plans[0]",
+        ],
+    );
     let ok = Config::parse(
         "[alerts.plans.w]\nusage = \"u.csv\"\nhorizon_hours = 24\nschedule = \"0 0 6 * * *\"\n[alerts.plans.w.policy]\nmax_spot_share = 0.5\n",
         Path::new("/etc/gpuplan"),
@@ -131,6 +125,13 @@ fn scheduled_plans_are_checked_with_the_models_policy_rules() {
         }
     );
     assert_eq!(plan.policy.max_spot_share, Some(0.5));
+}
+
+/// Checks that each of `expected` is among `errors`.
+fn assert_named(errors: &str, expected: &[&str]) {
+    for e in expected {
+        assert!(errors.contains(e), "missing {e} in:\n{errors}");
+    }
 }
 
 fn errors_of(text: &str) -> Vec<String> {
@@ -356,17 +357,15 @@ fn planner_defaults_follow_the_same_rules_as_flags_and_api_fields() {
         "[planner]\nrestart_hours = -1\ncheckpoint_hours = 9000\ntime_limit_secs = 0\nspot_window = \"2026-11-01\"\n",
     )
     .join("\n");
-    for expected in [
-        "planner.restart_hours: -1 is out of range; allowed: 0 to 8760",
-        "planner.checkpoint_hours: 9000 is out of range",
-        "planner.time_limit_secs: 0 is out of range",
-        "planner.spot_window",
-    ] {
-        assert!(
-            errors.contains(expected),
-            "missing {expected} in:\n{errors}"
-        );
-    }
+    assert_named(
+        &errors,
+        &[
+            "planner.restart_hours: -1 is out of range; allowed: 0 to 8760",
+            "planner.checkpoint_hours: 9000 is out of range",
+            "planner.time_limit_secs: 0 is out of range",
+            "planner.spot_window",
+        ],
+    );
 }
 
 #[test]
@@ -377,16 +376,14 @@ fn owned_reservations_and_plan_classes_are_checked_by_path() {
          [alerts.plans.u]\nusage = \"u.csv\"\nclasses = \"c.toml\"\n",
     )
     .join("\n");
-    for expected in [
-        "planner.owned[0]: `count` -2 is out of range",
-        "planner.owned[1]: name the offer",
-        "alerts.plans.u.classes: goes with demand",
-    ] {
-        assert!(
-            errors.contains(expected),
-            "missing {expected} in:\n{errors}"
-        );
-    }
+    assert_named(
+        &errors,
+        &[
+            "planner.owned[0]: `count` -2 is out of range",
+            "planner.owned[1]: name the offer",
+            "alerts.plans.u.classes: goes with demand",
+        ],
+    );
     let ok = Config::parse(
         "[[planner.owned]]\nprovider = \"gcp\"\nregion = \"us-central1\"\ninstance_type = \"a2-highgpu-1g\"\n\
          option = \"commit_1y\"\ncount = 6\nremaining_hours = 700\n\

@@ -11,6 +11,12 @@ fn provider(server: &FixtureServer) -> OciProvider {
     .unwrap()
 }
 
+/// A fetch from a stand-in that answers every request with `body`.
+async fn fetched(body: String) -> Result<Snapshot, ProviderError> {
+    let server = test_server::serve(move |_, base, _| test_server::json(&body, base)).await;
+    provider(&server).fetch(&FetchContext::default()).await
+}
+
 fn price<'a>(snap: &'a Snapshot, shape: &str, kind: PriceKind) -> &'a PriceRecord {
     snap.prices
         .iter()
@@ -80,22 +86,14 @@ async fn a_part_renamed_to_another_gpu_fails_the_sync_and_a_missing_part_prices_
         "OCI - Compute - GPU - H100\"",
         "OCI - Compute - GPU - B200\"",
     );
-    let server = test_server::serve(move |_, base, _| test_server::json(&renamed, base)).await;
-    let err = provider(&server)
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap_err();
+    let err = fetched(renamed).await.unwrap_err();
     assert!(
         err.to_string().contains("B98415") && err.to_string().contains("H100"),
         "{err}"
     );
 
     let missing = PRODUCTS.replace("\"B110519\"", "\"B110519-retired\"");
-    let server = test_server::serve(move |_, base, _| test_server::json(&missing, base)).await;
-    let snap = provider(&server)
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap();
+    let snap = fetched(missing).await.unwrap();
     assert!(
         !snap
             .prices
@@ -119,17 +117,9 @@ async fn throttling_and_server_errors_are_retried_and_a_cut_answer_is_refused() 
     assert_eq!(snap.prices.len(), 11);
 
     let cut = PRODUCTS[..PRODUCTS.len() / 2].to_owned();
-    let server = test_server::serve(move |_, base, _| test_server::json(&cut, base)).await;
-    let err = provider(&server)
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap_err();
+    let err = fetched(cut).await.unwrap_err();
     assert!(matches!(err, ProviderError::Decode { .. }), "{err}");
 
-    let server = test_server::serve(|_, base, _| test_server::json(r#"{"items": []}"#, base)).await;
-    let err = provider(&server)
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap_err();
+    let err = fetched(r#"{"items": []}"#.to_owned()).await.unwrap_err();
     assert!(err.to_string().contains("none of the GPU shapes"), "{err}");
 }
