@@ -341,7 +341,7 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
         Err(e) => return Err(OptimizeError::Solver(e.to_string())),
     };
     let solve_ms = ms(solve_start.elapsed());
-    let plan = report::extract(&setup, &milp, &vars, &values);
+    let mut plan = report::extract(&setup, &milp, &vars, &values, result.gpu_hours.owned);
     let objective = plan.objective();
     result.model_stats = ModelStats {
         eligible_offers: setup.offers.len(),
@@ -419,10 +419,10 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
         .filter(|b| *b > 0.0)
         .map(|b| 100.0 * (b - objective) / b);
     result.reserved_gpus = plan.reserved_gpus;
-    result.reserved = plan.reserved.clone();
-    result.hourly = plan.hourly.clone();
+    result.reserved = std::mem::take(&mut plan.reserved);
+    result.hourly = std::mem::take(&mut plan.hourly);
     result.cost_breakdown = Some(plan.breakdown.clone());
-    result.gpu_hours = plan.gpu_hours.clone();
+    result.gpu_hours = std::mem::take(&mut plan.gpu_hours);
     if problem.schema_version < 2 {
         result.spot_share_of_demand = if total_demand > 0.0 {
             result.gpu_hours.spot_effective / total_demand
@@ -465,7 +465,7 @@ fn finish_v2(
     v2.total_cost = result.objective.map(|o| o + v2.sunk_cost);
     let none = vec![0.0; setup.offers.len()];
     let bought = plan.map_or(&none, |p| &p.bought);
-    let owned_hours = report::owned_gpu_hours(setup);
+    let owned_hours = result.gpu_hours.owned.unwrap_or(0.0);
     let owned_used = if owned_hours > 0.0 || plan.is_some_and(|p| p.reserved_gpus > 0.0) {
         checks::usable_gpu_hours(setup, &none, opts)?
     } else {

@@ -54,7 +54,7 @@ pub(super) fn empty(setup: &Setup<'_>, opts: &SolveOptions) -> PlanResult {
 }
 
 /// `Σ_e n_e·g·H_e` over every owned entry, usable or not.
-pub(super) fn owned_gpu_hours(setup: &Setup<'_>) -> f64 {
+fn owned_gpu_hours(setup: &Setup<'_>) -> f64 {
     let problem = setup.problem;
     problem
         .owned
@@ -134,8 +134,15 @@ impl Plan {
     }
 }
 
-/// Reads the plan out of the solver's `values`.
-pub(super) fn extract(setup: &Setup<'_>, milp: &Milp, vars: &Vars, values: &[f64]) -> Plan {
+/// Reads the plan out of the solver's `values`; `owned` is the owned
+/// GPU-hours the result already counts (v2).
+pub(super) fn extract(
+    setup: &Setup<'_>,
+    milp: &Milp,
+    vars: &Vars,
+    values: &[f64],
+    owned: Option<f64>,
+) -> Plan {
     let problem = setup.problem;
     let v2 = problem.schema_version >= 2;
     let value = |var: usize| {
@@ -248,7 +255,7 @@ pub(super) fn extract(setup: &Setup<'_>, milp: &Milp, vars: &Vars, values: &[f64
     let mut gpu_hours = GpuHours {
         demand: problem.classes.iter().flat_map(|c| &c.demand).sum(),
         reserved: reserved_gpus * horizon,
-        owned: v2.then(|| owned_gpu_hours(setup)),
+        owned,
         ..GpuHours::default()
     };
     let mut spot_series: BTreeMap<usize, Vec<f64>> = BTreeMap::new();

@@ -352,15 +352,18 @@ fn levels(problem: &Problem, offers: &[OfferInfo<'_>]) -> (Vec<Level>, Vec<usize
                 .map(|e| e.offer.spot_price.at(t).map_or(u64::MAX, f64::to_bits)),
         );
         key.extend(with_owned.iter().map(|e| e.owned_at(t).to_bits()));
-        let next = levels.len();
-        let l = *index.entry(key.clone()).or_insert(next);
-        if l == next {
-            levels.push(Level {
-                hours: 0.0,
-                first: t,
-                demand: problem.classes.iter().map(|c| c.demand[t]).collect(),
-            });
-        }
+        let l = match index.get(&key) {
+            Some(&l) => l,
+            None => {
+                index.insert(key.clone(), levels.len());
+                levels.push(Level {
+                    hours: 0.0,
+                    first: t,
+                    demand: problem.classes.iter().map(|c| c.demand[t]).collect(),
+                });
+                levels.len() - 1
+            }
+        };
         levels[l].hours += 1.0;
         level_of.push(l);
     }
