@@ -6,10 +6,9 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::build::{Scope, build};
-use super::hourly;
 use super::lp::{LpError, Milp, Row, Sense};
 use super::setup::Setup;
-use super::{OptimizeError, SolveOptions};
+use super::{OptimizeError, SolveOptions, solve_model};
 
 fn solver_error(e: LpError, opts: &SolveOptions) -> OptimizeError {
     match e {
@@ -231,25 +230,16 @@ pub(super) fn baseline(
         return Ok(Some(total));
     }
     let all: Vec<usize> = (0..setup.levels.len()).collect();
-    let (milp, vars) = build(
-        setup,
-        &all,
-        Scope {
-            mip,
-            purchases: false,
-        },
-    );
-    let decomposed = if mip && p.integer_hourly {
-        let deadline = opts.time_limit.map(|t| std::time::Instant::now() + t);
-        hourly::solve(setup, &milp, &vars, deadline)
-    } else {
-        hourly::Outcome::NotApplicable
+    let scope = Scope {
+        mip,
+        purchases: false,
     };
-    let solved = match decomposed {
-        hourly::Outcome::Solved(s) if s.bound.is_none() => Ok(s.values),
-        hourly::Outcome::Solved(_) => Err(LpError::TimeLimit),
-        hourly::Outcome::Failed(e) => Err(e),
-        hourly::Outcome::NotApplicable => milp.solve(opts.backend, opts.time_limit),
+    let (milp, vars) = build(setup, &all, scope);
+    let deadline = opts.time_limit.map(|t| std::time::Instant::now() + t);
+    let solved = match solve_model(setup, &milp, &vars, scope, opts, deadline).0 {
+        Ok(s) if s.bound.is_none() => Ok(s.values),
+        Ok(_) => Err(LpError::TimeLimit),
+        Err(e) => Err(e),
     };
     match solved {
         Ok(values) => Ok(Some(

@@ -16,11 +16,13 @@ use super::lp::{Milp, Row, Sense};
 use super::setup::Setup;
 
 /// The values of a feasible plan of `milp` (as built for `setup` with whole
-/// counts), or `None` when one was not found before `deadline`.
+/// counts, and new purchases iff `purchases`), or `None` when one was not
+/// found before `deadline`.
 pub(super) fn find(
     setup: &Setup<'_>,
     milp: &Milp,
     vars: &Vars,
+    purchases: bool,
     opts: &SolveOptions,
     deadline: Option<Instant>,
 ) -> Option<Vec<f64>> {
@@ -28,7 +30,7 @@ pub(super) fn find(
     let all: Vec<usize> = (0..setup.levels.len()).collect();
     let relaxed = Scope {
         mip: false,
-        purchases: true,
+        purchases,
     };
     let (lp, _) = build(setup, &all, relaxed);
     let lp_values = lp.solve(opts.backend, left()).ok()?;
@@ -45,7 +47,7 @@ pub(super) fn find(
     }
     let whole = Scope {
         mip: true,
-        purchases: true,
+        purchases,
     };
     for (l, level) in vars.levels.iter().enumerate() {
         if level.vars.is_empty() {

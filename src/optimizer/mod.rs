@@ -299,31 +299,12 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
     let build_ms = ms(build_start.elapsed());
     let solve_start = Instant::now();
     let deadline = opts.time_limit.map(|t| solve_start + t);
-    let whole_hours = mip && problem.policy.integer_hourly;
-    let decomposed = if whole_hours {
-        hourly::solve(&setup, &milp, &vars, deadline)
-    } else {
-        hourly::Outcome::NotApplicable
+    let scope = Scope {
+        mip,
+        purchases: true,
     };
-    let method = if matches!(decomposed, hourly::Outcome::NotApplicable) {
-        "milp"
-    } else {
-        "decomposition"
-    };
+    let (solved, method) = solve_model(&setup, &milp, &vars, scope, opts, deadline);
     result.model_stats.method = method;
-    let solved = match decomposed {
-        hourly::Outcome::Solved(s) => Ok(s),
-        hourly::Outcome::Failed(e) => Err(e),
-        hourly::Outcome::NotApplicable => {
-            let start = if whole_hours {
-                incumbent::find(&setup, &milp, &vars, opts, deadline)
-            } else {
-                None
-            };
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            milp.solve_within(opts.backend, left, start.as_deref())
-        }
-    };
     let lp::Solved { values, bound } = match solved {
         Ok(v) => v,
         Err(LpError::Infeasible) => {
@@ -449,6 +430,41 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
     }
     result.timings.total_ms = ms(start.elapsed());
     Ok(result)
+}
+
+/// Solves a model `build` made for `scope`: whole hourly counts of one class
+/// by decomposition, anything else by the MILP solver, started from a first
+/// plan when hourly counts are whole. Also says which method it used.
+fn solve_model(
+    setup: &Setup<'_>,
+    milp: &lp::Milp,
+    vars: &build::Vars,
+    scope: Scope,
+    opts: &SolveOptions,
+    deadline: Option<Instant>,
+) -> (Result<lp::Solved, LpError>, &'static str) {
+    let whole_hours = scope.mip && setup.problem.policy.integer_hourly;
+    let decomposed = if whole_hours {
+        hourly::solve(setup, milp, vars, deadline)
+    } else {
+        hourly::Outcome::NotApplicable
+    };
+    match decomposed {
+        hourly::Outcome::Solved(s) => (Ok(s), "decomposition"),
+        hourly::Outcome::Failed(e) => (Err(e), "decomposition"),
+        hourly::Outcome::NotApplicable => {
+            let start = if whole_hours {
+                incumbent::find(setup, milp, vars, scope.purchases, opts, deadline)
+            } else {
+                None
+            };
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            (
+                milp.solve_within(opts.backend, left, start.as_deref()),
+                "milp",
+            )
+        }
+    }
 }
 
 /// Fills the v2 additions of an optimal result: costs with the sunk part,
