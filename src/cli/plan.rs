@@ -142,7 +142,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
                 Ok(c) => c,
                 Err(e) => return refuse(e.to_string()),
             };
-            match catalog_input(classes, args, &args.catalog) {
+            match catalog_input(classes, args) {
                 Ok(input) => (Some(args.catalog.name.clone()), input),
                 Err(message) => return refuse(message),
             }
@@ -165,7 +165,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
             };
             let classes = vec![optimizer::DemandClass::default_class(f.gpus.clone())];
             forecast_info = Some(f);
-            match catalog_input(classes, args, &args.catalog) {
+            match catalog_input(classes, args) {
                 Ok(input) => (Some(args.catalog.name.clone()), input),
                 Err(message) => return refuse(message),
             }
@@ -311,11 +311,8 @@ fn plan_overrides(args: &PlanArgs) -> Result<Overrides, String> {
 
 /// The catalog input of `--demand` / `--usage`: the policy and offer filters
 /// of the flags, each checked, and `--owned`.
-fn catalog_input(
-    classes: Vec<optimizer::DemandClass>,
-    args: &PlanArgs,
-    a: &PlanCatalogArgs,
-) -> Result<Input, String> {
+fn catalog_input(classes: Vec<optimizer::DemandClass>, args: &PlanArgs) -> Result<Input, String> {
+    let a = &args.catalog;
     let owned = match &args.owned {
         Some(path) => Some(plan_inputs::read_owned(path).map_err(|e| e.to_string())?),
         None => None,

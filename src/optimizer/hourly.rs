@@ -98,12 +98,8 @@ struct Decomposition {
 
 impl Decomposition {
     fn new(setup: &Setup<'_>, milp: &Milp, vars: &Vars) -> Option<Self> {
-        if setup.classes.len() != 1
-            || vars
-                .levels
-                .iter()
-                .any(|lv| lv.parts.iter().any(|p| p.kind == Kind::Reserved))
-        {
+        // With one class no reserved capacity is split: it all serves it.
+        if setup.classes.len() != 1 {
             return None;
         }
         let mut reserved = Vec::new();
