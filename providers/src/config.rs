@@ -6,6 +6,47 @@
 //! A section holds the daemon's keys too (`enabled`, `schedule`), unread
 //! here, so that one strict table rejects every unknown key.
 
+/// Whether `instance_type` matches one of `patterns` (`*` matches any run of
+/// characters); no patterns select every type.
+#[must_use]
+pub fn selected(patterns: &[String], instance_type: &str) -> bool {
+    patterns.is_empty() || patterns.iter().any(|p| glob(p, instance_type))
+}
+
+fn glob(pattern: &str, text: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == text,
+        Some((head, rest)) => {
+            let Some(tail) = text.strip_prefix(head) else {
+                return false;
+            };
+            (0..=tail.len())
+                .filter(|i| tail.is_char_boundary(*i))
+                .any(|i| glob(rest, &tail[i..]))
+        }
+    }
+}
+
+/// Which of a cloud's sites an account belongs to: the international site
+/// prices in USD, the China site (aliyun.com, cloud.tencent.com) in CNY.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Site {
+    #[default]
+    International,
+    China,
+}
+
+impl Site {
+    /// The ISO 4217 code of the site's prices.
+    #[must_use]
+    pub fn currency_code(self) -> &'static str {
+        match self {
+            Self::International => "USD",
+            Self::China => "CNY",
+        }
+    }
+}
+
 /// Problems found in one section, each at a dotted path under the section's
 /// own (`providers.aws.regions[1]`), all reported at once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +109,40 @@ impl Problems {
             }
         }
         regions
+    }
+
+    /// Instance type names or `*` patterns (`p5.48xlarge`, `g6.*`).
+    pub fn instance_types(&mut self, key: &str, value: Option<Vec<String>>) -> Vec<String> {
+        let patterns = value.unwrap_or_default();
+        for (i, t) in patterns.iter().enumerate() {
+            let ok = !t.is_empty()
+                && t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '*'));
+            if !ok {
+                self.fail(
+                    format!("{key}[{i}]"),
+                    format!(
+                        "`{t}` is not an instance type or pattern (like \"p5.48xlarge\" or \"g6.*\")"
+                    ),
+                );
+            }
+        }
+        patterns
+    }
+
+    /// `international` (the default) or `china`.
+    pub fn site(&mut self, key: &str, value: Option<&str>) -> Site {
+        match value.unwrap_or("international") {
+            "international" => Site::International,
+            "china" => Site::China,
+            other => {
+                self.fail(
+                    key,
+                    format!("`{other}` is not one of \"international\", \"china\""),
+                );
+                Site::International
+            }
+        }
     }
 
     /// A whole number in `range`, or `default`.

@@ -43,6 +43,14 @@ pub enum ProviderError {
         path: String,
         detail: String,
     },
+    /// A sync would take more requests than the source's budget allows.
+    #[error("{provider}: the budget of {limit} requests per sync is spent before {call}; {hint}")]
+    Budget {
+        provider: String,
+        limit: u32,
+        call: String,
+        hint: String,
+    },
     #[error("{provider}: {}", .errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Sheet {
         provider: String,
@@ -67,7 +75,11 @@ impl ProviderError {
         match self {
             Self::RateLimited { .. } | Self::Transport { .. } => true,
             Self::Http { status, .. } => *status >= 500,
-            Self::Auth { .. } | Self::Decode { .. } | Self::Io { .. } | Self::Sheet { .. } => false,
+            Self::Auth { .. }
+            | Self::Decode { .. }
+            | Self::Io { .. }
+            | Self::Sheet { .. }
+            | Self::Budget { .. } => false,
         }
     }
 

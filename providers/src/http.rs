@@ -64,6 +64,21 @@ enum Attempt {
     Fail(ProviderError),
 }
 
+/// What an adapter makes of a whole answer, for APIs that report errors in
+/// the body under any status (Alibaba's throttling comes as HTTP 403,
+/// Tencent's errors as HTTP 200): the status alone cannot say.
+#[derive(Debug)]
+pub enum Verdict {
+    /// The body is the answer.
+    Done,
+    /// Worth trying again after the shared backoff.
+    Retry(ProviderError),
+    Fail(ProviderError),
+}
+
+/// Judges `(status, body)` of one answer.
+pub type Judge<'a> = &'a (dyn Fn(StatusCode, &[u8]) -> Verdict + Sync);
+
 /// What a conditional GET ([`HttpClient::get_if_changed`]) found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Conditional {
@@ -137,6 +152,7 @@ impl HttpClient {
                     }
                 },
                 &mut Sink::Memory(&mut body),
+                None,
             )
             .await?;
         if status == StatusCode::NOT_MODIFIED && validator.is_some() {
@@ -167,7 +183,28 @@ impl HttpClient {
         build: impl Fn(&Client) -> RequestBuilder + Sync,
     ) -> Result<Vec<u8>, ProviderError> {
         let mut body = Vec::new();
-        self.run(url, &build, &mut Sink::Memory(&mut body)).await?;
+        self.run(url, &build, &mut Sink::Memory(&mut body), None)
+            .await?;
+        Ok(body)
+    }
+
+    /// [`HttpClient::send`] for an API whose errors are in the body: every
+    /// answer that arrives whole goes to `judge`, which decides whether it is
+    /// the answer, worth a retry (with the same backoff as any other), or a
+    /// failure. Timeouts and broken bodies are retried as in `send`.
+    ///
+    /// # Errors
+    /// What `judge` fails with, its last retryable error after the last
+    /// attempt, or `Transport`.
+    pub async fn send_judged(
+        &self,
+        url: &str,
+        build: impl Fn(&Client) -> RequestBuilder + Sync,
+        judge: Judge<'_>,
+    ) -> Result<Vec<u8>, ProviderError> {
+        let mut body = Vec::new();
+        self.run(url, &build, &mut Sink::Memory(&mut body), Some(judge))
+            .await?;
         Ok(body)
     }
 
@@ -186,6 +223,7 @@ impl HttpClient {
             url,
             &|c: &Client| c.get(url),
             &mut Sink::File(file, &mut written),
+            None,
         )
         .await?;
         // tokio's File finishes writes in the background; wait for the last one
@@ -201,11 +239,15 @@ impl HttpClient {
         url: &str,
         build: &(dyn Fn(&Client) -> RequestBuilder + Sync),
         sink: &mut Sink<'_>,
+        judge: Option<Judge<'_>>,
     ) -> Result<(StatusCode, HeaderMap), ProviderError> {
         let shown = self.redaction.show(url);
         let mut attempt = 1;
         loop {
-            let err = match self.try_once(url, &shown, build(&self.client), sink).await {
+            let err = match self
+                .try_once(url, &shown, build(&self.client), sink, judge)
+                .await
+            {
                 Ok(answer) => return Ok(answer),
                 Err(Attempt::Fail(err)) => return Err(err),
                 Err(Attempt::Retry(err)) => err,
@@ -236,6 +278,7 @@ impl HttpClient {
         shown: &str,
         request: RequestBuilder,
         sink: &mut Sink<'_>,
+        judge: Option<Judge<'_>>,
     ) -> Result<(StatusCode, HeaderMap), Attempt> {
         let transport = |detail: String| ProviderError::Transport {
             provider: self.provider.clone(),
@@ -251,7 +294,7 @@ impl HttpClient {
         if status == StatusCode::NOT_MODIFIED {
             return Ok((status, response.headers().clone()));
         }
-        if status.is_success() {
+        if status.is_success() || judge.is_some() {
             let headers = response.headers().clone();
             sink.reset()
                 .await
@@ -262,7 +305,7 @@ impl HttpClient {
                         .write(&chunk)
                         .await
                         .map_err(|e| Attempt::Fail(self.io_error(shown, &e)))?,
-                    Ok(None) => return Ok((status, headers)),
+                    Ok(None) => break,
                     Err(e) => {
                         return Err(Attempt::Retry(transport(format!(
                             "reading the body: {}",
@@ -271,6 +314,11 @@ impl HttpClient {
                     }
                 }
             }
+            return match judge.map(|judge| judge(status, sink.bytes())) {
+                None | Some(Verdict::Done) => Ok((status, headers)),
+                Some(Verdict::Retry(err)) => Err(Attempt::Retry(err)),
+                Some(Verdict::Fail(err)) => Err(Attempt::Fail(err)),
+            };
         }
         if status == StatusCode::TOO_MANY_REQUESTS {
             let retry_after = retry_after(response.headers(), Utc::now());
@@ -323,6 +371,14 @@ enum Sink<'a> {
 }
 
 impl Sink<'_> {
+    /// What a memory sink holds (a file sink is never judged).
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Memory(v) => v,
+            Self::File(..) => &[],
+        }
+    }
+
     /// Empties the sink before a (re)try writes the body again.
     async fn reset(&mut self) -> std::io::Result<()> {
         match self {

@@ -5,6 +5,8 @@
 //! HTTP and their own wire format and nothing else; they never touch the store,
 //! which is the daemon's job.
 
+#[cfg(feature = "alibaba")]
+pub mod alibaba;
 #[cfg(feature = "aws")]
 pub mod aws;
 #[cfg(feature = "azure")]
@@ -23,13 +25,15 @@ pub mod lambda;
 pub mod oci;
 pub mod secret;
 pub mod snapshot;
+#[cfg(feature = "tencent")]
+pub mod tencent;
 #[cfg(any(test, feature = "testing"))]
 pub mod test_server;
 
 pub use error::ProviderError;
 pub use snapshot::{
-    AvailabilityRecord, AvailabilitySignal, FetchContext, InstanceType, OfferingClass, PriceKind,
-    PriceRecord, PriceScope, Scope, Snapshot, SpotObservation, Term, Upfront,
+    AvailabilityRecord, AvailabilitySignal, Currency, FetchContext, InstanceType, OfferingClass,
+    PriceKind, PriceRecord, PriceScope, Scope, Snapshot, SpotObservation, Term, Upfront,
 };
 
 pub use async_trait::async_trait;

@@ -39,6 +39,40 @@ pub struct Snapshot {
     /// shrink and missing-region checks. Each must be in `versions` with the
     /// version the context gave.
     pub unchanged_regions: std::collections::BTreeSet<String>,
+    /// What the source priced in. Every amount of the snapshot is already in
+    /// USD; this records the source's currency and the rate that converted it.
+    pub currency: Currency,
+}
+
+/// A source's currency and how many of its units make one USD (the rate the
+/// user configured under `[fx]`; 1 for USD).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Currency {
+    /// ISO 4217 code (`USD`, `CNY`).
+    pub code: String,
+    pub per_usd: f64,
+}
+
+impl Currency {
+    #[must_use]
+    pub fn usd() -> Self {
+        Self {
+            code: "USD".to_owned(),
+            per_usd: 1.0,
+        }
+    }
+
+    /// `amount` of this currency in USD.
+    #[must_use]
+    pub fn to_usd(&self, amount: f64) -> f64 {
+        amount / self.per_usd
+    }
+}
+
+impl Default for Currency {
+    fn default() -> Self {
+        Self::usd()
+    }
 }
 
 impl Snapshot {

@@ -118,26 +118,7 @@ impl AwsConfig {
     }
 }
 
-/// Whether `instance_type` matches one of `patterns` (`*` matches any run of
-/// characters); no patterns select every type.
-#[must_use]
-pub fn selected(patterns: &[String], instance_type: &str) -> bool {
-    patterns.is_empty() || patterns.iter().any(|p| glob(p, instance_type))
-}
-
-fn glob(pattern: &str, text: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == text,
-        Some((head, rest)) => {
-            let Some(tail) = text.strip_prefix(head) else {
-                return false;
-            };
-            (0..=tail.len())
-                .filter(|i| tail.is_char_boundary(*i))
-                .any(|i| glob(rest, &tail[i..]))
-        }
-    }
-}
+pub use crate::config::selected;
 
 /// Adds `part` (one region's, or one source's) to `into`; an instance type
 /// seen twice keeps its first description.

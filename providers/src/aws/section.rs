@@ -55,7 +55,7 @@ impl Section {
                 self.spot_advisor_url.clone(),
                 DEFAULT_SPOT_ADVISOR_URL,
             ),
-            instance_types: instance_types(self.instance_types.clone(), p),
+            instance_types: p.instance_types("instance_types", self.instance_types.clone()),
             credentials: match self.credentials.as_deref().unwrap_or("auto") {
                 "auto" => Credentials::Auto,
                 "chain" => Credentials::Chain,
@@ -87,24 +87,6 @@ impl Section {
             retry,
         }
     }
-}
-
-fn instance_types(value: Option<Vec<String>>, p: &mut Problems) -> Vec<String> {
-    let patterns = value.unwrap_or_default();
-    for (i, t) in patterns.iter().enumerate() {
-        let ok = !t.is_empty()
-            && t.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '*'));
-        if !ok {
-            p.fail(
-                format!("instance_types[{i}]"),
-                format!(
-                    "`{t}` is not an instance type or pattern (like \"p5.48xlarge\" or \"g6.*\")"
-                ),
-            );
-        }
-    }
-    patterns
 }
 
 fn sources(value: Option<&[String]>, p: &mut Problems) -> Sources {

@@ -1,0 +1,577 @@
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::response::Response;
+
+use super::*;
+use crate::test_server::{self, FixtureServer, Seen};
+
+const REGIONS: &str = include_str!("../../fixtures/alibaba/regions.json");
+const TYPES_1: &str = include_str!("../../fixtures/alibaba/instance_types_1.json");
+const TYPES_2: &str = include_str!("../../fixtures/alibaba/instance_types_2.json");
+const AVAILABLE_SG: &str = include_str!("../../fixtures/alibaba/available_ap-southeast-1.json");
+const AVAILABLE_US: &str = include_str!("../../fixtures/alibaba/available_us-east-1.json");
+const PRICE: &str = include_str!("../../fixtures/alibaba/price.json");
+const SPOT_GN7I_1: &str = include_str!("../../fixtures/alibaba/spot_gn7i_1.json");
+const SPOT_GN7I_2: &str = include_str!("../../fixtures/alibaba/spot_gn7i_2.json");
+const SPOT_GN7E: &str = include_str!("../../fixtures/alibaba/spot_gn7e.json");
+const SPOT_EMPTY: &str = include_str!("../../fixtures/alibaba/spot_empty.json");
+const ERROR: &str = include_str!("../../fixtures/alibaba/error.json");
+
+const KEY_ID: &str = "LTAI5tTestKeyId";
+const KEY_SECRET: &str = "test-secret-0123";
+
+type Params = BTreeMap<String, String>;
+
+/// The form parameters of a request, after checking its signature the way
+/// Alibaba does: recomputed over every parameter but `Signature`.
+fn verified(req: &Seen) -> Params {
+    let url = reqwest::Url::parse(&format!("http://x/?{}", req.body)).unwrap();
+    let mut params: Params = url.query_pairs().into_owned().collect();
+    let signature = params.remove("Signature").expect("a Signature parameter");
+    let pairs: Vec<(String, String)> = params.clone().into_iter().collect();
+    assert_eq!(
+        sign::signature("POST", &pairs, KEY_SECRET),
+        signature,
+        "signature of {}",
+        req.body
+    );
+    for (k, v) in [
+        ("AccessKeyId", KEY_ID),
+        ("Format", "JSON"),
+        ("Version", "2014-05-26"),
+        ("SignatureMethod", "HMAC-SHA1"),
+    ] {
+        assert_eq!(params.get(k).map(String::as_str), Some(v), "{k}");
+    }
+    params
+}
+
+fn error(status: u16, code: &str, message: &str) -> Response {
+    let body = ERROR
+        .replace("{{CODE}}", code)
+        .replace("{{MESSAGE}}", message);
+    let mut r = test_server::status(status, &body);
+    r.headers_mut()
+        .insert("content-type", "application/json".parse().unwrap());
+    r
+}
+
+/// The instance line's trade price for (region, type, unit/period), in the
+/// site's currency; `None` is a term that is not sold.
+fn trade_price(region: &str, instance_type: &str, term: &str) -> Option<f64> {
+    let table: &[(&str, &str, [Option<f64>; 4])] = &[
+        (
+            "ap-southeast-1",
+            "ecs.gn7i-c8g1.2xlarge",
+            [Some(1.2), Some(600.0), Some(6000.0), Some(14400.0)],
+        ),
+        (
+            "ap-southeast-1",
+            "ecs.gn6i-c4g1.xlarge",
+            [Some(0.6), None, Some(4380.0), Some(9855.0)],
+        ),
+        (
+            "ap-southeast-1",
+            "ecs.gn7e-c16g1.4xlarge",
+            [Some(3.5), Some(1800.0), Some(17520.0), Some(39420.0)],
+        ),
+        (
+            "us-east-1",
+            "ecs.gn6i-c4g1.xlarge",
+            [Some(0.55), Some(280.0), Some(3066.0), Some(7227.0)],
+        ),
+    ];
+    let column = ["Hour/1", "Month/1", "Year/1", "Year/3"]
+        .iter()
+        .position(|t| *t == term)
+        .unwrap();
+    table
+        .iter()
+        .find(|(r, t, _)| *r == region && *t == instance_type)
+        .and_then(|(_, _, prices)| prices[column])
+}
+
+/// Alibaba's answers for the fixture account, in `currency`. `first` may
+/// answer a request instead (an error, say), given the request's parameters
+/// and how many times that action was called before.
+fn answer(p: &Params, currency: &str, calls: usize) -> Response {
+    let fill = |body: &str| test_server::json(&body.replace("{{CURRENCY}}", currency), "");
+    let region = p.get("RegionId").map(String::as_str).unwrap_or_default();
+    let instance_type = p
+        .get("InstanceType")
+        .map(String::as_str)
+        .unwrap_or_default();
+    match p["Action"].as_str() {
+        "DescribeRegions" => fill(REGIONS),
+        "DescribeInstanceTypes" => {
+            assert_eq!(p["MaxResults"], "100");
+            match p.get("NextToken").map(String::as_str) {
+                None => fill(TYPES_1),
+                Some("e71d8a535bd9cc11") => fill(TYPES_2),
+                Some(other) => panic!("unknown NextToken {other}"),
+            }
+        }
+        "DescribeAvailableResource" => {
+            assert_eq!(p["DestinationResource"], "InstanceType");
+            fill(if region == "us-east-1" {
+                AVAILABLE_US
+            } else {
+                AVAILABLE_SG
+            })
+        }
+        "DescribePrice" => {
+            assert_eq!(p["ResourceType"], "instance");
+            assert!(!p.contains_key("SpotStrategy"));
+            if instance_type == "ecs.gn7e-c16g1.4xlarge" && p["PriceUnit"] == "Hour" && calls == 0 {
+                return error(
+                    403,
+                    "Throttling.User",
+                    "Request was denied due to user flow control.",
+                );
+            }
+            if region == "us-east-1" && instance_type == "ecs.gn7i-c8g1.2xlarge" {
+                return error(
+                    400,
+                    NOT_SOLD,
+                    "The specified InstanceType is not supported in this region.",
+                );
+            }
+            let term = format!("{}/{}", p["PriceUnit"], p["Period"]);
+            let Some(trade) = trade_price(region, instance_type, &term) else {
+                return error(
+                    400,
+                    PRICE_NOT_FOUND,
+                    "The price of your queried resource is not found.",
+                );
+            };
+            // The order adds the system disk and bandwidth; the line's
+            // resource name is capitalised differently by some regions.
+            let resource = if instance_type.contains("gn7i") {
+                "InstanceType"
+            } else {
+                "instanceType"
+            };
+            let body = PRICE
+                .replace("{{RESOURCE}}", resource)
+                .replace("{{LIST}}", &(trade * 1.25).to_string())
+                .replace("{{OFF}}", &(trade * 0.25).to_string())
+                .replace("{{TRADE}}", &trade.to_string())
+                .replace("{{ORDER_LIST}}", &(trade * 1.25 + 0.1).to_string())
+                .replace("{{ORDER_OFF}}", &(trade * 0.25).to_string())
+                .replace("{{ORDER_TRADE}}", &(trade + 0.1).to_string());
+            fill(&body)
+        }
+        "DescribeSpotPriceHistory" => {
+            assert_eq!(
+                (p["NetworkType"].as_str(), p["OSType"].as_str()),
+                ("vpc", "linux")
+            );
+            assert!(!p.contains_key("ZoneId"));
+            match (instance_type, p.get("Offset").map(String::as_str)) {
+                ("ecs.gn7i-c8g1.2xlarge", None) if region == "ap-southeast-1" => fill(SPOT_GN7I_1),
+                ("ecs.gn7i-c8g1.2xlarge", Some("2")) => fill(SPOT_GN7I_2),
+                ("ecs.gn7e-c16g1.4xlarge", None) => fill(SPOT_GN7E),
+                _ => fill(SPOT_EMPTY),
+            }
+        }
+        other => panic!("unexpected action {other}"),
+    }
+}
+
+/// A stand-in for Alibaba: `first` may answer a request instead of the
+/// fixtures (given its parameters and how often its action came before).
+async fn stand_in(
+    currency: &'static str,
+    first: impl Fn(&Params, usize) -> Option<Response> + Send + Sync + 'static,
+) -> FixtureServer {
+    let counts: Arc<std::sync::Mutex<BTreeMap<String, usize>>> = Arc::default();
+    test_server::serve(move |req, _, _| {
+        let p = verified(req);
+        let key = format!(
+            "{}:{}:{}:{}",
+            p["Action"],
+            p.get("InstanceType").cloned().unwrap_or_default(),
+            p.get("PriceUnit").cloned().unwrap_or_default(),
+            p.get("RegionId").cloned().unwrap_or_default()
+        );
+        let calls = {
+            let mut counts = counts.lock().unwrap();
+            let n = counts.entry(key).or_insert(0);
+            *n += 1;
+            *n - 1
+        };
+        first(&p, calls).unwrap_or_else(|| answer(&p, currency, calls))
+    })
+    .await
+}
+
+fn config(server: &FixtureServer) -> AlibabaConfig {
+    AlibabaConfig {
+        endpoint: Some(server.base.clone()),
+        regions: vec!["ap-southeast-1".into(), "us-east-1".into()],
+        instance_types: Vec::new(),
+        access_key_id: Some(Secret::new(KEY_ID)),
+        access_key_secret: Some(Secret::new(KEY_SECRET)),
+        currency: Currency::usd(),
+        spot_history_days: 7,
+        concurrency: 3,
+        max_requests: 1000,
+        retry: test_server::fast_retry(),
+    }
+}
+
+async fn fetch(config: AlibabaConfig) -> Result<Snapshot, ProviderError> {
+    AlibabaProvider::new(config)
+        .unwrap()
+        .fetch(&FetchContext::default())
+        .await
+}
+
+fn price<'a>(
+    snap: &'a Snapshot,
+    region: &str,
+    instance_type: &str,
+    kind: &str,
+) -> Option<&'a PriceRecord> {
+    snap.prices.iter().find(|p| {
+        p.region == region && p.instance_type == instance_type && p.price_kind.to_string() == kind
+    })
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+#[tokio::test]
+async fn a_full_sync_pages_through_types_and_spot_history_and_prices_the_instance_line() {
+    let server = stand_in("USD", |_, _| None).await;
+    let snap = fetch(config(&server)).await.unwrap();
+
+    let on_demand = price(
+        &snap,
+        "ap-southeast-1",
+        "ecs.gn7i-c8g1.2xlarge",
+        "on_demand",
+    )
+    .unwrap();
+    // The instance line (1.2), not the order with disk and bandwidth (1.3).
+    assert!(close(on_demand.usd_per_hour, 1.2), "{on_demand:?}");
+    assert_eq!(on_demand.zone, None);
+    let month = price(
+        &snap,
+        "ap-southeast-1",
+        "ecs.gn7i-c8g1.2xlarge",
+        "prepaid_1m",
+    )
+    .unwrap();
+    assert!(close(month.usd_per_hour, 600.0 / 730.0) && close(month.upfront_usd, 600.0));
+    assert_eq!(month.recurring_usd_per_hour, 0.0);
+    let three = price(
+        &snap,
+        "ap-southeast-1",
+        "ecs.gn7e-c16g1.4xlarge",
+        "prepaid_3y",
+    )
+    .unwrap();
+    assert!(close(three.usd_per_hour, 39420.0 / 26280.0));
+    // A term that is not sold gets no record; the other terms stand.
+    assert!(
+        price(
+            &snap,
+            "ap-southeast-1",
+            "ecs.gn6i-c4g1.xlarge",
+            "prepaid_1m"
+        )
+        .is_none()
+    );
+    assert!(
+        price(
+            &snap,
+            "ap-southeast-1",
+            "ecs.gn6i-c4g1.xlarge",
+            "prepaid_1y"
+        )
+        .is_some()
+    );
+    // A type its zones list but the region does not sell: nothing at all.
+    assert!(
+        snap.prices
+            .iter()
+            .all(|p| !(p.region == "us-east-1" && p.instance_type.contains("gn7i")))
+    );
+    assert_eq!(snap.prices.len(), 4 + 3 + 4 + 4);
+
+    let types: Vec<(&str, &str, u32)> = snap
+        .instance_types
+        .iter()
+        .map(|t| (t.instance_type.as_str(), t.gpu_model.as_str(), t.gpu_count))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("ecs.gn6i-c4g1.xlarge", "T4", 1),
+            ("ecs.gn7e-c16g1.4xlarge", "A100-80GB", 1),
+            ("ecs.gn7i-c8g1.2xlarge", "A10", 1),
+        ],
+        "the V100 type is listed in no zone, so it has no record"
+    );
+    let skipped: Vec<(&str, u64)> = snap.skipped.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    assert_eq!(
+        skipped,
+        [
+            ("fractional_gpu", 2),
+            ("no_gpu", 1),
+            ("not_sold_in_region", 1),
+            ("price_not_found", 1)
+        ]
+    );
+
+    // Every row of every page is history; the newest of zone b was on page 1.
+    let mut spot: Vec<(&str, &str, f64)> = snap
+        .spot_observations
+        .iter()
+        .map(|o| (o.zone.as_str(), o.instance_type.as_str(), o.usd_per_hour))
+        .collect();
+    spot.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert_eq!(spot.len(), 5);
+    assert_eq!(spot[0], ("ap-southeast-1a", "ecs.gn7i-c8g1.2xlarge", 0.38));
+
+    // Sold out in a zone is still offered, without capacity.
+    assert!(
+        snap.availability
+            .iter()
+            .any(|a| a.zone.as_deref() == Some("ap-southeast-1b")
+                && a.instance_type == "ecs.gn7i-c8g1.2xlarge"
+                && a.signal == AvailabilitySignal::CapacityAvailable(false))
+    );
+    assert!(
+        snap.availability
+            .iter()
+            .all(|a| a.instance_type != "ecs.g7.large")
+    );
+
+    // 1 regions + 2 type pages + Singapore (1 zones + 12 prices + 4 spot pages)
+    // + Virginia (1 zones + 5 prices + 2 spot) = 28 calls; the throttled
+    // DescribePrice was sent twice.
+    assert_eq!(server.requests().len(), 29);
+    assert_eq!(snap.currency, Currency::usd());
+}
+
+#[tokio::test]
+async fn a_china_site_converts_cny_at_the_configured_rate_and_refuses_another_currency() {
+    let server = stand_in("CNY", |_, _| None).await;
+    let snap = fetch(AlibabaConfig {
+        currency: Currency {
+            code: "CNY".into(),
+            per_usd: 7.2,
+        },
+        ..config(&server)
+    })
+    .await
+    .unwrap();
+    let on_demand = price(
+        &snap,
+        "ap-southeast-1",
+        "ecs.gn7i-c8g1.2xlarge",
+        "on_demand",
+    )
+    .unwrap();
+    assert!(close(on_demand.usd_per_hour, 1.2 / 7.2));
+    assert_eq!(snap.currency.code, "CNY");
+    assert!(
+        snap.spot_observations
+            .iter()
+            .any(|o| close(o.usd_per_hour, 0.38 / 7.2))
+    );
+
+    // An international account answering in CNY is a misconfigured site.
+    let err = fetch(config(&server)).await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("priced in CNY") && text.contains("providers.alibaba.site"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn spot_history_starts_after_the_newest_stored_observation_of_each_region() {
+    let server = stand_in("USD", |_, _| None).await;
+    let ctx = FetchContext {
+        newest_spot_by_region: [(
+            "ap-southeast-1".to_owned(),
+            Utc::now() - ChronoDuration::hours(2),
+        )]
+        .into(),
+        ..FetchContext::default()
+    };
+    AlibabaProvider::new(config(&server))
+        .unwrap()
+        .fetch(&ctx)
+        .await
+        .unwrap();
+    let starts: BTreeMap<String, String> = server
+        .requests()
+        .iter()
+        .map(verified)
+        .filter(|p| p["Action"] == "DescribeSpotPriceHistory")
+        .map(|p| (p["RegionId"].clone(), p["StartTime"].clone()))
+        .collect();
+    let start = |region: &str| {
+        DateTime::parse_from_rfc3339(&starts[region])
+            .unwrap()
+            .with_timezone(&Utc)
+    };
+    let hours_back = |region: &str| (Utc::now() - start(region)).num_minutes() as f64 / 60.0;
+    assert!(
+        (hours_back("ap-southeast-1") - 2.0).abs() < 0.1,
+        "{starts:?}"
+    );
+    assert!(
+        (hours_back("us-east-1") - 7.0 * 24.0).abs() < 0.1,
+        "{starts:?}"
+    );
+}
+
+#[tokio::test]
+async fn errors_name_the_action_and_region_and_auth_errors_the_variables() {
+    let server = stand_in("USD", |p, _| {
+        (p["Action"] == "DescribeAvailableResource" && p["RegionId"] == "us-east-1").then(|| {
+            error(
+                400,
+                "InvalidParameter",
+                "The specified parameter is not valid.",
+            )
+        })
+    })
+    .await;
+    let text = fetch(config(&server)).await.unwrap_err().to_string();
+    assert!(
+        text.contains("DescribeAvailableResource in us-east-1")
+            && text.contains("InvalidParameter"),
+        "{text}"
+    );
+
+    let server = stand_in("USD", |_, _| {
+        Some(error(
+            400,
+            "SignatureDoesNotMatch",
+            "The request signature does not conform.",
+        ))
+    })
+    .await;
+    let err = fetch(config(&server)).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Auth { .. }), "{err}");
+    assert!(err.to_string().contains(ACCESS_KEY_SECRET_ENV), "{err}");
+    assert!(!err.to_string().contains(KEY_SECRET));
+
+    let err = fetch(AlibabaConfig {
+        access_key_secret: None,
+        ..config(&server)
+    })
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains(ACCESS_KEY_ID_ENV), "{err}");
+
+    let err = fetch(AlibabaConfig {
+        regions: vec!["eu-central-9".into()],
+        ..config(&stand_in("USD", |_, _| None).await)
+    })
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("`eu-central-9`"), "{err}");
+}
+
+#[tokio::test]
+async fn throttling_that_never_ends_and_a_broken_page_chain_fail_the_sync() {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    let server = stand_in("USD", move |p, _| {
+        (p["Action"] == "DescribePrice").then(|| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            error(
+                403,
+                "Throttling",
+                "Request was denied due to request throttling.",
+            )
+        })
+    })
+    .await;
+    let err = fetch(AlibabaConfig {
+        concurrency: 1,
+        ..config(&server)
+    })
+    .await
+    .unwrap_err();
+    assert!(matches!(err, ProviderError::RateLimited { .. }), "{err}");
+    assert!(
+        err.to_string().contains("DescribePrice in ap-southeast-1"),
+        "{err}"
+    );
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        3,
+        "one call, tried three times"
+    );
+
+    // The second page arrives cut short.
+    let server = stand_in("USD", |p, _| {
+        p.contains_key("NextToken")
+            .then(|| test_server::json(&TYPES_2[..TYPES_2.len() / 2], ""))
+    })
+    .await;
+    let err = fetch(config(&server)).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Decode { .. }), "{err}");
+    assert!(err.to_string().contains("DescribeInstanceTypes"), "{err}");
+
+    // A token that comes back again would loop for ever.
+    let server = stand_in("USD", |p, _| {
+        p.contains_key("NextToken")
+            .then(|| test_server::json(TYPES_1, ""))
+    })
+    .await;
+    let err = fetch(config(&server)).await.unwrap_err();
+    assert!(err.to_string().contains("does not advance"), "{err}");
+}
+
+#[tokio::test]
+async fn a_sync_stops_at_its_request_budget() {
+    let server = stand_in("USD", |_, _| None).await;
+    let err = fetch(AlibabaConfig {
+        max_requests: 10,
+        ..config(&server)
+    })
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::Budget { limit: 10, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("max_requests"), "{err}");
+    assert!(server.requests().len() <= 10);
+}
+
+#[test]
+fn fractional_and_gpu_less_types_are_skipped_by_reason() {
+    let info = |spec: &str, amount: f64| wire::InstanceTypeInfo {
+        instance_type_id: "ecs.x".into(),
+        cpu_core_count: Some(4),
+        memory_size: Some(16.0),
+        gpu_amount: Some(amount),
+        gpu_spec: spec.into(),
+        gpu_memory_size: Some(40.0),
+    };
+    assert_eq!(
+        describe(&info("NVIDIA A10*1/12", 1.0)).unwrap_err(),
+        "fractional_gpu"
+    );
+    assert_eq!(
+        describe(&info("NVIDIA T4/4", 1.0)).unwrap_err(),
+        "fractional_gpu"
+    );
+    assert_eq!(describe(&info("", 1.0)).unwrap_err(), "no_gpu");
+    assert_eq!(describe(&info("NVIDIA A10", 0.0)).unwrap_err(), "no_gpu");
+    let a100 = describe(&info("NVIDIA A100", 8.0)).unwrap();
+    assert_eq!((a100.gpu_model.as_str(), a100.gpu_count), ("A100-40GB", 8));
+}
