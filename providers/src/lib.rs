@@ -19,6 +19,8 @@ pub mod file;
 pub mod gcp;
 pub mod gpu;
 pub mod http;
+#[cfg(any(feature = "alibaba", feature = "tencent"))]
+pub mod json;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 #[cfg(feature = "oci")]

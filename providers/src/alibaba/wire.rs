@@ -1,7 +1,9 @@
 //! The ECS RPC answers as they arrive (`Format=JSON`): lists wrapped twice,
 //! prices as JSON numbers.
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
+
+use crate::json::number_or_string;
 
 /// Any RPC error: `{RequestId, HostId, Code, Message, Recommend}`.
 #[derive(Debug, Deserialize)]
@@ -165,23 +167,4 @@ pub struct SpotPrice {
     pub instance_type: String,
     pub spot_price: f64,
     pub timestamp: String,
-}
-
-fn number_or_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Value {
-        Number(f64),
-        Text(String),
-    }
-    match Option::<Value>::deserialize(d)? {
-        None => Ok(None),
-        Some(Value::Number(n)) => Ok(Some(n)),
-        Some(Value::Text(t)) if t.trim().is_empty() => Ok(None),
-        Some(Value::Text(t)) => t
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| serde::de::Error::custom(format!("`{t}` is not a number"))),
-    }
 }
