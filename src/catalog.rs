@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use gpuplan_providers::{PriceKind, PriceScope};
+use gpuplan_providers::{Currency, PriceKind, PriceScope};
 use serde::Serialize;
 
 use crate::store::{CurrentPrice, SpotPoint, Store, StoreError};
@@ -95,6 +95,41 @@ pub struct CatalogRecord {
     /// `instance`, or `gpu_only` for a price of GPUs alone that a plan never
     /// buys (see [`PriceScope`]).
     pub price_scope: String,
+    /// The source's currency and the rate (its units per USD) that turned its
+    /// price into `usd_per_hour`; `USD` and 1 for USD sources.
+    pub currency: String,
+    pub fx_rate: f64,
+    /// The prices in a currency the caller asked for, when one was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub converted: Option<Converted>,
+}
+
+/// A record's prices in another currency, at the configured rate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Converted {
+    pub currency: String,
+    /// Units of `currency` per USD.
+    pub per_usd: f64,
+    pub per_hour: f64,
+    pub per_gpu_hour: f64,
+    pub upfront: f64,
+    pub recurring_per_hour: f64,
+}
+
+/// Adds each record's prices in `currency` (at its configured rate), for
+/// showing a catalog in one currency; the USD fields stay as they are.
+pub fn convert(records: &mut [CatalogRecord], currency: &Currency) {
+    for r in records {
+        let to = |usd: f64| usd * currency.per_usd;
+        r.converted = Some(Converted {
+            currency: currency.code.clone(),
+            per_usd: currency.per_usd,
+            per_hour: to(r.usd_per_hour),
+            per_gpu_hour: to(r.usd_per_gpu_hour),
+            upfront: to(r.upfront_usd),
+            recurring_per_hour: to(r.recurring_usd_per_hour),
+        });
+    }
 }
 
 /// Which prices to list. Each list matches any of its values; empty lists match all.
@@ -217,6 +252,9 @@ fn record(p: CurrentPrice, fresh: &Freshness) -> CatalogRecord {
         recurring_usd_per_hour: p.recurring_usd_per_hour,
         max_instances: p.max_instances,
         price_scope: p.price_scope,
+        currency: p.currency,
+        fx_rate: p.fx_rate,
+        converted: None,
     }
 }
 

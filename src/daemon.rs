@@ -201,6 +201,7 @@ pub async fn run_with_providers(
         loopback: addr.ip().is_loopback(),
         cache: std::sync::Mutex::default(),
         planning: planning.clone(),
+        fx: config.fx.clone(),
     });
     let server = axum::serve(listener, api::router(state))
         .with_graceful_shutdown(cancel.clone().cancelled_owned());

@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::catalog::{self, Freshness, PriceFilter, SpotQuery};
+use crate::config::FxRates;
 use crate::metrics::Metrics;
 use crate::optimizer::{Backend, Problem, ValidationError};
 use crate::plan_inputs::OwnedEntry;
@@ -48,6 +49,8 @@ pub struct AppState {
     pub cache: Mutex<CatalogCache>,
     /// Plans are made here, on its capped solver pool.
     pub planning: Arc<PlanService>,
+    /// Rates for showing prices in another currency.
+    pub fx: FxRates,
 }
 
 /// The largest request body read: a problem with the most offers and the
@@ -318,8 +321,20 @@ async fn prices(
             "kind",
             "scope",
             "max_usd_per_gpu_hour",
+            "currency",
         ],
     )?;
+    let currency = p
+        .one("currency")?
+        .map(|code| {
+            state.fx.currency(&code).ok_or_else(|| {
+                ApiError::bad_parameter(
+                    "currency",
+                    format!("no rate for `{code}`; configured: {}", state.fx.known()),
+                )
+            })
+        })
+        .transpose()?;
     let scopes = p
         .all("scope")
         .iter()
@@ -363,7 +378,10 @@ async fn prices(
         if let Some(hit) = lock(&state.cache).prices.get(&key) {
             return Ok(hit.clone());
         }
-        let records = catalog::prices(store, &fresh, &filter)?;
+        let mut records = catalog::prices(store, &fresh, &filter)?;
+        if let Some(currency) = &currency {
+            catalog::convert(&mut records, currency);
+        }
         let body = Bytes::from(
             serde_json::to_vec(&records).map_err(|e| StoreError::Corrupt(e.to_string()))?,
         );
@@ -712,6 +730,7 @@ mod tests {
                 &config.planner,
                 BTreeMap::new(),
             )),
+            fx: config.fx.clone(),
         });
         let routes = Router::new()
             .route(

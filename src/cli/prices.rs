@@ -23,6 +23,9 @@ pub struct PricesArgs {
     /// Only prices at or below this many USD per GPU-hour.
     #[arg(long, value_parser = parse_price)]
     max_usd_per_gpu_hour: Option<f64>,
+    /// Also show each price in this currency (`CNY`), at its `[fx]` rate.
+    #[arg(long)]
+    currency: Option<String>,
     #[arg(long)]
     json: bool,
 }
@@ -40,6 +43,19 @@ fn parse_price(s: &str) -> Result<f64, String> {
 }
 
 pub(super) fn run_prices(config: &Config, args: PricesArgs) -> Result<ExitCode, CliError> {
+    let currency = args
+        .currency
+        .as_deref()
+        .map(|code| {
+            config.fx.currency(code).ok_or_else(|| {
+                CliError::BadInput(anyhow::anyhow!(
+                    "--currency {code}: no rate for it; configured: {} (add `[fx] {} = <units per US dollar>` to the config)",
+                    config.fx.known(),
+                    code.to_ascii_uppercase()
+                ))
+            })
+        })
+        .transpose()?;
     let store = open_store(config)?;
     let fresh = freshness(config, &store)?;
     let filter = PriceFilter {
@@ -50,8 +66,11 @@ pub(super) fn run_prices(config: &Config, args: PricesArgs) -> Result<ExitCode, 
         scopes: args.scopes,
         max_usd_per_gpu_hour: args.max_usd_per_gpu_hour,
     };
-    let records =
+    let mut records =
         catalog::prices(&store, &fresh, &filter).map_err(|e| CliError::Failed(e.into()))?;
+    if let Some(currency) = &currency {
+        catalog::convert(&mut records, currency);
+    }
     if args.json {
         print_json(&records)?;
     } else if records.is_empty() {

@@ -27,6 +27,12 @@ pub(super) fn age(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
 }
 
 pub(super) fn prices_table(records: &[CatalogRecord], now: DateTime<Utc>) -> String {
+    // Every record is converted to one currency, or none is.
+    let unit = records
+        .first()
+        .and_then(|r| r.converted.as_ref())
+        .map_or("USD", |c| c.currency.as_str());
+    let (per_hour, per_gpu_hour) = (format!("{unit}/H"), format!("{unit}/GPU-H"));
     let header = [
         "PROVIDER",
         "REGION",
@@ -35,8 +41,8 @@ pub(super) fn prices_table(records: &[CatalogRecord], now: DateTime<Utc>) -> Str
         "GPU",
         "N",
         "KIND",
-        "USD/H",
-        "USD/GPU-H",
+        per_hour.as_str(),
+        per_gpu_hour.as_str(),
         "AGE",
     ];
     let rows: Vec<[String; 10]> = records
@@ -63,8 +69,16 @@ pub(super) fn prices_table(records: &[CatalogRecord], now: DateTime<Utc>) -> Str
                 r.gpu_model.clone(),
                 r.gpu_count.to_string(),
                 kind,
-                format!("{:.4}", r.usd_per_hour),
-                format!("{:.4}", r.usd_per_gpu_hour),
+                format!(
+                    "{:.4}",
+                    r.converted.as_ref().map_or(r.usd_per_hour, |c| c.per_hour)
+                ),
+                format!(
+                    "{:.4}",
+                    r.converted
+                        .as_ref()
+                        .map_or(r.usd_per_gpu_hour, |c| c.per_gpu_hour)
+                ),
                 age,
             ]
         })

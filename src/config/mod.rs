@@ -22,6 +22,7 @@ use serde::Deserialize;
 mod alerts;
 mod api;
 mod check;
+mod fx;
 mod planner;
 mod schedule;
 mod sources;
@@ -32,8 +33,11 @@ pub use alerts::{
     Threshold, is_http_url,
 };
 pub use api::ApiConfig;
+pub use fx::FxRates;
 pub use planner::PlannerConfig;
 pub use schedule::Schedule;
+#[cfg(feature = "alibaba")]
+pub use sources::AlibabaSourceConfig;
 #[cfg(feature = "aws")]
 pub use sources::AwsSourceConfig;
 #[cfg(feature = "azure")]
@@ -46,6 +50,8 @@ pub use sources::GcpSourceConfig;
 pub use sources::LambdaSourceConfig;
 #[cfg(feature = "oci")]
 pub use sources::OciSourceConfig;
+#[cfg(feature = "tencent")]
+pub use sources::TencentSourceConfig;
 pub use sources::{ProvidersConfig, SyncConfig};
 pub use store::StoreConfig;
 
@@ -67,6 +73,7 @@ pub struct Config {
     pub sync: SyncConfig,
     pub providers: ProvidersConfig,
     pub alerts: AlertsConfig,
+    pub fx: FxRates,
 }
 
 impl Default for Config {
@@ -138,6 +145,14 @@ impl Config {
         #[cfg(feature = "oci")]
         if p.oci.enabled {
             out.push(("oci".to_owned(), &p.oci.schedule));
+        }
+        #[cfg(feature = "alibaba")]
+        if let Some(alibaba) = p.alibaba.as_ref().filter(|a| a.enabled) {
+            out.push(("alibaba".to_owned(), &alibaba.schedule));
+        }
+        #[cfg(feature = "tencent")]
+        if let Some(tencent) = p.tencent.as_ref().filter(|t| t.enabled) {
+            out.push(("tencent".to_owned(), &tencent.schedule));
         }
         #[cfg(feature = "file")]
         for (name, sheet) in p.file.iter().filter(|(_, f)| f.enabled) {
@@ -211,6 +226,8 @@ struct RawConfig {
     providers: RawProviders,
     #[serde(default)]
     alerts: RawAlerts,
+    #[serde(default)]
+    fx: BTreeMap<String, f64>,
 }
 
 /// Structural parsing: syntax, unknown keys and wrong types. serde stops at the
@@ -251,7 +268,9 @@ impl RawConfig {
         let sync = sources::validate_sync(self.sync, &mut c);
         let api = api::validate(self.api, &mut c);
         let planner = planner::validate(self.planner, &mut c);
-        let providers = sources::validate(self.providers, &sync.retry_policy(), &mut c, &resolve);
+        let fx = fx::validate(self.fx, &mut c);
+        let providers =
+            sources::validate(self.providers, &sync.retry_policy(), &fx, &mut c, &resolve);
         let alerts = validate_alerts(self.alerts, &mut c, &resolve);
         if !c.errors.is_empty() {
             return Err(c.errors);
@@ -263,6 +282,7 @@ impl RawConfig {
             sync,
             providers,
             alerts,
+            fx,
         })
     }
 }

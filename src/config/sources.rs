@@ -1,5 +1,7 @@
 //! `[sync]` and `[providers.*]`: how and where each source syncs.
 
+#[cfg(feature = "alibaba")]
+use gpuplan_providers::alibaba::{self, AlibabaConfig};
 #[cfg(feature = "aws")]
 use gpuplan_providers::aws::{AwsConfig, AwsProvider};
 #[cfg(feature = "azure")]
@@ -14,6 +16,8 @@ use gpuplan_providers::http::RetryPolicy;
 use gpuplan_providers::lambda::{self, LambdaConfig};
 #[cfg(feature = "oci")]
 use gpuplan_providers::oci::OciConfig;
+#[cfg(feature = "tencent")]
+use gpuplan_providers::tencent::{self, TencentConfig};
 use gpuplan_providers::{Provider, ProviderError};
 
 use super::*;
@@ -57,6 +61,12 @@ pub struct ProvidersConfig {
     /// Oracle's public price list: on unless `enabled = false`.
     #[cfg(feature = "oci")]
     pub oci: OciSourceConfig,
+    /// `None` when the config has no `[providers.alibaba]`; off unless enabled.
+    #[cfg(feature = "alibaba")]
+    pub alibaba: Option<AlibabaSourceConfig>,
+    /// `None` when the config has no `[providers.tencent]`; off unless enabled.
+    #[cfg(feature = "tencent")]
+    pub tencent: Option<TencentSourceConfig>,
     /// Price sheets by name; records carry `file:<name>` as their provider.
     #[cfg(feature = "file")]
     pub file: BTreeMap<String, FileSourceConfig>,
@@ -109,6 +119,24 @@ pub struct OciSourceConfig {
     pub provider: OciConfig,
 }
 
+#[cfg(feature = "alibaba")]
+/// Alibaba Cloud; its access key is read from the environment when it is built.
+#[derive(Debug, Clone)]
+pub struct AlibabaSourceConfig {
+    pub enabled: bool,
+    pub schedule: Schedule,
+    pub provider: AlibabaConfig,
+}
+
+#[cfg(feature = "tencent")]
+/// Tencent Cloud; its secret is read from the environment when it is built.
+#[derive(Debug, Clone)]
+pub struct TencentSourceConfig {
+    pub enabled: bool,
+    pub schedule: Schedule,
+    pub provider: TencentConfig,
+}
+
 #[cfg(feature = "file")]
 #[derive(Debug, Clone)]
 pub struct FileSourceConfig {
@@ -139,6 +167,8 @@ pub(super) struct RawProviders {
     lambda: Option<LambdaSection>,
     #[serde(default)]
     oci: OciSection,
+    alibaba: Option<AlibabaSection>,
+    tencent: Option<TencentSection>,
     #[serde(default)]
     file: BTreeMap<String, FileSection>,
 }
@@ -165,6 +195,14 @@ type LambdaSection = toml::Table;
 type OciSection = gpuplan_providers::oci::Section;
 #[cfg(not(feature = "oci"))]
 type OciSection = toml::Table;
+#[cfg(feature = "alibaba")]
+type AlibabaSection = gpuplan_providers::alibaba::Section;
+#[cfg(not(feature = "alibaba"))]
+type AlibabaSection = toml::Table;
+#[cfg(feature = "tencent")]
+type TencentSection = gpuplan_providers::tencent::Section;
+#[cfg(not(feature = "tencent"))]
+type TencentSection = toml::Table;
 #[cfg(feature = "file")]
 type FileSection = gpuplan_providers::file::Section;
 #[cfg(not(feature = "file"))]
@@ -203,6 +241,7 @@ pub(super) fn validate_sync(raw: RawSync, c: &mut Checker) -> SyncConfig {
 pub(super) fn validate(
     raw: RawProviders,
     retry: &RetryPolicy,
+    fx: &FxRates,
     c: &mut Checker,
     resolve: &dyn Fn(&str) -> PathBuf,
 ) -> ProvidersConfig {
@@ -231,6 +270,20 @@ pub(super) fn validate(
     );
     #[cfg(not(feature = "oci"))]
     unbuilt(c, "oci", !raw.oci.is_empty(), off(&raw.oci));
+    #[cfg(not(feature = "alibaba"))]
+    unbuilt(
+        c,
+        "alibaba",
+        raw.alibaba.is_some(),
+        raw.alibaba.as_ref().and_then(off),
+    );
+    #[cfg(not(feature = "tencent"))]
+    unbuilt(
+        c,
+        "tencent",
+        raw.tencent.is_some(),
+        raw.tencent.as_ref().and_then(off),
+    );
     #[cfg(not(feature = "file"))]
     unbuilt(c, "file", !raw.file.is_empty(), None);
     #[cfg(all(
@@ -239,11 +292,13 @@ pub(super) fn validate(
         feature = "gcp",
         feature = "lambda",
         feature = "oci",
+        feature = "alibaba",
+        feature = "tencent",
         feature = "file"
     ))]
     let _ = (unbuilt, off);
     // A build with few providers may use neither.
-    let _ = (&retry, &resolve);
+    let _ = (&retry, &resolve, fx);
     ProvidersConfig {
         #[cfg(feature = "aws")]
         aws: validate_aws(&raw.aws, retry, c),
@@ -255,6 +310,16 @@ pub(super) fn validate(
         lambda: raw.lambda.as_ref().map(|l| validate_lambda(l, retry, c)),
         #[cfg(feature = "oci")]
         oci: validate_oci(&raw.oci, retry, c),
+        #[cfg(feature = "alibaba")]
+        alibaba: raw
+            .alibaba
+            .as_ref()
+            .map(|a| validate_alibaba(a, retry, fx, c)),
+        #[cfg(feature = "tencent")]
+        tencent: raw
+            .tencent
+            .as_ref()
+            .map(|t| validate_tencent(t, retry, fx, c)),
         #[cfg(feature = "file")]
         file: validate_files(raw.file, c, resolve),
     }
@@ -300,6 +365,44 @@ fn validate_oci(raw: &OciSection, retry: &RetryPolicy, c: &mut Checker) -> OciSo
         enabled: raw.enabled.unwrap_or(true),
         provider,
         schedule: c.schedule("providers.oci.schedule", raw.schedule.as_deref()),
+    }
+}
+
+#[cfg(feature = "alibaba")]
+fn validate_alibaba(
+    raw: &AlibabaSection,
+    retry: &RetryPolicy,
+    fx: &FxRates,
+    c: &mut Checker,
+) -> AlibabaSourceConfig {
+    let mut problems = Problems::new("providers.alibaba");
+    let site = raw.site(&mut problems);
+    let currency = fx.for_site(site, "providers.alibaba.site", c);
+    let provider = raw.config(retry.clone(), currency, &mut problems);
+    c.absorb(problems);
+    AlibabaSourceConfig {
+        enabled: raw.enabled.unwrap_or(false),
+        provider,
+        schedule: c.schedule("providers.alibaba.schedule", raw.schedule.as_deref()),
+    }
+}
+
+#[cfg(feature = "tencent")]
+fn validate_tencent(
+    raw: &TencentSection,
+    retry: &RetryPolicy,
+    fx: &FxRates,
+    c: &mut Checker,
+) -> TencentSourceConfig {
+    let mut problems = Problems::new("providers.tencent");
+    let site = raw.site(&mut problems);
+    let currency = fx.for_site(site, "providers.tencent.site", c);
+    let provider = raw.config(retry.clone(), currency, &mut problems);
+    c.absorb(problems);
+    TencentSourceConfig {
+        enabled: raw.enabled.unwrap_or(false),
+        provider,
+        schedule: c.schedule("providers.tencent.schedule", raw.schedule.as_deref()),
     }
 }
 
@@ -442,6 +545,24 @@ impl ProvidersConfig {
         #[cfg(feature = "oci")]
         if self.oci.enabled {
             out.push(Box::new(self.oci.provider.clone().build()?));
+        }
+        #[cfg(feature = "alibaba")]
+        if let Some(alibaba) = self.alibaba.as_ref().filter(|a| a.enabled) {
+            let keyed = AlibabaConfig {
+                access_key_id: Secret::from_env(alibaba::ACCESS_KEY_ID_ENV),
+                access_key_secret: Secret::from_env(alibaba::ACCESS_KEY_SECRET_ENV),
+                ..alibaba.provider.clone()
+            };
+            out.push(Box::new(keyed.build()?));
+        }
+        #[cfg(feature = "tencent")]
+        if let Some(tencent) = self.tencent.as_ref().filter(|t| t.enabled) {
+            let keyed = TencentConfig {
+                secret_id: Secret::from_env(tencent::SECRET_ID_ENV),
+                secret_key: Secret::from_env(tencent::SECRET_KEY_ENV),
+                ..tencent.provider.clone()
+            };
+            out.push(Box::new(keyed.build()?));
         }
         #[cfg(feature = "file")]
         for (name, sheet) in self.file.iter().filter(|(_, s)| s.enabled) {

@@ -43,6 +43,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0009_add_price_scope",
         include_str!("../../migrations/0009_add_price_scope.sql"),
     ),
+    (
+        "0010_add_currency",
+        include_str!("../../migrations/0010_add_currency.sql"),
+    ),
 ];
 
 pub(super) fn latest_version() -> i64 {

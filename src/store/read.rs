@@ -32,6 +32,9 @@ pub struct CurrentPrice {
     pub max_instances: Option<u32>,
     /// `instance`, or `gpu_only` for a price of GPUs alone.
     pub price_scope: String,
+    /// The source's currency and the rate (its units per USD) that converted it.
+    pub currency: String,
+    pub fx_rate: f64,
 }
 
 /// One stored spot observation.
@@ -92,7 +95,8 @@ fn none_if_empty(s: String) -> Option<String> {
 /// string search per column per row). Columns, in order: provider, region, zone,
 /// instance_type, price_kind, offering_class, usd_per_hour, upfront_usd,
 /// recurring_usd_per_hour, source, available_regions, max_instances,
-/// observed_at, gpu_model, gpu_count, gpu_memory_gib, vcpus, memory_gib.
+/// observed_at, gpu_model, gpu_count, gpu_memory_gib, vcpus, memory_gib,
+/// price_scope, currency, fx_rate.
 fn read_price(r: &Row<'_>) -> rusqlite::Result<(CurrentPrice, Option<String>, String)> {
     let price = CurrentPrice {
         provider: r.get(0)?,
@@ -114,6 +118,8 @@ fn read_price(r: &Row<'_>) -> rusqlite::Result<(CurrentPrice, Option<String>, St
         vcpus: r.get(16)?,
         memory_gib: r.get(17)?,
         price_scope: r.get(18)?,
+        currency: r.get(19)?,
+        fx_rate: r.get(20)?,
     };
     Ok((price, r.get(12)?, r.get(10)?))
 }
@@ -146,7 +152,7 @@ impl Store {
                     v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour, v.source,
                     v.available_regions, v.max_instances, NULL AS observed_at,
                     t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
-                    s.price_scope
+                    s.price_scope, v.currency, v.fx_rate
              FROM price_series s
              JOIN price_versions v
                ON v.id = (SELECT max(id) FROM price_versions WHERE series_id = s.id)
@@ -159,7 +165,7 @@ impl Store {
              SELECT ss.provider, ss.region, ss.zone, ss.instance_type, 'spot', '',
                     o.usd_per_hour, 0.0, o.usd_per_hour, NULL, '[]', NULL, o.observed_at,
                     t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
-                    'instance'
+                    'instance', ss.currency, coalesce(o.fx_rate, 1.0)
              FROM spot_series ss
              JOIN spot_observations o
                ON o.provider = ss.provider AND o.instance_type = ss.instance_type AND o.zone = ss.zone

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
-use gpuplan_providers::{PriceRecord, Scope, Snapshot};
+use gpuplan_providers::{Currency, PriceRecord, Scope, Snapshot};
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
 
@@ -53,11 +53,15 @@ struct VersionValues {
     source: Option<String>,
     available_regions: String,
     max_instances: Option<u32>,
+    currency: String,
+    fx_rate: f64,
 }
 
 impl VersionValues {
-    fn of(p: &PriceRecord) -> Self {
+    fn of(p: &PriceRecord, currency: &Currency) -> Self {
         Self {
+            currency: currency.code.clone(),
+            fx_rate: currency.per_usd,
             usd_per_hour: p.usd_per_hour,
             upfront_usd: p.upfront_usd,
             recurring_usd_per_hour: p.recurring_usd_per_hour,
@@ -259,7 +263,8 @@ fn write_prices(
         let mut stmt = tx.prepare(
             "SELECT s.id, s.region, s.zone, s.instance_type, s.price_kind, s.offering_class,
                     v.withdrawn, v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour,
-                    v.source, v.available_regions, v.max_instances, s.price_scope
+                    v.source, v.available_regions, v.max_instances, s.price_scope,
+                    v.currency, v.fx_rate
              FROM price_series s
              JOIN price_versions v
                ON v.id = (SELECT max(id) FROM price_versions WHERE series_id = s.id)
@@ -278,6 +283,8 @@ fn write_prices(
                     source: r.get(10)?,
                     available_regions: r.get(11)?,
                     max_instances: r.get(12)?,
+                    currency: r.get(14)?,
+                    fx_rate: r.get(15)?,
                 })
             };
             Ok((key, (r.get::<_, i64>(0)?, values), r.get::<_, String>(13)?))
@@ -297,13 +304,13 @@ fn write_prices(
     let mut set_scope = tx.prepare("UPDATE price_series SET price_scope = ?2 WHERE id = ?1")?;
     let mut insert_version = tx.prepare(
         "INSERT INTO price_versions (series_id, sync_run_id, valid_from, usd_per_hour, upfront_usd,
-             recurring_usd_per_hour, source, available_regions, max_instances)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+             recurring_usd_per_hour, source, available_regions, max_instances, currency, fx_rate)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?;
     for price in &snapshot.prices {
         stats.prices_seen += 1;
         let key = series_key(price);
-        let values = VersionValues::of(price);
+        let values = VersionValues::of(price, &snapshot.currency);
         let scope = price.price_scope.as_str();
         let existing = current.remove(&key);
         // A scope is what the series prices, not a version: it is corrected in
@@ -332,6 +339,8 @@ fn write_prices(
             values.source,
             values.available_regions,
             values.max_instances,
+            values.currency,
+            values.fx_rate,
         ])?;
         stats.prices_changed += 1;
     }
@@ -382,9 +391,10 @@ fn write_spot(
 ) -> Result<(), StoreError> {
     let mut insert = tx.prepare(
         "INSERT OR IGNORE INTO spot_observations
-             (provider, region, zone, instance_type, observed_at, usd_per_hour)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+             (provider, region, zone, instance_type, observed_at, usd_per_hour, fx_rate)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
+    let rate = (snapshot.currency.code != "USD").then_some(snapshot.currency.per_usd);
     let mut series = BTreeMap::new();
     for o in &snapshot.spot_observations {
         stats.spot_seen += 1;
@@ -394,7 +404,8 @@ fn write_spot(
             o.zone,
             o.instance_type,
             ts(o.observed_at),
-            o.usd_per_hour
+            o.usd_per_hour,
+            rate
         ])? as i64;
         series.insert(
             (o.instance_type.as_str(), o.zone.as_str()),
@@ -402,10 +413,17 @@ fn write_spot(
         );
     }
     let mut register = tx.prepare(
-        "INSERT OR IGNORE INTO spot_series (provider, instance_type, zone, region) VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO spot_series (provider, instance_type, zone, region, currency) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (provider, instance_type, zone) DO UPDATE SET currency = excluded.currency",
     )?;
     for ((instance_type, zone), region) in series {
-        register.execute(params![provider, instance_type, zone, region])?;
+        register.execute(params![
+            provider,
+            instance_type,
+            zone,
+            region,
+            snapshot.currency.code
+        ])?;
     }
     Ok(())
 }
