@@ -1,7 +1,11 @@
 //! A local HTTP server for adapter tests: answers every request with what the
 //! test's handler returns for its path, query and headers, and records requests.
 
+#[cfg(feature = "alibaba")]
+pub mod alibaba;
 pub mod aws;
+#[cfg(feature = "tencent")]
+pub mod tencent;
 
 use std::sync::{Arc, Mutex};
 

@@ -248,6 +248,59 @@ fn oracle_is_on_by_default_and_its_section_is_checked() {
 }
 
 #[test]
+fn alibaba_and_tencent_are_off_unless_enabled_and_a_china_site_needs_its_rate() {
+    let config = Config::parse(
+        "[providers.alibaba]\nregions = [\"ap-southeast-1\"]\n[providers.tencent]\nregions = [\"ap-singapore\"]\n",
+        Path::new(""),
+    )
+    .unwrap();
+    let sources: Vec<String> = config
+        .enabled_sources()
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect();
+    assert!(
+        !sources.iter().any(|s| s == "alibaba" || s == "tencent"),
+        "{sources:?}"
+    );
+
+    let errors = errors_of(
+        "[providers.alibaba]\nenabled = true\nsite = \"china\"\n\
+         [providers.tencent]\nenabled = true\nsite = \"mainland\"\n",
+    )
+    .join("\n");
+    assert_named(
+        &errors,
+        &[
+            "providers.alibaba.site: this site prices in CNY; set its rate as `[fx] CNY",
+            "providers.tencent.site: `mainland` is not one of",
+            "providers.tencent.regions: list the regions",
+        ],
+    );
+
+    let errors = errors_of("[fx]\nCNY = 0\nusd = 1.0\nUSD = 2.0\n").join("\n");
+    assert_named(
+        &errors,
+        &[
+            "fx.CNY: 0 is not a rate",
+            "fx.usd: a currency is",
+            "fx.USD: USD is",
+        ],
+    );
+
+    let config = Config::parse(
+        "[fx]\nCNY = 7.2\n[providers.tencent]\nenabled = true\nsite = \"china\"\nregions = [\"ap-guangzhou\"]\n",
+        Path::new(""),
+    )
+    .unwrap();
+    let tencent = config.providers.tencent.unwrap();
+    assert_eq!(tencent.provider.currency.code, "CNY");
+    assert_eq!(tencent.provider.currency.per_usd, 7.2);
+    assert_eq!(config.fx.currency("cny").map(|c| c.per_usd), Some(7.2));
+    assert!(config.fx.currency("EUR").is_none());
+}
+
+#[test]
 fn an_unknown_key_is_named_by_its_dotted_path_and_line() {
     let errors =
         errors_of("[store]\npath = \"x.db\"\n\n[providers.file.onprem]\npaht = \"p.csv\"\n");

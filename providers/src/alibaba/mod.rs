@@ -14,7 +14,7 @@
 
 mod calls;
 mod section;
-mod sign;
+pub(crate) mod sign;
 #[cfg(test)]
 mod tests;
 mod wire;

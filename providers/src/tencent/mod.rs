@@ -9,7 +9,7 @@
 //! host is billed, and are skipped.
 
 mod section;
-mod sign;
+pub(crate) mod sign;
 #[cfg(test)]
 mod tests;
 mod wire;
