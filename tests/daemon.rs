@@ -174,7 +174,7 @@ fn ok_count(runs: &[Value], source: &str) -> usize {
 async fn a_fresh_daemon_syncs_at_start_and_the_api_matches_the_cli() {
     let server = azure(0, Arc::default()).await;
     let dir = tempfile::tempdir().unwrap();
-    let config = config_in(dir.path(), Some(&server.base), "");
+    let config = config_in(dir.path(), Some(&server.base), "[fx]\nCNY = 7.0\n");
     let d = start(dir, config, None, None).await;
 
     let (status, ready) = d.get("/readyz").await;
@@ -207,6 +207,21 @@ async fn a_fresh_daemon_syncs_at_start_and_the_api_matches_the_cli() {
         .get("/v1/prices?max_usd_per_gpu_hour=1&provider=azure")
         .await;
     assert_eq!(cheap.as_array().unwrap().len(), 1);
+    let (_, in_cny) = d.get("/v1/prices?currency=cny").await;
+    for (r, usd) in in_cny
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(api.as_array().unwrap())
+    {
+        assert_eq!(r["usd_per_hour"], usd["usd_per_hour"]);
+        let per_hour = r["converted"]["per_hour"].as_f64().unwrap();
+        assert!(
+            (per_hour - 7.0 * usd["usd_per_hour"].as_f64().unwrap()).abs() < 1e-9,
+            "{r}"
+        );
+        assert_eq!(r["converted"]["currency"], "CNY");
+    }
 
     let (_, history) = d
         .get("/v1/spot-history?instance=p5.48xlarge&since=7d")
@@ -328,6 +343,7 @@ async fn bad_parameters_get_400_naming_the_parameter() {
             "max_usd_per_gpu_hour",
         ),
         ("/v1/prices?max_usd_per_gpu_hour=-1", "max_usd_per_gpu_hour"),
+        ("/v1/prices?currency=EUR", "currency"),
         ("/v1/spot-history", "instance"),
         (
             "/v1/spot-history?instance=p5.48xlarge&since=yesterday",
