@@ -193,6 +193,19 @@ pub fn prices(
     fresh: &Freshness,
     filter: &PriceFilter,
 ) -> Result<Vec<CatalogRecord>, StoreError> {
+    prices_at(store, fresh, filter, None)
+}
+
+/// [`prices`] as they stood at `at` (now, when `None`).
+///
+/// # Errors
+/// On a store error.
+pub fn prices_at(
+    store: &Store,
+    fresh: &Freshness,
+    filter: &PriceFilter,
+    at: Option<DateTime<Utc>>,
+) -> Result<Vec<CatalogRecord>, StoreError> {
     // GPU and provider are attributes of the instance type: narrow the query to
     // the matching types first, so its cost follows what matches.
     let types: Option<Vec<(String, String)>> =
@@ -209,7 +222,7 @@ pub fn prices(
             )
         };
     let mut out: Vec<CatalogRecord> = store
-        .current_prices_of(types.as_deref())?
+        .prices_as_of(types.as_deref(), at)?
         .into_iter()
         .map(|p| record(p, fresh))
         .filter(|r| filter.matches(r))

@@ -202,6 +202,7 @@ pub async fn run_with_providers(
         cache: std::sync::Mutex::default(),
         planning: planning.clone(),
         fx: config.fx.clone(),
+        rules: config.alerts.rules.clone(),
     });
     let server = axum::serve(listener, api::router(state))
         .with_graceful_shutdown(cancel.clone().cancelled_owned());

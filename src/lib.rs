@@ -1,7 +1,7 @@
 //! gpuplan: a local catalog of cloud GPU prices, purchase planning and alerts.
 //!
 //! Prices flow one way: providers -> [`sync`] -> [`store`] -> [`catalog`] ->
-//! [`cli`] and [`api`]. Two readers also write their own tables: the plan
+//! [`cli`], [`api`] and the dashboard ([`ui`]). Two readers also write their own tables: the plan
 //! pipeline ([`planning`]) saves plans, and [`alerts`] keeps its state and
 //! outbox. docs/catalog.md draws the whole picture.
 
@@ -23,3 +23,4 @@ pub mod solver_pool;
 pub mod store;
 pub mod sync;
 pub mod telemetry;
+pub mod ui;

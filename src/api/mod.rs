@@ -6,7 +6,7 @@
 //! on a capped [`SolverPool`], and a panicking handler answers 500.
 
 mod guard;
-mod params;
+pub(crate) mod params;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -51,6 +51,8 @@ pub struct AppState {
     pub planning: Arc<PlanService>,
     /// Rates for showing prices in another currency.
     pub fx: FxRates,
+    /// The alert rules, for the dashboard to list.
+    pub rules: Vec<crate::config::RuleConfig>,
 }
 
 /// The largest request body read: a problem with the most offers and the
@@ -69,7 +71,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn bad_parameter(parameter: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn bad_parameter(parameter: &str, message: impl Into<String>) -> Self {
         Self {
             status: StatusCode::BAD_REQUEST,
             message: format!("{parameter}: {}", message.into()),
@@ -122,7 +124,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/alerts", get(alerts))
         .route("/v1/plans", post(create_plan))
         .route("/v1/plans/latest", get(latest_plan))
-        .route("/v1/plans/{id}", get(plan_by_id));
+        .route("/v1/plans/{id}", get(plan_by_id))
+        .merge(crate::ui::routes());
     harden(routes, state)
 }
 
@@ -216,29 +219,50 @@ async fn measure(State(state): State<Arc<AppState>>, req: Request, next: Next) -
 }
 
 async fn authorize(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let open = matches!(req.uri().path(), "/healthz" | "/readyz");
+    let path = req.uri().path();
+    let open = matches!(path, "/healthz" | "/readyz") || crate::ui::is_open(path);
     match &state.token {
-        Some(token) if !open && !bearer_matches(req.headers(), token) => ApiError {
-            status: StatusCode::UNAUTHORIZED,
-            message: "a bearer token is required: Authorization: Bearer $GPUPLAN_API_TOKEN"
-                .to_owned(),
-            parameter: None,
+        Some(token) if !open && !presents(req.headers(), token) => {
+            if crate::ui::is_page(path) && req.method() == axum::http::Method::GET {
+                // A person at a browser: to the login form, not a JSON error.
+                return (StatusCode::SEE_OTHER, [(header::LOCATION, "/ui/login")]).into_response();
+            }
+            ApiError {
+                status: StatusCode::UNAUTHORIZED,
+                message: "a bearer token is required: Authorization: Bearer $GPUPLAN_API_TOKEN"
+                    .to_owned(),
+                parameter: None,
+            }
+            .into_response()
         }
-        .into_response(),
         _ => next.run(req).await,
     }
 }
 
-/// Compares the presented token with ours in time independent of where they differ.
-fn bearer_matches(headers: &HeaderMap, token: &Secret) -> bool {
-    let Some(given) = headers
+/// Whether the request carries our token: as `Authorization: Bearer`, or as
+/// the dashboard's login cookie.
+fn presents(headers: &HeaderMap, token: &Secret) -> bool {
+    let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-    else {
-        return false;
-    };
-    constant_time_eq(given.trim().as_bytes(), token.expose().as_bytes())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let cookie = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == crate::ui::TOKEN_COOKIE)
+        .map(|(_, value)| value);
+    bearer
+        .into_iter()
+        .chain(cookie)
+        .any(|given| token_matches(given.trim(), token))
+}
+
+/// Compares a presented token with ours in time independent of where they differ.
+pub(crate) fn token_matches(given: &str, token: &Secret) -> bool {
+    constant_time_eq(given.as_bytes(), token.expose().as_bytes())
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -266,7 +290,7 @@ pub struct CatalogCache {
 const CACHE_BUDGET_BYTES: usize = 16 << 20;
 
 /// Runs a store read off the async runtime, with the catalog's freshness.
-async fn read<T: Send + 'static>(
+pub(crate) async fn read<T: Send + 'static>(
     state: &Arc<AppState>,
     f: impl FnOnce(&crate::store::Store, Freshness, &AppState) -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, ApiError> {
@@ -308,33 +332,22 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, ApiErro
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }
 
-async fn prices(
-    State(state): State<Arc<AppState>>,
-    uri: axum::http::Uri,
-) -> Result<Response, ApiError> {
-    let p = Params::parse(
-        uri.query(),
-        &[
-            "gpu",
-            "provider",
-            "region",
-            "kind",
-            "scope",
-            "max_usd_per_gpu_hour",
-            "currency",
-        ],
-    )?;
-    let currency = p
-        .one("currency")?
-        .map(|code| {
-            state.fx.currency(&code).ok_or_else(|| {
-                ApiError::bad_parameter(
-                    "currency",
-                    format!("no rate for `{code}`; configured: {}", state.fx.known()),
-                )
-            })
-        })
-        .transpose()?;
+/// The query parameters that filter prices, as `/v1/prices` and the
+/// dashboard's price table take them.
+pub(crate) const PRICE_FILTERS: &[&str] = &[
+    "gpu",
+    "provider",
+    "region",
+    "kind",
+    "scope",
+    "max_usd_per_gpu_hour",
+];
+
+/// The filter [`PRICE_FILTERS`] describe.
+///
+/// # Errors
+/// A 400 naming the parameter that is malformed.
+pub(crate) fn price_filter(p: &Params) -> Result<PriceFilter, ApiError> {
     let scopes = p
         .all("scope")
         .iter()
@@ -358,14 +371,33 @@ async fn prices(
             "must be a number >= 0",
         ));
     }
-    let filter = PriceFilter {
+    Ok(PriceFilter {
         gpus: p.all("gpu"),
         providers: p.all("provider"),
         regions: p.all("region"),
         kinds,
         scopes,
         max_usd_per_gpu_hour: max,
-    };
+    })
+}
+
+async fn prices(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(uri.query(), &[PRICE_FILTERS, &["currency"]].concat())?;
+    let currency = p
+        .one("currency")?
+        .map(|code| {
+            state.fx.currency(&code).ok_or_else(|| {
+                ApiError::bad_parameter(
+                    "currency",
+                    format!("no rate for `{code}`; configured: {}", state.fx.known()),
+                )
+            })
+        })
+        .transpose()?;
+    let filter = price_filter(&p)?;
     let query = uri.query().unwrap_or("").to_owned();
     let body = read(&state, move |store, fresh, state| {
         let stale: Vec<String> = fresh
@@ -731,6 +763,7 @@ mod tests {
                 BTreeMap::new(),
             )),
             fx: config.fx.clone(),
+            rules: Vec::new(),
         });
         let routes = Router::new()
             .route(
@@ -766,9 +799,15 @@ mod tests {
         assert!(!constant_time_eq(b"abc", b"abcd"));
         let mut h = HeaderMap::new();
         h.insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
-        assert!(bearer_matches(&h, &Secret::new("s3cret")));
-        assert!(!bearer_matches(&h, &Secret::new("other")));
+        assert!(presents(&h, &Secret::new("s3cret")));
+        assert!(!presents(&h, &Secret::new("other")));
         h.insert(header::AUTHORIZATION, "Basic s3cret".parse().unwrap());
-        assert!(!bearer_matches(&h, &Secret::new("s3cret")));
+        assert!(!presents(&h, &Secret::new("s3cret")));
+        h.insert(
+            header::COOKIE,
+            "theme=dark; gpuplan_token=s3cret".parse().unwrap(),
+        );
+        assert!(presents(&h, &Secret::new("s3cret")));
+        assert!(!presents(&h, &Secret::new("other")));
     }
 }

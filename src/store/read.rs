@@ -144,6 +144,20 @@ impl Store {
         &self,
         types: Option<&[(String, String)]>,
     ) -> Result<Vec<CurrentPrice>, StoreError> {
+        self.prices_as_of(types, None)
+    }
+
+    /// The prices as they stood at `at` (now, when `None`): the newest
+    /// version of each series from then, and the newest spot observation up
+    /// to then. Used to show how prices moved.
+    ///
+    /// # Errors
+    /// On a database error or a stored value that does not parse.
+    pub fn prices_as_of(
+        &self,
+        types: Option<&[(String, String)]>,
+        at: Option<DateTime<Utc>>,
+    ) -> Result<Vec<CurrentPrice>, StoreError> {
         let keys = types
             .map(|t| serde_json::to_string(t).map_err(|e| StoreError::Corrupt(e.to_string())))
             .transpose()?;
@@ -155,7 +169,8 @@ impl Store {
                     s.price_scope, v.currency, v.fx_rate
              FROM price_series s
              JOIN price_versions v
-               ON v.id = (SELECT max(id) FROM price_versions WHERE series_id = s.id)
+               ON v.id = (SELECT max(id) FROM price_versions
+                          WHERE series_id = s.id AND (?2 IS NULL OR valid_from <= ?2))
              JOIN instance_types t
                ON t.provider = s.provider AND t.instance_type = s.instance_type
              WHERE v.withdrawn = 0
@@ -171,13 +186,13 @@ impl Store {
                ON o.provider = ss.provider AND o.instance_type = ss.instance_type AND o.zone = ss.zone
               AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
                                    WHERE provider = ss.provider AND instance_type = ss.instance_type
-                                     AND zone = ss.zone)
+                                     AND zone = ss.zone AND (?2 IS NULL OR observed_at <= ?2))
              JOIN instance_types t
                ON t.provider = ss.provider AND t.instance_type = ss.instance_type
              WHERE ?1 IS NULL OR (ss.provider, ss.instance_type) IN
                    (SELECT value ->> 0, value ->> 1 FROM json_each(?1))",
         )?;
-        let rows = stmt.query_map([keys], read_price)?;
+        let rows = stmt.query_map(params![keys, at.map(ts)], read_price)?;
         let mut out = Vec::new();
         for row in rows {
             let (mut price, observed_at, regions) = row?;
@@ -362,6 +377,37 @@ impl Store {
             })
         })
         .transpose()
+    }
+
+    /// The problem a saved plan solved, as it was stored.
+    ///
+    /// # Errors
+    /// On a database error or an unreadable stored value.
+    pub fn saved_plan_problem(&self, id: i64) -> Result<Option<serde_json::Value>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT problem_json FROM plans WHERE id = ?1")?;
+        let text: Option<String> = stmt.query_row([id], |r| r.get(0)).optional()?;
+        text.map(|t| {
+            serde_json::from_str(&t)
+                .map_err(|e| StoreError::Corrupt(format!("plan {id} problem: {e}")))
+        })
+        .transpose()
+    }
+
+    /// The plan of the same name saved just before plan `id`.
+    ///
+    /// # Errors
+    /// On a database error or an unreadable stored value.
+    pub fn previous_plan(&self, id: i64, name: &str) -> Result<Option<SavedPlan>, StoreError> {
+        let previous: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT max(id) FROM plans WHERE name = ?1 AND id < ?2")?
+            .query_row(params![name, id], |r| r.get(0))?;
+        match previous {
+            Some(prev) => self.saved_plan(Some(prev), None),
+            None => Ok(None),
+        }
     }
 
     /// A marker of the catalog's state: (good runs, newest good run id). Every

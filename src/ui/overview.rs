@@ -1,0 +1,179 @@
+//! `GET /`: the cheapest price per GPU model now and how it moved, and the
+//! freshness of every source.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::Response;
+use chrono::{Duration, Utc};
+use maud::{Markup, html};
+
+use super::{PageError, age, layout, money};
+use crate::api::{AppState, read};
+use crate::catalog::{self, CatalogRecord, PriceFilter};
+use gpuplan_providers::PriceScope;
+
+/// The three prices a card shows.
+const GROUPS: [&str; 3] = ["on_demand", "spot", "committed"];
+
+fn group(record: &CatalogRecord) -> &'static str {
+    match record.price_kind.as_str() {
+        "on_demand" => "on_demand",
+        "spot" => "spot",
+        _ => "committed",
+    }
+}
+
+/// The cheapest USD per GPU-hour of each (GPU model, group), with the offer.
+type Cheapest = BTreeMap<(String, &'static str), CatalogRecord>;
+
+fn cheapest(records: Vec<CatalogRecord>) -> Cheapest {
+    let mut out: Cheapest = BTreeMap::new();
+    for r in records {
+        let key = (r.gpu_model.clone(), group(&r));
+        if out
+            .get(&key)
+            .is_none_or(|best| r.usd_per_gpu_hour < best.usd_per_gpu_hour)
+        {
+            out.insert(key, r);
+        }
+    }
+    out
+}
+
+/// One source's freshness row.
+struct Source {
+    name: String,
+    last_good: Option<chrono::DateTime<Utc>>,
+    stale: bool,
+    last_error: Option<String>,
+}
+
+pub async fn page(State(state): State<Arc<AppState>>) -> Result<Response, PageError> {
+    let (now, then_day, then_week, sources) = read(&state, |store, fresh, state| {
+        let filter = PriceFilter {
+            scopes: vec![PriceScope::Instance],
+            ..PriceFilter::default()
+        };
+        let at = |back: Duration| {
+            catalog::prices_at(store, &fresh, &filter, Some(fresh.now - back)).map(cheapest)
+        };
+        let now = cheapest(catalog::prices(store, &fresh, &filter)?);
+        let (day, week) = (at(Duration::hours(24))?, at(Duration::days(7))?);
+        let errors: BTreeMap<String, (String, Option<String>)> = store
+            .latest_runs()?
+            .into_iter()
+            .map(|(source, status, error)| (source, (status, error)))
+            .collect();
+        let mut names: Vec<String> = state.intervals.keys().cloned().collect();
+        names.extend(fresh.last_good.keys().cloned());
+        names.sort();
+        names.dedup();
+        let sources = names
+            .into_iter()
+            .map(|name| Source {
+                last_good: fresh.last_good.get(&name).copied(),
+                stale: fresh.is_stale(&name),
+                last_error: errors
+                    .get(&name)
+                    .filter(|(status, _)| status == "failed")
+                    .and_then(|(_, e)| e.clone()),
+                name,
+            })
+            .collect::<Vec<_>>();
+        Ok((now, day, week, (sources, fresh.now)))
+    })
+    .await?;
+    let (sources, at) = sources;
+    let models: Vec<&String> = {
+        let mut m: Vec<&String> = now.keys().map(|(model, _)| model).collect();
+        m.dedup();
+        m
+    };
+    let body = html! {
+        h1 { "GPU prices now" }
+        @if models.is_empty() {
+            p { "No prices yet. The first sync of each source fills the catalog; the table below shows how they are doing." }
+        }
+        section.cards {
+            @for model in &models {
+                article.card {
+                    h2 { a href={ "/ui/prices?gpu=" (model) "&unit=gpu&sort=usd_per_gpu_hour" } { (model) } }
+                    table {
+                        thead { tr { th { "" } th { "USD/GPU-h" } th { "24 h" } th { "7 d" } } }
+                        tbody {
+                            @for g in GROUPS {
+                                (card_row(model, g, &now, &then_day, &then_week))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Sources" }
+        table.sources {
+            thead { tr { th { "source" } th { "last good sync" } th { "age" } th { "state" } th { "last error" } } }
+            tbody {
+                @for s in &sources {
+                    tr {
+                        td { (s.name) }
+                        td { @if let Some(t) = s.last_good { (t.format("%Y-%m-%d %H:%M UTC")) } @else { "never" } }
+                        td { @if let Some(t) = s.last_good { (age(at, t)) } @else { "—" } }
+                        td { @if s.stale { span.badge.stale { "stale" } } @else { span.badge.ok { "fresh" } } }
+                        td.error { @if let Some(e) = &s.last_error { (e) } }
+                    }
+                }
+            }
+        }
+        p.links {
+            a href="/ui/prices" { "All prices" } " · "
+            a href="/ui/spot" { "Spot history" } " · "
+            a href="/ui/plans/latest" { "The latest plan" } " · "
+            a href="/ui/alerts" { "Alerts" }
+        }
+    };
+    Ok(layout("Overview", "/", &body))
+}
+
+fn card_row(
+    model: &str,
+    group: &'static str,
+    now: &Cheapest,
+    day: &Cheapest,
+    week: &Cheapest,
+) -> Markup {
+    let key = (model.to_owned(), group);
+    let current = now.get(&key);
+    let label = match group {
+        "on_demand" => "on-demand",
+        "spot" => "spot",
+        _ => "best committed",
+    };
+    let change = |past: &Cheapest| -> Markup {
+        match (current, past.get(&key)) {
+            (Some(c), Some(p)) if p.usd_per_gpu_hour > 0.0 => {
+                let pct = (c.usd_per_gpu_hour / p.usd_per_gpu_hour - 1.0) * 100.0;
+                let class = if pct < -0.05 {
+                    "down"
+                } else if pct > 0.05 {
+                    "up"
+                } else {
+                    "flat"
+                };
+                html! { span class=(class) { (format!("{pct:+.1}%")) } }
+            }
+            _ => html! { span.missing title="no price then" { "—" } },
+        }
+    };
+    html! {
+        tr {
+            th { (label) }
+            td title=[current.map(|c| format!("{} {} {} {}", c.provider, c.region, c.instance_type, c.price_kind))] {
+                (money(current.map(|c| c.usd_per_gpu_hour), "no current price of this kind"))
+            }
+            td { (change(day)) }
+            td { (change(week)) }
+        }
+    }
+}

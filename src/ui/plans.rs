@@ -1,0 +1,283 @@
+//! `GET /ui/plans/latest[?name=]` and `GET /ui/plans/{id}`: a saved plan as
+//! a stacked area over its horizon (reserved baseline, spot, on-demand GPUs)
+//! under the demand, its costs, the break-even of each reservation, what
+//! changed since the previous plan of its name, and a form that runs a new
+//! plan through `POST /v1/plans`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::response::Response;
+use maud::{Markup, html};
+use serde_json::{Value, json};
+
+use super::{PageError, data_island, layout, money, not_found};
+use crate::api::params::Params;
+use crate::api::{ApiError, AppState, read};
+use crate::store::SavedPlan;
+
+/// What the page shows of one plan.
+struct Shown {
+    plan: SavedPlan,
+    problem: Option<Value>,
+    previous: Option<SavedPlan>,
+}
+
+pub async fn latest(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, PageError> {
+    let p = Params::parse(uri.query(), &["name"])?;
+    let name = p.one("name")?;
+    let shown = load(&state, None, name.clone()).await?;
+    match shown {
+        Some(shown) => Ok(render(&shown)),
+        None => Ok(empty(name.as_deref())),
+    }
+}
+
+pub async fn by_id(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    let id: i64 = id
+        .parse()
+        .map_err(|_| ApiError::bad_parameter("id", format!("`{id}` is not a plan id")))?;
+    load(&state, Some(id), None)
+        .await?
+        .map(|shown| render(&shown))
+        .ok_or_else(|| not_found(format!("no plan {id}")))
+}
+
+async fn load(
+    state: &Arc<AppState>,
+    id: Option<i64>,
+    name: Option<String>,
+) -> Result<Option<Shown>, ApiError> {
+    read(state, move |store, _, _| {
+        let Some(plan) = store.saved_plan(id, name.as_deref())? else {
+            return Ok(None);
+        };
+        let problem = store.saved_plan_problem(plan.id)?;
+        let previous = match &plan.name {
+            Some(n) => store.previous_plan(plan.id, n)?,
+            None => None,
+        };
+        Ok(Some(Shown {
+            plan,
+            problem,
+            previous,
+        }))
+    })
+    .await
+}
+
+fn empty(name: Option<&str>) -> Response {
+    let body = html! {
+        h1 { "Plans" }
+        p { @if let Some(n) = name { "No plan named " code { (n) } " has been saved yet." } @else { "No plan has been saved yet." } }
+        (form(name))
+    };
+    layout("Plans", "/ui/plans/latest", &body)
+}
+
+/// The hourly GPUs of one kind: instances per offer per hour times the
+/// offer's GPUs per instance.
+fn gpus_per_hour(instances: &Value, gpus: &BTreeMap<String, f64>, horizon: usize) -> Vec<f64> {
+    let mut out = vec![0.0; horizon];
+    if let Some(by_offer) = instances.as_object() {
+        for (offer, hours) in by_offer {
+            let per = gpus.get(offer).copied().unwrap_or(1.0);
+            for (h, n) in hours.as_array().into_iter().flatten().enumerate() {
+                if let Some(slot) = out.get_mut(h) {
+                    *slot += n.as_f64().unwrap_or(0.0) * per;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The demand per hour: v1's list, or the classes' lists added up.
+fn demand(problem: &Value, horizon: usize) -> Vec<f64> {
+    let mut out = vec![0.0; horizon];
+    let lists: Vec<&Value> = match problem.get("classes").and_then(Value::as_array) {
+        Some(classes) => classes.iter().filter_map(|c| c.get("demand")).collect(),
+        None => problem.get("demand").into_iter().collect(),
+    };
+    for list in lists {
+        for (h, v) in list.as_array().into_iter().flatten().enumerate() {
+            if let Some(slot) = out.get_mut(h) {
+                *slot += v.as_f64().unwrap_or(0.0);
+            }
+        }
+    }
+    out
+}
+
+fn chart(shown: &Shown) -> Option<Value> {
+    let result = &shown.plan.result;
+    let horizon = result.get("horizon_hours")?.as_u64()? as usize;
+    let problem = shown.problem.as_ref()?;
+    let gpus: BTreeMap<String, f64> = problem
+        .get("offers")?
+        .as_array()?
+        .iter()
+        .filter_map(|o| {
+            Some((
+                o.get("id")?.as_str()?.to_owned(),
+                o.get("gpus_per_instance")?.as_f64()?,
+            ))
+        })
+        .collect();
+    let hourly = result.get("hourly")?;
+    let reserved = result
+        .get("reserved_gpus")
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0);
+    Some(json!({
+        "hours": (0..horizon).collect::<Vec<_>>(),
+        "reserved": vec![reserved; horizon],
+        "spot": gpus_per_hour(hourly.get("spot_instances")?, &gpus, horizon),
+        "on_demand": gpus_per_hour(hourly.get("on_demand_instances")?, &gpus, horizon),
+        "demand": demand(problem, horizon),
+    }))
+}
+
+fn number(v: Option<&Value>) -> Option<f64> {
+    v.and_then(Value::as_f64)
+}
+
+/// Reservations by (offer, option): count.
+fn purchases(result: &Value) -> BTreeMap<(String, String), f64> {
+    result
+        .get("reserved")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| {
+            Some((
+                (
+                    r.get("offer")?.as_str()?.to_owned(),
+                    r.get("option")?.as_str()?.to_owned(),
+                ),
+                r.get("count")?.as_f64()?,
+            ))
+        })
+        .collect()
+}
+
+fn changes(shown: &Shown) -> Markup {
+    let Some(previous) = &shown.previous else {
+        return html! { p { "No earlier plan of this name to compare with." } };
+    };
+    let (now, before) = (&shown.plan.result, &previous.result);
+    let (new, old) = (purchases(now), purchases(before));
+    let mut keys: Vec<&(String, String)> = new.keys().chain(old.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let cost_now = number(now.get("objective"));
+    let cost_before = number(before.get("objective"));
+    html! {
+        p {
+            "Against plan " a href={ "/ui/plans/" (previous.id) } { "#" (previous.id) }
+            " of " (previous.created_at.format("%Y-%m-%d %H:%M UTC")) ": cost "
+            (money(cost_before, "no cost")) " → " (money(cost_now, "no cost")) " USD"
+            @if let (Some(a), Some(b)) = (cost_now, cost_before) { " (" (format!("{:+.2}", a - b)) ")" }
+        }
+        table {
+            thead { tr { th { "offer" } th { "option" } th { "before" } th { "now" } } }
+            tbody {
+                @for key in keys {
+                    @let (b, n) = (old.get(key).copied().unwrap_or(0.0), new.get(key).copied().unwrap_or(0.0));
+                    tr class=[(b != n).then_some("changed")] {
+                        td { (key.0) } td { (key.1) } td.num { (b) } td.num { (n) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn render(shown: &Shown) -> Response {
+    let plan = &shown.plan;
+    let r = &plan.result;
+    let breakdown = r.get("cost_breakdown");
+    let part = |k: &str| number(breakdown.and_then(|b| b.get(k)));
+    let title = plan
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("plan {}", plan.id));
+    let body = html! {
+        h1 { "Plan: " (title) }
+        p.meta {
+            "#" (plan.id) " · saved " (plan.created_at.format("%Y-%m-%d %H:%M UTC"))
+            " · status " strong { (r.get("status").and_then(Value::as_str).unwrap_or("?")) }
+            " · horizon " (r.get("horizon_hours").and_then(Value::as_u64).unwrap_or(0)) " h"
+        }
+        @if let Some(data) = chart(shown) {
+            div.chart id="plan-chart" data-kind="plan" {}
+            (data_island("plan-data", &data))
+        }
+        h2 { "Cost" }
+        table.costs {
+            tbody {
+                tr { th { "reserved" } td.num { (money(part("reserved"), "no plan")) } }
+                tr { th { "spot" } td.num { (money(part("spot"), "no plan")) } }
+                tr { th { "on-demand" } td.num { (money(part("on_demand"), "no plan")) } }
+                tr.total { th { "total" } td.num { (money(number(r.get("objective")), "no plan")) } }
+                tr { th { "all on-demand" } td.num { (money(number(r.get("baseline_on_demand_cost")), "no baseline")) } }
+                tr { th { "savings" } td.num {
+                    (money(number(r.get("savings")), "no baseline"))
+                    @if let Some(pct) = number(r.get("savings_pct")) { " (" (format!("{pct:.1}")) " %)" }
+                } }
+            }
+        }
+        h2 { "Reservations" }
+        @let reserved = r.get("reserved").and_then(Value::as_array).cloned().unwrap_or_default();
+        @if reserved.is_empty() { p { "None: spot and on-demand serve all demand." } } @else {
+            table {
+                thead { tr { th { "offer" } th { "option" } th { "count" } th { "GPUs" } th { "USD/h each" } th { "break-even utilisation" } } }
+                tbody {
+                    @for p in &reserved {
+                        tr {
+                            td { (p.get("offer").and_then(Value::as_str).unwrap_or("")) }
+                            td { (p.get("option").and_then(Value::as_str).unwrap_or("")) }
+                            td.num { (number(p.get("count")).unwrap_or(0.0)) }
+                            td.num { (number(p.get("gpus")).unwrap_or(0.0)) }
+                            td.num { (money(number(p.get("effective_hourly_price")), "")) }
+                            td.num { @match number(p.get("break_even_utilization")) {
+                                Some(u) => (format!("{:.0} %", u * 100.0)),
+                                None => span.missing title="no on-demand price to compare with" { "—" },
+                            } }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "What changed" }
+        (changes(shown))
+        (form(plan.name.as_deref()))
+    };
+    layout(&title, "/ui/plans/latest", &body)
+}
+
+/// Runs a new plan from pasted or uploaded demand: the script sends it to
+/// `POST /v1/plans?save=true` as JSON, like any API client.
+fn form(name: Option<&str>) -> Markup {
+    html! {
+        h2 { "Run a new plan" }
+        form #plan-form method="post" action="/v1/plans?save=true" {
+            label { "Name " input name="name" value=(name.unwrap_or("dashboard")) required; }
+            label { "GPU " input name="gpu" placeholder="H100-80GB" required; }
+            label.wide { "Demand: GPUs per hour, one number per line or comma-separated"
+                textarea name="demand" rows="6" placeholder="8\n8\n12" required {} }
+            label { "or a file " input type="file" name="demand_file" accept=".csv,.txt"; }
+            button type="submit" { "Plan" }
+            p #plan-status role="status" {}
+        }
+        noscript { p { "Running a plan from this page needs JavaScript; "
+            code { "gpuplan plan --demand FILE" } " does the same from a shell." } }
+    }
+}

@@ -1,0 +1,467 @@
+//! `GET /ui/prices`: the offer table. The view lives in the query string
+//! (filters, unit, period, sort, columns), so a URL reproduces it and the
+//! browser's back and forward buttons work; `format=csv` and `format=json`
+//! export exactly the rows shown.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
+use serde_json::{Value, json};
+
+use super::{PageError, layout, money};
+use crate::api::params::Params;
+use crate::api::{ApiError, AppState, PRICE_FILTERS, price_filter, read};
+use crate::catalog::{self, CatalogRecord};
+
+/// Every column, in order: (name, heading). `price` is in the chosen unit
+/// and period.
+const COLUMNS: &[(&str, &str)] = &[
+    ("provider", "Provider"),
+    ("region", "Region"),
+    ("zone", "Zone"),
+    ("instance_type", "Instance"),
+    ("gpu_model", "GPU"),
+    ("gpu_count", "GPUs"),
+    ("gpu_memory_gib", "GiB/GPU"),
+    ("vcpus", "vCPUs"),
+    ("memory_gib", "RAM GiB"),
+    ("price_kind", "Kind"),
+    ("price", "Price"),
+    ("upfront_usd", "Upfront USD"),
+    ("usd_per_gpu_hour", "USD/GPU-h"),
+    ("stale", "Stale"),
+];
+
+const DEFAULT_COLUMNS: &[&str] = &[
+    "provider",
+    "region",
+    "zone",
+    "instance_type",
+    "gpu_model",
+    "gpu_count",
+    "price_kind",
+    "price",
+];
+
+/// The most rows one page shows; the exports carry every row.
+const MAX_ROWS_SHOWN: usize = 2000;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Instance,
+    Gpu,
+    GpuGib,
+}
+
+/// How the table is shown, from the query string.
+struct View {
+    unit: Unit,
+    /// Hours in the chosen period (1, 24, 730, 8760) and its name.
+    period: (f64, &'static str),
+    sort: String,
+    descending: bool,
+    columns: Vec<&'static str>,
+    min_gpus: Option<u32>,
+    max_gpus: Option<u32>,
+    min_memory: Option<f64>,
+    max_memory: Option<f64>,
+    format: Option<String>,
+}
+
+const VIEW_PARAMS: &[&str] = &[
+    "unit",
+    "period",
+    "sort",
+    "dir",
+    "cols",
+    "min_gpus",
+    "max_gpus",
+    "min_gpu_memory_gib",
+    "max_gpu_memory_gib",
+    "format",
+];
+
+fn view(p: &Params) -> Result<View, ApiError> {
+    let unit = match p.one("unit")?.as_deref() {
+        None | Some("instance") => Unit::Instance,
+        Some("gpu") => Unit::Gpu,
+        Some("gib") => Unit::GpuGib,
+        Some(other) => {
+            return Err(ApiError::bad_parameter(
+                "unit",
+                format!("`{other}` is not one of instance, gpu, gib"),
+            ));
+        }
+    };
+    let period = match p.one("period")?.as_deref() {
+        None | Some("hour") => (1.0, "hour"),
+        Some("day") => (24.0, "day"),
+        Some("month") => (730.0, "month"),
+        Some("year") => (8760.0, "year"),
+        Some(other) => {
+            return Err(ApiError::bad_parameter(
+                "period",
+                format!("`{other}` is not one of hour, day, month, year"),
+            ));
+        }
+    };
+    let column = |name: &str, key: &str| {
+        COLUMNS
+            .iter()
+            .find(|(c, _)| *c == name)
+            .map(|(c, _)| *c)
+            .ok_or_else(|| {
+                ApiError::bad_parameter(
+                    key,
+                    format!(
+                        "`{name}` is not a column; columns: {}",
+                        COLUMNS
+                            .iter()
+                            .map(|(c, _)| *c)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })
+    };
+    let sort = column(
+        &p.one("sort")?.unwrap_or_else(|| "price".to_owned()),
+        "sort",
+    )?
+    .to_owned();
+    let descending = match p.one("dir")?.as_deref() {
+        None | Some("asc") => false,
+        Some("desc") => true,
+        Some(other) => {
+            return Err(ApiError::bad_parameter(
+                "dir",
+                format!("`{other}` is not asc or desc"),
+            ));
+        }
+    };
+    let mut columns = p
+        .all("cols")
+        .iter()
+        .map(|c| column(c, "cols"))
+        .collect::<Result<Vec<_>, _>>()?;
+    if columns.is_empty() {
+        columns = DEFAULT_COLUMNS.to_vec();
+    }
+    let format = p.one("format")?;
+    if let Some(f) = format
+        .as_deref()
+        .filter(|f| !matches!(*f, "csv" | "json" | "html"))
+    {
+        return Err(ApiError::bad_parameter(
+            "format",
+            format!("`{f}` is not csv, json or html"),
+        ));
+    }
+    let non_negative = |key: &str| -> Result<Option<f64>, ApiError> {
+        let v = p.parsed::<f64>(key, "a number")?;
+        if v.is_some_and(|v| !v.is_finite() || v < 0.0) {
+            return Err(ApiError::bad_parameter(key, "must be a number >= 0"));
+        }
+        Ok(v)
+    };
+    Ok(View {
+        unit,
+        period,
+        sort,
+        descending,
+        columns,
+        min_gpus: p.parsed("min_gpus", "a whole number")?,
+        max_gpus: p.parsed("max_gpus", "a whole number")?,
+        min_memory: non_negative("min_gpu_memory_gib")?,
+        max_memory: non_negative("max_gpu_memory_gib")?,
+        format: format.filter(|f| f != "html"),
+    })
+}
+
+impl View {
+    fn keeps(&self, r: &CatalogRecord) -> bool {
+        let memory = r.gpu_memory_gib;
+        self.min_gpus.is_none_or(|m| r.gpu_count >= m)
+            && self.max_gpus.is_none_or(|m| r.gpu_count <= m)
+            && self
+                .min_memory
+                .is_none_or(|m| memory.is_some_and(|g| g >= m))
+            && self
+                .max_memory
+                .is_none_or(|m| memory.is_some_and(|g| g <= m))
+    }
+
+    /// The price in the view's unit and period, or why there is none.
+    fn price(&self, r: &CatalogRecord) -> Result<f64, &'static str> {
+        let hourly = match self.unit {
+            Unit::Instance => r.usd_per_hour,
+            Unit::Gpu => r.usd_per_gpu_hour,
+            Unit::GpuGib => match r.gpu_memory_gib {
+                Some(gib) if gib > 0.0 && r.gpu_count > 0 => {
+                    r.usd_per_hour / (gib * f64::from(r.gpu_count))
+                }
+                _ => return Err("GPU memory unknown"),
+            },
+        };
+        Ok(hourly * self.period.0)
+    }
+
+    fn price_heading(&self) -> String {
+        let per = match self.unit {
+            Unit::Instance => "instance",
+            Unit::Gpu => "GPU",
+            Unit::GpuGib => "GiB of GPU memory",
+        };
+        format!("USD per {per} per {}", self.period.1)
+    }
+}
+
+/// A cell's value as JSON, which the table, the CSV and the JSON all show.
+fn cell(view: &View, r: &CatalogRecord, column: &str) -> Value {
+    match column {
+        "provider" => json!(r.provider),
+        "region" => json!(r.region),
+        "zone" => json!(r.zone),
+        "instance_type" => json!(r.instance_type),
+        "gpu_model" => json!(r.gpu_model),
+        "gpu_count" => json!(r.gpu_count),
+        "gpu_memory_gib" => json!(r.gpu_memory_gib),
+        "vcpus" => json!(r.vcpus),
+        "memory_gib" => json!(r.memory_gib),
+        "price_kind" => match &r.offering_class {
+            Some(class) => json!(format!("{} ({class})", r.price_kind)),
+            None => json!(r.price_kind),
+        },
+        "price" => view.price(r).map_or(Value::Null, |v| json!(v)),
+        "upfront_usd" => json!(r.upfront_usd),
+        "usd_per_gpu_hour" => json!(r.usd_per_gpu_hour),
+        "stale" => json!(r.stale),
+        _ => Value::Null,
+    }
+}
+
+/// Sorts by the view's column; missing values go last either way.
+fn sort(view: &View, rows: &mut [CatalogRecord]) {
+    rows.sort_by(|a, b| {
+        let (x, y) = (cell(view, a, &view.sort), cell(view, b, &view.sort));
+        let order = match (&x, &y) {
+            (Value::Null, Value::Null) => std::cmp::Ordering::Equal,
+            (Value::Null, _) => return std::cmp::Ordering::Greater,
+            (_, Value::Null) => return std::cmp::Ordering::Less,
+            (Value::Number(m), Value::Number(n)) => m
+                .as_f64()
+                .unwrap_or(0.0)
+                .total_cmp(&n.as_f64().unwrap_or(0.0)),
+            _ => x.to_string().cmp(&y.to_string()),
+        };
+        if view.descending {
+            order.reverse()
+        } else {
+            order
+        }
+    });
+}
+
+pub async fn page(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, PageError> {
+    let p = Params::parse(uri.query(), &[PRICE_FILTERS, VIEW_PARAMS].concat())?;
+    let filter = price_filter(&p)?;
+    let view = view(&p)?;
+    let mut rows = read(&state, move |store, fresh, _| {
+        catalog::prices(store, &fresh, &filter)
+    })
+    .await?;
+    rows.retain(|r| view.keeps(r));
+    sort(&view, &mut rows);
+    Ok(match view.format.as_deref() {
+        Some("csv") => csv(&view, &rows),
+        Some("json") => json_rows(&view, &rows),
+        _ => html_page(&view, &rows, &p, uri.query().unwrap_or("")),
+    })
+}
+
+fn csv(view: &View, rows: &[CatalogRecord]) -> Response {
+    let mut out = view.columns.join(",");
+    out.push('\n');
+    for r in rows {
+        let line: Vec<String> = view
+            .columns
+            .iter()
+            .map(|c| match cell(view, r, c) {
+                Value::Null => String::new(),
+                Value::String(s) => csv_field(&s),
+                v => v.to_string(),
+            })
+            .collect();
+        out.push_str(&line.join(","));
+        out.push('\n');
+    }
+    (
+        [
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"gpuplan-prices.csv\"",
+            ),
+        ],
+        out,
+    )
+        .into_response()
+}
+
+/// A CSV field, quoted when it holds a comma, quote or line break, and with
+/// a leading `=`, `+`, `-` or `@` defused so that a spreadsheet does not run
+/// a provider's string as a formula.
+fn csv_field(s: &str) -> String {
+    let s = if s.starts_with(['=', '+', '-', '@']) {
+        format!("'{s}")
+    } else {
+        s.to_owned()
+    };
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s
+    }
+}
+
+fn json_rows(view: &View, rows: &[CatalogRecord]) -> Response {
+    let rows: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            view.columns
+                .iter()
+                .map(|c| ((*c).to_owned(), cell(view, r, c)))
+                .collect::<serde_json::Map<_, _>>()
+                .into()
+        })
+        .collect();
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        json!({
+            "unit": view.price_heading(),
+            "columns": view.columns,
+            "rows": rows,
+        })
+        .to_string(),
+    )
+        .into_response()
+}
+
+/// `query` with `key` set to `value` (and every other value of it dropped).
+fn with(query: &str, key: &str, value: &str) -> String {
+    let mut pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .filter(|(k, _)| k != key && k != "format")
+        .collect();
+    pairs.push((key.to_owned(), value.to_owned()));
+    let encoded = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs)
+        .finish();
+    format!("/ui/prices?{encoded}")
+}
+
+fn html_page(view: &View, rows: &[CatalogRecord], p: &Params, query: &str) -> Response {
+    let value = |key: &str| p.all(key).join(",");
+    let shown = &rows[..rows.len().min(MAX_ROWS_SHOWN)];
+    let heading = |column: &str, label: &str| -> Markup {
+        let dir = if view.sort == column && !view.descending {
+            "desc"
+        } else {
+            "asc"
+        };
+        let label = if column == "price" {
+            view.price_heading()
+        } else {
+            label.to_owned()
+        };
+        let arrow = match (view.sort == column, view.descending) {
+            (true, false) => " ▲",
+            (true, true) => " ▼",
+            _ => "",
+        };
+        let target = with(&with(query, "sort", column), "dir", dir);
+        html! { th { a href=(target) { (label) (arrow) } } }
+    };
+    let body = html! {
+        h1 { "Prices" }
+        form.filters method="get" action="/ui/prices" {
+            label { "GPU " input name="gpu" value=(value("gpu")) placeholder="H100, A10G"; }
+            label { "Provider " input name="provider" value=(value("provider")) placeholder="aws, azure"; }
+            label { "Region " input name="region" value=(value("region")); }
+            label { "Kind " input name="kind" value=(value("kind")) placeholder="on_demand, spot"; }
+            label { "Max USD/GPU-h " input name="max_usd_per_gpu_hour" value=(value("max_usd_per_gpu_hour")) size="6"; }
+            label { "GPUs " input name="min_gpus" value=(value("min_gpus")) size="3"; " – " input name="max_gpus" value=(value("max_gpus")) size="3"; }
+            label { "GiB/GPU " input name="min_gpu_memory_gib" value=(value("min_gpu_memory_gib")) size="4"; " – " input name="max_gpu_memory_gib" value=(value("max_gpu_memory_gib")) size="4"; }
+            label { "Unit "
+                select name="unit" {
+                    @for (v, l) in [("instance", "per instance"), ("gpu", "per GPU"), ("gib", "per GiB of GPU memory")] {
+                        option value=(v) selected[value("unit") == v || (v == "instance" && value("unit").is_empty())] { (l) }
+                    }
+                }
+            }
+            label { "Period "
+                select name="period" {
+                    @for v in ["hour", "day", "month", "year"] {
+                        option value=(v) selected[view.period.1 == v] { (v) }
+                    }
+                }
+            }
+            input type="hidden" name="sort" value=(view.sort);
+            input type="hidden" name="dir" value=(if view.descending { "desc" } else { "asc" });
+            details.columns {
+                summary { "Columns" }
+                @for (c, l) in COLUMNS {
+                    label { input type="checkbox" name="cols" value=(c) checked[view.columns.contains(c)]; " " (l) }
+                }
+            }
+            button type="submit" { "Show" }
+        }
+        p.export {
+            (rows.len()) " offers"
+            @if rows.len() > shown.len() { " (the first " (shown.len()) " shown; the exports have all)" }
+            " · " a href=(with(query, "format", "csv")) { "CSV" }
+            " · " a href=(with(query, "format", "json")) { "JSON" }
+        }
+        table.prices id="prices" {
+            thead { tr {
+                @for c in &view.columns {
+                    (heading(c, COLUMNS.iter().find(|(n, _)| n == c).map_or("", |(_, l)| l)))
+                }
+            } }
+            tbody {
+                @for r in shown {
+                    tr {
+                        @for c in &view.columns {
+                            @match *c {
+                                "price" => td.num { (money(view.price(r).ok(), view.price(r).err().unwrap_or(""))) },
+                                "upfront_usd" | "usd_per_gpu_hour" => td.num { (money(cell(view, r, c).as_f64(), "")) },
+                                "stale" => td { @if r.stale { span.badge.stale { "stale" } } },
+                                _ => td { (match cell(view, r, c) { Value::String(s) => s, Value::Null => "—".to_owned(), v => v.to_string() }) },
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    layout("Prices", "/ui/prices", &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_are_quoted_and_formulas_defused() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("=HYPERLINK(1)"), "'=HYPERLINK(1)");
+    }
+}

@@ -1,0 +1,180 @@
+// gpuplan dashboard: draws the charts from the pages' JSON data islands and
+// sends the plan and sign-in forms as JSON. No inline script: the pages'
+// Content-Security-Policy allows only this file and the bundled uPlot.
+"use strict";
+
+(function () {
+  function island(id) {
+    var el = document.getElementById(id);
+    return el ? JSON.parse(el.textContent) : null;
+  }
+
+  function width(el) {
+    return Math.max(320, Math.min(el.clientWidth || 900, 1200));
+  }
+
+  var COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+
+  // Spot prices hold until the next report: each zone's line is a step
+  // function over the union of every zone's timestamps.
+  function spotChart(el, data) {
+    var times = {};
+    data.series.forEach(function (s) {
+      s.points.forEach(function (p) { times[Math.max(p[0], data.since)] = true; });
+    });
+    times[data.since] = true;
+    times[data.until] = true;
+    var xs = Object.keys(times).map(Number).sort(function (a, b) { return a - b; });
+    var columns = [xs];
+    var series = [{}];
+    data.series.forEach(function (s, i) {
+      var ys = [];
+      var j = 0;
+      var current = null;
+      xs.forEach(function (x) {
+        while (j < s.points.length && s.points[j][0] <= x) { current = s.points[j][1]; j++; }
+        ys.push(current);
+      });
+      columns.push(ys);
+      series.push({
+        label: s.label,
+        stroke: COLORS[i % COLORS.length],
+        width: 1.5,
+        paths: uPlot.paths.stepped({ align: 1 }),
+        value: function (u, v) { return v == null ? "—" : v.toFixed(4); }
+      });
+    });
+    [["on-demand", data.on_demand, "#555"], ["best committed", data.committed, "#999"]].forEach(function (ref) {
+      if (ref[1] == null) { return; }
+      columns.push(xs.map(function () { return ref[1]; }));
+      series.push({ label: ref[0], stroke: ref[2], dash: [6, 4], width: 1 });
+    });
+    return new uPlot({
+      width: width(el),
+      height: 360,
+      series: series,
+      axes: [{}, { label: "USD per instance-hour", size: 70 }],
+      scales: { x: { time: true } }
+    }, columns, el);
+  }
+
+  // The plan's GPUs per hour, stacked: reserved at the bottom, then spot,
+  // then on-demand, with the demand as a line on top.
+  function planChart(el, data) {
+    var reserved = data.reserved;
+    var spot = data.spot.map(function (v, i) { return reserved[i] + v; });
+    var total = data.on_demand.map(function (v, i) { return spot[i] + v; });
+    var layers = [
+      ["on-demand", total, "#ff7f0e"],
+      ["spot", spot, "#2ca02c"],
+      ["reserved", reserved, "#1f77b4"]
+    ];
+    var series = [{ label: "hour" }];
+    var columns = [data.hours];
+    layers.forEach(function (l) {
+      series.push({ label: l[0], stroke: l[2], fill: l[2] + "99", width: 1 });
+      columns.push(l[1]);
+    });
+    series.push({ label: "demand", stroke: "#000", width: 2 });
+    columns.push(data.demand);
+    return new uPlot({
+      width: width(el),
+      height: 360,
+      series: series,
+      axes: [{ label: "hour of the horizon" }, { label: "GPUs", size: 60 }],
+      scales: { x: { time: false } }
+    }, columns, el);
+  }
+
+  function status(el, text) {
+    if (el) { el.textContent = text; }
+  }
+
+  function postJson(url, body) {
+    return fetch(url, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      credentials: "same-origin",
+      body: JSON.stringify(body)
+    });
+  }
+
+  function errorText(response) {
+    return response.json().then(
+      function (doc) { return doc.error || ("HTTP " + response.status); },
+      function () { return "HTTP " + response.status; }
+    );
+  }
+
+  function numbers(text) {
+    return text.split(/[\s,;]+/).filter(function (t) { return t.length > 0; }).map(Number);
+  }
+
+  function planForm(form) {
+    var out = document.getElementById("plan-status");
+    var file = form.querySelector("input[name=demand_file]");
+    if (file) {
+      file.addEventListener("change", function () {
+        if (!file.files.length) { return; }
+        file.files[0].text().then(function (text) {
+          // A CSV's header line and any hour column are dropped: the last
+          // number of each line is the demand.
+          var values = text.split(/\r?\n/).map(function (line) {
+            var cells = line.split(",");
+            return cells[cells.length - 1].trim();
+          }).filter(function (v) { return v !== "" && !isNaN(Number(v)); });
+          form.elements.demand.value = values.join("\n");
+        });
+      });
+    }
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var demand = numbers(form.elements.demand.value);
+      if (!demand.length || demand.some(isNaN)) {
+        status(out, "The demand must be numbers, one per hour.");
+        return;
+      }
+      var name = form.elements.name.value.trim();
+      status(out, "Planning…");
+      postJson("/v1/plans?save=true", {
+        name: name,
+        gpu: form.elements.gpu.value.split(",").map(function (g) { return g.trim(); }).filter(Boolean),
+        demand: demand
+      })
+        .then(function (response) {
+          if (response.ok) {
+            window.location.assign("/ui/plans/latest?name=" + encodeURIComponent(name));
+          } else {
+            errorText(response).then(function (text) { status(out, text); });
+          }
+        }, function (err) { status(out, String(err)); });
+    });
+  }
+
+  function loginForm(form) {
+    var out = document.getElementById("login-status");
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      postJson("/ui/login", { token: form.elements.token.value }).then(function (response) {
+        if (response.ok) {
+          window.location.assign("/");
+        } else {
+          errorText(response).then(function (text) { status(out, text); });
+        }
+      }, function (err) { status(out, String(err)); });
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var spot = island("spot-data");
+    var spotEl = document.getElementById("spot-chart");
+    if (spot && spotEl) { spotChart(spotEl, spot); }
+    var plan = island("plan-data");
+    var planEl = document.getElementById("plan-chart");
+    if (plan && planEl) { planChart(planEl, plan); }
+    var pf = document.getElementById("plan-form");
+    if (pf) { planForm(pf); }
+    var lf = document.getElementById("login-form");
+    if (lf) { loginForm(lf); }
+  });
+})();

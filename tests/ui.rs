@@ -1,0 +1,424 @@
+//! The dashboard, rendered by the real daemon in-process over a seeded
+//! catalog: every page and export, checked against the JSON API, for HTML
+//! escaping of provider strings, for URLs that leave the machine, and for the
+//! browser login beyond loopback.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use gpuplan::config::Config;
+use gpuplan::daemon::{self, Options};
+use gpuplan::store::Store;
+use gpuplan_providers::secret::Secret;
+use gpuplan_providers::{InstanceType, Scope, Snapshot, SpotObservation};
+use reqwest::header;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+/// A price sheet whose instance names include markup that must stay text.
+const SHEET: &str = "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,gpu_memory_gib,upfront_usd\n\
+    onprem-fra,dgx-h100,H100,8,on_demand,18.4,80,0\n\
+    onprem-fra,dgx-h100,H100,8,reserved_1y,14,80,61320\n\
+    onprem-fra,<script>alert(1)</script>,X9000,4,on_demand,2.1,,0\n\
+    onprem-fra,\"l4,box\",L4,1,on_demand,0.6,24,0\n";
+
+struct Daemon {
+    base: String,
+    http: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    _dir: tempfile::TempDir,
+}
+
+/// Seeds spot history of one AWS type in two zones, then starts the daemon
+/// with the sheet as its only source (and `token` beyond loopback).
+async fn start(token: Option<&str>) -> Daemon {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("sheet.csv"), SHEET).unwrap();
+    let text = "[store]\npath = \"catalog.db\"\n\
+        [fx]\nCNY = 7.0\n\
+        [providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
+        [providers.file.onprem]\npath = \"sheet.csv\"\n\
+        [alerts.channels.log]\ntype = \"log\"\n\
+        [[alerts.rules]]\nname = \"cheap-h100\"\nkind = \"price_below\"\ngpu_models = [\"H100\"]\nusd_per_gpu_hour = 3.0\nchannels = [\"log\"]\n";
+    std::fs::write(dir.path().join("gpuplan.toml"), text).unwrap();
+    let config = Config::parse(text, dir.path()).unwrap();
+    seed_spot(&dir.path().join("catalog.db"));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let options = Options {
+        grace: Duration::from_secs(5),
+        token: token.map(Secret::new),
+    };
+    let task = tokio::spawn(async move {
+        daemon::run(config, listener, options, async move {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    let d = Daemon {
+        base,
+        http: reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap(),
+        stop: Some(stop),
+        task,
+        _dir: dir,
+    };
+    // The sheet's first sync.
+    for _ in 0..500 {
+        let r = d.http.get(format!("{}/v1/prices?provider=file", d.base));
+        let r = match token {
+            Some(t) => r.bearer_auth(t),
+            None => r,
+        };
+        if let Ok(r) = r.send().await
+            && let Ok(v) = r.json::<Value>().await
+            && v.as_array().is_some_and(|a| a.len() == 4)
+        {
+            return d;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the sheet never synced");
+}
+
+fn seed_spot(path: &std::path::Path) {
+    let mut store = Store::open(path).unwrap();
+    let now = Utc::now();
+    let run = store.begin_run("aws", Scope::Full, now).unwrap();
+    let at = |hours_ago: i64| now - chrono::Duration::hours(hours_ago);
+    let obs = |zone: &str, hours_ago, usd| SpotObservation {
+        region: "us-east-1".into(),
+        zone: zone.into(),
+        instance_type: "p5.48xlarge".into(),
+        usd_per_hour: usd,
+        observed_at: at(hours_ago),
+    };
+    let snapshot = Snapshot {
+        instance_types: vec![InstanceType {
+            instance_type: "p5.48xlarge".into(),
+            gpu_model: "H100-80GB".into(),
+            gpu_count: 8,
+            gpu_memory_gib: Some(80.0),
+            vcpus: Some(192),
+            memory_gib: Some(2048.0),
+        }],
+        spot_observations: vec![
+            obs("us-east-1a", 30, 40.0),
+            obs("us-east-1a", 5, 38.5),
+            obs("us-east-1b", 20, 41.0),
+        ],
+        ..Snapshot::default()
+    };
+    store
+        .write_snapshot(run, "aws", &snapshot, now, now)
+        .unwrap();
+}
+
+impl Daemon {
+    async fn get(&self, path: &str) -> reqwest::Response {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A page's HTML, after checking the answer is a page with our policy.
+    async fn page(&self, path: &str) -> String {
+        let r = self.get(path).await;
+        assert_eq!(r.status(), 200, "{path}");
+        let csp = r.headers()[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap();
+        assert!(
+            csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+            "{csp}"
+        );
+        assert!(
+            r.headers()[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with("text/html")
+        );
+        let html = r.text().await.unwrap();
+        check_no_outside_urls(path, &html);
+        check_scripts(path, &html);
+        html
+    }
+
+    async fn json(&self, path: &str) -> Value {
+        self.get(path).await.json().await.unwrap()
+    }
+
+    async fn plan(&self, name: &str, demand: &[f64]) {
+        let r = self
+            .http
+            .post(format!("{}/v1/plans?save=true", self.base))
+            .header("content-type", "application/json")
+            .body(json!({"name": name, "gpu": ["H100"], "demand": demand}).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    }
+
+    async fn stop(mut self) {
+        self.stop.take().unwrap().send(()).unwrap();
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+/// Every absolute URL in a page is the daemon's own (there should be none).
+fn check_no_outside_urls(path: &str, html: &str) {
+    for scheme in ["http://", "https://", "//"] {
+        for (i, _) in html.match_indices(scheme) {
+            let rest = &html[i + scheme.len()..];
+            assert!(
+                ["127.0.0.1", "localhost", "[::1]"]
+                    .iter()
+                    .any(|h| rest.starts_with(h)),
+                "{path} links outside: {}",
+                &html[i..(i + 60).min(html.len())]
+            );
+        }
+    }
+}
+
+/// No inline script: every `<script` loads a file or is a JSON data island.
+fn check_scripts(path: &str, html: &str) {
+    for (i, _) in html.match_indices("<script") {
+        let tag = &html[i..i + html[i..].find('>').unwrap()];
+        assert!(
+            tag.contains(" src=\"/ui/assets/") || tag.contains("type=\"application/json\""),
+            "{path}: inline script {tag}"
+        );
+    }
+}
+
+/// The cells of each row of the table with `id`, as text.
+fn rows(html: &str, id: &str) -> Vec<Vec<String>> {
+    let start = html.find(&format!("id=\"{id}\"")).expect("the table");
+    let body = &html[start..];
+    let body = &body[body.find("<tbody>").unwrap()..body.find("</tbody>").unwrap()];
+    body.split("<tr")
+        .skip(1)
+        .map(|row| {
+            row.split("<td")
+                .skip(1)
+                .map(|cell| {
+                    let inner = &cell[cell.find('>').unwrap() + 1..cell.find("</td>").unwrap()];
+                    strip_tags(inner)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn strip_tags(s: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for c in s.chars() {
+        match c {
+            '<' => inside = true,
+            '>' => inside = false,
+            c if !inside => out.push(c),
+            _ => {}
+        }
+    }
+    out.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
+    let d = start(None).await;
+
+    let overview = d.page("/").await;
+    for link in ["/ui/prices", "/ui/spot", "/ui/plans/latest", "/ui/alerts"] {
+        assert!(
+            overview.contains(&format!("href=\"{link}\"")),
+            "no link to {link}"
+        );
+    }
+    assert!(overview.contains("H100") && overview.contains("file:onprem"));
+
+    // The table shows exactly the API's rows.
+    let api = d.json("/v1/prices").await;
+    let api = api.as_array().unwrap();
+    let html = d
+        .page("/ui/prices?cols=provider,region,instance_type,price_kind,usd_per_gpu_hour&sort=usd_per_gpu_hour")
+        .await;
+    let shown = rows(&html, "prices");
+    assert_eq!(shown.len(), api.len());
+    let mut from_api: Vec<(String, String)> = api
+        .iter()
+        .map(|r| {
+            (
+                r["instance_type"].as_str().unwrap().to_owned(),
+                r["price_kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let mut from_html: Vec<(String, String)> =
+        shown.iter().map(|r| (r[2].clone(), r[3].clone())).collect();
+    from_api.sort();
+    from_html.sort();
+    assert_eq!(from_html, from_api);
+
+    // Provider strings are text, never markup.
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(!html.contains("<script>alert(1)"));
+
+    // The exports hold the rows shown, in the order shown.
+    let view = "/ui/prices?provider=file&unit=gib&period=month&sort=price&dir=desc&cols=instance_type,price_kind,price";
+    let csv = d
+        .get(&format!("{view}&format=csv"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let exported = d.json(&format!("{view}&format=json")).await;
+    let json_rows = exported["rows"].as_array().unwrap();
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let csv_rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    assert_eq!(csv_rows.len(), json_rows.len());
+    assert_eq!(csv_rows.len(), 4);
+    for (c, j) in csv_rows.iter().zip(json_rows) {
+        assert_eq!(c[0], *j["instance_type"].as_str().unwrap());
+        match j["price"].as_f64() {
+            Some(p) => assert!((c[2].parse::<f64>().unwrap() - p).abs() < 1e-9),
+            None => assert_eq!(&c[2], "", "a missing price is empty, never 0"),
+        }
+    }
+    // Per GiB of GPU memory per month: dgx-h100 on demand is 18.4 / 640 x 730.
+    let dgx = json_rows
+        .iter()
+        .find(|r| r["instance_type"] == "dgx-h100" && r["price_kind"] == "on_demand")
+        .unwrap();
+    assert!((dgx["price"].as_f64().unwrap() - 18.4 / 640.0 * 730.0).abs() < 1e-9);
+    let html = d.page(view).await;
+    assert!(
+        html.contains("title=\"GPU memory unknown\""),
+        "a missing price says why"
+    );
+
+    let spot = d
+        .page("/ui/spot?instance=p5.48xlarge&region=us-east-1&range=7d")
+        .await;
+    assert!(spot.contains("id=\"spot-data\"") && spot.contains("id=\"spot-chart\""));
+    let stats = rows(&spot, "spot-stats");
+    assert_eq!(stats.len(), 3, "two zones and all zones: {stats:?}");
+    let picker = d.page("/ui/spot").await;
+    assert!(picker.contains("/ui/spot?instance=p5.48xlarge"));
+
+    let empty = d.page("/ui/plans/latest").await;
+    assert!(empty.contains("No plan has been saved yet") && empty.contains("id=\"plan-form\""));
+    d.plan("weekly</script>", &[8.0; 24]).await;
+    d.plan("weekly</script>", &[16.0; 24]).await;
+    let plan = d.page("/ui/plans/latest?name=weekly%3C%2Fscript%3E").await;
+    assert!(plan.contains("id=\"plan-data\"") && plan.contains("Against plan"));
+    assert!(plan.contains("weekly&lt;/script&gt;"));
+    let latest = d.json("/v1/plans/latest").await;
+    let by_id = d.page(&format!("/ui/plans/{}", latest["id"])).await;
+    assert_eq!(by_id, plan);
+    assert_eq!(d.get("/ui/plans/999999").await.status(), 404);
+
+    let alerts = d.page("/ui/alerts").await;
+    assert!(alerts.contains("cheap-h100") && alerts.contains("price_below"));
+
+    for (path, parameter) in [
+        ("/ui/prices?unit=furlong", "unit"),
+        ("/ui/prices?sort=nope", "sort"),
+        ("/ui/spot?instance=x&range=1y", "range"),
+        ("/ui/prices?bogus=1", "bogus"),
+    ] {
+        let r = d.get(path).await;
+        assert_eq!(r.status(), 400, "{path}");
+        assert!(r.text().await.unwrap().contains(parameter), "{path}");
+    }
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn beyond_loopback_pages_need_the_token_through_a_login_cookie() {
+    let d = start(Some("s3cret-token")).await;
+    let r = d.get("/").await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()[header::LOCATION], "/ui/login");
+    assert_eq!(d.get("/ui/login").await.status(), 200);
+    assert_eq!(d.get("/ui/assets/app.js").await.status(), 200);
+    assert_eq!(d.get("/v1/prices").await.status(), 401);
+
+    let login = |content_type: &'static str, body: &'static str| {
+        d.http
+            .post(format!("{}/ui/login", d.base))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+    };
+    assert_eq!(
+        login("application/x-www-form-urlencoded", "token=s3cret-token")
+            .await
+            .unwrap()
+            .status(),
+        415
+    );
+    assert_eq!(
+        login("application/json", r#"{"token": "wrong"}"#)
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    let ok = login("application/json", r#"{"token": "s3cret-token"}"#)
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 204);
+    let cookie = ok.headers()[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap().to_owned();
+
+    let page = d
+        .http
+        .get(format!("{}/", d.base))
+        .header(header::COOKIE, &pair)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let prices = d
+        .http
+        .get(format!("{}/v1/prices", d.base))
+        .header(header::COOKIE, &pair)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(prices.status(), 200);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn the_bundled_files_are_served_with_their_types() {
+    let d = start(None).await;
+    for asset in gpuplan::ui::ASSETS {
+        let r = d.get(&format!("/ui/assets/{}", asset.name)).await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()[header::CONTENT_TYPE], asset.content_type);
+        assert_eq!(r.bytes().await.unwrap().as_ref(), asset.bytes);
+    }
+    assert_eq!(d.get("/ui/assets/../Cargo.toml").await.status(), 404);
+    d.stop().await;
+}
