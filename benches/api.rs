@@ -2,7 +2,8 @@
 //!
 //! Builds a catalog with 1 million spot observations (plus ~10k list prices),
 //! starts the real `gpuplan serve` on it, and drives it from a bounded loopback
-//! client: `GET /v1/prices?gpu=H100-80GB` and a 7-day `GET /v1/spot-history`.
+//! client: `GET /v1/prices?gpu=H100-80GB`, a 7-day `GET /v1/spot-history`, and the
+//! dashboard's `/` and `/ui/prices` (with the page weight a browser downloads).
 //! Prints p50/p99 latency and the daemon's resident memory, idle and after load.
 //! Then the uncached prices query again while three heavy plans are requested
 //! at once (two solve, the default cap; the third is refused with 503): its p99
@@ -344,7 +345,7 @@ async fn main() {
     // cache for the current catalog state; the second sends a distinct query
     // each time, so every answer is computed.
     type PathOf = fn(usize) -> String;
-    let paths: [(&str, PathOf); 4] = [
+    let paths: [(&str, PathOf); 7] = [
         ("prices gpu=H100-80GB", |_| {
             "/v1/prices?gpu=H100-80GB".to_owned()
         }),
@@ -357,6 +358,14 @@ async fn main() {
         ("spot-history 7d, all regions", |_| {
             "/v1/spot-history?instance=g0.1xlarge&since=7d".to_owned()
         }),
+        ("dashboard /", |_| "/".to_owned()),
+        ("dashboard /ui/prices", |_| "/ui/prices".to_owned()),
+        ("dashboard /ui/prices, per GPU", |i| {
+            format!(
+                "/ui/prices?gpu=H100&unit=gpu&period=month&max_usd_per_gpu_hour={}",
+                1000 + i
+            )
+        }),
     ];
     for (name, path) in paths {
         let b = base.clone();
@@ -366,6 +375,18 @@ async fn main() {
             p50.as_secs_f64() * 1e3,
             p99.as_secs_f64() * 1e3,
             bytes / 1024
+        );
+    }
+    // What a browser downloads for a page: its HTML and every bundled file.
+    let assets: usize = gpuplan::ui::ASSETS.iter().map(|a| a.bytes.len()).sum();
+    for page in ["/", "/ui/prices"] {
+        let html = client.get(format!("{base}{page}")).send().await.unwrap();
+        let html = html.bytes().await.unwrap().len();
+        println!(
+            "page weight {page:<12} {:.1} KB: HTML {:.1} KB + scripts and styles {:.1} KB",
+            (html + assets) as f64 / 1000.0,
+            html as f64 / 1000.0,
+            assets as f64 / 1000.0
         );
     }
     println!(

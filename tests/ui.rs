@@ -422,3 +422,73 @@ async fn the_bundled_files_are_served_with_their_types() {
     assert_eq!(d.get("/ui/assets/../Cargo.toml").await.status(), 404);
     d.stop().await;
 }
+
+/// The browser suite (`tests/browser/suite.py`) in Debian's headless
+/// Chromium through Playwright. `.ci/run` installs both and sets
+/// `GPUPLAN_BROWSER_TESTS=1`; then anything missing fails the test. Without
+/// it (a machine that has no browser) the suite is skipped, and says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_browser_loads_every_page_draws_the_charts_filters_and_exports() {
+    if std::env::var_os("GPUPLAN_BROWSER_TESTS").is_none() {
+        eprintln!(
+            "browser suite skipped: set GPUPLAN_BROWSER_TESTS=1 (.ci/run installs Chromium and Playwright)"
+        );
+        return;
+    }
+    let python = std::env::var("GPUPLAN_BROWSER_PYTHON").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/gpuplan-browser/bin/python",
+            std::env::var("HOME").unwrap()
+        )
+    });
+    let chromium =
+        std::env::var("GPUPLAN_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
+    std::fs::create_dir_all(&out).unwrap();
+
+    let d = start(None).await;
+    // Two days of a working-hours peak: reserved covers the base, the peak
+    // goes to spot or on-demand.
+    let demand: Vec<f64> = (0..48)
+        .map(|h| {
+            if (9..18).contains(&(h % 24)) {
+                20.0
+            } else {
+                8.0
+            }
+        })
+        .collect();
+    d.plan("nightly", &demand).await;
+    let (base, dir) = (d.base.clone(), out.clone());
+    let run = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(&python)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/browser/suite.py"
+            ))
+            .args([
+                base.as_str(),
+                dir.to_str().unwrap(),
+                chromium.as_str(),
+                "nightly",
+            ])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {python}: {e}"))
+    })
+    .await
+    .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr),
+    );
+    assert!(run.status.success(), "{stdout}\n{stderr}");
+    eprintln!("browser suite: {stdout}screenshots in {}", out.display());
+    for shot in ["overview", "prices", "spot", "plan", "alerts"] {
+        let png = std::fs::read(out.join(format!("{shot}.png"))).unwrap();
+        assert!(
+            png.starts_with(b"\x89PNG") && png.len() > 10_000,
+            "{shot}.png"
+        );
+    }
+    d.stop().await;
+}

@@ -97,6 +97,8 @@ fn layout(title: &str, current: &str, body: &Markup) -> Response {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · gpuplan" }
+                // No favicon request: the browser would log its 404.
+                link rel="icon" href="data:,";
                 link rel="stylesheet" href=(assets::href("uPlot.min.css"));
                 link rel="stylesheet" href=(assets::href("app.css"));
                 script defer src=(assets::href("uPlot.iife.min.js")) {}

@@ -353,13 +353,14 @@ fn json_rows(view: &View, rows: &[CatalogRecord]) -> Response {
         .into_response()
 }
 
-/// `query` with `key` set to `value` (and every other value of it dropped).
-fn with(query: &str, key: &str, value: &str) -> String {
+/// The table's URL: `query` with each key of `set` given its value (every
+/// other value of those keys, and any export format, dropped).
+fn link(query: &str, set: &[(&str, &str)]) -> String {
     let mut pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
         .into_owned()
-        .filter(|(k, _)| k != key && k != "format")
+        .filter(|(k, _)| k != "format" && !set.iter().any(|(key, _)| key == k))
         .collect();
-    pairs.push((key.to_owned(), value.to_owned()));
+    pairs.extend(set.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     let encoded = form_urlencoded::Serializer::new(String::new())
         .extend_pairs(pairs)
         .finish();
@@ -385,7 +386,7 @@ fn html_page(view: &View, rows: &[CatalogRecord], p: &Params, query: &str) -> Re
             (true, true) => " ▼",
             _ => "",
         };
-        let target = with(&with(query, "sort", column), "dir", dir);
+        let target = link(query, &[("sort", column), ("dir", dir)]);
         html! { th { a href=(target) { (label) (arrow) } } }
     };
     let body = html! {
@@ -425,8 +426,8 @@ fn html_page(view: &View, rows: &[CatalogRecord], p: &Params, query: &str) -> Re
         p.export {
             (rows.len()) " offers"
             @if rows.len() > shown.len() { " (the first " (shown.len()) " shown; the exports have all)" }
-            " · " a href=(with(query, "format", "csv")) { "CSV" }
-            " · " a href=(with(query, "format", "json")) { "JSON" }
+            " · " a href=(link(query, &[("format", "csv")])) { "CSV" }
+            " · " a href=(link(query, &[("format", "json")])) { "JSON" }
         }
         table.prices id="prices" {
             thead { tr {
@@ -456,6 +457,17 @@ fn html_page(view: &View, rows: &[CatalogRecord], p: &Params, query: &str) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn links_replace_their_keys_and_keep_the_rest() {
+        assert_eq!(
+            link(
+                "gpu=H100&sort=price&format=csv",
+                &[("sort", "gpu_model"), ("dir", "desc")]
+            ),
+            "/ui/prices?gpu=H100&sort=gpu_model&dir=desc"
+        );
+    }
 
     #[test]
     fn csv_fields_are_quoted_and_formulas_defused() {

@@ -72,10 +72,10 @@
     var series = [{ label: "hour" }];
     var columns = [data.hours];
     layers.forEach(function (l) {
-      series.push({ label: l[0], stroke: l[2], fill: l[2] + "99", width: 1 });
+      series.push({ label: l[0], stroke: l[2], fill: l[2], width: 1, points: { show: false } });
       columns.push(l[1]);
     });
-    series.push({ label: "demand", stroke: "#000", width: 2 });
+    series.push({ label: "demand", stroke: "#000", width: 2, points: { show: false } });
     columns.push(data.demand);
     return new uPlot({
       width: width(el),
@@ -143,7 +143,10 @@
       })
         .then(function (response) {
           if (response.ok) {
-            window.location.assign("/ui/plans/latest?name=" + encodeURIComponent(name));
+            // Read the answer whole before leaving, so the request ends cleanly.
+            response.json().then(function () {
+              window.location.assign("/ui/plans/latest?name=" + encodeURIComponent(name));
+            });
           } else {
             errorText(response).then(function (text) { status(out, text); });
           }

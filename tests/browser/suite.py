@@ -1,0 +1,137 @@
+"""The dashboard in a real browser: Debian's headless Chromium, driven by
+Playwright (no browser download). `tests/ui.rs` starts the daemon over a
+seeded catalog and runs this with its address; any failed check exits 1.
+
+Usage: suite.py BASE_URL OUT_DIR CHROMIUM PLAN_NAME
+"""
+
+import csv
+import io
+import json
+import sys
+from urllib.parse import parse_qs, urlparse
+
+from playwright.sync_api import sync_playwright
+
+# Chromium as root, with no network beyond loopback: without these it keeps
+# trying to reach Google's hosts and logs the refusals.
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+class Failed(Exception):
+    pass
+
+
+def check(ok, message):
+    if not ok:
+        raise Failed(message)
+
+
+def canvas_has_data(page, selector):
+    """Whether the chart under `selector` drew: a canvas with some pixel set."""
+    return page.evaluate(
+        """(selector) => {
+            const canvas = document.querySelector(selector + ' canvas');
+            if (!canvas || canvas.width === 0 || canvas.height === 0) return false;
+            const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+            for (let i = 3; i < data.length; i += 4) { if (data[i] !== 0) return true; }
+            return false;
+        }""",
+        selector,
+    )
+
+
+def table_rows(page):
+    return page.locator("#prices tbody tr").count()
+
+
+def main():
+    base, out, chromium, plan_name = sys.argv[1:5]
+    report = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, headless=True, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+        problems = []
+        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        page.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+        # A download ends its request early; that is not a failure.
+        page.on("requestfailed", lambda r: None if "format=" in r.url else problems.append(f"request failed: {r.url}"))
+
+        def visit(path, shot):
+            page.goto(base + path)
+            page.wait_for_load_state("networkidle")
+            page.screenshot(path=f"{out}/{shot}.png", full_page=True)
+            check(not problems, f"{path}: {problems}")
+
+        # The overview links to every other page.
+        visit("/", "overview")
+        for link in ["/ui/prices", "/ui/spot", "/ui/plans/latest", "/ui/alerts"]:
+            check(page.locator(f"header nav a[href='{link}']").count() == 1, f"no link to {link}")
+        check(page.locator(".card").count() >= 1, "no price cards")
+
+        # Prices: a filter changes the URL and the rows; back restores both.
+        visit("/ui/prices", "prices")
+        all_rows = table_rows(page)
+        check(all_rows >= 4, f"{all_rows} rows")
+        page.fill("input[name=gpu]", "H100")
+        page.click("form.filters button[type=submit]")
+        page.wait_for_load_state("networkidle")
+        query = parse_qs(urlparse(page.url).query)
+        check(query.get("gpu") == ["H100"], f"the filter is not in the URL: {page.url}")
+        filtered = table_rows(page)
+        check(0 < filtered < all_rows, f"{filtered} rows after filtering, {all_rows} before")
+        page.click("#prices thead a >> text=Kind")
+        page.wait_for_load_state("networkidle")
+        check("sort=price_kind" in page.url, f"sorting is not in the URL: {page.url}")
+        page.go_back()
+        page.go_back()
+        page.wait_for_load_state("networkidle")
+        check("gpu=" not in page.url and table_rows(page) == all_rows, f"back did not restore: {page.url}")
+
+        # The CSV export holds the rows shown.
+        with page.expect_download() as download:
+            page.click("p.export a >> text=CSV")
+        text = open(download.value.path(), encoding="utf-8").read()
+        exported = list(csv.reader(io.StringIO(text)))
+        check(len(exported) - 1 == all_rows, f"CSV has {len(exported) - 1} rows, the table {all_rows}")
+        download.value.save_as(f"{out}/prices.csv")
+
+        visit("/ui/spot?instance=p5.48xlarge&region=us-east-1&range=7d", "spot")
+        check(canvas_has_data(page, "#spot-chart"), "the spot chart did not draw")
+
+        visit("/ui/plans/latest?name=" + plan_name, "plan")
+        check(canvas_has_data(page, "#plan-chart"), "the plan chart did not draw")
+
+        # A new plan from pasted demand, through the API's write rules.
+        page.fill("#plan-form input[name=name]", "from-browser")
+        page.fill("#plan-form input[name=gpu]", "H100")
+        page.fill("#plan-form textarea[name=demand]", "\n".join(["8"] * 12 + ["16"] * 12))
+        page.click("#plan-form button[type=submit]")
+        page.wait_for_url("**/ui/plans/latest?name=from-browser")
+        page.wait_for_load_state("networkidle")
+        check(canvas_has_data(page, "#plan-chart"), "the new plan's chart did not draw")
+        check(not problems, f"plan form: {problems}")
+
+        visit("/ui/alerts", "alerts")
+        check(page.locator("text=cheap-h100").count() >= 1, "the rule is not listed")
+
+        report = {"pages": 6, "rows": all_rows, "filtered_rows": filtered, "csv_rows": len(exported) - 1}
+        browser.close()
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Failed as e:
+        print(f"browser suite failed: {e}", file=sys.stderr)
+        sys.exit(1)
