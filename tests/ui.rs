@@ -309,6 +309,30 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
         "a missing price says why"
     );
 
+    // A page of the table, and its export: the same rows.
+    let paged = "/ui/prices?sort=price&per_page=2&page=2&cols=instance_type,price_kind";
+    let html = d.page(paged).await;
+    let page_rows = rows(&html, "prices");
+    assert_eq!(page_rows.len(), 2);
+    assert!(
+        html.contains("page 2 of 3")
+            && html.contains("rel=\"prev\"")
+            && html.contains("rel=\"next\"")
+    );
+    let exported = d.json(&format!("{paged}&format=json")).await;
+    let exported: Vec<Vec<String>> = exported["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            vec![
+                r["instance_type"].as_str().unwrap().to_owned(),
+                r["price_kind"].as_str().unwrap().to_owned(),
+            ]
+        })
+        .collect();
+    assert_eq!(exported, page_rows);
+
     let spot = d
         .page("/ui/spot?instance=p5.48xlarge&region=us-east-1&range=7d")
         .await;
@@ -338,6 +362,8 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
         ("/ui/prices?sort=nope", "sort"),
         ("/ui/spot?instance=x&range=1y", "range"),
         ("/ui/prices?bogus=1", "bogus"),
+        ("/ui/prices?page=0", "page"),
+        ("/ui/prices?per_page=100000", "per_page"),
     ] {
         let r = d.get(path).await;
         assert_eq!(r.status(), 400, "{path}");

@@ -283,7 +283,58 @@ pub struct CatalogCache {
     /// Encoded `/v1/prices` answers by query and by which sources are stale
     /// (staleness changes with time alone).
     prices: HashMap<(String, Vec<String>), Bytes>,
+    /// Price records the dashboard asked for, by the same kind of key.
+    records: HashMap<(String, Vec<String>), Arc<Vec<catalog::CatalogRecord>>>,
     cached_bytes: usize,
+}
+
+/// What one cached record is counted as against the budget.
+const RECORD_BYTES: usize = 600;
+
+impl CatalogCache {
+    fn clear(&mut self) {
+        self.prices.clear();
+        self.records.clear();
+        self.cached_bytes = 0;
+    }
+
+    /// Makes room for `bytes` more, forgetting everything when the budget
+    /// would be passed.
+    fn reserve(&mut self, bytes: usize) {
+        if self.cached_bytes + bytes > CACHE_BUDGET_BYTES {
+            self.clear();
+        }
+        self.cached_bytes += bytes;
+    }
+}
+
+/// Records the dashboard computed with `compute`, from the cache while the
+/// catalog is unchanged. `key` names the question (a query string, say);
+/// which sources are stale is added to it, as their records say so.
+///
+/// # Errors
+/// What `compute` fails with.
+pub(crate) fn cached_records(
+    fresh: &Freshness,
+    state: &AppState,
+    key: String,
+    compute: impl FnOnce() -> Result<Vec<catalog::CatalogRecord>, StoreError>,
+) -> Result<Arc<Vec<catalog::CatalogRecord>>, StoreError> {
+    let stale: Vec<String> = fresh
+        .last_good
+        .keys()
+        .filter(|s| fresh.is_stale(s))
+        .cloned()
+        .collect();
+    let key = (key, stale);
+    if let Some(hit) = lock(&state.cache).records.get(&key) {
+        return Ok(hit.clone());
+    }
+    let records = Arc::new(compute()?);
+    let mut cache = lock(&state.cache);
+    cache.reserve(records.len() * RECORD_BYTES);
+    cache.records.insert(key, records.clone());
+    Ok(records)
 }
 
 /// Bytes of cached answers kept at most, so distinct queries cannot grow memory.
@@ -302,8 +353,7 @@ pub(crate) async fn read<T: Send + 'static>(
                 let mut cache = lock(&state.cache);
                 if cache.generation != Some(generation) {
                     cache.last_good = store.last_good_syncs()?;
-                    cache.prices.clear();
-                    cache.cached_bytes = 0;
+                    cache.clear();
                     cache.generation = Some(generation);
                 }
                 cache.last_good.clone()
@@ -418,11 +468,7 @@ async fn prices(
             serde_json::to_vec(&records).map_err(|e| StoreError::Corrupt(e.to_string()))?,
         );
         let mut cache = lock(&state.cache);
-        if cache.cached_bytes + body.len() > CACHE_BUDGET_BYTES {
-            cache.prices.clear();
-            cache.cached_bytes = 0;
-        }
-        cache.cached_bytes += body.len();
+        cache.reserve(body.len());
         cache.prices.insert(key, body.clone());
         Ok(body)
     })

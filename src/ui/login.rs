@@ -66,9 +66,18 @@ pub async fn submit(State(state): State<Arc<AppState>>, body: axum::body::Bytes)
         "{TOKEN_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
         expected.expose()
     );
+    let cookie_safe = expected
+        .expose()
+        .chars()
+        .all(|c| c.is_ascii_graphic() && !matches!(c, ';' | ',' | '"' | '\\'));
+    let value = HeaderValue::from_str(&cookie).ok().filter(|_| cookie_safe);
+    let Some(value) = value else {
+        return refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "token: GPUPLAN_API_TOKEN holds characters a cookie cannot carry; use letters, digits, '-', '_' and '.'",
+        );
+    };
     let mut response = StatusCode::NO_CONTENT.into_response();
-    if let Ok(value) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().insert(header::SET_COOKIE, value);
-    }
+    response.headers_mut().insert(header::SET_COOKIE, value);
     response
 }

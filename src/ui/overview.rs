@@ -10,7 +10,7 @@ use chrono::{Duration, Utc};
 use maud::{Markup, html};
 
 use super::{PageError, age, layout, money};
-use crate::api::{AppState, read};
+use crate::api::{AppState, cached_records, read};
 use crate::catalog::{self, CatalogRecord, PriceFilter};
 use gpuplan_providers::PriceScope;
 
@@ -28,9 +28,9 @@ fn group(record: &CatalogRecord) -> &'static str {
 /// The cheapest USD per GPU-hour of each (GPU model, group), with the offer.
 type Cheapest = BTreeMap<(String, &'static str), CatalogRecord>;
 
-fn cheapest(records: Vec<CatalogRecord>) -> Cheapest {
+fn cheapest(records: &[CatalogRecord]) -> Cheapest {
     let mut out: Cheapest = BTreeMap::new();
-    for r in records {
+    for r in records.iter().cloned() {
         let key = (r.gpu_model.clone(), group(&r));
         if out
             .get(&key)
@@ -56,11 +56,20 @@ pub async fn page(State(state): State<Arc<AppState>>) -> Result<Response, PageEr
             scopes: vec![PriceScope::Instance],
             ..PriceFilter::default()
         };
-        let at = |back: Duration| {
-            catalog::prices_at(store, &fresh, &filter, Some(fresh.now - back)).map(cheapest)
+        // Only the cheapest records are kept, for this catalog state and
+        // minute: the whole catalog is read once a minute at most.
+        let minute = fresh.now.timestamp() / 60;
+        let at = |back: Option<Duration>| {
+            let key = format!("overview:{minute}:{}", back.map_or(0, |b| b.num_hours()));
+            let cheapest_then = cached_records(&fresh, state, key, || {
+                let records =
+                    catalog::prices_at(store, &fresh, &filter, back.map(|b| fresh.now - b))?;
+                Ok(cheapest(&records).into_values().collect())
+            })?;
+            Ok::<_, crate::store::StoreError>(cheapest(&cheapest_then))
         };
-        let now = cheapest(catalog::prices(store, &fresh, &filter)?);
-        let (day, week) = (at(Duration::hours(24))?, at(Duration::days(7))?);
+        let now = at(None)?;
+        let (day, week) = (at(Some(Duration::hours(24)))?, at(Some(Duration::days(7)))?);
         let errors: BTreeMap<String, (String, Option<String>)> = store
             .latest_runs()?
             .into_iter()

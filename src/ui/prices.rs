@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::{PageError, layout, money};
 use crate::api::params::Params;
-use crate::api::{ApiError, AppState, PRICE_FILTERS, price_filter, read};
+use crate::api::{ApiError, AppState, PRICE_FILTERS, cached_records, price_filter, read};
 use crate::catalog::{self, CatalogRecord};
 
 /// Every column, in order: (name, heading). `price` is in the chosen unit
@@ -46,8 +46,9 @@ const DEFAULT_COLUMNS: &[&str] = &[
     "price",
 ];
 
-/// The most rows one page shows; the exports carry every row.
-const MAX_ROWS_SHOWN: usize = 2000;
+/// Rows per page unless `per_page` says otherwise, and the most it may say.
+const DEFAULT_PER_PAGE: usize = 100;
+const MAX_PER_PAGE: usize = 5000;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Unit {
@@ -69,6 +70,9 @@ struct View {
     min_memory: Option<f64>,
     max_memory: Option<f64>,
     format: Option<String>,
+    /// 1-based.
+    page: usize,
+    per_page: usize,
 }
 
 const VIEW_PARAMS: &[&str] = &[
@@ -82,6 +86,8 @@ const VIEW_PARAMS: &[&str] = &[
     "min_gpu_memory_gib",
     "max_gpu_memory_gib",
     "format",
+    "page",
+    "per_page",
 ];
 
 fn view(p: &Params) -> Result<View, ApiError> {
@@ -178,6 +184,21 @@ fn view(p: &Params) -> Result<View, ApiError> {
         min_memory: non_negative("min_gpu_memory_gib")?,
         max_memory: non_negative("max_gpu_memory_gib")?,
         format: format.filter(|f| f != "html"),
+        page: match p.parsed::<usize>("page", "a page number")? {
+            None => 1,
+            Some(n @ 1..) => n,
+            Some(_) => return Err(ApiError::bad_parameter("page", "pages start at 1")),
+        },
+        per_page: match p.parsed::<usize>("per_page", "a number of rows")? {
+            None => DEFAULT_PER_PAGE,
+            Some(n @ 1..=MAX_PER_PAGE) => n,
+            Some(_) => {
+                return Err(ApiError::bad_parameter(
+                    "per_page",
+                    format!("must be between 1 and {MAX_PER_PAGE}"),
+                ));
+            }
+        },
     })
 }
 
@@ -243,19 +264,37 @@ fn cell(view: &View, r: &CatalogRecord, column: &str) -> Value {
     }
 }
 
-/// Sorts by the view's column; missing values go last either way.
-fn sort(view: &View, rows: &mut [CatalogRecord]) {
-    rows.sort_by(|a, b| {
-        let (x, y) = (cell(view, a, &view.sort), cell(view, b, &view.sort));
-        let order = match (&x, &y) {
-            (Value::Null, Value::Null) => std::cmp::Ordering::Equal,
-            (Value::Null, _) => return std::cmp::Ordering::Greater,
-            (_, Value::Null) => return std::cmp::Ordering::Less,
-            (Value::Number(m), Value::Number(n)) => m
-                .as_f64()
-                .unwrap_or(0.0)
-                .total_cmp(&n.as_f64().unwrap_or(0.0)),
-            _ => x.to_string().cmp(&y.to_string()),
+/// A cell reduced to what sorting compares.
+enum SortKey {
+    Number(f64),
+    Text(String),
+    Missing,
+}
+
+/// Sorts by the view's column, each row's key computed once; missing values
+/// go last either way.
+fn sort(view: &View, rows: &mut Vec<&CatalogRecord>) {
+    let mut keyed: Vec<(SortKey, &CatalogRecord)> = rows
+        .iter()
+        .map(|r| {
+            let key = match cell(view, r, &view.sort) {
+                Value::Null => SortKey::Missing,
+                Value::Number(n) => SortKey::Number(n.as_f64().unwrap_or(0.0)),
+                Value::String(s) => SortKey::Text(s),
+                other => SortKey::Text(other.to_string()),
+            };
+            (key, *r)
+        })
+        .collect();
+    keyed.sort_by(|(a, _), (b, _)| {
+        let order = match (a, b) {
+            (SortKey::Missing, SortKey::Missing) => std::cmp::Ordering::Equal,
+            (SortKey::Missing, _) => return std::cmp::Ordering::Greater,
+            (_, SortKey::Missing) => return std::cmp::Ordering::Less,
+            (SortKey::Number(x), SortKey::Number(y)) => x.total_cmp(y),
+            (SortKey::Text(x), SortKey::Text(y)) => x.cmp(y),
+            (SortKey::Number(_), SortKey::Text(_)) => std::cmp::Ordering::Less,
+            (SortKey::Text(_), SortKey::Number(_)) => std::cmp::Ordering::Greater,
         };
         if view.descending {
             order.reverse()
@@ -263,6 +302,7 @@ fn sort(view: &View, rows: &mut [CatalogRecord]) {
             order
         }
     });
+    *rows = keyed.into_iter().map(|(_, r)| r).collect();
 }
 
 pub async fn page(
@@ -272,20 +312,31 @@ pub async fn page(
     let p = Params::parse(uri.query(), &[PRICE_FILTERS, VIEW_PARAMS].concat())?;
     let filter = price_filter(&p)?;
     let view = view(&p)?;
-    let mut rows = read(&state, move |store, fresh, _| {
-        catalog::prices(store, &fresh, &filter)
+    // The filter's own parameters name the records, whatever else the view says.
+    let key: Vec<String> = PRICE_FILTERS
+        .iter()
+        .map(|k| format!("{k}={}", p.all(k).join(",")))
+        .collect();
+    let key = format!("ui-prices?{}", key.join("&"));
+    let records = read(&state, move |store, fresh, state| {
+        cached_records(&fresh, state, key, || {
+            catalog::prices(store, &fresh, &filter)
+        })
     })
     .await?;
-    rows.retain(|r| view.keeps(r));
+    let mut rows: Vec<&CatalogRecord> = records.iter().filter(|r| view.keeps(r)).collect();
     sort(&view, &mut rows);
+    let total = rows.len();
+    let start = ((view.page - 1) * view.per_page).min(total);
+    let shown = &rows[start..(start + view.per_page).min(total)];
     Ok(match view.format.as_deref() {
-        Some("csv") => csv(&view, &rows),
-        Some("json") => json_rows(&view, &rows),
-        _ => html_page(&view, &rows, &p, uri.query().unwrap_or("")),
+        Some("csv") => csv(&view, shown),
+        Some("json") => json_rows(&view, shown),
+        _ => html_page(&view, shown, total, &p, uri.query().unwrap_or("")),
     })
 }
 
-fn csv(view: &View, rows: &[CatalogRecord]) -> Response {
+fn csv(view: &View, rows: &[&CatalogRecord]) -> Response {
     let mut out = view.columns.join(",");
     out.push('\n');
     for r in rows {
@@ -330,7 +381,7 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-fn json_rows(view: &View, rows: &[CatalogRecord]) -> Response {
+fn json_rows(view: &View, rows: &[&CatalogRecord]) -> Response {
     let rows: Vec<Value> = rows
         .iter()
         .map(|r| {
@@ -367,9 +418,15 @@ fn link(query: &str, set: &[(&str, &str)]) -> String {
     format!("/ui/prices?{encoded}")
 }
 
-fn html_page(view: &View, rows: &[CatalogRecord], p: &Params, query: &str) -> Response {
+fn html_page(
+    view: &View,
+    shown: &[&CatalogRecord],
+    total: usize,
+    p: &Params,
+    query: &str,
+) -> Response {
     let value = |key: &str| p.all(key).join(",");
-    let shown = &rows[..rows.len().min(MAX_ROWS_SHOWN)];
+    let pages = total.div_ceil(view.per_page).max(1);
     let heading = |column: &str, label: &str| -> Markup {
         let dir = if view.sort == column && !view.descending {
             "desc"
@@ -424,9 +481,13 @@ fn html_page(view: &View, rows: &[CatalogRecord], p: &Params, query: &str) -> Re
             button type="submit" { "Show" }
         }
         p.export {
-            (rows.len()) " offers"
-            @if rows.len() > shown.len() { " (the first " (shown.len()) " shown; the exports have all)" }
-            " · " a href=(link(query, &[("format", "csv")])) { "CSV" }
+            (total) " offers"
+            @if pages > 1 {
+                " · page " (view.page) " of " (pages)
+                @if view.page > 1 { " · " a rel="prev" href=(link(query, &[("page", &(view.page - 1).to_string())])) { "previous" } }
+                @if view.page < pages { " · " a rel="next" href=(link(query, &[("page", &(view.page + 1).to_string())])) { "next" } }
+            }
+            " · export these rows: " a href=(link(query, &[("format", "csv")])) { "CSV" }
             " · " a href=(link(query, &[("format", "json")])) { "JSON" }
         }
         table.prices id="prices" {
