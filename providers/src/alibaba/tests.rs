@@ -350,7 +350,10 @@ async fn a_sync_stops_at_its_request_budget() {
         "{err}"
     );
     assert!(err.to_string().contains("max_requests"), "{err}");
-    assert!(server.requests().len() <= 10);
+    // Ten calls went out, and retries do not count: the one DescribePrice the
+    // stand-in throttles is sent twice when it is among them.
+    let sent = server.requests().len();
+    assert!((10..=11).contains(&sent), "{sent} requests");
 }
 
 #[test]
