@@ -51,6 +51,17 @@ impl Freshness {
         Ok(Self::new(store.last_good_syncs()?, intervals, now))
     }
 
+    /// The sources whose data is stale now, in order: part of the key of any
+    /// cached answer, since records carry their staleness.
+    #[must_use]
+    pub fn stale_sources(&self) -> Vec<String> {
+        self.last_good
+            .keys()
+            .filter(|s| self.is_stale(s))
+            .cloned()
+            .collect()
+    }
+
     /// Whether `source` is stale: it never synced well, or its last good sync is
     /// older than twice its interval.
     #[must_use]

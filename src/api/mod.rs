@@ -320,13 +320,7 @@ pub(crate) fn cached_records(
     key: String,
     compute: impl FnOnce() -> Result<Vec<catalog::CatalogRecord>, StoreError>,
 ) -> Result<Arc<Vec<catalog::CatalogRecord>>, StoreError> {
-    let stale: Vec<String> = fresh
-        .last_good
-        .keys()
-        .filter(|s| fresh.is_stale(s))
-        .cloned()
-        .collect();
-    let key = (key, stale);
+    let key = (key, fresh.stale_sources());
     if let Some(hit) = lock(&state.cache).records.get(&key) {
         return Ok(hit.clone());
     }
@@ -450,13 +444,7 @@ async fn prices(
     let filter = price_filter(&p)?;
     let query = uri.query().unwrap_or("").to_owned();
     let body = read(&state, move |store, fresh, state| {
-        let stale: Vec<String> = fresh
-            .last_good
-            .keys()
-            .filter(|s| fresh.is_stale(s))
-            .cloned()
-            .collect();
-        let key = (query, stale);
+        let key = (query, fresh.stale_sources());
         if let Some(hit) = lock(&state.cache).prices.get(&key) {
             return Ok(hit.clone());
         }
