@@ -82,7 +82,8 @@
       height: 360,
       series: series,
       axes: [{ label: "hour of the horizon" }, { label: "GPUs", size: 60 }],
-      scales: { x: { time: false } }
+      // GPUs from zero, so that the reserved baseline is drawn to scale.
+      scales: { x: { time: false }, y: { range: function (u, min, max) { return [0, Math.max(1, max * 1.05)]; } } }
     }, columns, el);
   }
 
