@@ -339,6 +339,8 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
     assert!(spot.contains("id=\"spot-data\"") && spot.contains("id=\"spot-chart\""));
     let stats = rows(&spot, "spot-stats");
     assert_eq!(stats.len(), 3, "two zones and all zones: {stats:?}");
+    let all = d.page("/ui/spot?instance=p5.48xlarge&range=all").await;
+    assert_eq!(rows(&all, "spot-stats").len(), 3);
     let picker = d.page("/ui/spot").await;
     assert!(picker.contains("/ui/spot?instance=p5.48xlarge"));
 

@@ -24,7 +24,7 @@ fn since(range: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
         "7d" => Duration::days(7),
         "30d" => Duration::days(30),
         "90d" => Duration::days(90),
-        "all" => return Ok(DateTime::<Utc>::MIN_UTC),
+        "all" => return Ok(DateTime::<Utc>::UNIX_EPOCH),
         other => {
             return Err(ApiError::bad_parameter(
                 "range",
