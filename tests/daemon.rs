@@ -417,6 +417,37 @@ async fn a_second_daemon_on_the_same_catalog_refuses_to_start() {
     d.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn readiness_fails_while_the_catalog_cannot_be_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path(), None, "");
+    let d = start(dir, config, None, None).await;
+    let (status, ready) = d.get("/readyz").await;
+    assert_eq!((status, ready["ready"].as_bool()), (200, Some(true)));
+    // Another process breaks the file under the daemon.
+    let path = d.dir.path().join("catalog.db");
+    let broken = rusqlite::Connection::open(&path).unwrap();
+    broken
+        .execute_batch("ALTER TABLE sync_runs RENAME TO sync_runs_gone")
+        .unwrap();
+    let (status, ready) = d.get("/readyz").await;
+    assert_eq!(
+        (status, ready["ready"].as_bool()),
+        (503, Some(false)),
+        "{ready}"
+    );
+    assert!(
+        ready["error"].as_str().unwrap().contains("sync_runs"),
+        "{ready}"
+    );
+    broken
+        .execute_batch("ALTER TABLE sync_runs_gone RENAME TO sync_runs")
+        .unwrap();
+    let (status, _) = d.get("/readyz").await;
+    assert_eq!(status, 200, "readiness comes back with the catalog");
+    d.stop().await;
+}
+
 /// Serves one good snapshot, then hangs on every later fetch until cancelled.
 struct HangsAfterFirst {
     calls: AtomicUsize,

@@ -115,7 +115,7 @@ impl From<StoreError> for ApiError {
 pub fn router(state: Arc<AppState>) -> Router {
     let routes = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(|| async { Json(json!({"ready": true})) }))
+        .route("/readyz", get(ready))
         .route("/metrics", get(metrics))
         .route("/v1/prices", get(prices))
         .route("/v1/spot-history", get(spot_history))
@@ -423,6 +423,23 @@ pub(crate) fn price_filter(p: &Params) -> Result<PriceFilter, ApiError> {
         scopes,
         max_usd_per_gpu_hour: max,
     })
+}
+
+/// Ready while the catalog answers a query: a store that has become
+/// unreadable (a broken or replaced file) takes the daemon out of rotation.
+async fn ready(State(state): State<Arc<AppState>>) -> Response {
+    let pool = state.pool.clone();
+    let checked =
+        tokio::task::spawn_blocking(move || pool.read(|store| store.catalog_generation())).await;
+    match checked {
+        Ok(Ok(_)) => Json(json!({"ready": true})).into_response(),
+        Ok(Err(e)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"ready": false, "error": format!("the catalog cannot be read: {e}")})),
+        )
+            .into_response(),
+        Err(e) => ApiError::internal(&e).into_response(),
+    }
 }
 
 async fn prices(
