@@ -74,6 +74,10 @@ pub enum Verdict {
     /// Worth trying again after the shared backoff.
     Retry(ProviderError),
     Fail(ProviderError),
+    /// The body says nothing the adapter knows: the status decides, by the
+    /// same rules as [`HttpClient::send`] (`Retry-After` honoured, 401/403
+    /// an auth error, 5xx retried).
+    ByStatus,
 }
 
 /// Judges `(status, body)` of one answer.
@@ -294,8 +298,11 @@ impl HttpClient {
         if status == StatusCode::NOT_MODIFIED {
             return Ok((status, response.headers().clone()));
         }
+        let headers = response.headers().clone();
+        // A judged error body is read whole first; the status rules below
+        // then take it from here instead of from the response.
+        let mut judged_body = None;
         if status.is_success() || judge.is_some() {
-            let headers = response.headers().clone();
             sink.reset()
                 .await
                 .map_err(|e| Attempt::Fail(self.io_error(shown, &e)))?;
@@ -314,14 +321,18 @@ impl HttpClient {
                     }
                 }
             }
-            return match judge.map(|judge| judge(status, sink.bytes())) {
-                None | Some(Verdict::Done) => Ok((status, headers)),
-                Some(Verdict::Retry(err)) => Err(Attempt::Retry(err)),
-                Some(Verdict::Fail(err)) => Err(Attempt::Fail(err)),
-            };
+            match judge.map_or(Verdict::ByStatus, |judge| judge(status, sink.bytes())) {
+                Verdict::Done => return Ok((status, headers)),
+                Verdict::ByStatus if status.is_success() => return Ok((status, headers)),
+                Verdict::Retry(err) => return Err(Attempt::Retry(err)),
+                Verdict::Fail(err) => return Err(Attempt::Fail(err)),
+                Verdict::ByStatus => {
+                    judged_body = Some(String::from_utf8_lossy(sink.bytes()).into_owned());
+                }
+            }
         }
         if status == StatusCode::TOO_MANY_REQUESTS {
-            let retry_after = retry_after(response.headers(), Utc::now());
+            let retry_after = retry_after(&headers, Utc::now());
             return Err(Attempt::Retry(ProviderError::RateLimited {
                 provider: self.provider.clone(),
                 url: shown.to_owned(),
@@ -329,9 +340,11 @@ impl HttpClient {
             }));
         }
         // A server may echo the request, credentials included, in its error.
-        let body = self
-            .redaction
-            .blank(&response.text().await.unwrap_or_default(), url);
+        let text = match judged_body {
+            Some(text) => text,
+            None => response.text().await.unwrap_or_default(),
+        };
+        let body = self.redaction.blank(&text, url);
         let body: String = body.chars().take(300).collect();
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
             return Err(Attempt::Fail(ProviderError::Auth {
@@ -653,6 +666,40 @@ mod tests {
         .await;
         assert_eq!(client().get(&url).await.unwrap(), b"ok");
         assert_eq!(hits.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_judged_answer_without_an_api_error_goes_by_its_status() {
+        let (url, hits) = serve(|n| match n {
+            0 => {
+                let mut r = (StatusCode::TOO_MANY_REQUESTS, "slow down").into_response();
+                r.headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+                r
+            }
+            1 => (StatusCode::BAD_REQUEST, "{\"Code\": \"Known\"}").into_response(),
+            _ => (StatusCode::FORBIDDEN, "<html>denied</html>").into_response(),
+        })
+        .await;
+        // The adapter knows `Known` bodies; anything else goes by status.
+        let judge = |_: StatusCode, body: &[u8]| {
+            if body.starts_with(b"{") {
+                Verdict::Done
+            } else {
+                Verdict::ByStatus
+            }
+        };
+        let http = client();
+        let send = || http.send_judged(&url, |c| c.get(&url), &judge);
+        assert_eq!(send().await.unwrap(), b"{\"Code\": \"Known\"}");
+        assert_eq!(
+            hits.load(Ordering::SeqCst),
+            2,
+            "the 429 waited and was retried"
+        );
+        let err = send().await.unwrap_err();
+        assert!(matches!(err, ProviderError::Auth { .. }), "{err}");
+        assert!(err.to_string().contains("denied"), "{err}");
     }
 
     #[tokio::test]

@@ -359,7 +359,10 @@ impl<'a> Session<'a> {
                 },
                 &judge,
             )
-            .await?;
+            .await
+            .map_err(|e| {
+                e.with_auth_hint(&format!("{ACCESS_KEY_ID_ENV} and {ACCESS_KEY_SECRET_ENV}"))
+            })?;
         if let Ok(wire::ErrorBody {
             code: Some(code), ..
         }) = serde_json::from_slice(&body)
@@ -424,27 +427,13 @@ fn call_name(action: &str, region: Option<&wire::Region>) -> String {
 }
 
 /// Decides on the `Code` of an error body: throttling and server trouble are
-/// retried whatever the status; auth codes name the variables to check.
+/// retried whatever the status; a body without a code goes by its status.
 fn judge(shown: &str, status: StatusCode, body: &[u8], refusals: &[&str]) -> Verdict {
     let error = serde_json::from_slice::<wire::ErrorBody>(body)
         .ok()
         .and_then(|e| e.code.map(|code| (code, e.message)));
     let Some((code, message)) = error else {
-        return if status.is_success() {
-            Verdict::Done
-        } else {
-            let err = ProviderError::Http {
-                provider: PROVIDER.to_owned(),
-                url: shown.to_owned(),
-                status: status.as_u16(),
-                body: String::from_utf8_lossy(body).chars().take(300).collect(),
-            };
-            if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
-                Verdict::Retry(err)
-            } else {
-                Verdict::Fail(err)
-            }
-        };
+        return Verdict::ByStatus;
     };
     let message: String = message.chars().take(300).collect();
     if refusals.contains(&code.as_str()) {
@@ -462,13 +451,11 @@ fn judge(shown: &str, status: StatusCode, body: &[u8], refusals: &[&str]) -> Ver
             status: status.as_u16(),
             body: format!("{code}: {message}"),
         })
-    } else if AUTH.contains(&code.as_str()) || status == StatusCode::UNAUTHORIZED {
+    } else if AUTH.contains(&code.as_str()) {
         Verdict::Fail(ProviderError::Auth {
             provider: PROVIDER.to_owned(),
             url: shown.to_owned(),
-            detail: format!(
-                "{code}: {message} (check {ACCESS_KEY_ID_ENV} and {ACCESS_KEY_SECRET_ENV})"
-            ),
+            detail: format!("{code}: {message}"),
         })
     } else {
         Verdict::Fail(ProviderError::Http {

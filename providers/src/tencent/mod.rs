@@ -139,7 +139,8 @@ impl TencentProvider {
                 },
                 &judge,
             )
-            .await?;
+            .await
+            .map_err(|e| e.with_auth_hint(&format!("{SECRET_ID_ENV} and {SECRET_KEY_ENV}")))?;
         serde_json::from_slice::<wire::Envelope<T>>(&answer)
             .map(|e| e.response)
             .map_err(|e| ProviderError::Decode {
@@ -313,8 +314,8 @@ impl TencentProvider {
 }
 
 /// Reads `Response.Error` before anything else: an error is never an empty
-/// answer. Rate limits and internal errors are retried; auth errors name the
-/// variables to set.
+/// answer. Rate limits and internal errors are retried; an answer that is
+/// not the API's goes by its status.
 fn judge(shown: &str, status: StatusCode, body: &[u8]) -> Verdict {
     let fail_http = |detail: String| ProviderError::Http {
         provider: PROVIDER.to_owned(),
@@ -334,16 +335,7 @@ fn judge(shown: &str, status: StatusCode, body: &[u8]) -> Verdict {
         Err(_) => None,
     };
     let Some(wire::ApiError { code, message }) = error else {
-        return if status.is_success() {
-            Verdict::Done
-        } else {
-            let err = fail_http(String::from_utf8_lossy(body).chars().take(300).collect());
-            if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
-                Verdict::Retry(err)
-            } else {
-                Verdict::Fail(err)
-            }
-        };
+        return Verdict::ByStatus;
     };
     let message: String = message.chars().take(300).collect();
     if code.starts_with("RequestLimitExceeded") {
@@ -358,7 +350,7 @@ fn judge(shown: &str, status: StatusCode, body: &[u8]) -> Verdict {
         Verdict::Fail(ProviderError::Auth {
             provider: PROVIDER.to_owned(),
             url: shown.to_owned(),
-            detail: format!("{code}: {message} (check {SECRET_ID_ENV} and {SECRET_KEY_ENV})"),
+            detail: format!("{code}: {message}"),
         })
     } else {
         Verdict::Fail(fail_http(format!("{code}: {message}")))
