@@ -27,25 +27,7 @@ fn glob(pattern: &str, text: &str) -> bool {
     }
 }
 
-/// Which of a cloud's sites an account belongs to: the international site
-/// prices in USD, the China site (aliyun.com, cloud.tencent.com) in CNY.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Site {
-    #[default]
-    International,
-    China,
-}
-
-impl Site {
-    /// The ISO 4217 code of the site's prices.
-    #[must_use]
-    pub fn currency_code(self) -> &'static str {
-        match self {
-            Self::International => "USD",
-            Self::China => "CNY",
-        }
-    }
-}
+use crate::snapshot::Currency;
 
 /// Problems found in one section, each at a dotted path under the section's
 /// own (`providers.aws.regions[1]`), all reported at once.
@@ -130,19 +112,33 @@ impl Problems {
         patterns
     }
 
-    /// `international` (the default) or `china`.
-    pub fn site(&mut self, key: &str, value: Option<&str>) -> Site {
-        match value.unwrap_or("international") {
-            "international" => Site::International,
-            "china" => Site::China,
+    /// The currency of a cloud's site: `international` (the default) prices
+    /// in USD, `china` (aliyun.com, cloud.tencent.com) in CNY, which needs a
+    /// rate from `rates` (the config's `[fx]`).
+    pub fn site_currency(
+        &mut self,
+        key: &str,
+        site: Option<&str>,
+        rates: &dyn Fn(&str) -> Option<Currency>,
+    ) -> Currency {
+        let code = match site.unwrap_or("international") {
+            "international" => return Currency::usd(),
+            "china" => "CNY",
             other => {
                 self.fail(
                     key,
                     format!("`{other}` is not one of \"international\", \"china\""),
                 );
-                Site::International
+                return Currency::usd();
             }
-        }
+        };
+        rates(code).unwrap_or_else(|| {
+            self.fail(
+                key,
+                format!("this site prices in {code}; set its rate as `[fx] {code} = <{code} per US dollar>`"),
+            );
+            Currency::usd()
+        })
     }
 
     /// A whole number in `range`, or `default`.

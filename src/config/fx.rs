@@ -29,24 +29,6 @@ impl FxRates {
             .collect::<Vec<_>>()
             .join(", ")
     }
-
-    /// The rate a source of `site` prices with: the site's currency, which
-    /// must be configured; a missing one is reported at `path`.
-    pub(super) fn for_site(
-        &self,
-        site: gpuplan_providers::config::Site,
-        path: &str,
-        c: &mut Checker,
-    ) -> Currency {
-        let code = site.currency_code();
-        self.currency(code).unwrap_or_else(|| {
-            c.fail(
-                path,
-                format!("this site prices in {code}; set its rate as `[fx] {code} = <{code} per US dollar>`"),
-            );
-            Currency::usd()
-        })
-    }
 }
 
 pub(super) fn validate(raw: BTreeMap<String, f64>, c: &mut Checker) -> FxRates {

@@ -376,9 +376,7 @@ fn validate_alibaba(
     c: &mut Checker,
 ) -> AlibabaSourceConfig {
     let mut problems = Problems::new("providers.alibaba");
-    let site = raw.site(&mut problems);
-    let currency = fx.for_site(site, "providers.alibaba.site", c);
-    let provider = raw.config(retry.clone(), currency, &mut problems);
+    let provider = raw.config(retry.clone(), &|code| fx.currency(code), &mut problems);
     c.absorb(problems);
     AlibabaSourceConfig {
         enabled: raw.enabled.unwrap_or(false),
@@ -395,9 +393,7 @@ fn validate_tencent(
     c: &mut Checker,
 ) -> TencentSourceConfig {
     let mut problems = Problems::new("providers.tencent");
-    let site = raw.site(&mut problems);
-    let currency = fx.for_site(site, "providers.tencent.site", c);
-    let provider = raw.config(retry.clone(), currency, &mut problems);
+    let provider = raw.config(retry.clone(), &|code| fx.currency(code), &mut problems);
     c.absorb(problems);
     TencentSourceConfig {
         enabled: raw.enabled.unwrap_or(false),

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::{DEFAULT_ENDPOINT, TencentConfig};
-use crate::config::{Problems, Site};
+use crate::config::Problems;
 use crate::http::RetryPolicy;
 use crate::snapshot::Currency;
 
@@ -19,19 +19,16 @@ pub struct Section {
 }
 
 impl Section {
-    /// Which site the account is on; it decides the currency.
-    pub fn site(&self, p: &mut Problems) -> Site {
-        p.site("site", self.site.as_deref())
-    }
-
-    /// The provider's config, pricing in `currency`, with each problem noted
-    /// in `p`. The keys come from the environment when it is built.
+    /// The provider's config, its site's currency taken from `rates` (the
+    /// config's `[fx]`), with each problem noted in `p`. The keys come from
+    /// the environment when it is built.
     pub fn config(
         &self,
         retry: RetryPolicy,
-        currency: Currency,
+        rates: &dyn Fn(&str) -> Option<Currency>,
         p: &mut Problems,
     ) -> TencentConfig {
+        let currency = p.site_currency("site", self.site.as_deref(), rates);
         let regions = p.regions("regions", self.regions.clone());
         // The API has no "every region" call: each one is asked by name.
         if self.enabled == Some(true) && regions.is_empty() {
