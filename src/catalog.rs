@@ -78,6 +78,18 @@ impl Freshness {
     }
 }
 
+/// A short human age, as tables and pages show data age: `45s`, `12m`, `3h`, `2d`.
+#[must_use]
+pub fn age(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
+    let secs = (now - then).num_seconds().max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 2 * 3600 => format!("{}m", s / 60),
+        s if s < 2 * 86400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
 /// The normalized catalog record (docs/catalog.md), plus the term's parts and the
 /// capacity cap that the planner needs.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -2,6 +2,7 @@
 //! commands decide what to show; this module only lays it out.
 
 use super::*;
+use crate::catalog::age;
 
 pub(super) fn synced_sources(fresh: &Freshness) -> String {
     if fresh.last_good.is_empty() {
@@ -13,17 +14,6 @@ pub(super) fn synced_sources(fresh: &Freshness) -> String {
         .map(|(s, at)| format!("{s} {} ago", age(fresh.now, *at)))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// A short human age: `45s`, `12m`, `3h`, `2d`.
-pub(super) fn age(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
-    let secs = (now - then).num_seconds().max(0);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 2 * 3600 => format!("{}m", s / 60),
-        s if s < 2 * 86400 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86400),
-    }
 }
 
 pub(super) fn prices_table(records: &[CatalogRecord], now: DateTime<Utc>) -> String {

@@ -21,10 +21,10 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use crate::api::{ApiError, AppState};
+use crate::catalog::age;
 
 pub use assets::{ASSETS, Asset};
 pub use login::TOKEN_COOKIE;
@@ -144,17 +144,6 @@ fn error_page(err: &ApiError) -> Response {
 fn data_island(id: &str, value: &serde_json::Value) -> Markup {
     let json = value.to_string().replace('<', "\\u003c");
     html! { script type="application/json" id=(id) { (PreEscaped(json)) } }
-}
-
-/// How long ago `at` was, in the largest unit that fits (`5m`, `3h`, `2d`).
-fn age(now: DateTime<Utc>, at: DateTime<Utc>) -> String {
-    let secs = (now - at).num_seconds().max(0);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
-        s if s < 172_800 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86400),
-    }
 }
 
 /// A price for display: four decimals, or a dash with its reason.
