@@ -1,11 +1,13 @@
 //! The files the pages load, embedded in the binary and served from
-//! `/ui/assets/`. Names carry no version; links add a digest of the content
+//! `/ui/assets/`. Names carry no version; links add a fingerprint of the content
 //! (`?v=`) so that a browser never keeps a stale copy across upgrades.
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use axum::extract::Path;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use sha2::{Digest, Sha256};
 
 pub struct Asset {
     pub name: &'static str,
@@ -46,16 +48,21 @@ fn find(name: &str) -> Option<&'static Asset> {
     ASSETS.iter().find(|a| a.name == name)
 }
 
-/// The sha256 of `bytes`, in hex.
-#[must_use]
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
+/// Each asset's link, with a fingerprint of its content: computed once, not
+/// on every page.
+static HREFS: LazyLock<BTreeMap<&'static str, String>> = LazyLock::new(|| {
+    ASSETS
+        .iter()
+        .map(|a| {
+            let version = crate::fingerprint::fingerprint(a.bytes);
+            (a.name, format!("/ui/assets/{}?v={version}", a.name))
+        })
+        .collect()
+});
 
-/// The link to an asset, with a digest of its content.
-pub fn href(name: &str) -> String {
-    let digest = find(name).map(|a| sha256_hex(a.bytes)).unwrap_or_default();
-    format!("/ui/assets/{name}?v={}", &digest[..digest.len().min(12)])
+/// The link to an asset, with a fingerprint of its content.
+pub fn href(name: &str) -> &'static str {
+    HREFS.get(name).map_or("", String::as_str)
 }
 
 pub async fn serve(Path(name): Path<String>) -> Response {
@@ -74,7 +81,13 @@ pub async fn serve(Path(name): Path<String>) -> Response {
 
 #[cfg(test)]
 mod tests {
+    use sha2::{Digest, Sha256};
+
     use super::*;
+
+    fn sha256_hex(bytes: &[u8]) -> String {
+        hex::encode(Sha256::digest(bytes))
+    }
 
     #[test]
     fn vendored_files_are_the_published_bytes() {
