@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use gpuplan::catalog::{self, Freshness, PriceFilter};
-use gpuplan::store::Store;
+use gpuplan::store::{SqliteStore, Writes as _};
 use gpuplan_providers::{
     InstanceType, PriceKind, PriceRecord, Scope, Snapshot, SpotObservation, Term, Upfront,
 };
@@ -79,7 +79,7 @@ fn list_prices(types: &[InstanceType]) -> Vec<PriceRecord> {
 
 fn build_catalog(path: &std::path::Path, observations: usize) -> Duration {
     let start = Instant::now();
-    let mut store = Store::open(path).unwrap();
+    let mut store = SqliteStore::open(path).unwrap();
     let types = instance_types();
     let now = Utc::now();
     let run = store
@@ -126,7 +126,7 @@ fn build_catalog(path: &std::path::Path, observations: usize) -> Duration {
     start.elapsed()
 }
 
-fn write_spot(store: &mut Store, types: &[InstanceType], spot_observations: Vec<SpotObservation>) {
+fn write_spot(store: &mut SqliteStore, types: &[InstanceType], spot_observations: Vec<SpotObservation>) {
     let now = Utc::now();
     let run = store
         .begin_run("aws", gpuplan_providers::Scope::Full, now)
@@ -142,7 +142,7 @@ fn write_spot(store: &mut Store, types: &[InstanceType], spot_observations: Vec<
 
 /// Where a prices request spends its time, without HTTP: the query, then JSON.
 fn in_process(path: &std::path::Path) {
-    let store = Store::open(path).unwrap();
+    let store = SqliteStore::open(path).unwrap();
     let fresh = Freshness::read(&store, Default::default(), Utc::now()).unwrap();
     let filter = PriceFilter {
         gpus: vec!["H100-80GB".into()],

@@ -44,7 +44,7 @@ impl Freshness {
     /// # Errors
     /// On a store error.
     pub fn read(
-        store: &Store,
+        store: &dyn Store,
         intervals: BTreeMap<String, Duration>,
         now: DateTime<Utc>,
     ) -> Result<Self, StoreError> {
@@ -212,7 +212,7 @@ fn gpu_matches(model: &str, wanted: &str) -> bool {
 /// # Errors
 /// On a store error.
 pub fn prices(
-    store: &Store,
+    store: &dyn Store,
     fresh: &Freshness,
     filter: &PriceFilter,
 ) -> Result<Vec<CatalogRecord>, StoreError> {
@@ -224,7 +224,7 @@ pub fn prices(
 /// # Errors
 /// On a store error.
 pub fn prices_at(
-    store: &Store,
+    store: &dyn Store,
     fresh: &Freshness,
     filter: &PriceFilter,
     at: Option<DateTime<Utc>>,
@@ -352,7 +352,7 @@ pub const MAX_SPOT_OBSERVATIONS: usize = 200_000;
 /// # Errors
 /// On a store error.
 pub fn spot_history(
-    store: &Store,
+    store: &dyn Store,
     q: &SpotQuery,
     fresh: &Freshness,
 ) -> Result<SpotHistory, StoreError> {

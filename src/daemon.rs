@@ -23,7 +23,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::planning::PlanService;
 use crate::scheduler::{self, AlertHook, Backoff, Clock, Source};
-use crate::store::Pool;
+use crate::store::{Location, Pool};
 
 /// The environment variable holding the API's bearer token.
 pub const TOKEN_ENV: &str = "GPUPLAN_API_TOKEN";
@@ -71,11 +71,16 @@ pub async fn run_with_providers(
         .local_addr()
         .context("Failed to read the listening address.")?;
     check_exposure(addr, options.token.as_ref())?;
-    let _lock = lock_database(&config.store.path)?;
+    // A SQLite catalog has one daemon; a shared one has replicas, which take
+    // each once-per-cluster duty under a lease instead.
+    let _lock = match &config.store.location {
+        Location::Sqlite(path) => Some(lock_database(path)?),
+        Location::Postgres(_) => None,
+    };
 
-    let pool = Arc::new(Pool::open(&config.store.path, 2).context("Failed to open the catalog.")?);
+    let pool = Arc::new(Pool::open(&config.store.location, 2).context("Failed to open the catalog.")?);
     let interrupted = pool
-        .write(|s| s.fail_interrupted_runs(chrono::Utc::now()))
+        .write(|s| s.fail_interrupted_runs(None, chrono::Utc::now()))
         .context("Failed to mark interrupted sync runs.")?;
     if interrupted > 0 {
         tracing::warn!(

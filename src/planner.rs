@@ -71,7 +71,7 @@ fn median(values: &mut [f64]) -> Option<f64> {
 /// # Errors
 /// On a store error.
 pub fn build_problem(
-    store: &Store,
+    store: &dyn Store,
     fresh: &Freshness,
     classes: Vec<DemandClass>,
     inputs: &CatalogInputs,
@@ -253,11 +253,12 @@ mod tests {
         vec![DemandClass::default_class(vec![1.0])]
     }
     use crate::store::test_support::{at, snapshot};
+        use crate::store::Writes as _;
 
     #[test]
     fn offers_come_from_the_catalog_with_history_based_spot_and_staleness() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(&dir.path().join("c.db")).unwrap();
+        let mut store = crate::store::SqliteStore::open(&dir.path().join("c.db")).unwrap();
         let run = store
             .begin_run("aws", gpuplan_providers::Scope::Full, at(0))
             .unwrap();

@@ -382,7 +382,7 @@ pub struct Recorded {
 /// # Errors
 /// On a store error or a result that cannot be encoded.
 pub fn record_plan(
-    store: &Store,
+    store: &dyn Store,
     name: &str,
     problem: &Problem,
     result: &PlanResult,

@@ -540,7 +540,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_loop_syncs_at_start_retries_after_failures_then_follows_the_schedule() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 0).unwrap());
+        let pool = Arc::new(Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap());
         let flaky = Arc::new(Flaky {
             calls: AtomicUsize::new(0),
             fail: 2,
@@ -600,7 +600,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_spot_only_source_waits_for_its_slot_and_asks_for_spot_history() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 0).unwrap());
+        let pool = Arc::new(Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap());
         let ctx = loop_context(&pool);
         let spot = Arc::new(SpotOnly::default());
         let source = Source {

@@ -390,7 +390,6 @@ mod tests {
     use gpuplan_providers::async_trait;
 
     use super::*;
-    use crate::store::Store;
     use crate::store::test_support::{count, last_good_run_id, snapshot};
 
     const POLICY: SyncConfig = SyncConfig {
@@ -438,7 +437,7 @@ mod tests {
     #[tokio::test]
     async fn spot_only_syncs_add_spot_history_and_never_count_as_full_ones() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 0).unwrap());
+        let pool = Arc::new(Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap());
         let cancel = CancellationToken::new();
         let mut spot = snapshot(1, 1.0);
         spot.scope = Scope::SpotHistory;
@@ -464,7 +463,7 @@ mod tests {
         ]);
         let full = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
         assert!(full.result.is_ok());
-        let full_at = pool.read(Store::last_good_syncs).unwrap()["aws"];
+        let full_at = pool.read(|s| s.last_good_syncs()).unwrap()["aws"];
         let failed = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
         assert!(failed.result.is_err());
 
@@ -479,7 +478,7 @@ mod tests {
 
         // List prices are as old as the last full run, and the failed full run
         // is still the newest one the failed-sync alert sees.
-        assert_eq!(pool.read(Store::last_good_syncs).unwrap()["aws"], full_at);
+        assert_eq!(pool.read(|s| s.last_good_syncs()).unwrap()["aws"], full_at);
         let scopes: Vec<String> = pool
             .read(|s| s.sync_runs(10))
             .unwrap()
@@ -496,10 +495,10 @@ mod tests {
                 "full"
             ]
         );
-        let latest = pool.read(Store::latest_runs).unwrap();
+        let latest = pool.read(|s| s.latest_runs()).unwrap();
         assert_eq!(latest[0].1, "failed");
         // The four list prices stay; the spot observation is the fifth price.
-        assert_eq!(pool.read(Store::current_prices).unwrap().len(), 5);
+        assert_eq!(pool.read(|s| s.current_prices()).unwrap().len(), 5);
     }
 
     #[test]
@@ -518,7 +517,7 @@ mod tests {
     #[tokio::test]
     async fn a_failing_provider_leaves_its_previous_data_untouched() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 0).unwrap());
+        let pool = Arc::new(Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap());
         let cancel = CancellationToken::new();
         let mut duplicated = snapshot(2, 5.0);
         duplicated.prices.push(duplicated.prices[0].clone());
@@ -531,8 +530,8 @@ mod tests {
 
         let good = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
         assert_eq!(good.result.unwrap().prices_seen, 8);
-        let before = pool.read(Store::current_prices).unwrap();
-        let versions = pool.read(|s| count(s, "price_versions"));
+        let before = pool.read(|s| s.current_prices()).unwrap();
+        let versions = count(&pool, "price_versions");
 
         let failed = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
         assert!(matches!(failed.result, Err(SyncError::Provider(_))));
@@ -542,19 +541,19 @@ mod tests {
         let empty = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
         assert!(empty.result.unwrap_err().to_string().contains("empty"));
 
-        assert_eq!(pool.read(Store::current_prices).unwrap(), before);
-        assert_eq!(pool.read(|s| count(s, "price_versions")), versions);
+        assert_eq!(pool.read(|s| s.current_prices()).unwrap(), before);
+        assert_eq!(count(&pool, "price_versions"), versions);
         let runs = pool.read(|s| s.sync_runs(10)).unwrap();
         let statuses: Vec<&str> = runs.iter().map(|r| r.status.as_str()).collect();
         assert_eq!(statuses, vec!["failed", "failed", "failed", "ok"]);
         assert!(runs[2].error.as_deref().unwrap().contains("HTTP 500"));
-        assert_eq!(pool.read(|s| last_good_run_id(s, "aws")), good.run_id);
+        assert_eq!(last_good_run_id(&pool, "aws"), good.run_id);
     }
 
     #[tokio::test]
     async fn a_snapshot_much_smaller_than_the_last_good_one_is_rejected() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 0).unwrap());
+        let pool = Arc::new(Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap());
         let cancel = CancellationToken::new();
         let provider = Scripted::new(vec![
             Ok(snapshot(10, 1.0)),
@@ -565,7 +564,7 @@ mod tests {
             .await
             .result
             .unwrap();
-        let before = pool.read(Store::current_prices).unwrap();
+        let before = pool.read(|s| s.current_prices()).unwrap();
 
         let err = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel)
             .await
@@ -576,7 +575,7 @@ mod tests {
             err.contains("14 prices, the last good sync had 20"),
             "{err}"
         );
-        assert_eq!(pool.read(Store::current_prices).unwrap(), before);
+        assert_eq!(pool.read(|s| s.current_prices()).unwrap(), before);
         // Exactly 20% fewer is still within the limit.
         let ok = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel)
             .await
@@ -588,7 +587,7 @@ mod tests {
     #[tokio::test]
     async fn an_unchanged_region_keeps_its_prices_only_at_the_version_last_read() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 0).unwrap());
+        let pool = Arc::new(Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap());
         let cancel = CancellationToken::new();
         let versioned = |version: &str| {
             let mut s = snapshot(3, 1.0);
@@ -608,7 +607,7 @@ mod tests {
         ]);
         let run = || sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel);
         run().await.result.unwrap();
-        let before = pool.read(Store::current_prices).unwrap();
+        let before = pool.read(|s| s.current_prices()).unwrap();
         let err = run().await.result.unwrap_err().to_string();
         assert!(
             err.contains("not at the version the last good sync read"),
@@ -625,7 +624,7 @@ mod tests {
             ),
             (6, 0, 1)
         );
-        assert_eq!(pool.read(Store::current_prices).unwrap(), before);
+        assert_eq!(pool.read(|s| s.current_prices()).unwrap(), before);
         assert_eq!(
             pool.read(|s| s.source_versions("aws")).unwrap()["us-east-1"],
             "v1"
@@ -633,7 +632,7 @@ mod tests {
 
         // A region the catalog holds nothing of cannot be "unchanged".
         let empty = tempfile::tempdir().unwrap();
-        let fresh_pool = Arc::new(Pool::open(&empty.path().join("c.db"), 0).unwrap());
+        let fresh_pool = Arc::new(Pool::open(&crate::store::Location::Sqlite(empty.path().join("c.db")), 0).unwrap());
         let liar = Scripted::new(vec![Ok(unchanged("v1"))]);
         let err = sync_provider(&fresh_pool, &liar, Scope::Full, &POLICY, &cancel)
             .await

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use gpuplan::store::Store;
+use gpuplan::store::{SqliteStore, Writes as _};
 use gpuplan_providers::{InstanceType, Scope, Snapshot, SpotObservation};
 use serde_json::{Value, json};
 
@@ -300,7 +300,7 @@ fn spot_history_summarizes_each_zone() {
         ],
         ..Snapshot::default()
     };
-    let mut store = Store::open(&ws.path("catalog.db")).unwrap();
+    let mut store = SqliteStore::open(&ws.path("catalog.db")).unwrap();
     let run = store
         .begin_run("aws", gpuplan_providers::Scope::Full, now)
         .unwrap();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use gpuplan::config::Config;
 use gpuplan::daemon::{self, Options};
-use gpuplan::store::Store;
+use gpuplan::store::{Reads as _, SqliteStore};
 use gpuplan_providers::secret::Secret;
 use gpuplan_providers::test_server::{self, FixtureServer};
 use gpuplan_providers::{FetchContext, Provider, ProviderError, Snapshot, async_trait};
@@ -498,7 +498,7 @@ async fn stopping_during_a_slow_sync_leaves_the_catalog_consistent() {
         "shutdown waited for the hanging sync"
     );
 
-    let store = Store::open(&dir.path().join("catalog.db")).unwrap();
+    let store = SqliteStore::open(&dir.path().join("catalog.db")).unwrap();
     assert_eq!(store.integrity_check().unwrap(), "ok");
     let runs = store.sync_runs(10).unwrap();
     assert_eq!(runs[0].status, "failed");
@@ -537,7 +537,7 @@ async fn sigterm_stops_the_real_process_mid_sync_and_it_exits_0() {
     let db = dir.path().join("catalog.db");
     let mut running = false;
     for _ in 0..500 {
-        if let Ok(store) = Store::open(&db)
+        if let Ok(store) = SqliteStore::open(&db)
             && let Ok(runs) = store.sync_runs(10)
             && runs
                 .iter()
@@ -559,7 +559,7 @@ async fn sigterm_stops_the_real_process_mid_sync_and_it_exits_0() {
         .unwrap();
     assert_eq!(status.code(), Some(0));
 
-    let store = Store::open(&db).unwrap();
+    let store = SqliteStore::open(&db).unwrap();
     assert_eq!(store.integrity_check().unwrap(), "ok");
     let azure = store
         .sync_runs(10)

@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::Utc;
 use gpuplan::config::Config;
 use gpuplan::daemon::{self, Options};
-use gpuplan::store::Store;
+use gpuplan::store::{SqliteStore, Writes as _};
 use gpuplan_providers::secret::Secret;
 use gpuplan_providers::{InstanceType, Scope, Snapshot, SpotObservation};
 use reqwest::header;
@@ -87,7 +87,7 @@ async fn start(token: Option<&str>) -> Daemon {
 }
 
 fn seed_spot(path: &std::path::Path) {
-    let mut store = Store::open(path).unwrap();
+    let mut store = SqliteStore::open(path).unwrap();
     let now = Utc::now();
     let run = store.begin_run("aws", Scope::Full, now).unwrap();
     let at = |hours_ago: i64| now - chrono::Duration::hours(hours_ago);

@@ -193,6 +193,9 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(move || f(&pool)).await.ok()
 }
 
+/// How many due messages one claim takes.
+const CLAIM_BATCH: u32 = 10;
+
 /// Drains the outbox until cancelled.
 pub async fn run(d: Delivery) {
     let Ok(http) = client(d.timeout) else {
@@ -205,7 +208,15 @@ pub async fn run(d: Delivery) {
         ..RetryPolicy::default()
     };
     loop {
-        let due = blocking(&d.pool, |p| p.read(|s| s.due_messages(Utc::now(), 50)))
+        // Held long enough to send the whole batch; a replica that dies
+        // meanwhile leaves the rest to be claimed again after that.
+        let hold = chrono::Duration::from_std(d.timeout * (CLAIM_BATCH + 1)).unwrap_or_default();
+        let due = blocking(&d.pool, move |p| {
+            p.write(|s| {
+                let now = Utc::now();
+                s.claim_due_messages(now, now + hold, CLAIM_BATCH)
+            })
+        })
             .await
             .and_then(Result::ok)
             .unwrap_or_default();

@@ -78,7 +78,7 @@ fn crossing(below: bool, v: f64, t: f64, h: f64) -> (bool, bool) {
 /// # Errors
 /// On a store error.
 pub fn observe(
-    store: &Store,
+    store: &dyn Store,
     fresh: &Freshness,
     rule: &RuleConfig,
     sources: &[String],
@@ -414,7 +414,7 @@ fn push_messages(
 /// # Errors
 /// On a store error (nothing of this evaluation is written).
 pub fn evaluate(
-    store: &mut Store,
+    store: &mut dyn Store,
     fresh: &Freshness,
     rules: &[RuleConfig],
     sources: &[String],
@@ -510,8 +510,9 @@ mod tests {
     #[test]
     fn price_rules_ignore_gpu_only_prices_unless_they_ask_for_them() {
         use crate::store::test_support::{at, snapshot};
+        use crate::store::Writes as _;
         let dir = tempfile::tempdir().unwrap();
-        let mut store = crate::store::Store::open(&dir.path().join("c.db")).unwrap();
+        let mut store = crate::store::SqliteStore::open(&dir.path().join("c.db")).unwrap();
         // gpu0 at 1.0/h; gpu1 at 2.0/h is a price of the GPU alone.
         let mut snap = snapshot(2, 1.0);
         for p in snap

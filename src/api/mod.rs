@@ -337,7 +337,7 @@ const CACHE_BUDGET_BYTES: usize = 16 << 20;
 /// Runs a store read off the async runtime, with the catalog's freshness.
 pub(crate) async fn read<T: Send + 'static>(
     state: &Arc<AppState>,
-    f: impl FnOnce(&crate::store::Store, Freshness, &AppState) -> Result<T, StoreError> + Send + 'static,
+    f: impl FnOnce(&dyn crate::store::Store, Freshness, &AppState) -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let state = state.clone();
     tokio::task::spawn_blocking(move || {
@@ -798,7 +798,7 @@ mod tests {
     #[tokio::test]
     async fn a_panicking_handler_answers_500_and_the_connection_survives() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = Arc::new(Pool::open(&dir.path().join("c.db"), 1).unwrap());
+        let pool = Arc::new(Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 1).unwrap());
         let config = crate::config::Config::default();
         let state = Arc::new(AppState {
             pool: pool.clone(),

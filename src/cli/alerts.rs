@@ -26,9 +26,8 @@ pub(super) async fn run_alerts(
 ) -> Result<ExitCode, CliError> {
     match command {
         AlertsCommand::List { json } => {
-            let store = open_store(config)?;
-            let states = store
-                .alert_states(None)
+            let states = open_store(config)?
+                .read(|s| s.alert_states(None))
                 .map_err(|e| CliError::Failed(e.into()))?;
             if json {
                 let rules: Vec<serde_json::Value> = config
@@ -49,9 +48,8 @@ pub(super) async fn run_alerts(
             Ok(ExitCode::SUCCESS)
         }
         AlertsCommand::History { limit, json } => {
-            let store = open_store(config)?;
-            let messages = store
-                .message_history(limit)
+            let messages = open_store(config)?
+                .read(|s| s.message_history(limit))
                 .map_err(|e| CliError::Failed(e.into()))?;
             if json {
                 print_json(&messages)?;

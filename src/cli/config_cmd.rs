@@ -26,7 +26,7 @@ pub(super) fn validate_config(path: Option<&Path>) -> Result<ExitCode, CliError>
     println!(
         "{}: ok; store {}; {} provider{} enabled{}{}",
         path.display(),
-        config.store.path.display(),
+        config.store.location,
         sources.len(),
         if sources.len() == 1 { "" } else { "s" },
         if sources.is_empty() { "" } else { ": " },

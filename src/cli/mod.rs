@@ -183,11 +183,11 @@ pub(super) fn load_config(path: Option<&Path>) -> Result<Config, CliError> {
     }
 }
 
-pub(super) fn open_store(config: &Config) -> Result<Store, CliError> {
-    Store::open(&config.store.path).map_err(|e| CliError::Failed(e.into()))
+pub(super) fn open_store(config: &Config) -> Result<Pool, CliError> {
+    Pool::open(&config.store.location, 0).map_err(|e| CliError::Failed(e.into()))
 }
 
-pub(super) fn freshness(config: &Config, store: &Store) -> Result<Freshness, CliError> {
+pub(super) fn freshness(config: &Config, store: &dyn Store) -> Result<Freshness, CliError> {
     let now = Utc::now();
     Freshness::read(store, config.source_intervals(now), now)
         .map_err(|e| CliError::Failed(e.into()))

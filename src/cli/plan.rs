@@ -180,7 +180,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
     let needs_store = args.save || matches!(input, Input::Catalog { .. });
     let pool = if needs_store {
         Some(Arc::new(
-            Pool::open(&config.store.path, 1).map_err(|e| CliError::Failed(e.into()))?,
+            Pool::open(&config.store.location, 1).map_err(|e| CliError::Failed(e.into()))?,
         ))
     } else {
         None

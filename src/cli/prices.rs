@@ -56,8 +56,8 @@ pub(super) fn run_prices(config: &Config, args: PricesArgs) -> Result<ExitCode, 
             })
         })
         .transpose()?;
-    let store = open_store(config)?;
-    let fresh = freshness(config, &store)?;
+    let pool = open_store(config)?;
+    let fresh = pool.read(|s| freshness(config, s))?;
     let filter = PriceFilter {
         gpus: args.gpus,
         providers: args.providers,
@@ -67,7 +67,7 @@ pub(super) fn run_prices(config: &Config, args: PricesArgs) -> Result<ExitCode, 
         max_usd_per_gpu_hour: args.max_usd_per_gpu_hour,
     };
     let mut records =
-        catalog::prices(&store, &fresh, &filter).map_err(|e| CliError::Failed(e.into()))?;
+        pool.read(|s| catalog::prices(s, &fresh, &filter)).map_err(|e| CliError::Failed(e.into()))?;
     if let Some(currency) = &currency {
         catalog::convert(&mut records, currency);
     }

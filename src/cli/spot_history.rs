@@ -28,8 +28,8 @@ pub(super) fn run_spot_history(
     let now = Utc::now();
     let since = catalog::parse_since(&args.since, now)
         .map_err(|e| CliError::BadInput(anyhow::anyhow!("--since: {e}")))?;
-    let store = open_store(config)?;
-    let fresh = freshness(config, &store)?;
+    let pool = open_store(config)?;
+    let fresh = pool.read(|s| freshness(config, s))?;
     let query = SpotQuery {
         instance_type: args.instance.clone(),
         provider: args.provider.clone(),
@@ -38,7 +38,7 @@ pub(super) fn run_spot_history(
         since,
         max_observations: Some(catalog::MAX_SPOT_OBSERVATIONS),
     };
-    let history = catalog::spot_history(&store, &query, &fresh).map_err(|e| match e {
+    let history = pool.read(|s| catalog::spot_history(s, &query, &fresh)).map_err(|e| match e {
         e @ StoreError::TooLarge { .. } => {
             CliError::BadInput(anyhow::anyhow!("--since, --region, --zone: {e}"))
         }

@@ -17,8 +17,8 @@ pub enum StoreCommand {
 }
 
 pub(super) fn run_prune(config: &Config, dry_run: bool, json: bool) -> Result<ExitCode, CliError> {
-    let pool = Pool::open(&config.store.path, 0)
-        .with_context(|| format!("Failed to open {}.", config.store.path.display()))?;
+    let pool = Pool::open(&config.store.location, 0)
+        .with_context(|| format!("Failed to open {}.", config.store.location))?;
     let counts = crate::store::prune(&pool, &config.store.retention, Utc::now(), dry_run)
         .map_err(|e| CliError::Failed(e.into()))?;
     if json {

@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use gpuplan_providers::http::Redaction;
 use gpuplan_providers::secret::Secret;
 
-use crate::store::Retention;
+use crate::store::{Location, Retention};
 use serde::Deserialize;
 
 mod alerts;
@@ -53,7 +53,7 @@ pub use sources::OciSourceConfig;
 #[cfg(feature = "tencent")]
 pub use sources::TencentSourceConfig;
 pub use sources::{ProvidersConfig, SyncConfig};
-pub use store::StoreConfig;
+pub use store::{STORE_URL_ENV, StoreConfig};
 
 use alerts::{RawAlerts, validate_alerts};
 use api::RawApi;

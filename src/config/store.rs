@@ -1,15 +1,19 @@
-//! `[store]`: the catalog file and its retention.
+//! `[store]`: where the catalog lives (a SQLite file, or a shared PostgreSQL
+//! database) and its retention.
 
 use super::*;
 
 pub(super) const DEFAULT_STORE_PATH: &str = "gpuplan.db";
+
+/// Overrides `store.url`, so a password need not be in the file.
+pub const STORE_URL_ENV: &str = "GPUPLAN_STORE_URL";
 
 /// Pruning runs daily at a quiet minute, away from the hourly syncs at :00.
 pub(super) const DEFAULT_PRUNE_SCHEDULE: &str = "0 17 3 * * *";
 
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
-    pub path: PathBuf,
+    pub location: Location,
     pub retention: Retention,
     /// When the daemon prunes what `retention` lets go.
     pub prune_schedule: Schedule,
@@ -19,6 +23,7 @@ pub struct StoreConfig {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawStore {
     path: Option<String>,
+    url: Option<String>,
     #[serde(default)]
     retention: RawRetention,
 }
@@ -40,10 +45,28 @@ pub(super) fn validate(
     c: &mut Checker,
     resolve: &dyn Fn(&str) -> PathBuf,
 ) -> StoreConfig {
-    let store_path = raw.path.unwrap_or_else(|| DEFAULT_STORE_PATH.to_owned());
-    if store_path.trim().is_empty() {
-        c.fail("store.path", "must not be empty");
-    }
+    let url = Secret::from_env(STORE_URL_ENV)
+        .map(|u| (STORE_URL_ENV.to_owned(), u))
+        .or_else(|| raw.url.map(|u| ("store.url".to_owned(), Secret::new(u))));
+    let location = match (url, raw.path) {
+        (Some((from, _)), Some(_)) => {
+            c.fail(&from, "store.path is set too; use one or the other");
+            Location::Sqlite(PathBuf::new())
+        }
+        (Some((from, url)), None) => {
+            if let Err(why) = check_url(url.expose()) {
+                c.fail(&from, &why);
+            }
+            Location::Postgres(url)
+        }
+        (None, path) => {
+            let path = path.unwrap_or_else(|| DEFAULT_STORE_PATH.to_owned());
+            if path.trim().is_empty() {
+                c.fail("store.path", "must not be empty");
+            }
+            Location::Sqlite(resolve(&path))
+        }
+    };
     let raw_retention = raw.retention;
     let defaults = Retention::default();
     let mut days = |key: &str, value: Option<i64>, default: Option<Duration>| {
@@ -91,8 +114,22 @@ pub(super) fn validate(
         ),
     );
     StoreConfig {
-        path: resolve(&store_path),
+        location,
         retention,
         prune_schedule,
     }
+}
+
+/// A `postgres://` or `postgresql://` URL the driver accepts. The reason
+/// never repeats the URL: it may hold a password.
+fn check_url(url: &str) -> Result<(), String> {
+    let scheme_ok = ["postgres://", "postgresql://"]
+        .iter()
+        .any(|s| url.get(..s.len()).is_some_and(|p| p.eq_ignore_ascii_case(s)));
+    if !scheme_ok {
+        return Err("must be a postgres:// or postgresql:// URL".to_owned());
+    }
+    Location::Postgres(Secret::new(url))
+        .check()
+        .map_err(|e| e.to_string())
 }

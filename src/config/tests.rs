@@ -200,7 +200,7 @@ fn aws_keys_are_read_and_checked() {
 #[test]
 fn no_config_means_built_in_defaults() {
     let config = Config::parse("", Path::new("")).unwrap();
-    assert_eq!(config.store.path, PathBuf::from("gpuplan.db"));
+    assert_eq!(config.store.location.to_string(), "gpuplan.db");
     // Only the sources that need no credentials.
     let sources: Vec<String> = config
         .enabled_sources()
@@ -209,7 +209,10 @@ fn no_config_means_built_in_defaults() {
         .collect();
     assert_eq!(sources, vec!["aws", "azure", "oci"]);
     assert!((config.sync.max_shrink - 0.2).abs() < 1e-12);
-    assert_eq!(Config::default().store.path, config.store.path);
+    assert_eq!(
+        Config::default().store.location.to_string(),
+        config.store.location.to_string()
+    );
 }
 
 #[test]
@@ -220,8 +223,8 @@ fn relative_paths_are_taken_from_the_config_files_directory() {
     )
     .unwrap();
     assert_eq!(
-        config.store.path,
-        PathBuf::from("/etc/gpuplan/data/catalog.db")
+        config.store.location.to_string(),
+        "/etc/gpuplan/data/catalog.db"
     );
     assert_eq!(
         config.providers.file["onprem"].path,
@@ -455,4 +458,32 @@ fn owned_reservations_and_plan_classes_are_checked_by_path() {
         plan.owned.as_deref(),
         Some(Path::new("/etc/gpuplan/owned.csv"))
     );
+}
+
+#[test]
+fn a_postgres_store_url_is_checked_and_never_shown_with_its_password() {
+    let config = Config::parse(
+        "[store]\nurl = \"postgres://gpuplan:hunter2@db.internal:6432/catalog\"\n",
+        Path::new("/etc/gpuplan"),
+    )
+    .unwrap();
+    assert!(config.store.location.is_shared());
+    let shown = config.store.location.to_string();
+    assert_eq!(shown, "postgres://gpuplan@db.internal:6432/catalog");
+    assert!(!format!("{:?}", config.store).contains("hunter2"));
+
+    let both = Config::parse(
+        "[store]\npath = \"a.db\"\nurl = \"postgres://u:hunter2@h/d\"\n",
+        Path::new(""),
+    )
+    .unwrap_err();
+    let both = format!("{both:?}");
+    assert!(both.contains("store.url") && both.contains("store.path"), "{both}");
+    for bad in ["mysql://u:hunter2@h/d", "postgres://u:hunter2@h:notaport/d"] {
+        let err = Config::parse(&format!("[store]\nurl = \"{bad}\"\n"), Path::new(""))
+            .unwrap_err();
+        let err = format!("{err:?}");
+        assert!(err.contains("store.url"), "{err}");
+        assert!(!err.contains("hunter2"), "the password leaked: {err}");
+    }
 }

@@ -1,27 +1,34 @@
-//! The SQLite catalog: opening, migrating, and the typed reads and writes the rest
-//! of gpuplan uses. SQL lives here and nowhere else.
+//! The catalog store: the typed reads and writes the rest of gpuplan uses,
+//! behind one interface ([`Store`]) with two backends: SQLite (a local file,
+//! the default) and PostgreSQL (shared by several replicas). SQL lives under
+//! this module and nowhere else; nothing above it knows which backend it has.
 //!
-//! One snapshot is written in one transaction (see [`Store::write_snapshot`]), so a
-//! crash or error leaves either all of a sync or none of it.
+//! One snapshot is written in one transaction (see [`Writes::write_snapshot`]),
+//! so a crash or error leaves either all of a sync or none of it.
 
 mod alerts;
-mod migrate;
+mod migrations;
 mod pool;
+mod postgres;
 pub mod prune;
 mod read;
+pub mod scratch;
+mod sqlite;
 mod write;
 
-use std::path::Path;
-use std::time::Duration;
-
 use chrono::{DateTime, SecondsFormat, Utc};
-use rusqlite::{Connection, OpenFlags};
 
-pub use alerts::{AlertState, NewMessage, OutboxMessage};
-pub use pool::Pool;
-pub use prune::{Prunable, PruneCounts, Retention, prune};
-pub use read::{CurrentPrice, SavedPlan, SpotPoint, SyncRun};
-pub use write::{NewPlan, WriteStats};
+pub use alerts::{AlertState, Alerts, NewMessage, OutboxMessage};
+pub use pool::{Location, Pool};
+pub use prune::{Prunable, Prune, PruneCounts, Retention, prune};
+pub use read::{CurrentPrice, Reads, SavedPlan, SpotPoint, SyncRun};
+pub use sqlite::SqliteStore;
+pub use write::{NewPlan, WriteStats, Writes};
+
+/// Everything a caller can do with the catalog, on either backend.
+pub trait Store: Reads + Writes + Alerts + Prune + Send {}
+
+impl<T: Reads + Writes + Alerts + Prune + Send> Store for T {}
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -33,7 +40,7 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
     #[error(
-        "{path} was written by a newer gpuplan (schema version {found}, this build knows up to {known}); upgrade gpuplan or use another database file"
+        "{path} was written by a newer gpuplan (schema version {found}, this build knows up to {known}); upgrade gpuplan or use another database"
     )]
     TooNew {
         path: String,
@@ -45,92 +52,40 @@ pub enum StoreError {
         path: String,
         name: &'static str,
         #[source]
-        source: rusqlite::Error,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("catalog database error: {0}")]
     Db(#[from] rusqlite::Error),
+    /// The PostgreSQL server refused or lost a connection, or a statement
+    /// failed there. `at` is the server's address without credentials.
+    #[error("PostgreSQL at {at}: {message}")]
+    Postgres { at: String, message: String },
     #[error("catalog holds a value it cannot read back: {0}")]
     Corrupt(String),
     /// A read asked for more rows than its caller allows (outside input must
     /// not make one answer unbounded).
     #[error("more than {limit} {what} match; narrow the query")]
     TooLarge { what: &'static str, limit: usize },
+    /// A sync's run row was closed (marked interrupted) by another process
+    /// while the sync went on, so its snapshot must not be stored.
+    #[error("sync run {run_id} was closed by another process while it ran; its snapshot was not stored")]
+    RunClosed { run_id: i64 },
+    /// A write of a cluster duty whose lease another replica has taken since.
+    #[error("{duty}: this replica's lease (epoch {held}) was taken over (epoch {current}); the write was dropped")]
+    Fenced {
+        duty: String,
+        held: i64,
+        current: i64,
+    },
 }
 
-/// How long a writer waits for another process's transaction before failing.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
-
-pub struct Store {
-    conn: Connection,
-}
-
-/// Switches the file to WAL. SQLite does not run the busy handler for this
-/// pragma, so two processes opening one fresh file would see "database is
-/// locked" at once; WAL is a property of the file, so it is read first and the
-/// switch is retried within the usual busy timeout.
-fn use_wal(conn: &Connection) -> rusqlite::Result<()> {
-    let started = std::time::Instant::now();
-    loop {
-        let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
-        if mode.eq_ignore_ascii_case("wal") {
-            return Ok(());
-        }
-        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)) {
-            Ok(_) => return Ok(()),
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::DatabaseBusy
-                    && started.elapsed() < BUSY_TIMEOUT =>
-            {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-impl Store {
-    /// Opens (creating if needed) the database at `path` and brings its schema up
-    /// to date. A database from an older gpuplan is upgraded in place.
-    ///
-    /// # Errors
-    /// `Open` when the file cannot be opened, `TooNew` when a newer gpuplan wrote
-    /// it, `Migration` when a migration fails (that migration is rolled back).
-    pub fn open(path: &Path) -> Result<Self, StoreError> {
-        Self::open_at_version(path, migrate::latest_version())
-    }
-
-    fn open_at_version(path: &Path, version: i64) -> Result<Self, StoreError> {
-        let shown = path.display().to_string();
-        let open_err = |source| StoreError::Open {
-            path: shown.clone(),
-            source,
-        };
-        let mut conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(open_err)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
-        use_wal(&conn).map_err(open_err)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(open_err)?;
-        conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(open_err)?;
-        migrate::run(&mut conn, &shown, version)?;
-        Ok(Self { conn })
-    }
-
-    /// `PRAGMA integrity_check`; `"ok"` for a sound file.
-    ///
-    /// # Errors
-    /// On a database error.
-    pub fn integrity_check(&self) -> Result<String, StoreError> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
-    }
+/// A duty's lease as its holder took it. Writes made for the duty carry it,
+/// and a shared backend refuses them (`Fenced`) once another replica has taken
+/// the duty with a newer epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    pub duty: String,
+    pub epoch: i64,
 }
 
 /// Timestamps are stored as fixed-width RFC 3339 UTC text, so text order is time order.

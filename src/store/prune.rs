@@ -16,10 +16,9 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use rusqlite::params;
 use serde::Serialize;
 
-use super::{Pool, Store, StoreError, ts};
+use super::{Pool, StoreError};
 
 /// Rows deleted per transaction: small enough that a sync waiting for the
 /// writer waits milliseconds, not seconds.
@@ -91,34 +90,36 @@ impl Prunable {
     }
 
     /// The table, the key that identifies a row, and a query of the keys of
-    /// prunable rows older than `?1`.
-    fn sql(self) -> (&'static str, &'static str, &'static str) {
+    /// prunable rows older than `$1`.
+    /// (table, key, query of the keys that may go). The same text runs on
+    /// both backends: `$1` is the cutoff; SQLite reads `$1` as a parameter too.
+    pub(super) fn sql(self) -> (&'static str, &'static str, &'static str) {
         match self {
             Self::SpotObservations => (
                 "spot_observations",
                 "(instance_type, zone, provider, observed_at)",
                 "SELECT o.instance_type, o.zone, o.provider, o.observed_at
                  FROM spot_observations o
-                 WHERE o.observed_at < ?1
+                 WHERE o.observed_at < $1
                    AND o.observed_at < (
                        SELECT max(p.observed_at) FROM spot_observations p
                        WHERE p.instance_type = o.instance_type AND p.zone = o.zone
-                         AND p.provider = o.provider AND p.observed_at < ?1)",
+                         AND p.provider = o.provider AND p.observed_at < $1)",
             ),
             Self::PriceVersions => (
                 "price_versions",
                 "id",
                 "SELECT v.id FROM price_versions v
-                 WHERE v.valid_from < ?1
+                 WHERE v.valid_from < $1
                    AND EXISTS (
                        SELECT 1 FROM price_versions w
-                       WHERE w.series_id = v.series_id AND w.id > v.id AND w.valid_from < ?1)",
+                       WHERE w.series_id = v.series_id AND w.id > v.id AND w.valid_from < $1)",
             ),
             Self::SyncRuns => (
                 "sync_runs",
                 "id",
                 "SELECT r.id FROM sync_runs r
-                 WHERE r.status <> 'running' AND coalesce(r.finished_at, r.started_at) < ?1
+                 WHERE r.status <> 'running' AND coalesce(r.finished_at, r.started_at) < $1
                    AND r.id NOT IN (SELECT max(id) FROM sync_runs WHERE status = 'ok' GROUP BY source, scope)
                    AND NOT EXISTS (SELECT 1 FROM price_versions v WHERE v.sync_run_id = r.id)
                    AND NOT EXISTS (SELECT 1 FROM instance_types t WHERE t.first_seen_run = r.id)
@@ -128,13 +129,13 @@ impl Prunable {
                 "plans",
                 "id",
                 "SELECT p.id FROM plans p
-                 WHERE p.created_at < ?1
-                   AND p.id < (SELECT max(q.id) FROM plans q WHERE q.name IS p.name)",
+                 WHERE p.created_at < $1
+                   AND p.id < (SELECT max(q.id) FROM plans q WHERE q.name IS NOT DISTINCT FROM p.name)",
             ),
             Self::AlertMessages => (
                 "alert_outbox",
                 "id",
-                "SELECT id FROM alert_outbox WHERE delivered_at IS NOT NULL AND delivered_at < ?1",
+                "SELECT id FROM alert_outbox WHERE delivered_at IS NOT NULL AND delivered_at < $1",
             ),
         }
     }
@@ -180,41 +181,39 @@ impl PruneCounts {
     }
 }
 
-impl Store {
+impl Prunable {
+    /// Counts what may go; `$1` is the cutoff.
+    pub(super) fn count_sql(self) -> String {
+        let (_, _, candidates) = self.sql();
+        format!("SELECT count(*) FROM ({candidates}) AS c")
+    }
+
+    /// Deletes one batch; `$1` is the cutoff, `$2` the batch size.
+    pub(super) fn delete_sql(self) -> String {
+        let (table, key, candidates) = self.sql();
+        format!("DELETE FROM {table} WHERE {key} IN ({candidates} LIMIT $2)")
+    }
+}
+
+/// Retention, one kind of row at a time.
+pub trait Prune {
     /// How many rows of `kind` older than `cutoff` a prune would delete.
     ///
     /// # Errors
     /// On a database error.
-    pub fn count_prunable(&self, kind: Prunable, cutoff: DateTime<Utc>) -> Result<u64, StoreError> {
-        let (_, _, candidates) = kind.sql();
-        let n: i64 = self.conn.query_row(
-            &format!("SELECT count(*) FROM ({candidates})"),
-            [ts(cutoff)],
-            |r| r.get(0),
-        )?;
-        Ok(u64::try_from(n).unwrap_or(0))
-    }
+    fn count_prunable(&self, kind: Prunable, cutoff: DateTime<Utc>) -> Result<u64, StoreError>;
 
     /// Deletes up to `batch` prunable rows of `kind` older than `cutoff`, in
     /// one transaction; returns how many went (fewer than `batch`: done).
     ///
     /// # Errors
     /// On a database error (nothing of the batch is deleted).
-    pub fn prune_batch(
+    fn prune_batch(
         &mut self,
         kind: Prunable,
         cutoff: DateTime<Utc>,
         batch: usize,
-    ) -> Result<usize, StoreError> {
-        let (table, key, candidates) = kind.sql();
-        let tx = self.conn.transaction()?;
-        let n = tx.execute(
-            &format!("DELETE FROM {table} WHERE {key} IN ({candidates} LIMIT ?2)"),
-            params![ts(cutoff), i64::try_from(batch).unwrap_or(i64::MAX)],
-        )?;
-        tx.commit()?;
-        Ok(n)
-    }
+    ) -> Result<usize, StoreError>;
 }
 
 /// Prunes everything `retention` allows as of `now`, [`BATCH`] rows per

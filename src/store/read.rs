@@ -3,10 +3,9 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use rusqlite::{OptionalExtension, Row, params};
 use serde::Serialize;
 
-use super::{Store, StoreError, WriteStats, parse_ts, ts};
+use super::{StoreError, WriteStats, parse_ts};
 
 /// A price as it stands now, joined with its instance type's specs.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,72 +74,129 @@ pub struct SyncRun {
 }
 
 /// A sync_runs row before its text columns are parsed.
-struct RawRun {
-    id: i64,
-    source: String,
-    started: String,
-    finished: Option<String>,
-    status: String,
-    scope: String,
-    counts: [i64; 8],
-    skipped: String,
-    error: Option<String>,
+pub(super) struct RawRun {
+    pub(super) id: i64,
+    pub(super) source: String,
+    pub(super) started: String,
+    pub(super) finished: Option<String>,
+    pub(super) status: String,
+    pub(super) scope: String,
+    pub(super) counts: [i64; 8],
+    pub(super) skipped: String,
+    pub(super) error: Option<String>,
 }
 
-fn none_if_empty(s: String) -> Option<String> {
+pub(super) fn none_if_empty(s: String) -> Option<String> {
     if s.is_empty() { None } else { Some(s) }
 }
 
-/// Reads a row of the current-prices query by position (name lookups cost a
-/// string search per column per row). Columns, in order: provider, region, zone,
-/// instance_type, price_kind, offering_class, usd_per_hour, upfront_usd,
-/// recurring_usd_per_hour, source, available_regions, max_instances,
-/// observed_at, gpu_model, gpu_count, gpu_memory_gib, vcpus, memory_gib,
-/// price_scope, currency, fx_rate.
-fn read_price(r: &Row<'_>) -> rusqlite::Result<(CurrentPrice, Option<String>, String)> {
-    let price = CurrentPrice {
-        provider: r.get(0)?,
-        region: r.get(1)?,
-        zone: none_if_empty(r.get(2)?),
-        instance_type: r.get(3)?,
-        price_kind: r.get(4)?,
-        offering_class: none_if_empty(r.get(5)?),
-        usd_per_hour: r.get(6)?,
-        upfront_usd: r.get(7)?,
-        recurring_usd_per_hour: r.get(8)?,
-        source: r.get(9)?,
-        available_regions: Vec::new(),
-        max_instances: r.get(11)?,
-        observed_at: None,
-        gpu_model: r.get(13)?,
-        gpu_count: r.get(14)?,
-        gpu_memory_gib: r.get(15)?,
-        vcpus: r.get(16)?,
-        memory_gib: r.get(17)?,
-        price_scope: r.get(18)?,
-        currency: r.get(19)?,
-        fx_rate: r.get(20)?,
-    };
-    Ok((price, r.get(12)?, r.get(10)?))
+impl RawRun {
+    pub(super) fn parse(self) -> Result<SyncRun, StoreError> {
+        let [
+            instance_types,
+            prices_seen,
+            prices_changed,
+            prices_withdrawn,
+            spot_seen,
+            spot_added,
+            availability,
+            regions_unchanged,
+        ] = self.counts;
+        Ok(SyncRun {
+            id: self.id,
+            source: self.source,
+            started_at: parse_ts(&self.started)?,
+            finished_at: self.finished.as_deref().map(parse_ts).transpose()?,
+            status: self.status,
+            scope: self.scope,
+            stats: WriteStats {
+                instance_types,
+                prices_seen,
+                prices_changed,
+                prices_withdrawn,
+                spot_seen,
+                spot_added,
+                availability,
+                regions_unchanged,
+                skipped: serde_json::from_str(&self.skipped).map_err(|e| {
+                    StoreError::Corrupt(format!("skipped_json `{}`: {e}", self.skipped))
+                })?,
+            },
+            error: self.error,
+        })
+    }
 }
 
-impl Store {
+/// A plans row before its text columns are parsed.
+pub(super) fn parse_plan(
+    id: i64,
+    created: &str,
+    name: Option<String>,
+    inputs_hash: String,
+    result: &str,
+) -> Result<SavedPlan, StoreError> {
+    Ok(SavedPlan {
+        id,
+        created_at: parse_ts(created)?,
+        name,
+        inputs_hash,
+        result: serde_json::from_str(result)
+            .map_err(|e| StoreError::Corrupt(format!("plan {id} result: {e}")))?,
+    })
+}
+
+/// Fills in the text columns of a current-prices row.
+pub(super) fn finish_price(
+    mut price: CurrentPrice,
+    observed_at: Option<&str>,
+    regions: &str,
+) -> Result<CurrentPrice, StoreError> {
+    price.observed_at = observed_at.map(parse_ts).transpose()?;
+    if regions != "[]" {
+        price.available_regions = serde_json::from_str(regions)
+            .map_err(|e| StoreError::Corrupt(format!("available_regions `{regions}`: {e}")))?;
+    }
+    Ok(price)
+}
+
+/// The row limit to ask the database for: one row past `limit` tells
+/// "exactly at the limit" from "over it". `None` is no limit.
+pub(super) fn probe_limit(limit: Option<usize>) -> Option<i64> {
+    limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX - 1) + 1)
+}
+
+/// Refuses an answer that came back longer than `limit`.
+pub(super) fn within_limit(
+    points: Vec<SpotPoint>,
+    limit: Option<usize>,
+) -> Result<Vec<SpotPoint>, StoreError> {
+    match limit {
+        Some(limit) if points.len() > limit => Err(StoreError::TooLarge {
+            what: "spot observations",
+            limit,
+        }),
+        _ => Ok(points),
+    }
+}
+
+/// Reading the catalog back.
+pub trait Reads {
     /// Every current price: the newest non-withdrawn version of each series, plus
     /// for spot history the newest observation per (provider, instance type, zone).
     /// Both are one index lookup per series, however long the history.
     ///
     /// # Errors
     /// On a database error or a stored value that does not parse.
-    pub fn current_prices(&self) -> Result<Vec<CurrentPrice>, StoreError> {
-        self.current_prices_of(None)
+    fn current_prices(&self) -> Result<Vec<CurrentPrice>, StoreError> {
+        self.prices_as_of(None, None)
     }
 
-    /// [`Store::current_prices`] of only the given (provider, instance type)
+    /// [`Reads::current_prices`] of only the given (provider, instance type)
     /// pairs, when given; the work is then proportional to what matches.
     ///
     /// # Errors
     /// On a database error or a stored value that does not parse.
-    pub fn current_prices_of(
+    fn current_prices_of(
         &self,
         types: Option<&[(String, String)]>,
     ) -> Result<Vec<CurrentPrice>, StoreError> {
@@ -153,67 +209,19 @@ impl Store {
     ///
     /// # Errors
     /// On a database error or a stored value that does not parse.
-    pub fn prices_as_of(
+    fn prices_as_of(
         &self,
         types: Option<&[(String, String)]>,
         at: Option<DateTime<Utc>>,
-    ) -> Result<Vec<CurrentPrice>, StoreError> {
-        let keys = types
-            .map(|t| serde_json::to_string(t).map_err(|e| StoreError::Corrupt(e.to_string())))
-            .transpose()?;
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT s.provider, s.region, s.zone, s.instance_type, s.price_kind, s.offering_class,
-                    v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour, v.source,
-                    v.available_regions, v.max_instances, NULL AS observed_at,
-                    t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
-                    s.price_scope, v.currency, v.fx_rate
-             FROM price_series s
-             JOIN price_versions v
-               ON v.id = (SELECT max(id) FROM price_versions
-                          WHERE series_id = s.id AND (?2 IS NULL OR valid_from <= ?2))
-             JOIN instance_types t
-               ON t.provider = s.provider AND t.instance_type = s.instance_type
-             WHERE v.withdrawn = 0
-               AND (?1 IS NULL OR (s.provider, s.instance_type) IN
-                    (SELECT value ->> 0, value ->> 1 FROM json_each(?1)))
-             UNION ALL
-             SELECT ss.provider, ss.region, ss.zone, ss.instance_type, 'spot', '',
-                    o.usd_per_hour, 0.0, o.usd_per_hour, NULL, '[]', NULL, o.observed_at,
-                    t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
-                    'instance', ss.currency, coalesce(o.fx_rate, 1.0)
-             FROM spot_series ss
-             JOIN spot_observations o
-               ON o.provider = ss.provider AND o.instance_type = ss.instance_type AND o.zone = ss.zone
-              AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
-                                   WHERE provider = ss.provider AND instance_type = ss.instance_type
-                                     AND zone = ss.zone AND (?2 IS NULL OR observed_at <= ?2))
-             JOIN instance_types t
-               ON t.provider = ss.provider AND t.instance_type = ss.instance_type
-             WHERE ?1 IS NULL OR (ss.provider, ss.instance_type) IN
-                   (SELECT value ->> 0, value ->> 1 FROM json_each(?1))",
-        )?;
-        let rows = stmt.query_map(params![keys, at.map(ts)], read_price)?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (mut price, observed_at, regions) = row?;
-            price.observed_at = observed_at.as_deref().map(parse_ts).transpose()?;
-            if regions != "[]" {
-                price.available_regions = serde_json::from_str(&regions).map_err(|e| {
-                    StoreError::Corrupt(format!("available_regions `{regions}`: {e}"))
-                })?;
-            }
-            out.push(price);
-        }
-        Ok(out)
-    }
+    ) -> Result<Vec<CurrentPrice>, StoreError>;
 
     /// Spot observations of one instance type since `since`, oldest first per
     /// zone, plus the last observation before `since` in each zone (the price
     /// that was in force when the window opened).
     ///
     /// # Errors
-    /// On a database error or an unreadable timestamp.
-    pub fn spot_history(
+    /// On a database error or an unreadable timestamp; `TooLarge` past `limit`.
+    fn spot_history(
         &self,
         instance_type: &str,
         provider: Option<&str>,
@@ -221,190 +229,59 @@ impl Store {
         zone: Option<&str>,
         since: DateTime<Utc>,
         limit: Option<usize>,
-    ) -> Result<Vec<SpotPoint>, StoreError> {
-        let mut stmt = self.conn.prepare(
-            "WITH matching AS (
-                 SELECT * FROM spot_observations
-                 WHERE instance_type = ?1
-                   AND (?2 IS NULL OR provider = ?2)
-                   AND (?3 IS NULL OR region = ?3)
-                   AND (?4 IS NULL OR zone = ?4)
-             ),
-             opening AS (
-                 SELECT provider, region, zone, instance_type, max(observed_at) AS observed_at, usd_per_hour
-                 FROM matching WHERE observed_at < ?5
-                 GROUP BY provider, zone
-             )
-             SELECT provider, region, zone, instance_type, observed_at, usd_per_hour FROM opening
-             UNION ALL
-             SELECT provider, region, zone, instance_type, observed_at, usd_per_hour
-             FROM matching WHERE observed_at >= ?5
-             ORDER BY provider, zone, observed_at
-             LIMIT ?6",
-        )?;
-        // One row past the limit tells "exactly at the limit" from "over it".
-        let sql_limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX - 1) + 1);
-        let rows = stmt.query_map(
-            params![instance_type, provider, region, zone, ts(since), sql_limit],
-            |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, f64>(5)?,
-                ))
-            },
-        )?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (provider, region, zone, instance_type, at, usd_per_hour) = row?;
-            out.push(SpotPoint {
-                provider,
-                region,
-                zone,
-                instance_type,
-                observed_at: parse_ts(&at)?,
-                usd_per_hour,
-            });
-        }
-        if let Some(limit) = limit
-            && out.len() > limit
-        {
-            return Err(StoreError::TooLarge {
-                what: "spot observations",
-                limit,
-            });
-        }
-        Ok(out)
-    }
+    ) -> Result<Vec<SpotPoint>, StoreError>;
 
     /// How many current (not withdrawn) list prices `provider` has, by region
     /// and instance type.
     ///
     /// # Errors
     /// On a database error.
-    pub fn current_price_counts(
+    fn current_price_counts(
         &self,
         provider: &str,
-    ) -> Result<BTreeMap<String, BTreeMap<String, i64>>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT s.region, s.instance_type, count(*) FROM price_series s
-             JOIN price_versions v
-               ON v.id = (SELECT max(id) FROM price_versions WHERE series_id = s.id)
-             WHERE s.provider = ?1 AND v.withdrawn = 0
-             GROUP BY s.region, s.instance_type",
-        )?;
-        let rows = stmt.query_map([provider], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, i64>(2)?,
-            ))
-        })?;
-        let mut out: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
-        for row in rows {
-            let (region, instance_type, n) = row?;
-            out.entry(region).or_default().insert(instance_type, n);
-        }
-        Ok(out)
-    }
+    ) -> Result<BTreeMap<String, BTreeMap<String, i64>>, StoreError>;
 
     /// Availability values of one kind (`interruption_bucket`, ...) by
     /// (provider, region, instance type); zone-level values are not included.
     ///
     /// # Errors
     /// On a database error.
-    pub fn availability_of(
+    fn availability_of(
         &self,
         kind: &str,
-    ) -> Result<BTreeMap<(String, String, String), f64>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT provider, region, instance_type, value FROM availability WHERE kind = ?1 AND zone = ''",
-        )?;
-        let rows = stmt.query_map([kind], |r| {
-            Ok(((r.get(0)?, r.get(1)?, r.get(2)?), r.get(3)?))
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
+    ) -> Result<BTreeMap<(String, String, String), f64>, StoreError>;
 
     /// Every instance type: (provider, instance type, GPU model).
     ///
     /// # Errors
     /// On a database error.
-    pub fn instance_type_names(&self) -> Result<Vec<(String, String, String)>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT provider, instance_type, gpu_model FROM instance_types")?;
-        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
+    fn instance_type_names(&self) -> Result<Vec<(String, String, String)>, StoreError>;
 
     /// A saved plan by id, or the newest one (of `name`, when given).
     ///
     /// # Errors
     /// On a database error or an unreadable stored value.
-    pub fn saved_plan(
-        &self,
-        id: Option<i64>,
-        name: Option<&str>,
-    ) -> Result<Option<SavedPlan>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT id, created_at, name, inputs_hash, result_json FROM plans
-             WHERE (?1 IS NULL OR id = ?1) AND (?2 IS NULL OR name = ?2)
-             ORDER BY id DESC LIMIT 1",
-        )?;
-        let row = stmt
-            .query_row(params![id, name], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, Option<String>>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                ))
-            })
-            .optional()?;
-        row.map(|(id, created, name, inputs_hash, result)| {
-            Ok(SavedPlan {
-                id,
-                created_at: parse_ts(&created)?,
-                name,
-                inputs_hash,
-                result: serde_json::from_str(&result)
-                    .map_err(|e| StoreError::Corrupt(format!("plan {id} result: {e}")))?,
-            })
-        })
-        .transpose()
-    }
+    fn saved_plan(&self, id: Option<i64>, name: Option<&str>)
+    -> Result<Option<SavedPlan>, StoreError>;
 
     /// The problem a saved plan solved, as it was stored.
     ///
     /// # Errors
     /// On a database error or an unreadable stored value.
-    pub fn saved_plan_problem(&self, id: i64) -> Result<Option<serde_json::Value>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT problem_json FROM plans WHERE id = ?1")?;
-        let text: Option<String> = stmt.query_row([id], |r| r.get(0)).optional()?;
-        text.map(|t| {
-            serde_json::from_str(&t)
-                .map_err(|e| StoreError::Corrupt(format!("plan {id} problem: {e}")))
-        })
-        .transpose()
-    }
+    fn saved_plan_problem(&self, id: i64) -> Result<Option<serde_json::Value>, StoreError>;
+
+    /// The id of the plan of the same name saved just before plan `id`.
+    ///
+    /// # Errors
+    /// On a database error.
+    fn previous_plan_id(&self, id: i64, name: &str) -> Result<Option<i64>, StoreError>;
 
     /// The plan of the same name saved just before plan `id`.
     ///
     /// # Errors
     /// On a database error or an unreadable stored value.
-    pub fn previous_plan(&self, id: i64, name: &str) -> Result<Option<SavedPlan>, StoreError> {
-        let previous: Option<i64> = self
-            .conn
-            .prepare_cached("SELECT max(id) FROM plans WHERE name = ?1 AND id < ?2")?
-            .query_row(params![name, id], |r| r.get(0))?;
-        match previous {
+    fn previous_plan(&self, id: i64, name: &str) -> Result<Option<SavedPlan>, StoreError> {
+        match self.previous_plan_id(id, name)? {
             Some(prev) => self.saved_plan(Some(prev), None),
             None => Ok(None),
         }
@@ -412,107 +289,24 @@ impl Store {
 
     /// A marker of the catalog's state: (good runs, newest good run id). Every
     /// data commit marks one more run `ok` in the same transaction, so the count
-    /// changes exactly when data does, whichever process wrote it and in
-    /// whatever order concurrent runs finish (the newest id alone would miss an
-    /// older run finishing last).
+    /// changes exactly when data does, whichever process or replica wrote it
+    /// and in whatever order concurrent runs finish (the newest id alone would
+    /// miss an older run finishing last).
     ///
     /// # Errors
     /// On a database error.
-    pub fn catalog_generation(&self) -> Result<(i64, Option<i64>), StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT count(*), max(id) FROM sync_runs WHERE status = 'ok'")?;
-        Ok(stmt.query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?)
-    }
+    fn catalog_generation(&self) -> Result<(i64, Option<i64>), StoreError>;
 
     /// When each source last synced successfully and completely (spot-only
     /// runs refresh no list price).
     ///
     /// # Errors
     /// On a database error or an unreadable timestamp.
-    pub fn last_good_syncs(&self) -> Result<BTreeMap<String, DateTime<Utc>>, StoreError> {
-        let mut stmt = self.conn.prepare(
-            "SELECT source, max(finished_at) FROM sync_runs
-             WHERE status = 'ok' AND scope = 'full' GROUP BY source",
-        )?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
-        let mut out = BTreeMap::new();
-        for row in rows {
-            let (source, at) = row?;
-            out.insert(source, parse_ts(&at)?);
-        }
-        Ok(out)
-    }
+    fn last_good_syncs(&self) -> Result<BTreeMap<String, DateTime<Utc>>, StoreError>;
 
     /// The newest `limit` sync runs, newest first.
     ///
     /// # Errors
     /// On a database error or an unreadable stored value.
-    pub fn sync_runs(&self, limit: u32) -> Result<Vec<SyncRun>, StoreError> {
-        let mut stmt = self.conn.prepare(
-            "SELECT id, source, started_at, finished_at, status, instance_types, prices_seen,
-                    prices_changed, prices_withdrawn, spot_seen, spot_added, availability,
-                    skipped_json, error, scope, regions_unchanged
-             FROM sync_runs ORDER BY id DESC LIMIT ?1",
-        )?;
-        let rows = stmt.query_map([limit], |r| {
-            Ok(RawRun {
-                id: r.get(0)?,
-                source: r.get(1)?,
-                started: r.get(2)?,
-                finished: r.get(3)?,
-                status: r.get(4)?,
-                counts: [
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                    r.get(8)?,
-                    r.get(9)?,
-                    r.get(10)?,
-                    r.get(11)?,
-                    r.get(15)?,
-                ],
-                skipped: r.get(12)?,
-                error: r.get(13)?,
-                scope: r.get(14)?,
-            })
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let raw = row?;
-            let [
-                instance_types,
-                prices_seen,
-                prices_changed,
-                prices_withdrawn,
-                spot_seen,
-                spot_added,
-                availability,
-                regions_unchanged,
-            ] = raw.counts;
-            out.push(SyncRun {
-                id: raw.id,
-                source: raw.source,
-                started_at: parse_ts(&raw.started)?,
-                finished_at: raw.finished.as_deref().map(parse_ts).transpose()?,
-                status: raw.status,
-                scope: raw.scope,
-                stats: WriteStats {
-                    instance_types,
-                    prices_seen,
-                    prices_changed,
-                    prices_withdrawn,
-                    spot_seen,
-                    spot_added,
-                    availability,
-                    regions_unchanged,
-                    skipped: serde_json::from_str(&raw.skipped).map_err(|e| {
-                        StoreError::Corrupt(format!("skipped_json `{}`: {e}", raw.skipped))
-                    })?,
-                },
-                error: raw.error,
-            });
-        }
-        Ok(out)
-    }
+    fn sync_runs(&self, limit: u32) -> Result<Vec<SyncRun>, StoreError>;
 }

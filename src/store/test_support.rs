@@ -1,47 +1,80 @@
 //! Helpers shared by the store's and the sync's tests.
 
-use std::path::Path;
-
 use chrono::{DateTime, Utc};
 use gpuplan_providers::{InstanceType, PriceKind, PriceRecord, Snapshot, SpotObservation, Term};
-use rusqlite::Connection;
+use tempfile::TempDir;
 
-use super::Store;
+use super::scratch::ScratchDatabase;
+use super::{Location, Pool};
 
-/// Opens a database stopped at an older schema version, as an older gpuplan left it.
-pub fn open_at_version(path: &Path, version: i64) -> Store {
-    Store::open_at_version(path, version).unwrap()
+/// A fresh, empty catalog on one backend, removed when dropped.
+pub enum TestDb {
+    Sqlite(TempDir),
+    Postgres(ScratchDatabase),
 }
 
-pub fn conn(store: &Store) -> &Connection {
-    &store.conn
+impl TestDb {
+    pub fn sqlite() -> Self {
+        Self::Sqlite(tempfile::tempdir().unwrap())
+    }
+
+    /// `None` (the test is skipped) when no PostgreSQL server is configured.
+    pub fn postgres() -> Option<Self> {
+        ScratchDatabase::create().map(Self::Postgres)
+    }
+
+    pub fn location(&self) -> Location {
+        match self {
+            Self::Sqlite(dir) => Location::Sqlite(dir.path().join("catalog.db")),
+            Self::Postgres(db) => {
+                Location::Postgres(gpuplan_providers::secret::Secret::new(db.url()))
+            }
+        }
+    }
+
+    pub fn pool(&self, readers: usize) -> Pool {
+        Pool::open(&self.location(), readers).unwrap()
+    }
 }
 
-/// The schema version (`PRAGMA user_version`) of the open database.
-pub fn schema_version(store: &Store) -> i64 {
-    store
-        .conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .unwrap()
-}
+/// Defines each test once, as `name::sqlite` and `name::postgres`.
+macro_rules! on_both_backends {
+    ($(#[doc = $doc:literal])* fn $name:ident($db:ident) $body:block $($rest:tt)*) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
 
-pub fn count(store: &Store, table: &str) -> i64 {
-    store
-        .conn
-        .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
-        .unwrap()
+            $(#[doc = $doc])*
+            fn body($db: &crate::store::test_support::TestDb) $body
+
+            #[test]
+            fn sqlite() {
+                body(&crate::store::test_support::TestDb::sqlite());
+            }
+
+            #[test]
+            fn postgres() {
+                if let Some(db) = crate::store::test_support::TestDb::postgres() {
+                    body(&db);
+                }
+            }
+        }
+        on_both_backends!($($rest)*);
+    };
+    () => {};
+}
+pub(crate) use on_both_backends;
+
+pub fn count(pool: &Pool, table: &str) -> i64 {
+    pool.raw_i64(&format!("SELECT count(*) FROM {table}"))
+        .unwrap_or(0)
 }
 
 /// Id of the most recent good run of `source`, if any.
-pub fn last_good_run_id(store: &Store, source: &str) -> Option<i64> {
-    store
-        .conn
-        .query_row(
-            "SELECT max(id) FROM sync_runs WHERE source = ?1 AND status = 'ok'",
-            [source],
-            |r| r.get(0),
-        )
-        .unwrap()
+pub fn last_good_run_id(pool: &Pool, source: &str) -> Option<i64> {
+    pool.raw_i64(&format!(
+        "SELECT max(id) FROM sync_runs WHERE source = '{source}' AND status = 'ok'"
+    ))
 }
 
 pub fn at(hour: i64) -> DateTime<Utc> {

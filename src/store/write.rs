@@ -3,11 +3,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
-use gpuplan_providers::{Currency, PriceRecord, Scope, Snapshot};
-use rusqlite::{OptionalExtension, Transaction, params};
+use gpuplan_providers::{AvailabilityRecord, Currency, InstanceType, PriceRecord, Scope, Snapshot, SpotObservation};
 use serde::Serialize;
 
-use super::{Store, StoreError, ts};
+use super::{StoreError, ts};
 
 /// What writing one snapshot changed, for the sync summary and the run row.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -42,23 +41,23 @@ pub struct NewPlan<'a> {
 }
 
 /// The identity of a price series, with '' for an absent zone / offering class.
-type SeriesKey = (String, String, String, String, String);
+pub(super) type SeriesKey = (String, String, String, String, String);
 
 /// The values of a price version that, when any differs, make a new version.
 #[derive(Debug, PartialEq)]
-struct VersionValues {
-    usd_per_hour: f64,
-    upfront_usd: f64,
-    recurring_usd_per_hour: f64,
-    source: Option<String>,
-    available_regions: String,
-    max_instances: Option<u32>,
-    currency: String,
-    fx_rate: f64,
+pub(super) struct VersionValues {
+    pub(super) usd_per_hour: f64,
+    pub(super) upfront_usd: f64,
+    pub(super) recurring_usd_per_hour: f64,
+    pub(super) source: Option<String>,
+    pub(super) available_regions: String,
+    pub(super) max_instances: Option<u32>,
+    pub(super) currency: String,
+    pub(super) fx_rate: f64,
 }
 
 impl VersionValues {
-    fn of(p: &PriceRecord, currency: &Currency) -> Self {
+    pub(super) fn of(p: &PriceRecord, currency: &Currency) -> Self {
         Self {
             currency: currency.code.clone(),
             fx_rate: currency.per_usd,
@@ -85,228 +84,143 @@ fn series_key(p: &PriceRecord) -> SeriesKey {
     )
 }
 
-impl Store {
-    /// Records that a sync of `source` started; returns the run id.
-    ///
-    /// # Errors
-    /// On a database error.
-    pub fn begin_run(
-        &self,
-        source: &str,
-        scope: Scope,
-        started_at: DateTime<Utc>,
-    ) -> Result<i64, StoreError> {
-        let scope = match scope {
-            Scope::Full => "full",
-            Scope::SpotHistory => "spot_history",
-        };
-        self.conn.execute(
-            "INSERT INTO sync_runs (source, started_at, status, scope) VALUES (?1, ?2, 'running', ?3)",
-            params![source, ts(started_at), scope],
-        )?;
-        Ok(self.conn.last_insert_rowid())
-    }
-
-    /// Marks a run failed. Nothing else is touched: the source's data stays as the
-    /// last good run left it.
-    ///
-    /// # Errors
-    /// On a database error.
-    pub fn fail_run(
-        &self,
-        run_id: i64,
-        finished_at: DateTime<Utc>,
-        error: &str,
-    ) -> Result<(), StoreError> {
-        self.conn.execute(
-            "UPDATE sync_runs SET status = 'failed', finished_at = ?2, error = ?3 WHERE id = ?1",
-            params![run_id, ts(finished_at), error],
-        )?;
-        Ok(())
-    }
-
-    /// Saves a solved plan; returns its id.
-    ///
-    /// # Errors
-    /// On a database error.
-    pub fn save_plan(&self, plan: &NewPlan<'_>) -> Result<i64, StoreError> {
-        self.conn.execute(
-            "INSERT INTO plans (created_at, name, inputs_hash, status, objective, problem_json, result_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                ts(plan.created_at),
-                plan.name,
-                plan.inputs_hash,
-                plan.status,
-                plan.objective,
-                plan.problem_json,
-                plan.result_json
-            ],
-        )?;
-        Ok(self.conn.last_insert_rowid())
-    }
-
-    /// Marks runs still `running` as failed: their process stopped mid-sync, so
-    /// their transaction never committed. Returns how many there were.
-    ///
-    /// # Errors
-    /// On a database error.
-    pub fn fail_interrupted_runs(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
-        Ok(self.conn.execute(
-            "UPDATE sync_runs SET status = 'failed', finished_at = ?1,
-                 error = 'interrupted: gpuplan stopped during this sync; nothing of it was stored'
-             WHERE status = 'running'",
-            [ts(now)],
-        )?)
-    }
-
-    /// Writes `snapshot` as the complete current state of `provider` and marks the
-    /// run good, all in one transaction: on any error nothing of it is stored.
-    ///
-    /// Prices get a new version only when a value changed; prices the provider no
-    /// longer lists get a withdrawn version; spot observations are added once;
-    /// availability is replaced. A [`Scope::SpotHistory`] snapshot only adds
-    /// instance types and spot observations.
-    ///
-    /// # Errors
-    /// On a database error (the transaction is rolled back).
-    pub fn write_snapshot(
+/// The steps of writing one snapshot, each inside the backend's open
+/// transaction; [`write_snapshot`] decides what to write.
+pub(super) trait SnapshotTx {
+    fn upsert_instance_type(
         &mut self,
         run_id: i64,
         provider: &str,
-        snapshot: &Snapshot,
-        fetched_at: DateTime<Utc>,
-        finished_at: DateTime<Utc>,
-    ) -> Result<WriteStats, StoreError> {
-        let tx = self.conn.transaction()?;
-        let mut stats = WriteStats {
-            skipped: snapshot.skipped.clone(),
-            ..WriteStats::default()
-        };
-        write_instance_types(&tx, run_id, provider, snapshot, &mut stats)?;
-        write_spot(&tx, provider, snapshot, &mut stats)?;
-        if snapshot.scope == Scope::Full {
-            write_prices(&tx, run_id, provider, snapshot, fetched_at, &mut stats)?;
-            write_availability(&tx, run_id, provider, snapshot, &mut stats)?;
-            write_versions(&tx, provider, snapshot)?;
-        }
-        tx.execute(
-            "UPDATE sync_runs SET status = 'ok', finished_at = ?2, instance_types = ?3,
-                 prices_seen = ?4, prices_changed = ?5, prices_withdrawn = ?6, spot_seen = ?7,
-                 spot_added = ?8, availability = ?9, skipped_json = ?10, error = NULL,
-                 regions_unchanged = ?11
-             WHERE id = ?1",
-            params![
-                run_id,
-                ts(finished_at),
-                stats.instance_types,
-                stats.prices_seen,
-                stats.prices_changed,
-                stats.prices_withdrawn,
-                stats.spot_seen,
-                stats.spot_added,
-                stats.availability,
-                serde_json::to_string(&stats.skipped).unwrap_or_else(|_| "{}".to_owned()),
-                stats.regions_unchanged,
-            ],
-        )?;
-        tx.commit()?;
-        Ok(stats)
-    }
+        t: &InstanceType,
+    ) -> Result<(), StoreError>;
+    /// Adds an observation unless it is stored; whether it was new.
+    fn insert_spot(
+        &mut self,
+        provider: &str,
+        o: &SpotObservation,
+        fx_rate: Option<f64>,
+    ) -> Result<bool, StoreError>;
+    fn register_spot_series(
+        &mut self,
+        provider: &str,
+        key: (&str, &str),
+        region: &str,
+        currency: &str,
+    ) -> Result<(), StoreError>;
+    /// The newest version of each of the provider's series: its key, id,
+    /// values (None when withdrawn) and price scope.
+    fn current_versions(&mut self, provider: &str) -> Result<Vec<StoredSeries>, StoreError>;
+    fn insert_series(
+        &mut self,
+        provider: &str,
+        key: &SeriesKey,
+        scope: &str,
+    ) -> Result<i64, StoreError>;
+    fn set_scope(&mut self, series_id: i64, scope: &str) -> Result<(), StoreError>;
+    fn insert_version(
+        &mut self,
+        series_id: i64,
+        run_id: i64,
+        valid_from: &str,
+        values: &VersionValues,
+    ) -> Result<(), StoreError>;
+    fn withdraw(&mut self, series_id: i64, run_id: i64, valid_from: &str) -> Result<(), StoreError>;
+    fn replace_availability(
+        &mut self,
+        run_id: i64,
+        provider: &str,
+        items: &[AvailabilityRecord],
+    ) -> Result<(), StoreError>;
+    fn replace_versions(
+        &mut self,
+        provider: &str,
+        versions: &BTreeMap<String, String>,
+    ) -> Result<(), StoreError>;
+    fn finish_run(
+        &mut self,
+        run_id: i64,
+        finished_at: &str,
+        stats: &WriteStats,
+    ) -> Result<(), StoreError>;
 }
 
-fn write_instance_types(
-    tx: &Transaction<'_>,
+pub(super) struct StoredSeries {
+    pub(super) key: SeriesKey,
+    pub(super) id: i64,
+    pub(super) values: Option<VersionValues>,
+    pub(super) scope: String,
+}
+
+/// Writes `snapshot` through `tx`: prices get a new version only when a value
+/// changed; prices the provider no longer lists get a withdrawn version; spot
+/// observations are added once; availability is replaced. A
+/// [`Scope::SpotHistory`] snapshot only adds instance types and spot
+/// observations. The caller commits.
+pub(super) fn write_snapshot(
+    tx: &mut dyn SnapshotTx,
     run_id: i64,
+    provider: &str,
+    snapshot: &Snapshot,
+    fetched_at: DateTime<Utc>,
+    finished_at: DateTime<Utc>,
+) -> Result<WriteStats, StoreError> {
+    let mut stats = WriteStats {
+        skipped: snapshot.skipped.clone(),
+        ..WriteStats::default()
+    };
+    for t in &snapshot.instance_types {
+        tx.upsert_instance_type(run_id, provider, t)?;
+        stats.instance_types += 1;
+    }
+    write_spot(tx, provider, snapshot, &mut stats)?;
+    if snapshot.scope == Scope::Full {
+        write_prices(tx, run_id, provider, snapshot, fetched_at, &mut stats)?;
+        tx.replace_availability(run_id, provider, &snapshot.availability)?;
+        stats.availability = snapshot.availability.len() as i64;
+        tx.replace_versions(provider, &snapshot.versions)?;
+    }
+    tx.finish_run(run_id, &ts(finished_at), &stats)?;
+    Ok(stats)
+}
+
+fn write_spot(
+    tx: &mut dyn SnapshotTx,
     provider: &str,
     snapshot: &Snapshot,
     stats: &mut WriteStats,
 ) -> Result<(), StoreError> {
-    let mut upsert = tx.prepare(
-        "INSERT INTO instance_types
-             (provider, instance_type, gpu_model, gpu_count, gpu_memory_gib, vcpus, memory_gib, first_seen_run)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-         ON CONFLICT (provider, instance_type) DO UPDATE SET
-             gpu_model = excluded.gpu_model, gpu_count = excluded.gpu_count,
-             gpu_memory_gib = excluded.gpu_memory_gib, vcpus = excluded.vcpus,
-             memory_gib = excluded.memory_gib",
-    )?;
-    for t in &snapshot.instance_types {
-        upsert.execute(params![
-            provider,
-            t.instance_type,
-            t.gpu_model,
-            t.gpu_count,
-            t.gpu_memory_gib,
-            t.vcpus,
-            t.memory_gib,
-            run_id
-        ])?;
-        stats.instance_types += 1;
+    let rate = (snapshot.currency.code != "USD").then_some(snapshot.currency.per_usd);
+    let mut series = BTreeMap::new();
+    for o in &snapshot.spot_observations {
+        stats.spot_seen += 1;
+        stats.spot_added += i64::from(tx.insert_spot(provider, o, rate)?);
+        series.insert(
+            (o.instance_type.as_str(), o.zone.as_str()),
+            o.region.as_str(),
+        );
+    }
+    for (key, region) in series {
+        tx.register_spot_series(provider, key, region, &snapshot.currency.code)?;
     }
     Ok(())
 }
 
 fn write_prices(
-    tx: &Transaction<'_>,
+    tx: &mut dyn SnapshotTx,
     run_id: i64,
     provider: &str,
     snapshot: &Snapshot,
     fetched_at: DateTime<Utc>,
     stats: &mut WriteStats,
 ) -> Result<(), StoreError> {
-    // The newest version of each of the provider's series: (series id, values or
-    // None when withdrawn), and the series' price scope.
     let mut current: HashMap<SeriesKey, (i64, Option<VersionValues>)> = HashMap::new();
     let mut scopes: HashMap<i64, String> = HashMap::new();
-    {
-        let mut stmt = tx.prepare(
-            "SELECT s.id, s.region, s.zone, s.instance_type, s.price_kind, s.offering_class,
-                    v.withdrawn, v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour,
-                    v.source, v.available_regions, v.max_instances, s.price_scope,
-                    v.currency, v.fx_rate
-             FROM price_series s
-             JOIN price_versions v
-               ON v.id = (SELECT max(id) FROM price_versions WHERE series_id = s.id)
-             WHERE s.provider = ?1",
-        )?;
-        let rows = stmt.query_map([provider], |r| {
-            let key: SeriesKey = (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?);
-            let withdrawn: bool = r.get(6)?;
-            let values = if withdrawn {
-                None
-            } else {
-                Some(VersionValues {
-                    usd_per_hour: r.get(7)?,
-                    upfront_usd: r.get(8)?,
-                    recurring_usd_per_hour: r.get(9)?,
-                    source: r.get(10)?,
-                    available_regions: r.get(11)?,
-                    max_instances: r.get(12)?,
-                    currency: r.get(14)?,
-                    fx_rate: r.get(15)?,
-                })
-            };
-            Ok((key, (r.get::<_, i64>(0)?, values), r.get::<_, String>(13)?))
-        })?;
-        for row in rows {
-            let (key, value, scope) = row?;
-            scopes.insert(value.0, scope);
-            current.insert(key, value);
-        }
+    for s in tx.current_versions(provider)? {
+        scopes.insert(s.id, s.scope);
+        current.insert(s.key, (s.id, s.values));
     }
 
     let valid_from = ts(fetched_at);
-    let mut insert_series = tx.prepare(
-        "INSERT INTO price_series (provider, region, zone, instance_type, price_kind, offering_class, price_scope)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?;
-    let mut set_scope = tx.prepare("UPDATE price_series SET price_scope = ?2 WHERE id = ?1")?;
-    let mut insert_version = tx.prepare(
-        "INSERT INTO price_versions (series_id, sync_run_id, valid_from, usd_per_hour, upfront_usd,
-             recurring_usd_per_hour, source, available_regions, max_instances, currency, fx_rate)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )?;
     for price in &snapshot.prices {
         stats.prices_seen += 1;
         let key = series_key(price);
@@ -318,38 +232,19 @@ fn write_prices(
         if let Some((id, _)) = &existing
             && scopes.get(id).map(String::as_str) != Some(scope)
         {
-            set_scope.execute(params![id, scope])?;
+            tx.set_scope(*id, scope)?;
         }
         let series_id = match existing {
             Some((_, Some(old))) if old == values => continue,
             Some((id, _)) => id,
-            None => {
-                insert_series
-                    .execute(params![provider, key.0, key.1, key.2, key.3, key.4, scope])?;
-                tx.last_insert_rowid()
-            }
+            None => tx.insert_series(provider, &key, scope)?,
         };
-        insert_version.execute(params![
-            series_id,
-            run_id,
-            valid_from,
-            values.usd_per_hour,
-            values.upfront_usd,
-            values.recurring_usd_per_hour,
-            values.source,
-            values.available_regions,
-            values.max_instances,
-            values.currency,
-            values.fx_rate,
-        ])?;
+        tx.insert_version(series_id, run_id, &valid_from, &values)?;
         stats.prices_changed += 1;
     }
 
     // Whatever is left was current before and is not listed any more, unless
     // its region is one the provider did not read again because it is unchanged.
-    let mut withdraw = tx.prepare(
-        "INSERT INTO price_versions (series_id, sync_run_id, valid_from, withdrawn) VALUES (?1, ?2, ?3, 1)",
-    )?;
     stats.regions_unchanged = snapshot.unchanged_regions.len() as i64;
     for (key, (series_id, values)) in &current {
         if values.is_none() {
@@ -358,155 +253,97 @@ fn write_prices(
         if snapshot.unchanged_regions.contains(&key.0) {
             stats.prices_seen += 1;
         } else {
-            withdraw.execute(params![series_id, run_id, valid_from])?;
+            tx.withdraw(*series_id, run_id, &valid_from)?;
             stats.prices_withdrawn += 1;
         }
     }
     Ok(())
 }
 
-/// Replaces the provider's stored source versions with the snapshot's.
-fn write_versions(
-    tx: &Transaction<'_>,
-    provider: &str,
-    snapshot: &Snapshot,
-) -> Result<(), StoreError> {
-    tx.execute(
-        "DELETE FROM source_versions WHERE provider = ?1",
-        [provider],
-    )?;
-    let mut insert =
-        tx.prepare("INSERT INTO source_versions (provider, part, version) VALUES (?1, ?2, ?3)")?;
-    for (part, version) in &snapshot.versions {
-        insert.execute(params![provider, part, version])?;
-    }
-    Ok(())
-}
+/// Recording syncs and plans.
+pub trait Writes {
+    /// Records that a sync of `source` started; returns the run id.
+    ///
+    /// # Errors
+    /// On a database error.
+    fn begin_run(
+        &self,
+        source: &str,
+        scope: Scope,
+        started_at: DateTime<Utc>,
+    ) -> Result<i64, StoreError>;
 
-fn write_spot(
-    tx: &Transaction<'_>,
-    provider: &str,
-    snapshot: &Snapshot,
-    stats: &mut WriteStats,
-) -> Result<(), StoreError> {
-    let mut insert = tx.prepare(
-        "INSERT OR IGNORE INTO spot_observations
-             (provider, region, zone, instance_type, observed_at, usd_per_hour, fx_rate)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?;
-    let rate = (snapshot.currency.code != "USD").then_some(snapshot.currency.per_usd);
-    let mut series = BTreeMap::new();
-    for o in &snapshot.spot_observations {
-        stats.spot_seen += 1;
-        stats.spot_added += insert.execute(params![
-            provider,
-            o.region,
-            o.zone,
-            o.instance_type,
-            ts(o.observed_at),
-            o.usd_per_hour,
-            rate
-        ])? as i64;
-        series.insert(
-            (o.instance_type.as_str(), o.zone.as_str()),
-            o.region.as_str(),
-        );
-    }
-    let mut register = tx.prepare(
-        "INSERT INTO spot_series (provider, instance_type, zone, region, currency) VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (provider, instance_type, zone) DO UPDATE SET currency = excluded.currency",
-    )?;
-    for ((instance_type, zone), region) in series {
-        register.execute(params![
-            provider,
-            instance_type,
-            zone,
-            region,
-            snapshot.currency.code
-        ])?;
-    }
-    Ok(())
-}
+    /// Marks a run failed. Nothing else is touched: the source's data stays as the
+    /// last good run left it.
+    ///
+    /// # Errors
+    /// On a database error.
+    fn fail_run(
+        &self,
+        run_id: i64,
+        finished_at: DateTime<Utc>,
+        error: &str,
+    ) -> Result<(), StoreError>;
 
-fn write_availability(
-    tx: &Transaction<'_>,
-    run_id: i64,
-    provider: &str,
-    snapshot: &Snapshot,
-    stats: &mut WriteStats,
-) -> Result<(), StoreError> {
-    tx.execute("DELETE FROM availability WHERE provider = ?1", [provider])?;
-    let mut insert = tx.prepare(
-        "INSERT INTO availability (provider, region, zone, instance_type, kind, value, sync_run_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT (provider, region, zone, instance_type, kind) DO UPDATE SET value = excluded.value",
-    )?;
-    for a in &snapshot.availability {
-        let (kind, value) = a.signal.to_kind_value();
-        insert.execute(params![
-            provider,
-            a.region,
-            a.zone.clone().unwrap_or_default(),
-            a.instance_type,
-            kind,
-            value,
-            run_id
-        ])?;
-        stats.availability += 1;
-    }
-    Ok(())
-}
+    /// Saves a solved plan; returns its id.
+    ///
+    /// # Errors
+    /// On a database error.
+    fn save_plan(&self, plan: &NewPlan<'_>) -> Result<i64, StoreError>;
 
-impl Store {
+    /// Marks runs of `source` still `running` as failed (of every source when
+    /// `None`): their process stopped mid-sync, so their transaction never
+    /// committed. Returns how many there were.
+    ///
+    /// # Errors
+    /// On a database error.
+    fn fail_interrupted_runs(
+        &self,
+        source: Option<(&str, Scope)>,
+        now: DateTime<Utc>,
+    ) -> Result<usize, StoreError>;
+
+    /// Writes `snapshot` as the complete current state of `provider` and marks
+    /// the run good, all in one transaction: on any error nothing of it is
+    /// stored (see [`write_snapshot`] for what is written).
+    ///
+    /// # Errors
+    /// On a database error (the transaction is rolled back).
+    fn write_snapshot(
+        &mut self,
+        run_id: i64,
+        provider: &str,
+        snapshot: &Snapshot,
+        fetched_at: DateTime<Utc>,
+        finished_at: DateTime<Utc>,
+    ) -> Result<WriteStats, StoreError>;
+
     /// The newest stored spot observation per region of `provider`, so a provider
     /// can ask its API only for newer history.
     ///
     /// # Errors
     /// On a database error or an unreadable timestamp.
-    pub fn newest_spot_by_region(
+    fn newest_spot_by_region(
         &self,
         provider: &str,
-    ) -> Result<BTreeMap<String, DateTime<Utc>>, StoreError> {
-        let mut stmt = self.conn.prepare(
-            "SELECT region, max(observed_at) FROM spot_observations WHERE provider = ?1 GROUP BY region",
-        )?;
-        let rows = stmt.query_map([provider], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })?;
-        let mut out = BTreeMap::new();
-        for row in rows {
-            let (region, at) = row?;
-            out.insert(region, super::parse_ts(&at)?);
-        }
-        Ok(out)
-    }
+    ) -> Result<BTreeMap<String, DateTime<Utc>>, StoreError>;
 
     /// The source versions the last good full sync of `provider` read.
     ///
     /// # Errors
     /// On a database error.
-    pub fn source_versions(&self, provider: &str) -> Result<BTreeMap<String, String>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT part, version FROM source_versions WHERE provider = ?1")?;
-        let rows = stmt.query_map([provider], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
+    fn source_versions(&self, provider: &str) -> Result<BTreeMap<String, String>, StoreError>;
 
     /// How many prices the most recent good run of `source` that carried prices saw.
     ///
     /// # Errors
     /// On a database error.
-    pub fn last_good_price_count(&self, source: &str) -> Result<Option<i64>, StoreError> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT prices_seen FROM sync_runs
-                 WHERE source = ?1 AND status = 'ok' AND prices_seen > 0
-                 ORDER BY id DESC LIMIT 1",
-                [source],
-                |r| r.get(0),
-            )
-            .optional()?)
+    fn last_good_price_count(&self, source: &str) -> Result<Option<i64>, StoreError>;
+}
+
+pub(super) fn scope_name(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Full => "full",
+        Scope::SpotHistory => "spot_history",
     }
 }

@@ -1,57 +1,12 @@
 //! Embedded, append-only migrations tracked by `PRAGMA user_version`: version N
-//! means the first N files of `migrations/` have been applied. Each runs in its
+//! means the first N steps of `store::migrations` have been applied. Each runs in its
 //! own transaction together with the version bump.
 
 use rusqlite::{Connection, TransactionBehavior};
 
-use super::StoreError;
+use crate::store::StoreError;
 
-const MIGRATIONS: &[(&str, &str)] = &[
-    (
-        "0001_create_catalog",
-        include_str!("../../migrations/0001_create_catalog.sql"),
-    ),
-    (
-        "0002_create_plans_and_alerts",
-        include_str!("../../migrations/0002_create_plans_and_alerts.sql"),
-    ),
-    (
-        "0003_create_spot_series",
-        include_str!("../../migrations/0003_create_spot_series.sql"),
-    ),
-    (
-        "0004_add_alert_fired_at",
-        include_str!("../../migrations/0004_add_alert_fired_at.sql"),
-    ),
-    (
-        "0005_index_sync_runs_by_status",
-        include_str!("../../migrations/0005_index_sync_runs_by_status.sql"),
-    ),
-    (
-        "0006_add_sync_run_scope",
-        include_str!("../../migrations/0006_add_sync_run_scope.sql"),
-    ),
-    (
-        "0007_index_price_versions_by_run",
-        include_str!("../../migrations/0007_index_price_versions_by_run.sql"),
-    ),
-    (
-        "0008_create_source_versions",
-        include_str!("../../migrations/0008_create_source_versions.sql"),
-    ),
-    (
-        "0009_add_price_scope",
-        include_str!("../../migrations/0009_add_price_scope.sql"),
-    ),
-    (
-        "0010_add_currency",
-        include_str!("../../migrations/0010_add_currency.sql"),
-    ),
-];
-
-pub(super) fn latest_version() -> i64 {
-    MIGRATIONS.len() as i64
-}
+use crate::store::migrations::{SQLITE as MIGRATIONS, latest_version};
 
 /// Applies the migrations between the database's version and `target`.
 ///
@@ -80,7 +35,7 @@ pub(super) fn run(conn: &mut Connection, path: &str, target: i64) -> Result<(), 
         let fail = |source| StoreError::Migration {
             path: path.to_owned(),
             name,
-            source,
+            source: Box::new(source),
         };
         tx.execute_batch(sql).map_err(fail)?;
         tx.pragma_update(None, "user_version", found + 1)

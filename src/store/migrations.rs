@@ -1,0 +1,35 @@
+//! The list of schema migrations, one SQL file per step and backend
+//! (`migrations/sqlite/`, `migrations/postgres/`): the same steps under the same
+//! names, so a catalog at version N has the same tables on either backend.
+//! Append-only: a released step is never edited.
+
+macro_rules! steps {
+    ($backend:literal: $($name:literal),* $(,)?) => {
+        &[$(($name, include_str!(concat!("../../migrations/", $backend, "/", $name, ".sql")))),*]
+    };
+}
+
+macro_rules! all_steps {
+    ($backend:literal) => {
+        steps!($backend:
+            "0001_create_catalog",
+            "0002_create_plans_and_alerts",
+            "0003_create_spot_series",
+            "0004_add_alert_fired_at",
+            "0005_index_sync_runs_by_status",
+            "0006_add_sync_run_scope",
+            "0007_index_price_versions_by_run",
+            "0008_create_source_versions",
+            "0009_add_price_scope",
+            "0010_add_currency",
+            "0011_create_leases",
+        )
+    };
+}
+
+pub(super) const SQLITE: &[(&str, &str)] = all_steps!("sqlite");
+pub(super) const POSTGRES: &[(&str, &str)] = all_steps!("postgres");
+
+pub(super) fn latest_version() -> i64 {
+    SQLITE.len() as i64
+}

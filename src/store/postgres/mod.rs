@@ -1,0 +1,302 @@
+//! The PostgreSQL backend, for several replicas sharing one catalog.
+//!
+//! The store interface is synchronous (callers run it on blocking threads, as
+//! SQLite needs), so this backend owns a small tokio runtime that drives its
+//! connections, and each call waits for its future on the caller's thread.
+//! That keeps the pool's sockets and timers off the daemon's own runtime and
+//! works from any thread, inside a runtime or not.
+
+mod alerts;
+mod migrate;
+mod prune;
+mod read;
+mod write;
+
+use std::future::Future;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, RecyclingMethod, Runtime};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
+
+use super::{Fence, StoreError};
+
+/// How long a call waits for a free connection, or for a new one.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub(super) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+pub(super) struct PgPool {
+    /// Always `Some` until drop, which hands it to `shutdown_background` (a
+    /// runtime must not be dropped where blocking is not allowed).
+    rt: Option<tokio::runtime::Runtime>,
+    pool: deadpool_postgres::Pool,
+    /// The server as shown in errors and logs: host, port and database,
+    /// never the password.
+    pub(super) shown: String,
+    /// This replica's id, written on the sync runs it starts.
+    pub(super) replica: String,
+}
+
+/// `postgres://user@host:port/db` of a parsed config, without its password.
+pub(super) fn shown(config: &tokio_postgres::Config) -> String {
+    let host = config
+        .get_hosts()
+        .first()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(name) => name.clone(),
+            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .unwrap_or_default();
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!(
+        "postgres://{}@{host}:{port}/{}",
+        config.get_user().unwrap_or(""),
+        config.get_dbname().unwrap_or("")
+    )
+}
+
+/// Parses a `postgres://` URL (or key=value string); the error never
+/// repeats the URL, which may hold a password.
+pub(super) fn parse_url(url: &str) -> Result<tokio_postgres::Config, StoreError> {
+    url.parse::<tokio_postgres::Config>()
+        .map_err(|e| StoreError::Postgres {
+            at: "the configured store URL".to_owned(),
+            message: format!("not a valid PostgreSQL URL: {e}"),
+        })
+}
+
+impl PgPool {
+    /// Connects (checking that the server answers), and brings the schema up
+    /// to date.
+    pub(super) fn open(url: &str, max_size: usize, replica: &str) -> Result<Self, StoreError> {
+        let mut config = parse_url(url)?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        config.application_name("gpuplan");
+        let shown = shown(&config);
+        let failed = |message: String| StoreError::Postgres {
+            at: shown.clone(),
+            message,
+        };
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("gpuplan-postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| failed(format!("cannot start its runtime: {e}")))?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Verified,
+            },
+        );
+        let pool = deadpool_postgres::Pool::builder(manager)
+            .max_size(max_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(CONNECT_TIMEOUT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|e| failed(e.to_string()))?;
+        let me = Self {
+            rt: Some(rt),
+            pool,
+            shown,
+            replica: replica.to_owned(),
+        };
+        let mut conn = me.connection()?;
+        migrate::run(&me, &mut conn)?;
+        Ok(me)
+    }
+
+    /// Waits for `f` on this thread, with this backend's runtime current.
+    pub(super) fn block<F: Future>(&self, f: F) -> F::Output {
+        let _entered = self.rt.as_ref().map(|rt| rt.enter());
+        futures_executor::block_on(f)
+    }
+
+    pub(super) fn connection(&self) -> Result<Object, StoreError> {
+        self.block(self.pool.get())
+            .map_err(|e| StoreError::Postgres {
+                at: self.shown.clone(),
+                message: format!("no connection: {e}"),
+            })
+    }
+
+    /// A handle for one call; a connection that cannot be had makes each of
+    /// its methods fail with the reason.
+    pub(super) fn store(&self, fence: Option<Fence>) -> PgStore<'_> {
+        PgStore {
+            pool: self,
+            conn: self.connection(),
+            fence,
+        }
+    }
+
+    pub(super) fn error(&self, e: &tokio_postgres::Error) -> StoreError {
+        let message = match e.as_db_error() {
+            Some(db) => format!("{}: {}", db.code().code(), db.message()),
+            None => e.to_string(),
+        };
+        StoreError::Postgres {
+            at: self.shown.clone(),
+            message,
+        }
+    }
+}
+
+impl Drop for PgPool {
+    fn drop(&mut self) {
+        self.pool.close();
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// The store on one pooled connection.
+pub(super) struct PgStore<'a> {
+    pool: &'a PgPool,
+    conn: Result<Object, StoreError>,
+    /// The lease of the duty this handle writes for, if any.
+    fence: Option<Fence>,
+}
+
+impl PgStore<'_> {
+    fn client(&self) -> Result<&Object, StoreError> {
+        self.conn.as_ref().map_err(|e| StoreError::Postgres {
+            at: self.pool.shown.clone(),
+            message: error_text(e),
+        })
+    }
+
+    fn client_mut(&mut self) -> Result<&mut Object, StoreError> {
+        let shown = self.pool.shown.clone();
+        self.conn.as_mut().map_err(|e| StoreError::Postgres {
+            at: shown,
+            message: error_text(e),
+        })
+    }
+
+    fn query(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
+        let client = self.client()?;
+        self.pool
+            .block(async {
+                let stmt = client.prepare_cached(sql).await?;
+                client.query(&stmt, params).await
+            })
+            .map_err(|e| self.pool.error(&e))
+    }
+
+    fn query_opt(&self, sql: &str, params: Params<'_>) -> Result<Option<Row>, StoreError> {
+        Ok(self.query(sql, params)?.into_iter().next())
+    }
+
+    fn execute(&self, sql: &str, params: Params<'_>) -> Result<u64, StoreError> {
+        let client = self.client()?;
+        self.pool
+            .block(async {
+                let stmt = client.prepare_cached(sql).await?;
+                client.execute(&stmt, params).await
+            })
+            .map_err(|e| self.pool.error(&e))
+    }
+
+    /// Runs `f` in one transaction on this connection, committed when it
+    /// returns `Ok` and rolled back otherwise.
+    fn transaction<T>(
+        &mut self,
+        f: impl FnOnce(&mut PgTx<'_, '_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let pool = self.pool;
+        let client = self.client_mut()?;
+        let tx = pool.block(client.transaction()).map_err(|e| pool.error(&e))?;
+        let mut wrapped = PgTx { pool, tx };
+        let out = f(&mut wrapped)?;
+        pool.block(wrapped.tx.commit()).map_err(|e| pool.error(&e))?;
+        Ok(out)
+    }
+}
+
+fn error_text(e: &StoreError) -> String {
+    match e {
+        StoreError::Postgres { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// An open transaction (rolled back when dropped uncommitted).
+pub(super) struct PgTx<'p, 'c> {
+    pool: &'p PgPool,
+    tx: deadpool_postgres::Transaction<'c>,
+}
+
+impl PgTx<'_, '_> {
+    /// Fails with `Fenced` unless `fence` is still the duty's current lease.
+    /// The lease row stays share-locked until this transaction ends, so a
+    /// takeover (which bumps the epoch) waits for this write or is seen by it.
+    fn check_fence(&self, fence: Option<&Fence>) -> Result<(), StoreError> {
+        let Some(fence) = fence else {
+            return Ok(());
+        };
+        let current: i64 = self
+            .query(
+                "SELECT epoch FROM leases WHERE duty = $1 FOR SHARE",
+                &[&fence.duty],
+            )?
+            .first()
+            .map_or(Ok(0), |r| get(r, 0))?;
+        if current == fence.epoch {
+            Ok(())
+        } else {
+            Err(StoreError::Fenced {
+                duty: fence.duty.clone(),
+                held: fence.epoch,
+                current,
+            })
+        }
+    }
+
+    fn query(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
+        let tx = &self.tx;
+        self.pool
+            .block(async {
+                let stmt = tx.prepare_cached(sql).await?;
+                tx.query(&stmt, params).await
+            })
+            .map_err(|e| self.pool.error(&e))
+    }
+
+    fn execute(&self, sql: &str, params: Params<'_>) -> Result<u64, StoreError> {
+        let tx = &self.tx;
+        self.pool
+            .block(async {
+                let stmt = tx.prepare_cached(sql).await?;
+                tx.execute(&stmt, params).await
+            })
+            .map_err(|e| self.pool.error(&e))
+    }
+}
+
+/// Reads column `i` of `row`, as a `StoreError` naming the column when its
+/// type is not what this build expects.
+pub(super) fn get<'r, T: tokio_postgres::types::FromSql<'r>>(
+    row: &'r Row,
+    i: usize,
+) -> Result<T, StoreError> {
+    row.try_get(i).map_err(|e| {
+        let name = row.columns().get(i).map_or("?", |c| c.name());
+        StoreError::Corrupt(format!("column {name}: {e}"))
+    })
+}
+
+/// A count or size the catalog stores as BIGINT, read back into the smaller
+/// type the rest of gpuplan uses.
+pub(super) fn narrow<T: TryFrom<i64>>(value: Option<i64>, what: &str) -> Result<Option<T>, StoreError> {
+    value
+        .map(|v| T::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} {v} is out of range"))))
+        .transpose()
+}
