@@ -126,7 +126,11 @@ fn build_catalog(path: &std::path::Path, observations: usize) -> Duration {
     start.elapsed()
 }
 
-fn write_spot(store: &mut SqliteStore, types: &[InstanceType], spot_observations: Vec<SpotObservation>) {
+fn write_spot(
+    store: &mut SqliteStore,
+    types: &[InstanceType],
+    spot_observations: Vec<SpotObservation>,
+) {
     let now = Utc::now();
     let run = store
         .begin_run("aws", gpuplan_providers::Scope::Full, now)

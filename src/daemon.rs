@@ -19,6 +19,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::alerts::deliver;
 use crate::api::{self, AppState};
+use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::planning::PlanService;
@@ -78,10 +79,17 @@ pub async fn run_with_providers(
         Location::Postgres(_) => None,
     };
 
-    let pool = Arc::new(Pool::open(&config.store.location, 2).context("Failed to open the catalog.")?);
-    let interrupted = pool
-        .write(|s| s.fail_interrupted_runs(None, chrono::Utc::now()))
-        .context("Failed to mark interrupted sync runs.")?;
+    let pool =
+        Arc::new(Pool::open(&config.store.location, 2).context("Failed to open the catalog.")?);
+    // Runs left `running` by the last stop of this daemon. On a shared catalog
+    // they may be another replica's live runs: each is closed instead by the
+    // replica that next takes its source's duty.
+    let interrupted = if pool.is_shared() {
+        0
+    } else {
+        pool.write(|s| s.fail_interrupted_runs(None, chrono::Utc::now()))
+            .context("Failed to mark interrupted sync runs.")?
+    };
     if interrupted > 0 {
         tracing::warn!(
             runs = interrupted,
@@ -91,6 +99,7 @@ pub async fn run_with_providers(
 
     let cancel = CancellationToken::new();
     let tracker = TaskTracker::new();
+    let cluster = Cluster::new(pool.clone());
     let alert_channels = deliver::channels(&config.alerts.channels).map_err(anyhow::Error::msg)?;
     let wake = Arc::new(Notify::new());
     let now = chrono::Utc::now();
@@ -100,6 +109,7 @@ pub async fn run_with_providers(
             rules: config.alerts.rules.clone(),
             intervals: intervals.clone(),
             wake: wake.clone(),
+            cluster: cluster.clone(),
         })
     });
     if !alert_channels.is_empty() {
@@ -124,6 +134,7 @@ pub async fn run_with_providers(
         cancel: cancel.clone(),
         clock: Clock::new(),
         alerts,
+        cluster: cluster.clone(),
     };
     let schedules: BTreeMap<String, _> = config
         .enabled_sources()
@@ -176,6 +187,7 @@ pub async fn run_with_providers(
         config.store.prune_schedule.clone(),
         config.store.retention.clone(),
         pool.clone(),
+        cluster.clone(),
         cancel.clone(),
         ctx.clock,
     ));
@@ -192,6 +204,7 @@ pub async fn run_with_providers(
             planning.clone(),
             pool.clone(),
             ctx.alerts.clone(),
+            cluster.clone(),
             cancel.clone(),
             ctx.clock,
         ));
@@ -208,6 +221,7 @@ pub async fn run_with_providers(
         planning: planning.clone(),
         fx: config.fx.clone(),
         rules: config.alerts.rules.clone(),
+        cluster,
     });
     let server = axum::serve(listener, api::router(state))
         .with_graceful_shutdown(cancel.clone().cancelled_owned());

@@ -9,6 +9,7 @@ pub mod alerts;
 pub mod api;
 pub mod catalog;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod fingerprint;

@@ -252,8 +252,8 @@ mod tests {
     fn one() -> Vec<DemandClass> {
         vec![DemandClass::default_class(vec![1.0])]
     }
+    use crate::store::Writes as _;
     use crate::store::test_support::{at, snapshot};
-        use crate::store::Writes as _;
 
     #[test]
     fn offers_come_from_the_catalog_with_history_based_spot_and_staleness() {

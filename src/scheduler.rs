@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 
 use crate::alerts;
 use crate::catalog::Freshness;
+use crate::cluster::Cluster;
 use crate::config::{PlanInput, RuleConfig, Schedule, ScheduledPlan, SyncConfig};
 use crate::metrics::Metrics;
 use crate::optimizer::DemandClass;
@@ -150,6 +151,8 @@ pub struct Context {
     pub clock: Clock,
     /// Alert rules to evaluate after every sync, when any are configured.
     pub alerts: Option<Arc<AlertHook>>,
+    /// This replica's once-per-cluster duties.
+    pub cluster: Arc<Cluster>,
 }
 
 /// What evaluating alerts after a sync needs.
@@ -159,14 +162,34 @@ pub struct AlertHook {
     pub intervals: BTreeMap<String, Duration>,
     /// Wakes the delivery task when messages were queued.
     pub wake: Arc<Notify>,
+    /// Evaluation is a duty: one replica at a time.
+    pub cluster: Arc<Cluster>,
+}
+
+/// How long alert evaluation waits for another replica's evaluation to end.
+const ALERT_DUTY_WAIT: Duration = Duration::from_secs(60);
+
+/// The start of the window in which a run of the slot due at `slot` counts as
+/// done: half an interval back, so that replicas which woke for the same slot
+/// a little apart (or started at different moments) agree, and the previous
+/// slot's run never counts.
+fn slot_window(schedule: &Schedule, slot: DateTime<Utc>) -> DateTime<Utc> {
+    let half = chrono::Duration::from_std(schedule.interval(slot) / 2).unwrap_or_default();
+    slot - half
 }
 
 impl AlertHook {
     /// Evaluates every rule against the catalog as it stands now.
     pub async fn evaluate(self: &Arc<Self>, pool: &Arc<Pool>) {
-        let (hook, pool) = (self.clone(), pool.clone());
+        let until = Utc::now() + chrono::Duration::from_std(ALERT_DUTY_WAIT).unwrap_or_default();
+        let never = CancellationToken::new();
+        let Some(held) = self.cluster.take("alerts", Some(until), &never).await else {
+            tracing::warn!("Alert evaluation skipped: another replica held it throughout.");
+            return;
+        };
+        let (hook, pool, fence) = (self.clone(), pool.clone(), held.fence.clone());
         let outcome = tokio::task::spawn_blocking(move || {
-            pool.write(|store| {
+            pool.write_fenced(Some(&fence), |store| {
                 let fresh = Freshness::read(store, hook.intervals.clone(), Utc::now())?;
                 let sources: Vec<String> = hook.intervals.keys().cloned().collect();
                 alerts::evaluate(store, &fresh, &hook.rules, &sources)
@@ -182,6 +205,7 @@ impl AlertHook {
             Ok(Err(e)) => tracing::error!(error = %e, "Could not evaluate alerts."),
             Err(e) => tracing::error!(error = %e, "Alert evaluation panicked."),
         }
+        held.release().await;
     }
 }
 
@@ -205,19 +229,28 @@ pub async fn run_source(source: Source, ctx: Context) {
     let mut failures = 0u32;
     loop {
         tracing::debug!(provider = %id, next = %next, "Next sync scheduled.");
-        tokio::select! {
+        let slot = tokio::select! {
             () = ctx.cancel.cancelled() => break,
-            () = tokio::time::sleep(ctx.clock.until(next)) => {}
-            () = source.trigger.notified() => {}
-        }
+            () = tokio::time::sleep(ctx.clock.until(next)) => next,
+            () = source.trigger.notified() => ctx.clock.now(),
+        };
+        let Some(held) = take_sync_duty(&source, &ctx, slot).await else {
+            if ctx.cancel.is_cancelled() {
+                break;
+            }
+            next = source.schedule.next_after(ctx.clock.now());
+            continue;
+        };
         let outcome = sync::sync_provider(
             &ctx.pool,
             source.provider.as_ref(),
             source.scope,
             &ctx.policy,
-            &ctx.cancel,
+            &held.cancel,
+            Some(&held.fence),
         )
         .await;
+        held.release().await;
         ctx.metrics.record_sync(&outcome);
         if ctx.cancel.is_cancelled() {
             break;
@@ -258,15 +291,70 @@ pub async fn run_source(source: Source, ctx: Context) {
     tracing::info!(provider = %id, "Source stopped.");
 }
 
+/// Takes the source's sync duty for the slot due at `slot`: `None` when the
+/// daemon stops, or when on a shared catalog another replica did this slot's
+/// sync (or still held the duty when the next slot came).
+async fn take_sync_duty(
+    source: &Source,
+    ctx: &Context,
+    slot: DateTime<Utc>,
+) -> Option<crate::cluster::Held> {
+    let id = source.provider.id().to_owned();
+    let duty = match source.scope {
+        Scope::Full => format!("sync:{id}"),
+        Scope::SpotHistory => format!("spot:{id}"),
+    };
+    let until = source.schedule.next_after(ctx.clock.now());
+    let held = ctx.cluster.take(&duty, Some(until), &ctx.cancel).await?;
+    if !ctx.pool.is_shared() {
+        return Some(held);
+    }
+    // Holding the duty, no other replica syncs this source: a run still
+    // running was left by a replica that died, and the slot may be done.
+    let (pool, scope, since) = (
+        ctx.pool.clone(),
+        source.scope,
+        slot_window(&source.schedule, slot),
+    );
+    let name = id.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        let closed = pool.write(|s| s.fail_interrupted_runs(Some((&name, scope)), Utc::now()))?;
+        if closed > 0 {
+            tracing::warn!(provider = %name, runs = closed, "Marked runs of a replica that stopped mid-sync as failed.");
+        }
+        pool.read(|s| s.sync_done_since(&name, scope, since))
+    })
+    .await;
+    match done {
+        Ok(Ok(false)) => Some(held),
+        Ok(Ok(true)) => {
+            tracing::debug!(provider = %id, "This slot's sync was done by another replica.");
+            held.release().await;
+            None
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(provider = %id, error = %e, "Could not read the sync runs; skipping this slot.");
+            held.release().await;
+            None
+        }
+        Err(_) => {
+            held.release().await;
+            None
+        }
+    }
+}
+
 /// Runs one scheduled plan until `cancel` fires: at each scheduled time it
 /// builds the problem from the catalog, solves it, saves it, and alerts the
 /// `plan_changed` rules when the result changed (docs/planning-model.md §7).
+#[allow(clippy::too_many_arguments)]
 pub async fn run_plan(
     name: String,
     plan: ScheduledPlan,
     planning: Arc<PlanService>,
     pool: Arc<Pool>,
     hook: Option<Arc<AlertHook>>,
+    cluster: Arc<Cluster>,
     cancel: CancellationToken,
     clock: Clock,
 ) {
@@ -275,6 +363,17 @@ pub async fn run_plan(
         tokio::select! {
             () = cancel.cancelled() => break,
             () = tokio::time::sleep(clock.until(next)) => {}
+        }
+        let until = plan.schedule.next_after(clock.now());
+        let Some(held) = cluster
+            .take(&format!("plan:{name}"), Some(until), &cancel)
+            .await
+        else {
+            continue;
+        };
+        if plan_done_since(&pool, &name, slot_window(&plan.schedule, next)).await {
+            held.release().await;
+            continue;
         }
         let span = tracing::info_span!("scheduled_plan", plan = %name);
         let outcome = tracing::Instrument::instrument(
@@ -292,7 +391,22 @@ pub async fn run_plan(
             Ok(_) => {}
             Err(e) => tracing::warn!(plan = %name, error = %e, "Scheduled plan failed."),
         }
+        held.release().await;
     }
+}
+
+/// Whether another replica already saved this slot's plan of `name`.
+async fn plan_done_since(pool: &Arc<Pool>, name: &str, since: DateTime<Utc>) -> bool {
+    if !pool.is_shared() {
+        return false;
+    }
+    let (pool, name) = (pool.clone(), name.to_owned());
+    tokio::task::spawn_blocking(move || pool.read(|s| s.saved_plan(None, Some(&name))))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .flatten()
+        .is_some_and(|p| p.created_at >= since)
 }
 
 /// Prunes the catalog on `schedule` until `cancel` fires (see
@@ -301,6 +415,7 @@ pub async fn run_pruning(
     schedule: Schedule,
     retention: crate::store::Retention,
     pool: Arc<Pool>,
+    cluster: Arc<Cluster>,
     cancel: CancellationToken,
     clock: Clock,
 ) {
@@ -310,6 +425,10 @@ pub async fn run_pruning(
             () = cancel.cancelled() => break,
             () = tokio::time::sleep(clock.until(next)) => {}
         }
+        // One replica prunes; the others find the duty taken and skip.
+        let Some(held) = cluster.take("prune", None, &cancel).await else {
+            continue;
+        };
         let (pool, retention) = (pool.clone(), retention.clone());
         let span = tracing::info_span!("prune");
         let outcome = tokio::task::spawn_blocking(move || {
@@ -325,6 +444,7 @@ pub async fn run_pruning(
             Ok(Err(e)) => tracing::warn!(error = %e, "Pruning failed; will try at the next slot."),
             Err(e) => tracing::error!(error = %e, "Pruning panicked."),
         }
+        held.release().await;
     }
 }
 
@@ -534,13 +654,16 @@ mod tests {
             cancel: CancellationToken::new(),
             clock: Clock::starting_at(at("2026-11-29T10:00:30Z")),
             alerts: None,
+            cluster: Cluster::new(pool.clone()),
         }
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_loop_syncs_at_start_retries_after_failures_then_follows_the_schedule() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = Arc::new(Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap());
+        let pool = Arc::new(
+            Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap(),
+        );
         let flaky = Arc::new(Flaky {
             calls: AtomicUsize::new(0),
             fail: 2,
@@ -600,7 +723,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_spot_only_source_waits_for_its_slot_and_asks_for_spot_history() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = Arc::new(Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap());
+        let pool = Arc::new(
+            Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap(),
+        );
         let ctx = loop_context(&pool);
         let spot = Arc::new(SpotOnly::default());
         let source = Source {

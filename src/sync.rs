@@ -13,7 +13,7 @@ use gpuplan_providers::{FetchContext, Provider, ProviderError, RegionScope, Scop
 use tokio_util::sync::CancellationToken;
 
 use crate::config::SyncConfig;
-use crate::store::{Pool, StoreError, WriteStats};
+use crate::store::{Fence, Pool, StoreError, WriteStats};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -49,6 +49,7 @@ pub async fn sync_provider(
     scope: Scope,
     policy: &SyncConfig,
     cancel: &CancellationToken,
+    fence: Option<&Fence>,
 ) -> SyncOutcome {
     let id = provider.id().to_owned();
     let start = Instant::now();
@@ -97,7 +98,7 @@ pub async fn sync_provider(
 
     let result = tokio::select! {
         () = cancel.cancelled() => Err(SyncError::Cancelled { provider: id.clone() }),
-        fetched = provider.fetch(&ctx) => check_and_write(pool, &id, fetched.and_then(|s| in_scope(&id, scope, s)), &last, policy, run_id, started_at).await,
+        fetched = provider.fetch(&ctx) => check_and_write(pool, &id, fetched.and_then(|s| in_scope(&id, scope, s)), &last, policy, (run_id, fence.cloned()), started_at).await,
     };
     match &result {
         Ok(stats) => tracing::info!(
@@ -157,7 +158,7 @@ async fn check_and_write(
     fetched: Result<Snapshot, ProviderError>,
     last: &LastGood,
     policy: &SyncConfig,
-    run_id: i64,
+    (run_id, fence): (i64, Option<Fence>),
     started_at: DateTime<Utc>,
 ) -> Result<WriteStats, SyncError> {
     let snapshot = fetched?;
@@ -183,7 +184,9 @@ async fn check_and_write(
     }
     let id = id.to_owned();
     let stats = blocking(pool, move |p| {
-        p.write(|s| s.write_snapshot(run_id, &id, &snapshot, started_at, Utc::now()))
+        p.write_fenced(fence.as_ref(), |s| {
+            s.write_snapshot(run_id, &id, &snapshot, started_at, Utc::now())
+        })
     })
     .await?;
     Ok(stats)
@@ -437,7 +440,9 @@ mod tests {
     #[tokio::test]
     async fn spot_only_syncs_add_spot_history_and_never_count_as_full_ones() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = Arc::new(Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap());
+        let pool = Arc::new(
+            Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap(),
+        );
         let cancel = CancellationToken::new();
         let mut spot = snapshot(1, 1.0);
         spot.scope = Scope::SpotHistory;
@@ -461,19 +466,22 @@ mod tests {
             Ok(nothing_new),
             Ok(snapshot(2, 1.0)),
         ]);
-        let full = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
+        let full = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel, None).await;
         assert!(full.result.is_ok());
         let full_at = pool.read(|s| s.last_good_syncs()).unwrap()["aws"];
-        let failed = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
+        let failed = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel, None).await;
         assert!(failed.result.is_err());
 
-        let spot = sync_provider(&pool, &provider, Scope::SpotHistory, &POLICY, &cancel).await;
+        let spot =
+            sync_provider(&pool, &provider, Scope::SpotHistory, &POLICY, &cancel, None).await;
         assert_eq!(spot.result.unwrap().spot_added, 1);
         // Finding nothing new is a good spot-only run, not an empty snapshot.
-        let quiet = sync_provider(&pool, &provider, Scope::SpotHistory, &POLICY, &cancel).await;
+        let quiet =
+            sync_provider(&pool, &provider, Scope::SpotHistory, &POLICY, &cancel, None).await;
         assert!(quiet.result.is_ok());
         // A full answer to a spot-only ask is not stored.
-        let wrong = sync_provider(&pool, &provider, Scope::SpotHistory, &POLICY, &cancel).await;
+        let wrong =
+            sync_provider(&pool, &provider, Scope::SpotHistory, &POLICY, &cancel, None).await;
         assert!(wrong.result.unwrap_err().to_string().contains("spot-only"));
 
         // List prices are as old as the last full run, and the failed full run
@@ -517,7 +525,9 @@ mod tests {
     #[tokio::test]
     async fn a_failing_provider_leaves_its_previous_data_untouched() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = Arc::new(Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap());
+        let pool = Arc::new(
+            Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap(),
+        );
         let cancel = CancellationToken::new();
         let mut duplicated = snapshot(2, 5.0);
         duplicated.prices.push(duplicated.prices[0].clone());
@@ -528,17 +538,17 @@ mod tests {
             Ok(Snapshot::default()),
         ]);
 
-        let good = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
+        let good = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel, None).await;
         assert_eq!(good.result.unwrap().prices_seen, 8);
         let before = pool.read(|s| s.current_prices()).unwrap();
         let versions = count(&pool, "price_versions");
 
-        let failed = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
+        let failed = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel, None).await;
         assert!(matches!(failed.result, Err(SyncError::Provider(_))));
-        let rejected = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
+        let rejected = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel, None).await;
         let err = rejected.result.unwrap_err().to_string();
         assert!(err.contains("listed twice"), "{err}");
-        let empty = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel).await;
+        let empty = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel, None).await;
         assert!(empty.result.unwrap_err().to_string().contains("empty"));
 
         assert_eq!(pool.read(|s| s.current_prices()).unwrap(), before);
@@ -553,20 +563,22 @@ mod tests {
     #[tokio::test]
     async fn a_snapshot_much_smaller_than_the_last_good_one_is_rejected() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = Arc::new(Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap());
+        let pool = Arc::new(
+            Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap(),
+        );
         let cancel = CancellationToken::new();
         let provider = Scripted::new(vec![
             Ok(snapshot(10, 1.0)),
             Ok(snapshot(7, 1.0)),
             Ok(snapshot(8, 1.0)),
         ]);
-        sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel)
+        sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel, None)
             .await
             .result
             .unwrap();
         let before = pool.read(|s| s.current_prices()).unwrap();
 
-        let err = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel)
+        let err = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel, None)
             .await
             .result
             .unwrap_err()
@@ -577,7 +589,7 @@ mod tests {
         );
         assert_eq!(pool.read(|s| s.current_prices()).unwrap(), before);
         // Exactly 20% fewer is still within the limit.
-        let ok = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel)
+        let ok = sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel, None)
             .await
             .result
             .unwrap();
@@ -587,7 +599,9 @@ mod tests {
     #[tokio::test]
     async fn an_unchanged_region_keeps_its_prices_only_at_the_version_last_read() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = Arc::new(Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap());
+        let pool = Arc::new(
+            Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap(),
+        );
         let cancel = CancellationToken::new();
         let versioned = |version: &str| {
             let mut s = snapshot(3, 1.0);
@@ -605,7 +619,7 @@ mod tests {
             Ok(unchanged("v0")),
             Ok(unchanged("v1")),
         ]);
-        let run = || sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel);
+        let run = || sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel, None);
         run().await.result.unwrap();
         let before = pool.read(|s| s.current_prices()).unwrap();
         let err = run().await.result.unwrap_err().to_string();
@@ -632,9 +646,15 @@ mod tests {
 
         // A region the catalog holds nothing of cannot be "unchanged".
         let empty = tempfile::tempdir().unwrap();
-        let fresh_pool = Arc::new(Pool::open(&crate::store::Location::Sqlite(empty.path().join("c.db")), 0).unwrap());
+        let fresh_pool = Arc::new(
+            Pool::open(
+                &crate::store::Location::Sqlite(empty.path().join("c.db")),
+                0,
+            )
+            .unwrap(),
+        );
         let liar = Scripted::new(vec![Ok(unchanged("v1"))]);
-        let err = sync_provider(&fresh_pool, &liar, Scope::Full, &POLICY, &cancel)
+        let err = sync_provider(&fresh_pool, &liar, Scope::Full, &POLICY, &cancel, None)
             .await
             .result
             .unwrap_err()

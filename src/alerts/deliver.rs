@@ -217,9 +217,9 @@ pub async fn run(d: Delivery) {
                 s.claim_due_messages(now, now + hold, CLAIM_BATCH)
             })
         })
-            .await
-            .and_then(Result::ok)
-            .unwrap_or_default();
+        .await
+        .and_then(Result::ok)
+        .unwrap_or_default();
         for message in due {
             if d.cancel.is_cancelled() {
                 return;

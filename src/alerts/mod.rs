@@ -509,8 +509,8 @@ mod tests {
 
     #[test]
     fn price_rules_ignore_gpu_only_prices_unless_they_ask_for_them() {
-        use crate::store::test_support::{at, snapshot};
         use crate::store::Writes as _;
+        use crate::store::test_support::{at, snapshot};
         let dir = tempfile::tempdir().unwrap();
         let mut store = crate::store::SqliteStore::open(&dir.path().join("c.db")).unwrap();
         // gpu0 at 1.0/h; gpu1 at 2.0/h is a price of the GPU alone.

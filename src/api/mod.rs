@@ -53,6 +53,8 @@ pub struct AppState {
     pub fx: FxRates,
     /// The alert rules, for the dashboard to list.
     pub rules: Vec<crate::config::RuleConfig>,
+    /// This replica's duties, for `GET /v1/cluster`.
+    pub cluster: Arc<crate::cluster::Cluster>,
 }
 
 /// The largest request body read: a problem with the most offers and the
@@ -120,6 +122,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/prices", get(prices))
         .route("/v1/spot-history", get(spot_history))
         .route("/v1/sync-runs", get(sync_runs))
+        .route("/v1/cluster", get(cluster))
         .route("/v1/sync", post(trigger_sync))
         .route("/v1/alerts", get(alerts))
         .route("/v1/plans", post(create_plan))
@@ -337,7 +340,9 @@ const CACHE_BUDGET_BYTES: usize = 16 << 20;
 /// Runs a store read off the async runtime, with the catalog's freshness.
 pub(crate) async fn read<T: Send + 'static>(
     state: &Arc<AppState>,
-    f: impl FnOnce(&dyn crate::store::Store, Freshness, &AppState) -> Result<T, StoreError> + Send + 'static,
+    f: impl FnOnce(&dyn crate::store::Store, Freshness, &AppState) -> Result<T, StoreError>
+    + Send
+    + 'static,
 ) -> Result<T, ApiError> {
     let state = state.clone();
     tokio::task::spawn_blocking(move || {
@@ -529,6 +534,23 @@ async fn sync_runs(
     }
     let runs = read(&state, move |store, _, _| store.sync_runs(limit)).await?;
     Ok(Json(runs).into_response())
+}
+
+/// This replica and what it holds, with every duty's lease as the store has
+/// it (on SQLite, one daemon holds everything and no lease is stored).
+async fn cluster(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    Params::parse(uri.query(), &[])?;
+    let leases = read(&state, |store, _, _| store.leases()).await?;
+    Ok(Json(serde_json::json!({
+        "replica": state.pool.replica(),
+        "backend": if state.pool.is_shared() { "postgres" } else { "sqlite" },
+        "duties_held": state.cluster.held(),
+        "leases": leases,
+    }))
+    .into_response())
 }
 
 async fn trigger_sync(
@@ -798,10 +820,13 @@ mod tests {
     #[tokio::test]
     async fn a_panicking_handler_answers_500_and_the_connection_survives() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = Arc::new(Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 1).unwrap());
+        let pool = Arc::new(
+            Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 1).unwrap(),
+        );
         let config = crate::config::Config::default();
         let state = Arc::new(AppState {
             pool: pool.clone(),
+            cluster: crate::cluster::Cluster::new(pool.clone()),
             metrics: Arc::default(),
             triggers: BTreeMap::new(),
             intervals: BTreeMap::new(),

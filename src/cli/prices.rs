@@ -66,8 +66,9 @@ pub(super) fn run_prices(config: &Config, args: PricesArgs) -> Result<ExitCode, 
         scopes: args.scopes,
         max_usd_per_gpu_hour: args.max_usd_per_gpu_hour,
     };
-    let mut records =
-        pool.read(|s| catalog::prices(s, &fresh, &filter)).map_err(|e| CliError::Failed(e.into()))?;
+    let mut records = pool
+        .read(|s| catalog::prices(s, &fresh, &filter))
+        .map_err(|e| CliError::Failed(e.into()))?;
     if let Some(currency) = &currency {
         catalog::convert(&mut records, currency);
     }

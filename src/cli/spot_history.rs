@@ -38,12 +38,14 @@ pub(super) fn run_spot_history(
         since,
         max_observations: Some(catalog::MAX_SPOT_OBSERVATIONS),
     };
-    let history = pool.read(|s| catalog::spot_history(s, &query, &fresh)).map_err(|e| match e {
-        e @ StoreError::TooLarge { .. } => {
-            CliError::BadInput(anyhow::anyhow!("--since, --region, --zone: {e}"))
-        }
-        e => CliError::Failed(e.into()),
-    })?;
+    let history = pool
+        .read(|s| catalog::spot_history(s, &query, &fresh))
+        .map_err(|e| match e {
+            e @ StoreError::TooLarge { .. } => {
+                CliError::BadInput(anyhow::anyhow!("--since, --region, --zone: {e}"))
+            }
+            e => CliError::Failed(e.into()),
+        })?;
     if args.json {
         print_json(&history)?;
     } else if history.series.is_empty() {

@@ -28,7 +28,8 @@ pub(super) async fn run_sync(
     if providers.is_empty() {
         eprintln!("No providers are enabled in the configuration; nothing to sync.");
     }
-    let pool = Arc::new(Pool::open(&config.store.location, 0).map_err(|e| CliError::Failed(e.into()))?);
+    let pool =
+        Arc::new(Pool::open(&config.store.location, 0).map_err(|e| CliError::Failed(e.into()))?);
     let cancel = CancellationToken::new();
     let mut outcomes = Vec::new();
     for provider in &providers {
@@ -39,6 +40,7 @@ pub(super) async fn run_sync(
                 Scope::Full,
                 &config.sync,
                 &cancel,
+                None,
             )
             .await,
         );

@@ -123,9 +123,10 @@ pub(super) fn validate(
 /// A `postgres://` or `postgresql://` URL the driver accepts. The reason
 /// never repeats the URL: it may hold a password.
 fn check_url(url: &str) -> Result<(), String> {
-    let scheme_ok = ["postgres://", "postgresql://"]
-        .iter()
-        .any(|s| url.get(..s.len()).is_some_and(|p| p.eq_ignore_ascii_case(s)));
+    let scheme_ok = ["postgres://", "postgresql://"].iter().any(|s| {
+        url.get(..s.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(s))
+    });
     if !scheme_ok {
         return Err("must be a postgres:// or postgresql:// URL".to_owned());
     }

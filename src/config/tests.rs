@@ -478,10 +478,12 @@ fn a_postgres_store_url_is_checked_and_never_shown_with_its_password() {
     )
     .unwrap_err();
     let both = format!("{both:?}");
-    assert!(both.contains("store.url") && both.contains("store.path"), "{both}");
+    assert!(
+        both.contains("store.url") && both.contains("store.path"),
+        "{both}"
+    );
     for bad in ["mysql://u:hunter2@h/d", "postgres://u:hunter2@h:notaport/d"] {
-        let err = Config::parse(&format!("[store]\nurl = \"{bad}\"\n"), Path::new(""))
-            .unwrap_err();
+        let err = Config::parse(&format!("[store]\nurl = \"{bad}\"\n"), Path::new("")).unwrap_err();
         let err = format!("{err:?}");
         assert!(err.contains("store.url"), "{err}");
         assert!(!err.contains("hunter2"), "the password leaked: {err}");

@@ -40,7 +40,6 @@ pub struct NewMessage {
     pub payload: serde_json::Value,
 }
 
-
 /// An outbox row before its text columns are parsed.
 pub(super) struct RawMessage {
     pub(super) id: i64,

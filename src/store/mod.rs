@@ -7,6 +7,7 @@
 //! so a crash or error leaves either all of a sync or none of it.
 
 mod alerts;
+mod lease;
 mod migrations;
 mod pool;
 mod postgres;
@@ -19,9 +20,10 @@ mod write;
 use chrono::{DateTime, SecondsFormat, Utc};
 
 pub use alerts::{AlertState, Alerts, NewMessage, OutboxMessage};
+pub use lease::DutyLease;
 pub use pool::{Location, Pool};
 pub use prune::{Prunable, Prune, PruneCounts, Retention, prune};
-pub use read::{CurrentPrice, Reads, SavedPlan, SpotPoint, SyncRun};
+pub use read::{CurrentPrice, LeaseRow, Reads, SavedPlan, SpotPoint, SyncRun};
 pub use sqlite::SqliteStore;
 pub use write::{NewPlan, WriteStats, Writes};
 
@@ -68,10 +70,14 @@ pub enum StoreError {
     TooLarge { what: &'static str, limit: usize },
     /// A sync's run row was closed (marked interrupted) by another process
     /// while the sync went on, so its snapshot must not be stored.
-    #[error("sync run {run_id} was closed by another process while it ran; its snapshot was not stored")]
+    #[error(
+        "sync run {run_id} was closed by another process while it ran; its snapshot was not stored"
+    )]
     RunClosed { run_id: i64 },
     /// A write of a cluster duty whose lease another replica has taken since.
-    #[error("{duty}: this replica's lease (epoch {held}) was taken over (epoch {current}); the write was dropped")]
+    #[error(
+        "{duty}: this replica's lease (epoch {held}) was taken over (epoch {current}); the write was dropped"
+    )]
     Fenced {
         duty: String,
         held: i64,
@@ -87,6 +93,10 @@ pub struct Fence {
     pub duty: String,
     pub epoch: i64,
 }
+
+/// How a run interrupted by its process's end is marked (its error text
+/// starts with this).
+const INTERRUPTED: &str = "interrupted:";
 
 /// Timestamps are stored as fixed-width RFC 3339 UTC text, so text order is time order.
 fn ts(t: DateTime<Utc>) -> String {

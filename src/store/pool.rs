@@ -106,6 +106,19 @@ impl Pool {
         Ok(Self { backend, replica })
     }
 
+    pub(super) fn postgres(&self) -> Option<&PgPool> {
+        match &self.backend {
+            Backend::Postgres(pg) => Some(pg),
+            Backend::Sqlite { .. } => None,
+        }
+    }
+
+    /// Whether several replicas may share this catalog.
+    #[must_use]
+    pub fn is_shared(&self) -> bool {
+        self.postgres().is_some()
+    }
+
     /// This process's id among replicas.
     #[must_use]
     pub fn replica(&self) -> &str {
@@ -121,11 +134,11 @@ impl Pool {
     }
 
     /// As [`Pool::write`], for a duty's writes: on a shared backend they are
-    /// refused once `fence` is no longer the duty's lease.
-    pub fn write_fenced<T>(&self, fence: &Fence, f: impl FnOnce(&mut dyn Store) -> T) -> T {
+    /// refused once `fence` (when given) is no longer the duty's lease.
+    pub fn write_fenced<T>(&self, fence: Option<&Fence>, f: impl FnOnce(&mut dyn Store) -> T) -> T {
         match &self.backend {
             Backend::Sqlite { writer, .. } => f(&mut *lock(writer)),
-            Backend::Postgres(pg) => f(&mut pg.store(Some(fence.clone()))),
+            Backend::Postgres(pg) => f(&mut pg.store(fence.cloned())),
         }
     }
 

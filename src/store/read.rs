@@ -73,6 +73,16 @@ pub struct SyncRun {
     pub error: Option<String>,
 }
 
+/// A duty's lease as stored: who holds it and since when.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeaseRow {
+    pub duty: String,
+    pub epoch: i64,
+    pub holder: String,
+    pub taken_at: DateTime<Utc>,
+    pub heartbeat_at: DateTime<Utc>,
+}
+
 /// A sync_runs row before its text columns are parsed.
 pub(super) struct RawRun {
     pub(super) id: i64,
@@ -261,8 +271,11 @@ pub trait Reads {
     ///
     /// # Errors
     /// On a database error or an unreadable stored value.
-    fn saved_plan(&self, id: Option<i64>, name: Option<&str>)
-    -> Result<Option<SavedPlan>, StoreError>;
+    fn saved_plan(
+        &self,
+        id: Option<i64>,
+        name: Option<&str>,
+    ) -> Result<Option<SavedPlan>, StoreError>;
 
     /// The problem a saved plan solved, as it was stored.
     ///
@@ -303,6 +316,25 @@ pub trait Reads {
     /// # Errors
     /// On a database error or an unreadable timestamp.
     fn last_good_syncs(&self) -> Result<BTreeMap<String, DateTime<Utc>>, StoreError>;
+
+    /// Whether a run of `source` and `scope` that started at or after `since`
+    /// has ended, other than by being interrupted: the sync of that slot is
+    /// done, whichever replica did it.
+    ///
+    /// # Errors
+    /// On a database error.
+    fn sync_done_since(
+        &self,
+        source: &str,
+        scope: gpuplan_providers::Scope,
+        since: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// Every duty's lease, by duty.
+    ///
+    /// # Errors
+    /// On a database error or an unreadable timestamp.
+    fn leases(&self) -> Result<Vec<LeaseRow>, StoreError>;
 
     /// The newest `limit` sync runs, newest first.
     ///

@@ -21,8 +21,11 @@ pub struct ScratchDatabase {
 /// inside a runtime, where blocking on another is not allowed).
 fn with_client<T: Send + 'static>(
     config: tokio_postgres::Config,
-    f: impl FnOnce(&tokio_postgres::Client) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, tokio_postgres::Error>> + Send + '_>>
-    + Send
+    f: impl FnOnce(
+        &tokio_postgres::Client,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<T, tokio_postgres::Error>> + Send + '_>,
+    > + Send
     + 'static,
 ) -> Result<T, String> {
     std::thread::spawn(move || {

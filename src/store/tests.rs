@@ -336,8 +336,11 @@ fn aged_store(pool: &Pool) {
             .collect();
         sync(pool, &snap, day * 24);
     }
-    let failed = pool.write(|s| s.begin_run("aws", Scope::Full, at(24))).unwrap();
-    pool.write(|s| s.fail_run(failed, at(25), "HTTP 503")).unwrap();
+    let failed = pool
+        .write(|s| s.begin_run("aws", Scope::Full, at(24)))
+        .unwrap();
+    pool.write(|s| s.fail_run(failed, at(25), "HTTP 503"))
+        .unwrap();
     for (name, day) in [("a", 0), ("a", 5), ("b", 0), ("a", 400)] {
         pool.raw_execute(&format!(
             "INSERT INTO plans (created_at, name, inputs_hash, status, problem_json, result_json)
@@ -351,7 +354,8 @@ fn aged_store(pool: &Pool) {
         ("recent", 399, Some(399)),
     ] {
         let created = ts(at(created * 24));
-        let delivered = delivered.map_or("NULL".to_owned(), |d: i64| format!("'{}'", ts(at(d * 24))));
+        let delivered =
+            delivered.map_or("NULL".to_owned(), |d: i64| format!("'{}'", ts(at(d * 24))));
         pool.raw_execute(&format!(
             "INSERT INTO alert_outbox (idempotency_key, rule, channel, payload_json, created_at, next_attempt_at, delivered_at)
              VALUES ('{key}', 'r', 'c', '{{}}', '{created}', '{created}', {delivered})"

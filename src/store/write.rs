@@ -3,7 +3,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
-use gpuplan_providers::{AvailabilityRecord, Currency, InstanceType, PriceRecord, Scope, Snapshot, SpotObservation};
+use gpuplan_providers::{
+    AvailabilityRecord, Currency, InstanceType, PriceRecord, Scope, Snapshot, SpotObservation,
+};
 use serde::Serialize;
 
 use super::{StoreError, ts};
@@ -124,7 +126,8 @@ pub(super) trait SnapshotTx {
         valid_from: &str,
         values: &VersionValues,
     ) -> Result<(), StoreError>;
-    fn withdraw(&mut self, series_id: i64, run_id: i64, valid_from: &str) -> Result<(), StoreError>;
+    fn withdraw(&mut self, series_id: i64, run_id: i64, valid_from: &str)
+    -> Result<(), StoreError>;
     fn replace_availability(
         &mut self,
         run_id: i64,

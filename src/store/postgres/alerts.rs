@@ -9,7 +9,8 @@ use super::{PgStore, get};
 use crate::store::alerts::RawMessage;
 use crate::store::{AlertState, Alerts, NewMessage, OutboxMessage, StoreError, parse_ts, ts};
 
-const MESSAGE_COLUMNS: &str = "id, idempotency_key, rule, channel, payload_json, created_at, attempts,
+const MESSAGE_COLUMNS: &str =
+    "id, idempotency_key, rule, channel, payload_json, created_at, attempts,
      next_attempt_at, delivered_at, last_error";
 
 fn raw_message(r: &Row) -> Result<RawMessage, StoreError> {

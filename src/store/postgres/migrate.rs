@@ -13,9 +13,9 @@ const MIGRATION_LOCK: i64 = 0x6770_7570_6c61_6e00;
 
 pub(super) fn run(pool: &PgPool, conn: &mut Object) -> Result<(), StoreError> {
     let fail = |e: &tokio_postgres::Error| pool.error(e);
-    pool.block(conn.batch_execute(
-        "CREATE TABLE IF NOT EXISTS gpuplan_schema (version BIGINT NOT NULL);",
-    ))
+    pool.block(
+        conn.batch_execute("CREATE TABLE IF NOT EXISTS gpuplan_schema (version BIGINT NOT NULL);"),
+    )
     .or_else(|e| {
         // Two replicas creating the table at once: one wins, the other sees
         // a unique violation on the catalog and may go on.

@@ -7,6 +7,7 @@
 //! works from any thread, inside a runtime or not.
 
 mod alerts;
+pub(super) mod lease;
 mod migrate;
 mod prune;
 mod read;
@@ -31,6 +32,8 @@ pub(super) struct PgPool {
     /// runtime must not be dropped where blocking is not allowed).
     rt: Option<tokio::runtime::Runtime>,
     pool: deadpool_postgres::Pool,
+    /// For the connections duties hold outside the pool.
+    config: tokio_postgres::Config,
     /// The server as shown in errors and logs: host, port and database,
     /// never the password.
     pub(super) shown: String,
@@ -87,7 +90,7 @@ impl PgPool {
             .build()
             .map_err(|e| failed(format!("cannot start its runtime: {e}")))?;
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Verified,
@@ -104,6 +107,7 @@ impl PgPool {
         let me = Self {
             rt: Some(rt),
             pool,
+            config,
             shown,
             replica: replica.to_owned(),
         };
@@ -116,6 +120,16 @@ impl PgPool {
     pub(super) fn block<F: Future>(&self, f: F) -> F::Output {
         let _entered = self.rt.as_ref().map(|rt| rt.enter());
         futures_executor::block_on(f)
+    }
+
+    pub(super) fn handle(&self) -> tokio::runtime::Handle {
+        self.rt
+            .as_ref()
+            .map_or_else(tokio::runtime::Handle::current, |rt| rt.handle().clone())
+    }
+
+    pub(super) fn config(&self) -> &tokio_postgres::Config {
+        &self.config
     }
 
     pub(super) fn connection(&self) -> Result<Object, StoreError> {
@@ -213,10 +227,13 @@ impl PgStore<'_> {
     ) -> Result<T, StoreError> {
         let pool = self.pool;
         let client = self.client_mut()?;
-        let tx = pool.block(client.transaction()).map_err(|e| pool.error(&e))?;
+        let tx = pool
+            .block(client.transaction())
+            .map_err(|e| pool.error(&e))?;
         let mut wrapped = PgTx { pool, tx };
         let out = f(&mut wrapped)?;
-        pool.block(wrapped.tx.commit()).map_err(|e| pool.error(&e))?;
+        pool.block(wrapped.tx.commit())
+            .map_err(|e| pool.error(&e))?;
         Ok(out)
     }
 }
@@ -295,8 +312,13 @@ pub(super) fn get<'r, T: tokio_postgres::types::FromSql<'r>>(
 
 /// A count or size the catalog stores as BIGINT, read back into the smaller
 /// type the rest of gpuplan uses.
-pub(super) fn narrow<T: TryFrom<i64>>(value: Option<i64>, what: &str) -> Result<Option<T>, StoreError> {
+pub(super) fn narrow<T: TryFrom<i64>>(
+    value: Option<i64>,
+    what: &str,
+) -> Result<Option<T>, StoreError> {
     value
-        .map(|v| T::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} {v} is out of range"))))
+        .map(|v| {
+            T::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} {v} is out of range")))
+        })
         .transpose()
 }

@@ -11,7 +11,11 @@ use super::{PgStore, get, narrow};
 use crate::store::read::{
     RawRun, finish_price, none_if_empty, parse_plan, probe_limit, within_limit,
 };
-use crate::store::{CurrentPrice, Reads, SavedPlan, SpotPoint, StoreError, SyncRun, parse_ts, ts};
+use crate::store::write::scope_name;
+use crate::store::{
+    CurrentPrice, INTERRUPTED, LeaseRow, Reads, SavedPlan, SpotPoint, StoreError, SyncRun,
+    parse_ts, ts,
+};
 
 /// A row of the current-prices query, columns as in SQLite's `read_price`.
 fn read_price(r: &Row) -> Result<CurrentPrice, StoreError> {
@@ -243,6 +247,40 @@ impl Reads for PgStore<'_> {
         for r in &rows {
             let at: String = get(r, 1)?;
             out.insert(get(r, 0)?, parse_ts(&at)?);
+        }
+        Ok(out)
+    }
+
+    fn sync_done_since(
+        &self,
+        source: &str,
+        scope: gpuplan_providers::Scope,
+        since: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let row = self.query_opt(
+            "SELECT EXISTS (SELECT 1 FROM sync_runs
+                 WHERE source = $1 AND scope = $2 AND started_at >= $3 AND status <> 'running'
+                   AND (error IS NULL OR NOT starts_with(error, $4)))",
+            &[&source, &scope_name(scope), &ts(since), &INTERRUPTED],
+        )?;
+        row.map_or(Ok(false), |r| get(&r, 0))
+    }
+
+    fn leases(&self) -> Result<Vec<LeaseRow>, StoreError> {
+        let rows = self.query(
+            "SELECT duty, epoch, holder, taken_at, heartbeat_at FROM leases ORDER BY duty",
+            &[],
+        )?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let (taken, beat): (String, String) = (get(r, 3)?, get(r, 4)?);
+            out.push(LeaseRow {
+                duty: get(r, 0)?,
+                epoch: get(r, 1)?,
+                holder: get(r, 2)?,
+                taken_at: parse_ts(&taken)?,
+                heartbeat_at: parse_ts(&beat)?,
+            });
         }
         Ok(out)
     }

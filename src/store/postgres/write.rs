@@ -27,7 +27,12 @@ impl Writes for PgStore<'_> {
         returned_id(&self.query(
             "INSERT INTO sync_runs (source, started_at, status, scope, replica)
              VALUES ($1, $2, 'running', $3, $4) RETURNING id",
-            &[&source, &ts(started_at), &scope_name(scope), &self.pool.replica],
+            &[
+                &source,
+                &ts(started_at),
+                &scope_name(scope),
+                &self.pool.replica,
+            ],
         )?)
     }
 
@@ -282,7 +287,12 @@ impl SnapshotTx for PgTx<'_, '_> {
         Ok(())
     }
 
-    fn withdraw(&mut self, series_id: i64, run_id: i64, valid_from: &str) -> Result<(), StoreError> {
+    fn withdraw(
+        &mut self,
+        series_id: i64,
+        run_id: i64,
+        valid_from: &str,
+    ) -> Result<(), StoreError> {
         self.execute(
             "INSERT INTO price_versions (series_id, sync_run_id, valid_from, withdrawn) VALUES ($1, $2, $3, 1)",
             &[&series_id, &run_id, &valid_from],

@@ -9,7 +9,11 @@ use super::SqliteStore;
 use crate::store::read::{
     RawRun, finish_price, none_if_empty, parse_plan, probe_limit, within_limit,
 };
-use crate::store::{CurrentPrice, Reads, SavedPlan, SpotPoint, StoreError, SyncRun, parse_ts, ts};
+use crate::store::write::scope_name;
+use crate::store::{
+    CurrentPrice, INTERRUPTED, LeaseRow, Reads, SavedPlan, SpotPoint, StoreError, SyncRun,
+    parse_ts, ts,
+};
 
 /// Reads a row of the current-prices query by position (name lookups cost a
 /// string search per column per row). Columns, in order: provider, region, zone,
@@ -259,6 +263,52 @@ impl Reads for SqliteStore {
         for row in rows {
             let (source, at) = row?;
             out.insert(source, parse_ts(&at)?);
+        }
+        Ok(out)
+    }
+
+    fn sync_done_since(
+        &self,
+        source: &str,
+        scope: gpuplan_providers::Scope,
+        since: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM sync_runs
+                 WHERE source = ?1 AND scope = ?2 AND started_at >= ?3 AND status <> 'running'
+                   AND (error IS NULL OR substr(error, 1, length(?4)) <> ?4))",
+            )?
+            .query_row(
+                params![source, scope_name(scope), ts(since), INTERRUPTED],
+                |r| r.get(0),
+            )?)
+    }
+
+    fn leases(&self) -> Result<Vec<LeaseRow>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT duty, epoch, holder, taken_at, heartbeat_at FROM leases ORDER BY duty",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (duty, epoch, holder, taken, beat) = row?;
+            out.push(LeaseRow {
+                duty,
+                epoch,
+                holder,
+                taken_at: parse_ts(&taken)?,
+                heartbeat_at: parse_ts(&beat)?,
+            });
         }
         Ok(out)
     }

@@ -115,10 +115,7 @@ fn a_database_from_a_newer_gpuplan_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("future.db");
     let store = SqliteStore::open(&path).unwrap();
-    store
-        .conn
-        .pragma_update(None, "user_version", 99)
-        .unwrap();
+    store.conn.pragma_update(None, "user_version", 99).unwrap();
     drop(store);
     let err = SqliteStore::open(&path).err().unwrap();
     assert!(matches!(err, StoreError::TooNew { found: 99, .. }), "{err}");

@@ -295,7 +295,12 @@ impl SnapshotTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn withdraw(&mut self, series_id: i64, run_id: i64, valid_from: &str) -> Result<(), StoreError> {
+    fn withdraw(
+        &mut self,
+        series_id: i64,
+        run_id: i64,
+        valid_from: &str,
+    ) -> Result<(), StoreError> {
         self.0
             .prepare_cached(
                 "INSERT INTO price_versions (series_id, sync_run_id, valid_from, withdrawn) VALUES (?1, ?2, ?3, 1)",
@@ -337,8 +342,10 @@ impl SnapshotTx for SqliteTx<'_> {
         provider: &str,
         versions: &BTreeMap<String, String>,
     ) -> Result<(), StoreError> {
-        self.0
-            .execute("DELETE FROM source_versions WHERE provider = ?1", [provider])?;
+        self.0.execute(
+            "DELETE FROM source_versions WHERE provider = ?1",
+            [provider],
+        )?;
         let mut insert = self.0.prepare_cached(
             "INSERT INTO source_versions (provider, part, version) VALUES (?1, ?2, ?3)",
         )?;
