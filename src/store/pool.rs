@@ -68,7 +68,7 @@ enum Backend {
         readers: Vec<Mutex<SqliteStore>>,
         next: AtomicUsize,
     },
-    Postgres(PgPool),
+    Postgres(Box<PgPool>),
 }
 
 /// An id for this process among replicas: host, process id and a random
@@ -100,7 +100,7 @@ impl Pool {
                 next: AtomicUsize::new(0),
             },
             Location::Postgres(url) => {
-                Backend::Postgres(PgPool::open(url.expose(), readers + 2, &replica)?)
+                Backend::Postgres(Box::new(PgPool::open(url.expose(), readers + 2, &replica)?))
             }
         };
         Ok(Self { backend, replica })

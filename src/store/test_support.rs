@@ -10,7 +10,7 @@ use super::{Location, Pool};
 /// A fresh, empty catalog on one backend, removed when dropped.
 pub enum TestDb {
     Sqlite(TempDir),
-    Postgres(ScratchDatabase),
+    Postgres(Box<ScratchDatabase>),
 }
 
 impl TestDb {
@@ -20,7 +20,7 @@ impl TestDb {
 
     /// `None` (the test is skipped) when no PostgreSQL server is configured.
     pub fn postgres() -> Option<Self> {
-        ScratchDatabase::create().map(Self::Postgres)
+        ScratchDatabase::create().map(|db| Self::Postgres(Box::new(db)))
     }
 
     pub fn location(&self) -> Location {

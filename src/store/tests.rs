@@ -291,7 +291,7 @@ fn alerts_queue_once_and_each_due_message_is_claimed_once(db) {
     pool.write(|s| s.apply_alerts(std::slice::from_ref(&state), &messages, at(0)))
         .unwrap();
     // The same keys again (a re-evaluation) queue nothing new.
-    pool.write(|s| s.apply_alerts(&[state.clone()], &messages, at(1)))
+    pool.write(|s| s.apply_alerts(std::slice::from_ref(&state), &messages, at(1)))
         .unwrap();
     assert_eq!(pool.read(|s| s.alert_states(Some("cheap"))).unwrap(), [state]);
     assert_eq!(pool.read(|s| s.next_message_due()).unwrap(), Some(at(0)));
