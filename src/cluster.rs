@@ -42,7 +42,8 @@ pub struct Held {
     pub fence: Fence,
     pub cancel: CancellationToken,
     stop: CancellationToken,
-    beat: tokio::task::JoinHandle<Option<DutyLease>>,
+    /// The heartbeat, on a shared catalog; it hands the lease back when stopped.
+    beat: Option<tokio::task::JoinHandle<Option<DutyLease>>>,
     cluster: Arc<Cluster>,
 }
 
@@ -64,27 +65,19 @@ impl Cluster {
             .clone()
     }
 
-    fn record(&self, duty: &str, update: impl FnOnce(Option<&mut HeldDuty>) -> Option<HeldDuty>) {
-        let mut held = self
-            .held
+    fn duties(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, HeldDuty>> {
+        self.held
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match update(held.get_mut(duty)) {
-            Some(new) => {
-                held.insert(duty.to_owned(), new);
-            }
-            None => {
-                held.remove(duty);
-            }
-        }
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Takes `duty`, waiting while another replica holds it, until `until`
-    /// or `cancel`; `None` then. A store error counts as "not now".
+    /// Takes `duty`, trying again every [`HEARTBEAT`] while another replica
+    /// holds it, until `until` (a time already past: one try) or `cancel`;
+    /// `None` then. A store error counts as "not now".
     pub async fn take(
         self: &Arc<Self>,
         duty: &str,
-        until: Option<DateTime<Utc>>,
+        until: DateTime<Utc>,
         cancel: &CancellationToken,
     ) -> Option<Held> {
         loop {
@@ -98,7 +91,7 @@ impl Cluster {
                 Some(Err(e)) => tracing::warn!(duty, error = %e, "Could not try the duty."),
                 None => return None,
             }
-            if until.is_some_and(|u| Utc::now() + HEARTBEAT > u) {
+            if Utc::now() + HEARTBEAT > until {
                 return None;
             }
             tokio::select! {
@@ -111,23 +104,28 @@ impl Cluster {
     fn hold(self: &Arc<Self>, duty: &str, lease: DutyLease, parent: &CancellationToken) -> Held {
         let fence = lease.fence().clone();
         let now = Utc::now();
-        tracing::info!(duty, epoch = fence.epoch, "Duty taken.");
-        self.record(duty, |_| {
-            Some(HeldDuty {
+        self.duties().insert(
+            duty.to_owned(),
+            HeldDuty {
                 epoch: fence.epoch,
                 taken_at: now,
                 last_heartbeat: now,
-            })
-        });
+            },
+        );
         let cancel = parent.child_token();
         let stop = CancellationToken::new();
-        let beat = tokio::spawn(heartbeat(
-            self.clone(),
-            duty.to_owned(),
-            lease,
-            cancel.clone(),
-            stop.clone(),
-        ));
+        // On SQLite the one daemon's lease cannot be lost: nothing to beat
+        // and nothing to release.
+        let beat = self.pool.is_shared().then(|| {
+            tracing::info!(duty, epoch = fence.epoch, "Duty taken.");
+            tokio::spawn(heartbeat(
+                self.clone(),
+                duty.to_owned(),
+                lease,
+                cancel.clone(),
+                stop.clone(),
+            ))
+        });
         Held {
             fence,
             cancel,
@@ -154,27 +152,20 @@ async fn heartbeat(
             () = tokio::time::sleep(HEARTBEAT) => {}
         }
         let l = lease.clone();
-        let beat = tokio::task::spawn_blocking(move || l.heartbeat(Utc::now())).await;
-        match beat {
-            Ok(Ok(())) => cluster.record(&duty, |h| {
-                h.map(|h| HeldDuty {
-                    last_heartbeat: Utc::now(),
-                    ..h.clone()
-                })
-            }),
-            Ok(Err(e)) => {
-                tracing::error!(duty, error = %e, "Duty lost; stepping down and cancelling its work.");
-                cancel.cancel();
-                cluster.record(&duty, |_| None);
-                return None;
+        let lost = match tokio::task::spawn_blocking(move || l.heartbeat(Utc::now())).await {
+            Ok(Ok(())) => {
+                if let Some(held) = cluster.duties().get_mut(&duty) {
+                    held.last_heartbeat = Utc::now();
+                }
+                continue;
             }
-            Err(e) => {
-                tracing::error!(duty, error = %e, "Duty heartbeat panicked; stepping down.");
-                cancel.cancel();
-                cluster.record(&duty, |_| None);
-                return None;
-            }
-        }
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => format!("the heartbeat panicked: {e}"),
+        };
+        tracing::error!(duty, error = %lost, "Duty lost; stepping down and cancelling its work.");
+        cancel.cancel();
+        cluster.duties().remove(&duty);
+        return None;
     }
     Arc::into_inner(lease)
 }
@@ -183,10 +174,12 @@ impl Held {
     /// Ends the duty and lets another replica take it.
     pub async fn release(self) {
         self.stop.cancel();
-        if let Ok(Some(lease)) = self.beat.await {
+        if let Some(beat) = self.beat
+            && let Ok(Some(lease)) = beat.await
+        {
             let _ = tokio::task::spawn_blocking(move || lease.release()).await;
         }
-        self.cluster.record(&self.fence.duty, |_| None);
+        self.cluster.duties().remove(&self.fence.duty);
         tracing::debug!(duty = %self.fence.duty, "Duty released.");
     }
 }

@@ -180,10 +180,9 @@ fn slot_window(schedule: &Schedule, slot: DateTime<Utc>) -> DateTime<Utc> {
 
 impl AlertHook {
     /// Evaluates every rule against the catalog as it stands now.
-    pub async fn evaluate(self: &Arc<Self>, pool: &Arc<Pool>) {
+    pub async fn evaluate(self: &Arc<Self>, pool: &Arc<Pool>, cancel: &CancellationToken) {
         let until = Utc::now() + chrono::Duration::from_std(ALERT_DUTY_WAIT).unwrap_or_default();
-        let never = CancellationToken::new();
-        let Some(held) = self.cluster.take("alerts", Some(until), &never).await else {
+        let Some(held) = self.cluster.take("alerts", until, cancel).await else {
             tracing::warn!("Alert evaluation skipped: another replica held it throughout.");
             return;
         };
@@ -229,12 +228,15 @@ pub async fn run_source(source: Source, ctx: Context) {
     let mut failures = 0u32;
     loop {
         tracing::debug!(provider = %id, next = %next, "Next sync scheduled.");
-        let slot = tokio::select! {
+        // A sync that started since then does this wake-up's work: for a
+        // scheduled slot, one from about the slot on; for a trigger, one from
+        // the trigger on.
+        let done_since = tokio::select! {
             () = ctx.cancel.cancelled() => break,
-            () = tokio::time::sleep(ctx.clock.until(next)) => next,
+            () = tokio::time::sleep(ctx.clock.until(next)) => slot_window(&source.schedule, next),
             () = source.trigger.notified() => ctx.clock.now(),
         };
-        let Some(held) = take_sync_duty(&source, &ctx, slot).await else {
+        let Some(held) = take_sync_duty(&source, &ctx, done_since).await else {
             if ctx.cancel.is_cancelled() {
                 break;
             }
@@ -256,7 +258,7 @@ pub async fn run_source(source: Source, ctx: Context) {
             break;
         }
         if let Some(hook) = &ctx.alerts {
-            hook.evaluate(&ctx.pool).await;
+            hook.evaluate(&ctx.pool, &ctx.cancel).await;
             ctx.metrics.record_alert_evaluation();
         }
         let retry_after = match &outcome.result {
@@ -291,13 +293,13 @@ pub async fn run_source(source: Source, ctx: Context) {
     tracing::info!(provider = %id, "Source stopped.");
 }
 
-/// Takes the source's sync duty for the slot due at `slot`: `None` when the
-/// daemon stops, or when on a shared catalog another replica did this slot's
-/// sync (or still held the duty when the next slot came).
+/// Takes the source's sync duty: `None` when the daemon stops, or when on a
+/// shared catalog another replica synced since `done_since` (or still held
+/// the duty when the next slot came).
 async fn take_sync_duty(
     source: &Source,
     ctx: &Context,
-    slot: DateTime<Utc>,
+    done_since: DateTime<Utc>,
 ) -> Option<crate::cluster::Held> {
     let id = source.provider.id().to_owned();
     let duty = match source.scope {
@@ -305,43 +307,33 @@ async fn take_sync_duty(
         Scope::SpotHistory => format!("spot:{id}"),
     };
     let until = source.schedule.next_after(ctx.clock.now());
-    let held = ctx.cluster.take(&duty, Some(until), &ctx.cancel).await?;
+    let held = ctx.cluster.take(&duty, until, &ctx.cancel).await?;
     if !ctx.pool.is_shared() {
         return Some(held);
     }
     // Holding the duty, no other replica syncs this source: a run still
     // running was left by a replica that died, and the slot may be done.
-    let (pool, scope, since) = (
-        ctx.pool.clone(),
-        source.scope,
-        slot_window(&source.schedule, slot),
-    );
-    let name = id.clone();
+    let (pool, scope, name) = (ctx.pool.clone(), source.scope, id.clone());
     let done = tokio::task::spawn_blocking(move || {
         let closed = pool.write(|s| s.fail_interrupted_runs(Some((&name, scope)), Utc::now()))?;
         if closed > 0 {
             tracing::warn!(provider = %name, runs = closed, "Marked runs of a replica that stopped mid-sync as failed.");
         }
-        pool.read(|s| s.sync_done_since(&name, scope, since))
+        pool.read(|s| s.sync_done_since(&name, scope, done_since))
     })
     .await;
     match done {
-        Ok(Ok(false)) => Some(held),
-        Ok(Ok(true)) => {
-            tracing::debug!(provider = %id, "This slot's sync was done by another replica.");
-            held.release().await;
-            None
-        }
+        Ok(Ok(false)) => return Some(held),
+        Ok(Ok(true)) => tracing::debug!(provider = %id, "Another replica did this sync."),
         Ok(Err(e)) => {
-            tracing::warn!(provider = %id, error = %e, "Could not read the sync runs; skipping this slot.");
-            held.release().await;
-            None
+            tracing::warn!(provider = %id, error = %e, "Could not read the sync runs; skipping this slot.")
         }
-        Err(_) => {
-            held.release().await;
-            None
+        Err(e) => {
+            tracing::error!(provider = %id, error = %e, "Reading the sync runs panicked; skipping this slot.")
         }
     }
+    held.release().await;
+    None
 }
 
 /// Runs one scheduled plan until `cancel` fires: at each scheduled time it
@@ -365,10 +357,7 @@ pub async fn run_plan(
             () = tokio::time::sleep(clock.until(next)) => {}
         }
         let until = plan.schedule.next_after(clock.now());
-        let Some(held) = cluster
-            .take(&format!("plan:{name}"), Some(until), &cancel)
-            .await
-        else {
+        let Some(held) = cluster.take(&format!("plan:{name}"), until, &cancel).await else {
             continue;
         };
         if plan_done_since(&pool, &name, slot_window(&plan.schedule, next)).await {
@@ -426,7 +415,7 @@ pub async fn run_pruning(
             () = tokio::time::sleep(clock.until(next)) => {}
         }
         // One replica prunes; the others find the duty taken and skip.
-        let Some(held) = cluster.take("prune", None, &cancel).await else {
+        let Some(held) = cluster.take("prune", Utc::now(), &cancel).await else {
             continue;
         };
         let (pool, retention) = (pool.clone(), retention.clone());

@@ -18,6 +18,7 @@ const SHEET: &str = "region,instance_type,gpu_model,gpu_count,price_kind,usd_per
 
 /// Every 2 seconds, so 20 cycles take 40 s.
 const CYCLE_SECS: u32 = 2;
+const CYCLES: i64 = 20;
 
 fn config(dir: &Path, url: &str) -> Config {
     std::fs::write(dir.join("onprem.csv"), SHEET).unwrap();
@@ -67,9 +68,17 @@ async fn three_replicas_sync_each_source_exactly_once_per_cycle() {
     let started = Utc::now();
     // The start-up sync and the first two slots settle; then 20 cycles.
     let window_start = started + chrono::Duration::seconds(3 * i64::from(CYCLE_SECS));
-    let window_end = window_start + chrono::Duration::seconds(20 * i64::from(CYCLE_SECS));
+    let window_end = window_start + chrono::Duration::seconds(CYCLES * i64::from(CYCLE_SECS));
     tokio::time::sleep((window_end - Utc::now()).to_std().unwrap() + Duration::from_secs(1)).await;
 
+    let mut alive = Vec::new();
+    for r in replicas {
+        if r.task.is_finished() {
+            panic!("a replica stopped early: {:?}", r.task.await.unwrap());
+        }
+        alive.push(r);
+    }
+    let replicas = alive;
     let mut ids = Vec::new();
     for r in &replicas {
         let cluster: serde_json::Value = http
@@ -111,9 +120,9 @@ async fn three_replicas_sync_each_source_exactly_once_per_cycle() {
             at.nanosecond()
         ));
     }
-    let cycles = i64::from(20u8);
+    // Whole cycles inside the window: the first may have begun before it.
     let first = window_start.timestamp().div_euclid(i64::from(CYCLE_SECS)) + 1;
-    for cycle in first..first + cycles - 1 {
+    for cycle in first..first + CYCLES - 1 {
         let runs = per_cycle.get(&cycle).cloned().unwrap_or_default();
         assert_eq!(
             runs.len(),
@@ -124,7 +133,7 @@ async fn three_replicas_sync_each_source_exactly_once_per_cycle() {
     }
     eprintln!(
         "{} cycles checked, {} runs, one per cycle",
-        cycles - 1,
+        CYCLES - 1,
         per_cycle.values().map(Vec::len).sum::<usize>()
     );
 

@@ -94,9 +94,8 @@ pub struct Fence {
     pub epoch: i64,
 }
 
-/// How a run interrupted by its process's end is marked (its error text
-/// starts with this).
-const INTERRUPTED: &str = "interrupted:";
+/// The error of a run closed because its process stopped during it.
+const INTERRUPTED: &str = "interrupted: gpuplan stopped during this sync; nothing of it was stored";
 
 /// Timestamps are stored as fixed-width RFC 3339 UTC text, so text order is time order.
 fn ts(t: DateTime<Utc>) -> String {

@@ -127,10 +127,7 @@ impl Pool {
 
     /// Runs `f` with a store to write with.
     pub fn write<T>(&self, f: impl FnOnce(&mut dyn Store) -> T) -> T {
-        match &self.backend {
-            Backend::Sqlite { writer, .. } => f(&mut *lock(writer)),
-            Backend::Postgres(pg) => f(&mut pg.store(None)),
-        }
+        self.write_fenced(None, f)
     }
 
     /// As [`Pool::write`], for a duty's writes: on a shared backend they are

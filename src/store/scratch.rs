@@ -17,17 +17,9 @@ pub struct ScratchDatabase {
     url: String,
 }
 
-/// Runs `f` with a client of `config` on a thread of its own (callers may be
-/// inside a runtime, where blocking on another is not allowed).
-fn with_client<T: Send + 'static>(
-    config: tokio_postgres::Config,
-    f: impl FnOnce(
-        &tokio_postgres::Client,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<T, tokio_postgres::Error>> + Send + '_>,
-    > + Send
-    + 'static,
-) -> Result<T, String> {
+/// Runs `sql` on the server `config` names, on a thread of its own (callers
+/// may be inside a runtime, where blocking on another is not allowed).
+fn run_on(config: tokio_postgres::Config, sql: String) -> Result<(), String> {
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -36,7 +28,7 @@ fn with_client<T: Send + 'static>(
         rt.block_on(async move {
             let (client, conn) = config.connect(NoTls).await.map_err(|e| e.to_string())?;
             let driver = tokio::spawn(conn);
-            let out = f(&client).await.map_err(|e| e.to_string());
+            let out = client.batch_execute(&sql).await.map_err(|e| e.to_string());
             drop(client);
             let _ = driver.await;
             out
@@ -69,11 +61,8 @@ impl ScratchDatabase {
             std::process::id(),
             fastrand::u32(..)
         );
-        let create = format!("CREATE DATABASE {name}");
-        with_client(server.clone(), move |c| {
-            Box::pin(async move { c.batch_execute(&create).await })
-        })
-        .unwrap_or_else(|e| panic!("cannot create a scratch database on {SERVER_ENV}: {e}"));
+        run_on(server.clone(), format!("CREATE DATABASE {name}"))
+            .unwrap_or_else(|e| panic!("cannot create a scratch database on {SERVER_ENV}: {e}"));
         let mut db = server.clone();
         db.dbname(&name);
         let url = to_url(&db);
@@ -110,9 +99,9 @@ fn to_url(config: &tokio_postgres::Config) -> String {
 
 impl Drop for ScratchDatabase {
     fn drop(&mut self) {
-        let drop_sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-        let _ = with_client(self.server.clone(), move |c| {
-            Box::pin(async move { c.batch_execute(&drop_sql).await })
-        });
+        let _ = run_on(
+            self.server.clone(),
+            format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+        );
     }
 }

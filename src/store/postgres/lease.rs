@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use tokio_postgres::{Client, NoTls};
 
-use super::{PgPool, get};
+use super::{PgPool, block_on, get};
 use crate::store::{Fence, StoreError, ts};
 
 /// The advisory lock namespace of duties (the first key of the two-key form).
@@ -17,11 +17,6 @@ pub(in crate::store) struct PgLease {
     shown: String,
 }
 
-fn block<F: std::future::Future>(rt: &tokio::runtime::Handle, f: F) -> F::Output {
-    let _entered = rt.enter();
-    futures_executor::block_on(f)
-}
-
 impl PgPool {
     /// Takes `duty` when no other session holds it; `None` when one does.
     pub(in crate::store) fn try_take(
@@ -29,16 +24,16 @@ impl PgPool {
         duty: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<(PgLease, i64)>, StoreError> {
-        let rt = self.handle();
+        let rt = self.handle().clone();
         let fail = |e: &tokio_postgres::Error| self.error(e);
         let (client, connection) =
-            block(&rt, self.config().connect(NoTls)).map_err(|e| fail(&e))?;
+            block_on(&rt, self.config().connect(NoTls)).map_err(|e| fail(&e))?;
         rt.spawn(async move {
             // Ends when the lease's client is dropped or the server goes away;
             // either way the server releases the lock with the session.
             let _ = connection.await;
         });
-        let locked: bool = block(
+        let locked: bool = block_on(
             &rt,
             client.query_one(
                 "SELECT pg_try_advisory_lock($1, hashtext($2))",
@@ -50,7 +45,7 @@ impl PgPool {
         if !locked {
             return Ok(None);
         }
-        let row = block(
+        let row = block_on(
             &rt,
             client.query_one(
                 "INSERT INTO leases (duty, epoch, holder, taken_at, heartbeat_at) VALUES ($1, 1, $2, $3, $3)
@@ -90,7 +85,7 @@ impl PgLease {
                 fence.duty
             )));
         }
-        let n = block(
+        let n = block_on(
             &self.rt,
             self.client.execute(
                 "UPDATE leases SET heartbeat_at = $3 WHERE duty = $1 AND epoch = $2",
@@ -110,7 +105,7 @@ impl PgLease {
 
     /// Unlocks at once (dropping the connection would too, a little later).
     pub(in crate::store) fn release(self, fence: &Fence) {
-        let _ = block(
+        let _ = block_on(
             &self.rt,
             self.client.execute(
                 "SELECT pg_advisory_unlock($1, hashtext($2))",

@@ -16,7 +16,7 @@ mod write;
 use std::future::Future;
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, RecyclingMethod, Runtime};
+use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Object, RecyclingMethod, Runtime};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
@@ -31,6 +31,8 @@ pub(super) struct PgPool {
     /// Always `Some` until drop, which hands it to `shutdown_background` (a
     /// runtime must not be dropped where blocking is not allowed).
     rt: Option<tokio::runtime::Runtime>,
+    /// The runtime's handle, for waiting on its futures (see [`block_on`]).
+    handle: tokio::runtime::Handle,
     pool: deadpool_postgres::Pool,
     /// For the connections duties hold outside the pool.
     config: tokio_postgres::Config,
@@ -105,6 +107,7 @@ impl PgPool {
             .build()
             .map_err(|e| failed(e.to_string()))?;
         let me = Self {
+            handle: rt.handle().clone(),
             rt: Some(rt),
             pool,
             config,
@@ -116,28 +119,26 @@ impl PgPool {
         Ok(me)
     }
 
-    /// Waits for `f` on this thread, with this backend's runtime current.
     pub(super) fn block<F: Future>(&self, f: F) -> F::Output {
-        let _entered = self.rt.as_ref().map(|rt| rt.enter());
-        futures_executor::block_on(f)
+        block_on(&self.handle, f)
     }
 
-    pub(super) fn handle(&self) -> tokio::runtime::Handle {
-        self.rt
-            .as_ref()
-            .map_or_else(tokio::runtime::Handle::current, |rt| rt.handle().clone())
+    pub(super) fn handle(&self) -> &tokio::runtime::Handle {
+        &self.handle
     }
 
     pub(super) fn config(&self) -> &tokio_postgres::Config {
         &self.config
     }
 
-    pub(super) fn connection(&self) -> Result<Object, StoreError> {
+    /// A pooled connection, or why there is none.
+    fn pooled(&self) -> Result<Object, String> {
         self.block(self.pool.get())
-            .map_err(|e| StoreError::Postgres {
-                at: self.shown.clone(),
-                message: format!("no connection: {e}"),
-            })
+            .map_err(|e| format!("no connection: {e}"))
+    }
+
+    pub(super) fn connection(&self) -> Result<Object, StoreError> {
+        self.pooled().map_err(|message| self.unreachable(&message))
     }
 
     /// A handle for one call; a connection that cannot be had makes each of
@@ -145,8 +146,44 @@ impl PgPool {
     pub(super) fn store(&self, fence: Option<Fence>) -> PgStore<'_> {
         PgStore {
             pool: self,
-            conn: self.connection(),
+            conn: self.pooled(),
             fence,
+        }
+    }
+
+    /// Prepares `sql` (once per connection) and runs it on `client`.
+    fn query(
+        &self,
+        client: &impl GenericClient,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<Vec<Row>, StoreError> {
+        self.block(async {
+            let stmt = client.prepare_cached(sql).await?;
+            client.query(&stmt, params).await
+        })
+        .map_err(|e| self.error(&e))
+    }
+
+    /// As [`PgPool::query`], for a statement's row count.
+    fn execute(
+        &self,
+        client: &impl GenericClient,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<u64, StoreError> {
+        self.block(async {
+            let stmt = client.prepare_cached(sql).await?;
+            client.execute(&stmt, params).await
+        })
+        .map_err(|e| self.error(&e))
+    }
+
+    /// The error of a call that had no connection.
+    fn unreachable(&self, message: &str) -> StoreError {
+        StoreError::Postgres {
+            at: self.shown.clone(),
+            message: message.to_owned(),
         }
     }
 
@@ -171,38 +208,36 @@ impl Drop for PgPool {
     }
 }
 
+/// Waits for `f` on this thread, with `handle`'s runtime current: that
+/// runtime drives the sockets and timers `f` waits on, so this works from
+/// any thread, inside another runtime or not.
+pub(super) fn block_on<F: Future>(handle: &tokio::runtime::Handle, f: F) -> F::Output {
+    let _entered = handle.enter();
+    futures_executor::block_on(f)
+}
+
 /// The store on one pooled connection.
 pub(super) struct PgStore<'a> {
     pool: &'a PgPool,
-    conn: Result<Object, StoreError>,
+    /// The connection, or why there is none.
+    conn: Result<Object, String>,
     /// The lease of the duty this handle writes for, if any.
     fence: Option<Fence>,
 }
 
 impl PgStore<'_> {
-    fn client(&self) -> Result<&Object, StoreError> {
-        self.conn.as_ref().map_err(|e| StoreError::Postgres {
-            at: self.pool.shown.clone(),
-            message: error_text(e),
-        })
-    }
-
-    fn client_mut(&mut self) -> Result<&mut Object, StoreError> {
-        let shown = self.pool.shown.clone();
-        self.conn.as_mut().map_err(|e| StoreError::Postgres {
-            at: shown,
-            message: error_text(e),
-        })
+    fn client(&mut self) -> Result<&mut Object, StoreError> {
+        let pool = self.pool;
+        self.conn
+            .as_mut()
+            .map_err(|message| pool.unreachable(message))
     }
 
     fn query(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
-        let client = self.client()?;
-        self.pool
-            .block(async {
-                let stmt = client.prepare_cached(sql).await?;
-                client.query(&stmt, params).await
-            })
-            .map_err(|e| self.pool.error(&e))
+        match &self.conn {
+            Ok(client) => self.pool.query(client, sql, params),
+            Err(message) => Err(self.pool.unreachable(message)),
+        }
     }
 
     fn query_opt(&self, sql: &str, params: Params<'_>) -> Result<Option<Row>, StoreError> {
@@ -210,13 +245,10 @@ impl PgStore<'_> {
     }
 
     fn execute(&self, sql: &str, params: Params<'_>) -> Result<u64, StoreError> {
-        let client = self.client()?;
-        self.pool
-            .block(async {
-                let stmt = client.prepare_cached(sql).await?;
-                client.execute(&stmt, params).await
-            })
-            .map_err(|e| self.pool.error(&e))
+        match &self.conn {
+            Ok(client) => self.pool.execute(client, sql, params),
+            Err(message) => Err(self.pool.unreachable(message)),
+        }
     }
 
     /// Runs `f` in one transaction on this connection, committed when it
@@ -226,7 +258,7 @@ impl PgStore<'_> {
         f: impl FnOnce(&mut PgTx<'_, '_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let pool = self.pool;
-        let client = self.client_mut()?;
+        let client = self.client()?;
         let tx = pool
             .block(client.transaction())
             .map_err(|e| pool.error(&e))?;
@@ -235,13 +267,6 @@ impl PgStore<'_> {
         pool.block(wrapped.tx.commit())
             .map_err(|e| pool.error(&e))?;
         Ok(out)
-    }
-}
-
-fn error_text(e: &StoreError) -> String {
-    match e {
-        StoreError::Postgres { message, .. } => message.clone(),
-        other => other.to_string(),
     }
 }
 
@@ -278,23 +303,11 @@ impl PgTx<'_, '_> {
     }
 
     fn query(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
-        let tx = &self.tx;
-        self.pool
-            .block(async {
-                let stmt = tx.prepare_cached(sql).await?;
-                tx.query(&stmt, params).await
-            })
-            .map_err(|e| self.pool.error(&e))
+        self.pool.query(&self.tx, sql, params)
     }
 
     fn execute(&self, sql: &str, params: Params<'_>) -> Result<u64, StoreError> {
-        let tx = &self.tx;
-        self.pool
-            .block(async {
-                let stmt = tx.prepare_cached(sql).await?;
-                tx.execute(&stmt, params).await
-            })
-            .map_err(|e| self.pool.error(&e))
+        self.pool.execute(&self.tx, sql, params)
     }
 }
 

@@ -260,7 +260,7 @@ impl Reads for PgStore<'_> {
         let row = self.query_opt(
             "SELECT EXISTS (SELECT 1 FROM sync_runs
                  WHERE source = $1 AND scope = $2 AND started_at >= $3 AND status <> 'running'
-                   AND (error IS NULL OR NOT starts_with(error, $4)))",
+                   AND (error IS NULL OR error <> $4))",
             &[&source, &scope_name(scope), &ts(since), &INTERRUPTED],
         )?;
         row.map_or(Ok(false), |r| get(&r, 0))

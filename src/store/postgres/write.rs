@@ -9,7 +9,7 @@ use super::{PgStore, PgTx, get};
 use crate::store::write::{
     SeriesKey, SnapshotTx, StoredSeries, VersionValues, scope_name, write_snapshot,
 };
-use crate::store::{NewPlan, StoreError, WriteStats, Writes, parse_ts, ts};
+use crate::store::{INTERRUPTED, NewPlan, StoreError, WriteStats, Writes, parse_ts, ts};
 
 fn returned_id(rows: &[tokio_postgres::Row]) -> Result<i64, StoreError> {
     rows.first()
@@ -74,9 +74,9 @@ impl Writes for PgStore<'_> {
         let (source, scope) = source.map(|(s, sc)| (s, scope_name(sc))).unzip();
         let n = self.execute(
             "UPDATE sync_runs SET status = 'failed', finished_at = $1,
-                 error = 'interrupted: gpuplan stopped during this sync; nothing of it was stored'
+                 error = $4
              WHERE status = 'running' AND ($2::text IS NULL OR (source = $2 AND scope = $3))",
-            &[&ts(now), &source, &scope],
+            &[&ts(now), &source, &scope, &INTERRUPTED],
         )?;
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }

@@ -278,7 +278,7 @@ impl Reads for SqliteStore {
             .prepare_cached(
                 "SELECT EXISTS (SELECT 1 FROM sync_runs
                  WHERE source = ?1 AND scope = ?2 AND started_at >= ?3 AND status <> 'running'
-                   AND (error IS NULL OR substr(error, 1, length(?4)) <> ?4))",
+                   AND (error IS NULL OR error <> ?4))",
             )?
             .query_row(
                 params![source, scope_name(scope), ts(since), INTERRUPTED],

@@ -10,7 +10,7 @@ use super::SqliteStore;
 use crate::store::write::{
     SeriesKey, SnapshotTx, StoredSeries, VersionValues, scope_name, write_snapshot,
 };
-use crate::store::{NewPlan, StoreError, WriteStats, Writes, parse_ts, ts};
+use crate::store::{INTERRUPTED, NewPlan, StoreError, WriteStats, Writes, parse_ts, ts};
 
 impl Writes for SqliteStore {
     fn begin_run(
@@ -65,9 +65,9 @@ impl Writes for SqliteStore {
         let (source, scope) = source.map(|(s, sc)| (s, scope_name(sc))).unzip();
         Ok(self.conn.execute(
             "UPDATE sync_runs SET status = 'failed', finished_at = ?1,
-                 error = 'interrupted: gpuplan stopped during this sync; nothing of it was stored'
+                 error = ?4
              WHERE status = 'running' AND (?2 IS NULL OR (source = ?2 AND scope = ?3))",
-            params![ts(now), source, scope],
+            params![ts(now), source, scope, INTERRUPTED],
         )?)
     }
 
