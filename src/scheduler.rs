@@ -360,7 +360,7 @@ pub async fn run_plan(
         let Some(held) = cluster.take(&format!("plan:{name}"), until, &cancel).await else {
             continue;
         };
-        if plan_done_since(&pool, &name, slot_window(&plan.schedule, next)).await {
+        if !plan_due(&pool, &name, slot_window(&plan.schedule, next)).await {
             held.release().await;
             continue;
         }
@@ -384,18 +384,33 @@ pub async fn run_plan(
     }
 }
 
-/// Whether another replica already saved this slot's plan of `name`.
-async fn plan_done_since(pool: &Arc<Pool>, name: &str, since: DateTime<Utc>) -> bool {
-    if !pool.is_shared() {
-        return false;
-    }
+/// Whether the slot's plan of `name` is to be made: not before the catalog's
+/// first good sync (a plan of an empty catalog has no offers, and the first
+/// real one would then read as a change), and not when another replica
+/// already saved it since `since`.
+async fn plan_due(pool: &Arc<Pool>, name: &str, since: DateTime<Utc>) -> bool {
     let (pool, name) = (pool.clone(), name.to_owned());
-    tokio::task::spawn_blocking(move || pool.read(|s| s.saved_plan(None, Some(&name))))
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .flatten()
-        .is_some_and(|p| p.created_at >= since)
+    let due = tokio::task::spawn_blocking(move || {
+        pool.read(|s| {
+            if s.last_good_syncs()?.is_empty() {
+                tracing::info!(plan = %name, "Scheduled plan skipped: no source has synced yet.");
+                return Ok(false);
+            }
+            let done = pool.is_shared()
+                && s.saved_plan(None, Some(&name))?
+                    .is_some_and(|p| p.created_at >= since);
+            Ok::<_, crate::store::StoreError>(!done)
+        })
+    })
+    .await;
+    match due {
+        Ok(Ok(due)) => due,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "Could not read the catalog; skipping this plan slot.");
+            false
+        }
+        Err(_) => false,
+    }
 }
 
 /// Prunes the catalog on `schedule` until `cancel` fires (see

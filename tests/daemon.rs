@@ -1001,3 +1001,42 @@ async fn the_api_and_scheduled_plans_take_planner_defaults_and_the_api_overrides
     );
     d.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scheduled_plan_waits_for_the_catalogs_first_sync() {
+    // A plan of an empty catalog has no offers; saved, it would make the
+    // first real plan read as a change and alert for nothing.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("demand.csv"), "hour,gpus\n0,4\n1,4\n").unwrap();
+    let config = config_in(
+        dir.path(),
+        None,
+        "[alerts.plans.nightly]\ndemand = \"demand.csv\"\nschedule = \"* * * * * *\"\ngpu = [\"H100\"]\n",
+    );
+    let sheet = dir.path().join("onprem.csv");
+    std::fs::remove_file(&sheet).unwrap();
+    let d = start(dir, config, None, None).await;
+    d.runs_until(|r| {
+        statuses(r, "file:onprem")
+            .first()
+            .is_some_and(|s| s == "failed")
+    })
+    .await;
+    // Two plan slots pass with nothing synced.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(d.get("/v1/plans/latest?name=nightly").await.0, 404);
+
+    std::fs::write(&sheet, SHEET).unwrap();
+    d.post("/v1/sync").await;
+    d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
+    let mut status = 0;
+    for _ in 0..500 {
+        status = d.get("/v1/plans/latest?name=nightly").await.0;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, 200, "the plan is made once the catalog has synced");
+    d.stop().await;
+}
