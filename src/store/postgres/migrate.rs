@@ -13,22 +13,16 @@ const MIGRATION_LOCK: i64 = 0x6770_7570_6c61_6e00;
 
 pub(super) fn run(pool: &PgPool, conn: &mut Object) -> Result<(), StoreError> {
     let fail = |e: &tokio_postgres::Error| pool.error(e);
-    pool.block(
-        conn.batch_execute("CREATE TABLE IF NOT EXISTS gpuplan_schema (version BIGINT NOT NULL);"),
-    )
-    .or_else(|e| {
-        // Two replicas creating the table at once: one wins, the other sees
-        // a unique violation on the catalog and may go on.
-        if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
-            Ok(())
-        } else {
-            Err(fail(&e))
-        }
-    })?;
     loop {
         let tx = pool.block(conn.transaction()).map_err(|e| fail(&e))?;
+        // Under the lock, so that replicas starting together on an empty
+        // database do not race to create the version table either.
         pool.block(tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]))
             .map_err(|e| fail(&e))?;
+        pool.block(
+            tx.batch_execute("CREATE TABLE IF NOT EXISTS gpuplan_schema (version BIGINT NOT NULL)"),
+        )
+        .map_err(|e| fail(&e))?;
         let found: i64 = pool
             .block(tx.query_opt("SELECT version FROM gpuplan_schema", &[]))
             .map_err(|e| fail(&e))?

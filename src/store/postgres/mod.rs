@@ -335,3 +335,6 @@ pub(super) fn narrow<T: TryFrom<i64>>(
         })
         .transpose()
 }
+
+#[cfg(test)]
+mod tests;
