@@ -25,7 +25,7 @@ use crate::forecast;
 use crate::optimizer::{self, OptimizeError, PlanResult, Problem};
 use crate::plan_inputs;
 use crate::planning::{self, Input, Overrides, PlanError, PlanRequest, PlanService};
-use crate::store::{Pool, Prunable, Store, StoreError};
+use crate::store::{Location, Pool, Prunable, Store, StoreError};
 use crate::telemetry::LogFormat;
 
 mod alerts;
@@ -52,7 +52,7 @@ use prices::run_prices;
 use render::*;
 use serve::serve;
 use spot_history::run_spot_history;
-use store::run_prune;
+use store::{run_copy, run_prune};
 use sync::run_sync;
 
 #[derive(Debug, Parser)]
@@ -168,6 +168,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::SpotHistory(args) => {
             let config = load_config(cli.config.as_deref())?;
             run_spot_history(&config, &args)
+        }
+        Command::Store(StoreCommand::Copy { from, to, json }) => {
+            let config = load_config(cli.config.as_deref())?;
+            run_copy(&config, &from, to.as_deref(), json)
         }
         Command::Store(StoreCommand::Prune { dry_run, json }) => {
             let config = load_config(cli.config.as_deref())?;

@@ -7,6 +7,7 @@
 //! so a crash or error leaves either all of a sync or none of it.
 
 mod alerts;
+pub mod copy;
 mod lease;
 mod migrations;
 mod pool;
