@@ -10,6 +10,9 @@ use chrono::{DateTime, Timelike, Utc};
 use gpuplan::config::Config;
 use gpuplan::daemon::{self, Options};
 use gpuplan::store::scratch::ScratchDatabase;
+use gpuplan::store::{Alerts as _, Location, NewMessage, Pool};
+use gpuplan_providers::secret::Secret;
+use gpuplan_providers::test_server::{self, Seen};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -137,6 +140,76 @@ async fn three_replicas_sync_each_source_exactly_once_per_cycle() {
         per_cycle.values().map(Vec::len).sum::<usize>()
     );
 
+    for r in replicas {
+        let _ = r.stop.send(());
+        r.task.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_replicas_deliver_a_thousand_alerts_once_each() {
+    const MESSAGES: usize = 1000;
+    let Some(db) = ScratchDatabase::create() else {
+        return;
+    };
+    let server = test_server::serve(|_: &Seen, _, _| test_server::status(200, "ok")).await;
+    let pool = Pool::open(&Location::Postgres(Secret::new(db.url())), 0).unwrap();
+    let messages: Vec<NewMessage> = (0..MESSAGES)
+        .map(|i| NewMessage {
+            idempotency_key: format!("cheap/k{i}/1"),
+            rule: "cheap".into(),
+            channel: "hook".into(),
+            payload: serde_json::json!({"idempotency_key": format!("cheap/k{i}/1"), "rule": "cheap",
+                                        "key": format!("k{i}"), "message": "cheap"}),
+        })
+        .collect();
+    pool.write(|s| s.apply_alerts(&[], &messages, Utc::now()))
+        .unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[store]\nurl = \"{}\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
+         [alerts.channels.hook]\ntype = \"webhook\"\nurl = \"{}/hook\"\n\
+         [[alerts.rules]]\nname = \"cheap\"\nkind = \"price_below\"\ngpu_models = [\"H100\"]\nusd_per_gpu_hour = 1.0\nchannels = [\"hook\"]\n",
+        db.url(),
+        server.base
+    );
+    let config = Config::parse(&text, dir.path()).unwrap();
+    let started = std::time::Instant::now();
+    let mut replicas = Vec::new();
+    for _ in 0..3 {
+        replicas.push(start(config.clone()).await);
+    }
+    let delivered = || {
+        pool.read(|s| s.message_history(u32::try_from(MESSAGES).unwrap()))
+            .unwrap()
+            .iter()
+            .filter(|m| m.delivered_at.is_some())
+            .count()
+    };
+    for _ in 0..600 {
+        if delivered() == MESSAGES {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let took = started.elapsed();
+    assert_eq!(delivered(), MESSAGES);
+    // Time for a late duplicate to arrive, if any were sent.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let requests = server.requests();
+    let keys: std::collections::BTreeSet<String> = requests
+        .iter()
+        .filter_map(|r| r.headers.get("idempotency-key"))
+        .map(|k| k.to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(keys.len(), MESSAGES, "every message reached the receiver");
+    assert_eq!(requests.len(), MESSAGES, "no message was delivered twice");
+    eprintln!(
+        "{MESSAGES} messages delivered by 3 replicas in {:.2} s, {} requests, no duplicate",
+        took.as_secs_f64(),
+        requests.len()
+    );
     for r in replicas {
         let _ = r.stop.send(());
         r.task.await.unwrap().unwrap();
