@@ -1,0 +1,219 @@
+//! Replicas as real processes on one PostgreSQL catalog: the one holding a
+//! source's sync is killed (`kill -9`) mid-sync and another takes the duty
+//! over. Needs a server (`GPUPLAN_TEST_PG_URL`, started by `.ci/run`).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::extract::{RawQuery, State};
+use axum::response::IntoResponse;
+use gpuplan::store::scratch::ScratchDatabase;
+use serde_json::Value;
+
+const AZURE_1: &str = include_str!("../providers/fixtures/azure/eastus-1.json");
+const AZURE_2: &str = include_str!("../providers/fixtures/azure/eastus-2.json");
+
+/// Azure's retail price pages for eastus. The first request for the second
+/// page hangs, so the first replica to sync stays mid-sync; later ones are
+/// answered at once.
+struct Azure {
+    base: String,
+    second_pages: AtomicUsize,
+}
+
+async fn page(State(azure): State<Arc<Azure>>, RawQuery(query): RawQuery) -> impl IntoResponse {
+    let body = if query.unwrap_or_default().contains("$skip=6") {
+        if azure.second_pages.fetch_add(1, Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_secs(600)).await;
+        }
+        AZURE_2
+    } else {
+        AZURE_1
+    };
+    (
+        [("content-type", "application/json")],
+        body.replace("{{BASE}}", &azure.base),
+    )
+}
+
+async fn azure() -> Arc<Azure> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let azure = Arc::new(Azure {
+        base: format!("http://{}", listener.local_addr().unwrap()),
+        second_pages: AtomicUsize::new(0),
+    });
+    let app = axum::Router::new()
+        .route("/api/retail/prices", axum::routing::get(page))
+        .with_state(azure.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    azure
+}
+
+/// A `gpuplan serve` process; killed when dropped.
+struct Replica {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(config: &Path) -> Replica {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .arg("--config")
+        .arg(config)
+        .args(["--log-format", "json", "serve"])
+        .env_remove("GPUPLAN_STORE_URL")
+        .env("RUST_LOG", "warn,gpuplan=info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Ok(entry) = serde_json::from_str::<Value>(&line)
+                && entry["fields"]["message"] == "gpuplan is serving."
+            {
+                let _ = tx.send(entry["fields"]["listen"].as_str().unwrap().to_owned());
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the replica never said where it listens");
+    Replica {
+        child,
+        base: format!("http://{addr}"),
+    }
+}
+
+async fn get(replica: &Replica, path: &str) -> Value {
+    reqwest::get(format!("{}{path}", replica.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn holds(replica: &Replica, duty: &str) -> bool {
+    get(replica, "/v1/cluster").await["duties_held"]
+        .get(duty)
+        .is_some()
+}
+
+async fn azure_runs(replica: &Replica) -> Vec<Value> {
+    get(replica, "/v1/sync-runs")
+        .await
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["source"] == "azure")
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_killed_mid_sync_is_replaced_within_seconds() {
+    let Some(db) = ScratchDatabase::create() else {
+        return;
+    };
+    let azure = azure().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gpuplan.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[store]\nurl = \"{}\"\n[api]\nlisten = \"127.0.0.1:0\"\n[providers.aws]\nenabled = false\n[providers.oci]\nenabled = false\n\
+             [providers.azure]\nendpoint = \"{}\"\nregions = [\"eastus\"]\n",
+            db.url(),
+            azure.base
+        ),
+    )
+    .unwrap();
+
+    let first = start(&config);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(holds(&first, "sync:azure").await && azure.second_pages.load(Ordering::SeqCst) > 0) {
+        assert!(
+            Instant::now() < deadline,
+            "the first replica never got mid-sync"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let others = [start(&config), start(&config)];
+    // Mid-sync, nothing of the snapshot is visible from any replica.
+    for r in &others {
+        assert_eq!(
+            get(r, "/v1/prices?provider=azure").await,
+            serde_json::json!([])
+        );
+        assert!(!holds(r, "sync:azure").await);
+    }
+
+    let mut first = first;
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    let killed = Instant::now();
+    let taken_by = loop {
+        let mut holder = None;
+        for (i, r) in others.iter().enumerate() {
+            if holds(r, "sync:azure").await
+                || azure_runs(r).await.iter().any(|run| run["status"] == "ok")
+            {
+                holder = Some(i);
+            }
+        }
+        if let Some(i) = holder {
+            break i;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "no replica took the duty"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let takeover = killed.elapsed();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let runs = loop {
+        let runs = azure_runs(&others[taken_by]).await;
+        if runs.iter().any(|r| r["status"] == "ok") {
+            break runs;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new holder never finished: {runs:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    eprintln!(
+        "duty taken over {:.2} s after kill -9; runs: {runs:?}",
+        takeover.as_secs_f64()
+    );
+    assert!(takeover < Duration::from_secs(10), "took {takeover:?}");
+    // The killed run ends failed as interrupted; exactly one run stored data.
+    let statuses: Vec<(&str, &str)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["status"].as_str().unwrap(),
+                r["error"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(statuses.len(), 2, "{statuses:?}");
+    assert_eq!(statuses[0].0, "ok");
+    assert_eq!(statuses[1].0, "failed");
+    assert!(statuses[1].1.starts_with("interrupted"), "{statuses:?}");
+    let prices = get(&others[0], "/v1/prices?provider=azure").await;
+    assert!(!prices.as_array().unwrap().is_empty());
+}
