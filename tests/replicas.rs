@@ -215,3 +215,165 @@ async fn three_replicas_deliver_a_thousand_alerts_once_each() {
         r.task.await.unwrap().unwrap();
     }
 }
+
+/// A PostgreSQL cluster of the test's own (the shared test server must not
+/// restart under other tests), through the CI helper; stopped when dropped.
+struct OwnCluster {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+fn ci_postgres(args: &[&str]) {
+    let status = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/postgres"))
+        .args(args)
+        .status()
+        .unwrap();
+    assert!(status.success(), ".ci/postgres {args:?} failed");
+}
+
+impl OwnCluster {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        ci_postgres(&[
+            "start",
+            &dir.path().display().to_string(),
+            &port.to_string(),
+        ]);
+        Self { dir, port }
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    fn restart(&self, down_secs: u32) {
+        ci_postgres(&[
+            "restart",
+            &self.dir.path().display().to_string(),
+            &down_secs.to_string(),
+        ]);
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        ci_postgres(&["stop", &self.dir.path().display().to_string()]);
+    }
+}
+
+async fn status(http: &reqwest::Client, url: String) -> u16 {
+    http.get(url)
+        .send()
+        .await
+        .map_or(0, |r| r.status().as_u16())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_ride_out_a_postgresql_restart() {
+    if std::env::var(gpuplan::store::scratch::SERVER_ENV).is_err() {
+        eprintln!(
+            "skipped: {} is not set",
+            gpuplan::store::scratch::SERVER_ENV
+        );
+        return;
+    }
+    let cluster = tokio::task::spawn_blocking(OwnCluster::start)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &cluster.url());
+    let replicas = [start(config.clone()).await, start(config).await];
+    let http = reqwest::Client::new();
+    let runs = |base: String| {
+        let http = http.clone();
+        async move {
+            http.get(format!("{base}/v1/sync-runs?limit=1000"))
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+                .as_array()
+                .unwrap()
+                .clone()
+        }
+    };
+    let ok_runs = |runs: &[serde_json::Value]| runs.iter().filter(|r| r["status"] == "ok").count();
+    for _ in 0..200 {
+        if ok_runs(&runs(replicas[0].base.clone()).await) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ok_runs(&runs(replicas[0].base.clone()).await) > 0);
+
+    // Down for 3 s; readiness is watched throughout.
+    let restart = tokio::task::spawn_blocking(move || {
+        cluster.restart(3);
+        cluster
+    });
+    let ready = format!("{}/readyz", replicas[0].base);
+    let mut saw_unready = false;
+    while !restart.is_finished() {
+        saw_unready |= status(&http, ready.clone()).await == 503;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let cluster = restart.await.unwrap();
+    let back = Utc::now();
+    assert!(
+        saw_unready,
+        "/readyz never failed while the server was down"
+    );
+    let since_back = std::time::Instant::now();
+    while status(&http, ready.clone()).await != 200 {
+        assert!(
+            since_back.elapsed() < Duration::from_secs(20),
+            "readiness never recovered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ready_after = since_back.elapsed();
+    // Syncs resume: a good run that started after the server came back.
+    let synced_after = loop {
+        let all = runs(replicas[1].base.clone()).await;
+        if all
+            .iter()
+            .any(|r| r["status"] == "ok" && parse(&r["started_at"]) > back)
+        {
+            break since_back.elapsed();
+        }
+        assert!(
+            since_back.elapsed() < Duration::from_secs(30),
+            "syncs never resumed: {all:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // No duty held twice: good runs of the source never overlap in time.
+    let mut good: Vec<(DateTime<Utc>, DateTime<Utc>)> = runs(replicas[0].base.clone())
+        .await
+        .iter()
+        .filter(|r| r["status"] == "ok")
+        .map(|r| (parse(&r["started_at"]), parse(&r["finished_at"])))
+        .collect();
+    good.sort();
+    for pair in good.windows(2) {
+        assert!(pair[0].1 <= pair[1].0, "two good runs overlap: {pair:?}");
+    }
+    eprintln!(
+        "after a 3 s PostgreSQL restart: ready again in {:.2} s, a good sync {:.2} s after it was back; {} good runs, none overlapping",
+        ready_after.as_secs_f64(),
+        synced_after.as_secs_f64(),
+        good.len()
+    );
+    for r in replicas {
+        let _ = r.stop.send(());
+        r.task.await.unwrap().unwrap();
+    }
+    drop(cluster);
+}
