@@ -9,6 +9,12 @@
 //! at once (two solve, the default cap; the third is refused with 503): its p99
 //! next to the idle one.
 //!
+//! With a PostgreSQL server (`GPUPLAN_TEST_PG_URL`, as the tests use), the
+//! catalog is then copied into a scratch database and the uncached query's
+//! p99 is measured on a replica that does not sync, alone and while another
+//! replica syncs a changing price sheet every second, next to one replica
+//! that serves and syncs by itself.
+//!
 //!     cargo bench --bench api            # OBSERVATIONS=200000 for a quicker run
 
 use std::process::{Child, Command};
@@ -228,14 +234,19 @@ async fn load(
     (pct(0.50), pct(0.99), bytes)
 }
 
-/// Starts `gpuplan serve` on a port it picks itself; answers the process and
-/// its base URL, read from its log (no port to race for).
-fn serve(dir: &std::path::Path) -> (Child, String) {
-    let config = "[store]\npath = \"catalog.db\"\n[api]\nlisten = \"127.0.0.1:0\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n";
-    std::fs::write(dir.join("gpuplan.toml"), config).unwrap();
+/// Starts `gpuplan serve` on a port it picks itself, with `store` as its
+/// `[store]` table and `sources` added to its config (in `<name>.toml`);
+/// answers the process and its base URL, read from its log (no port to race
+/// for).
+fn serve(dir: &std::path::Path, name: &str, store: &str, sources: &str) -> (Child, String) {
+    let config = format!(
+        "[store]\n{store}\n[api]\nlisten = \"127.0.0.1:0\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n{sources}"
+    );
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(&file, config).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
         .arg("--config")
-        .arg(dir.join("gpuplan.toml"))
+        .arg(&file)
         .args(["--log-format", "json", "serve"])
         .env("RUST_LOG", "warn,gpuplan=info")
         .stderr(std::process::Stdio::piped())
@@ -331,15 +342,9 @@ async fn main() {
 
     in_process(&dir.path().join("catalog.db"));
 
-    let (mut child, base) = serve(dir.path());
+    let (child, base) = serve(dir.path(), "gpuplan", "path = \"catalog.db\"", "");
     let client = reqwest::Client::new();
-    for _ in 0..500 {
-        if client.get(format!("{base}/readyz")).send().await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    ready(&client, &base).await;
     println!(
         "idle daemon RSS: {:.1} MiB",
         rss_kib(child.id()) as f64 / 1024.0
@@ -398,12 +403,147 @@ async fn main() {
         rss_kib(child.id()) as f64 / 1024.0
     );
     under_solves(&client, &base).await;
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+    stop(child);
     // KEEP_CATALOG=path keeps a copy of the catalog for query-plan work.
     if let Some(keep) = std::env::var_os("KEEP_CATALOG") {
         std::fs::copy(dir.path().join("catalog.db"), keep).unwrap();
     }
+    replicas(&client, dir.path()).await;
+}
+
+async fn ready(client: &reqwest::Client, base: &str) {
+    for _ in 0..500 {
+        if client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+fn stop(mut child: Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}
+
+/// A price sheet of every type in every region, its prices moved by
+/// `variant`, so that each sync of it writes new versions.
+fn sheet(variant: usize) -> String {
+    let mut out =
+        String::from("region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\n");
+    for i in 0..TYPES {
+        for r in 0..REGIONS {
+            let usd = 2.0 + i as f64 * 0.1 + (variant % 2) as f64 * 0.01;
+            for kind in ["on_demand", "reserved_1y"] {
+                out.push_str(&format!("sheet-{r},s{i}.xlarge,H100-80GB,8,{kind},{usd}\n"));
+            }
+        }
+    }
+    out
+}
+
+async fn good_syncs(client: &reqwest::Client, base: &str) -> usize {
+    let runs: serde_json::Value = client
+        .get(format!("{base}/v1/sync-runs?limit=1000"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    runs.as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "ok" && r["source"] == "file:sheet")
+        .count()
+}
+
+/// The uncached prices p99 on PostgreSQL: a replica alone, the same replica
+/// while another syncs, and one replica that serves and syncs itself.
+async fn replicas(client: &reqwest::Client, dir: &std::path::Path) {
+    let Some(db) = gpuplan::store::scratch::ScratchDatabase::create() else {
+        println!(
+            "replicas: skipped ({} is not set)",
+            gpuplan::store::scratch::SERVER_ENV
+        );
+        return;
+    };
+    let started = Instant::now();
+    let pool = gpuplan::store::Pool::open(
+        &gpuplan::store::Location::Postgres(gpuplan_providers::secret::Secret::new(db.url())),
+        0,
+    )
+    .unwrap();
+    let report = gpuplan::store::copy::copy_sqlite(&dir.join("catalog.db"), &pool).unwrap();
+    drop(pool);
+    println!(
+        "store copy to PostgreSQL: {} rows in {:.1}s, {} current prices, checksums agree",
+        report.rows.iter().map(|(_, n)| n).sum::<u64>(),
+        started.elapsed().as_secs_f64(),
+        report.current_prices
+    );
+    let store = format!("url = \"{}\"", db.url());
+    let syncing = "[providers.file.sheet]\npath = \"sheet.csv\"\nschedule = \"* * * * * *\"\n";
+    std::fs::write(dir.join("sheet.csv"), sheet(0)).unwrap();
+    // The sheet changes every half second, so every sync writes.
+    let flipping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let flipper = {
+        let (flipping, path) = (flipping.clone(), dir.join("sheet.csv"));
+        std::thread::spawn(move || {
+            let mut v = 0;
+            while flipping.load(std::sync::atomic::Ordering::Relaxed) {
+                v += 1;
+                std::fs::write(&path, sheet(v)).unwrap();
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        })
+    };
+    let uncached = |base: &str, offset: usize| {
+        let b = base.to_owned();
+        move |i: usize| {
+            format!(
+                "{b}/v1/prices?gpu=H100-80GB&max_usd_per_gpu_hour={}",
+                offset + i
+            )
+        }
+    };
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+
+    let (quiet, quiet_base) = serve(dir, "quiet", &store, "");
+    ready(client, &quiet_base).await;
+    let (_, alone, _) = load(client, uncached(&quiet_base, 300_000)).await;
+
+    let (syncer, syncer_base) = serve(dir, "syncer", &store, syncing);
+    ready(client, &syncer_base).await;
+    let before = good_syncs(client, &quiet_base).await;
+    let (_, beside, _) = load(client, uncached(&quiet_base, 400_000)).await;
+    let during = good_syncs(client, &quiet_base).await - before;
+    stop(syncer);
+    stop(quiet);
+
+    let (single, single_base) = serve(dir, "single", &store, syncing);
+    ready(client, &single_base).await;
+    let before = good_syncs(client, &single_base).await;
+    let (_, itself, _) = load(client, uncached(&single_base, 500_000)).await;
+    let during_single = good_syncs(client, &single_base).await - before;
+    stop(single);
+    flipping.store(false, std::sync::atomic::Ordering::Relaxed);
+    let _ = flipper.join();
+    println!(
+        "prices uncached on PostgreSQL, p99: replica alone {:.2} ms; while another replica syncs ({during} syncs of {} prices) {:.2} ms; \
+         one replica serving and syncing ({during_single} syncs) {:.2} ms; ratios {:.2} to alone, {:.2} to the single replica",
+        ms(alone),
+        TYPES * REGIONS * 2,
+        ms(beside),
+        ms(itself),
+        beside.as_secs_f64() / alone.as_secs_f64(),
+        beside.as_secs_f64() / itself.as_secs_f64()
+    );
 }

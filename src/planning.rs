@@ -151,6 +151,9 @@ pub struct PlanRequest {
     /// Wait for a solver slot (the CLI, scheduled plans) rather than fail with
     /// [`PlanError::Busy`] (the API answers 503).
     pub wait: bool,
+    /// The duty a scheduled plan is saved under: on a shared catalog the save
+    /// is refused once another replica has taken the duty.
+    pub fence: Option<crate::store::Fence>,
 }
 
 /// A problem ready to solve.
@@ -344,14 +347,17 @@ impl PlanService {
                 .name
                 .clone()
                 .unwrap_or_else(|| "plan".to_owned());
-            let (pool, problem, result, settings) = (
+            let (pool, problem, result, settings, fence) = (
                 self.catalog()?,
                 prepared.problem.clone(),
                 result.clone(),
                 prepared.settings.clone(),
+                req.fence.clone(),
             );
             let recorded = tokio::task::spawn_blocking(move || {
-                pool.write(|w| record_plan(w, &name, &problem, &result, &settings))
+                pool.write_fenced(fence.as_ref(), |w| {
+                    record_plan(w, &name, &problem, &result, &settings)
+                })
             })
             .await
             .map_err(|e| PlanError::Internal(format!("saving the plan: {e}")))??;

@@ -366,7 +366,7 @@ pub async fn run_plan(
         }
         let span = tracing::info_span!("scheduled_plan", plan = %name);
         let outcome = tracing::Instrument::instrument(
-            plan_once(&name, &plan, &planning, &pool, hook.clone()),
+            plan_once(&name, &plan, &planning, &pool, hook.clone(), &held.fence),
             span,
         )
         .await;
@@ -459,6 +459,7 @@ async fn plan_once(
     planning: &PlanService,
     pool: &Arc<Pool>,
     hook: Option<Arc<AlertHook>>,
+    fence: &crate::store::Fence,
 ) -> Result<usize, String> {
     let classes = match &plan.input {
         PlanInput::Demand(path) => plan_inputs::read_catalog_classes(path, plan.classes.as_deref())
@@ -492,15 +493,16 @@ async fn plan_once(
         backend: crate::optimizer::Backend::default(),
         save: true,
         wait: true,
+        fence: Some(fence.clone()),
     };
     let planned = planning.plan(request).await.map_err(|e| e.to_string())?;
     let (Some(change), Some(hook)) = (planned.saved.and_then(|s| s.change), hook) else {
         return Ok(0);
     };
     let result_json = serde_json::to_value(&planned.result).unwrap_or_default();
-    let (pool, name) = (pool.clone(), name.to_owned());
+    let (pool, name, fence) = (pool.clone(), name.to_owned(), fence.clone());
     tokio::task::spawn_blocking(move || {
-        pool.write(|store| {
+        pool.write_fenced(Some(&fence), |store| {
             let previous = store.alert_states(None)?;
             let d = alerts::plan_changed(
                 &hook.rules,

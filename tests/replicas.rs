@@ -10,7 +10,7 @@ use chrono::{DateTime, Timelike, Utc};
 use gpuplan::config::Config;
 use gpuplan::daemon::{self, Options};
 use gpuplan::store::scratch::ScratchDatabase;
-use gpuplan::store::{Alerts as _, Location, NewMessage, Pool};
+use gpuplan::store::{Location, NewMessage, Pool};
 use gpuplan_providers::secret::Secret;
 use gpuplan_providers::test_server::{self, Seen};
 use tokio::net::TcpListener;

@@ -628,6 +628,7 @@ async fn create_plan(
         backend: Backend::default(),
         save,
         wait: false,
+        fence: None,
     };
     match state.planning.plan(request).await {
         Ok(planned) => {

@@ -195,6 +195,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
         backend: args.solver,
         save: args.save,
         wait: true,
+        fence: None,
     };
     let prepared = match service.prepare(&request).await {
         Ok(p) => p,

@@ -244,6 +244,15 @@ impl PgStore<'_> {
         Ok(self.query(sql, params)?.into_iter().next())
     }
 
+    /// The `Fenced` error of a write refused for `fence`, naming the epoch
+    /// that holds the duty now.
+    fn fenced(&self, fence: &Fence) -> StoreError {
+        match self.query("SELECT epoch FROM leases WHERE duty = $1", &[&fence.duty]) {
+            Ok(rows) => fenced(fence, current_epoch(&rows).unwrap_or(0)),
+            Err(e) => e,
+        }
+    }
+
     fn execute(&self, sql: &str, params: Params<'_>) -> Result<u64, StoreError> {
         match &self.conn {
             Ok(client) => self.pool.execute(client, sql, params),
@@ -284,21 +293,14 @@ impl PgTx<'_, '_> {
         let Some(fence) = fence else {
             return Ok(());
         };
-        let current: i64 = self
-            .query(
-                "SELECT epoch FROM leases WHERE duty = $1 FOR SHARE",
-                &[&fence.duty],
-            )?
-            .first()
-            .map_or(Ok(0), |r| get(r, 0))?;
+        let current = current_epoch(&self.query(
+            "SELECT epoch FROM leases WHERE duty = $1 FOR SHARE",
+            &[&fence.duty],
+        )?)?;
         if current == fence.epoch {
             Ok(())
         } else {
-            Err(StoreError::Fenced {
-                duty: fence.duty.clone(),
-                held: fence.epoch,
-                current,
-            })
+            Err(fenced(fence, current))
         }
     }
 
@@ -308,6 +310,19 @@ impl PgTx<'_, '_> {
 
     fn execute(&self, sql: &str, params: Params<'_>) -> Result<u64, StoreError> {
         self.pool.execute(&self.tx, sql, params)
+    }
+}
+
+/// The epoch of a `SELECT epoch FROM leases` answer; 0 when there is no row.
+fn current_epoch(rows: &[Row]) -> Result<i64, StoreError> {
+    rows.first().map_or(Ok(0), |r| get(r, 0))
+}
+
+fn fenced(fence: &Fence, current: i64) -> StoreError {
+    StoreError::Fenced {
+        duty: fence.duty.clone(),
+        held: fence.epoch,
+        current,
     }
 }
 

@@ -62,3 +62,91 @@ fn an_unreachable_server_is_named_without_its_password() {
     );
     assert!(!err.contains("hunter2"), "the password leaked: {err}");
 }
+
+#[test]
+fn a_duty_is_held_once_and_a_deposed_holder_cannot_write() {
+    use crate::store::test_support::{at, count, snapshot};
+    use crate::store::{AlertState, NewPlan};
+    use gpuplan_providers::Scope;
+
+    let Some(db) = TestDb::postgres() else {
+        return;
+    };
+    let (one, two) = (db.pool(0), db.pool(0));
+    let first = one.try_take_duty("sync:aws", at(0)).unwrap().unwrap();
+    assert!(
+        two.try_take_duty("sync:aws", at(0)).unwrap().is_none(),
+        "held by the first"
+    );
+    first.heartbeat(at(0)).unwrap();
+    let old = first.fence().clone();
+    // The first holder's session is gone (as when its process dies); the
+    // duty passes on with a newer epoch.
+    drop(first);
+    let second = (0..100)
+        .find_map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            two.try_take_duty("sync:aws", at(1)).unwrap()
+        })
+        .expect("the duty was never free again");
+    assert_eq!(second.fence().epoch, old.epoch + 1);
+
+    let run = one
+        .write(|s| s.begin_run("aws", Scope::Full, at(1)))
+        .unwrap();
+    let refused = |e: StoreError| {
+        assert!(
+            matches!(e, StoreError::Fenced { held, current, .. } if held == old.epoch && current == old.epoch + 1),
+            "{e}"
+        )
+    };
+    refused(
+        one.write_fenced(Some(&old), |s| {
+            s.write_snapshot(run, "aws", &snapshot(2, 1.0), at(1), at(1))
+        })
+        .unwrap_err(),
+    );
+    let plan = NewPlan {
+        created_at: at(1),
+        name: "weekly",
+        inputs_hash: "h",
+        status: "optimal",
+        objective: None,
+        problem_json: "{}",
+        result_json: "{}",
+    };
+    refused(
+        one.write_fenced(Some(&old), |s| s.save_plan(&plan))
+            .unwrap_err(),
+    );
+    let state = AlertState {
+        rule: "r".into(),
+        key: "k".into(),
+        fired: true,
+        last_value: None,
+        changed_at: at(1),
+        last_fired_at: None,
+    };
+    refused(
+        one.write_fenced(Some(&old), |s| {
+            s.apply_alerts(std::slice::from_ref(&state), &[], at(1))
+        })
+        .unwrap_err(),
+    );
+    assert_eq!(
+        count(&one, "price_versions") + count(&one, "plans") + count(&one, "alert_state"),
+        0
+    );
+
+    // The current holder writes.
+    let fence = second.fence().clone();
+    two.write_fenced(Some(&fence), |s| s.save_plan(&plan))
+        .unwrap();
+    two.write_fenced(Some(&fence), |s| {
+        s.write_snapshot(run, "aws", &snapshot(2, 1.0), at(1), at(1))
+    })
+    .unwrap();
+    second.heartbeat(at(2)).unwrap();
+    second.release();
+    assert!(one.try_take_duty("sync:aws", at(3)).unwrap().is_some());
+}

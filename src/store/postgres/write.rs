@@ -51,9 +51,15 @@ impl Writes for PgStore<'_> {
     }
 
     fn save_plan(&self, plan: &NewPlan<'_>) -> Result<i64, StoreError> {
-        returned_id(&self.query(
+        // One statement, so the lease row's share lock lasts as long as the
+        // insert: a scheduled plan is saved only while its duty is ours.
+        let (duty, epoch) = self.fence.as_ref().map(|f| (&f.duty, f.epoch)).unzip();
+        let rows = self.query(
             "INSERT INTO plans (created_at, name, inputs_hash, status, objective, problem_json, result_json)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+             SELECT $1::text, $2::text, $3::text, $4::text, $5::float8, $6::text, $7::text
+             WHERE $8::text IS NULL
+                OR EXISTS (SELECT 1 FROM leases WHERE duty = $8 AND epoch = $9 FOR SHARE)
+             RETURNING id",
             &[
                 &ts(plan.created_at),
                 &plan.name,
@@ -62,8 +68,14 @@ impl Writes for PgStore<'_> {
                 &plan.objective,
                 &plan.problem_json,
                 &plan.result_json,
+                &duty,
+                &epoch,
             ],
-        )?)
+        )?;
+        match (rows.is_empty(), &self.fence) {
+            (true, Some(fence)) => Err(self.fenced(fence)),
+            _ => returned_id(&rows),
+        }
     }
 
     fn fail_interrupted_runs(
