@@ -22,6 +22,15 @@ use crate::store::{DutyLease, Fence, Pool};
 /// about this long after its server session ends.
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
 
+/// The duty of syncing `provider` (`sync:`), or of its spot-only job (`spot:`).
+#[must_use]
+pub fn sync_duty(provider: &str, scope: gpuplan_providers::Scope) -> String {
+    match scope {
+        gpuplan_providers::Scope::Full => format!("sync:{provider}"),
+        gpuplan_providers::Scope::SpotHistory => format!("spot:{provider}"),
+    }
+}
+
 /// What this replica holds, for `GET /v1/cluster`.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeldDuty {

@@ -302,10 +302,7 @@ async fn take_sync_duty(
     done_since: DateTime<Utc>,
 ) -> Option<crate::cluster::Held> {
     let id = source.provider.id().to_owned();
-    let duty = match source.scope {
-        Scope::Full => format!("sync:{id}"),
-        Scope::SpotHistory => format!("spot:{id}"),
-    };
+    let duty = crate::cluster::sync_duty(&id, source.scope);
     let until = source.schedule.next_after(ctx.clock.now());
     let held = ctx.cluster.take(&duty, until, &ctx.cancel).await?;
     if !ctx.pool.is_shared() {

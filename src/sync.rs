@@ -26,6 +26,9 @@ pub enum SyncError {
     Store(#[from] StoreError),
     #[error("{provider}: sync cancelled by shutdown; nothing of it was stored")]
     Cancelled { provider: String },
+    /// On a shared catalog, a replica holds the source's sync duty.
+    #[error("{provider}: a replica is syncing it now ({duty} is held); try again when it is done")]
+    Busy { provider: String, duty: String },
 }
 
 /// The result of syncing one provider.

@@ -160,6 +160,21 @@ async fn a_replica_killed_mid_sync_is_replaced_within_seconds() {
         assert!(!holds(r, "sync:azure").await);
     }
 
+    // A one-off `gpuplan sync` does not sync it a second time meanwhile.
+    let cli = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .arg("--config")
+        .arg(&config)
+        .args(["sync", "--provider", "azure"])
+        .env_remove("GPUPLAN_STORE_URL")
+        .output()
+        .unwrap();
+    assert_eq!(cli.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&cli.stdout);
+    assert!(
+        said.contains("a replica is syncing it now (sync:azure is held)"),
+        "{said}"
+    );
+
     let mut first = first;
     first.child.kill().unwrap();
     first.child.wait().unwrap();
@@ -196,7 +211,7 @@ async fn a_replica_killed_mid_sync_is_replaced_within_seconds() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     eprintln!(
-        "duty taken over {:.2} s after kill -9; runs: {runs:?}",
+        "duty taken over {:.2} s after kill -9",
         takeover.as_secs_f64()
     );
     assert!(takeover < Duration::from_secs(10), "took {takeover:?}");
@@ -210,7 +225,7 @@ async fn a_replica_killed_mid_sync_is_replaced_within_seconds() {
             )
         })
         .collect();
-    assert_eq!(statuses.len(), 2, "{statuses:?}");
+    assert_eq!(statuses.len(), 2, "the CLI started no run: {statuses:?}");
     assert_eq!(statuses[0].0, "ok");
     assert_eq!(statuses[1].0, "failed");
     assert!(statuses[1].1.starts_with("interrupted"), "{statuses:?}");

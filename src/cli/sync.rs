@@ -31,19 +31,36 @@ pub(super) async fn run_sync(
     let pool =
         Arc::new(Pool::open(&config.store.location, 0).map_err(|e| CliError::Failed(e.into()))?);
     let cancel = CancellationToken::new();
+    // On a shared catalog a sync is a duty here too: a source that a replica
+    // is syncing now is not synced twice.
+    let cluster = crate::cluster::Cluster::new(pool.clone());
     let mut outcomes = Vec::new();
     for provider in &providers {
+        let duty = crate::cluster::sync_duty(provider.id(), Scope::Full);
+        let Some(held) = cluster.take(&duty, Utc::now(), &cancel).await else {
+            outcomes.push(crate::sync::SyncOutcome {
+                provider: provider.id().to_owned(),
+                run_id: None,
+                result: Err(crate::sync::SyncError::Busy {
+                    provider: provider.id().to_owned(),
+                    duty,
+                }),
+                seconds: 0.0,
+            });
+            continue;
+        };
         outcomes.push(
             crate::sync::sync_provider(
                 &pool,
                 provider.as_ref(),
                 Scope::Full,
                 &config.sync,
-                &cancel,
-                None,
+                &held.cancel,
+                Some(&held.fence),
             )
             .await,
         );
+        held.release().await;
     }
     let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
     if json {
