@@ -271,7 +271,11 @@ impl PgStore<'_> {
         let tx = pool
             .block(client.transaction())
             .map_err(|e| pool.error(&e))?;
-        let mut wrapped = PgTx { pool, tx };
+        let mut wrapped = PgTx {
+            pool,
+            tx,
+            versions: write::VersionBatch::default(),
+        };
         let out = f(&mut wrapped)?;
         pool.block(wrapped.tx.commit())
             .map_err(|e| pool.error(&e))?;
@@ -283,6 +287,8 @@ impl PgStore<'_> {
 pub(super) struct PgTx<'p, 'c> {
     pool: &'p PgPool,
     tx: deadpool_postgres::Transaction<'c>,
+    /// A snapshot's price versions, written when its run finishes.
+    versions: write::VersionBatch,
 }
 
 impl PgTx<'_, '_> {
