@@ -52,6 +52,10 @@ async fn start(config: Config) -> Replica {
     Replica { base, stop, task }
 }
 
+async fn get_json(http: &reqwest::Client, url: String) -> serde_json::Value {
+    http.get(url).send().await.unwrap().json().await.unwrap()
+}
+
 fn parse(at: &serde_json::Value) -> DateTime<Utc> {
     at.as_str().unwrap().parse().unwrap()
 }
@@ -84,14 +88,7 @@ async fn three_replicas_sync_each_source_exactly_once_per_cycle() {
     let replicas = alive;
     let mut ids = Vec::new();
     for r in &replicas {
-        let cluster: serde_json::Value = http
-            .get(format!("{}/v1/cluster", r.base))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let cluster = get_json(&http, format!("{}/v1/cluster", r.base)).await;
         assert_eq!(cluster["backend"], "postgres", "{cluster}");
         ids.push(cluster["replica"].as_str().unwrap().to_owned());
     }
@@ -99,14 +96,11 @@ async fn three_replicas_sync_each_source_exactly_once_per_cycle() {
     ids.dedup();
     assert_eq!(ids.len(), 3, "each replica has its own id");
 
-    let runs: serde_json::Value = http
-        .get(format!("{}/v1/sync-runs?limit=1000", replicas[0].base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let runs = get_json(
+        &http,
+        format!("{}/v1/sync-runs?limit=1000", replicas[0].base),
+    )
+    .await;
     // Runs per cycle: a cycle is CYCLE_SECS long from a multiple of it.
     let mut per_cycle: BTreeMap<i64, Vec<String>> = BTreeMap::new();
     for run in runs.as_array().unwrap() {
@@ -292,13 +286,8 @@ async fn replicas_ride_out_a_postgresql_restart() {
     let runs = |base: String| {
         let http = http.clone();
         async move {
-            http.get(format!("{base}/v1/sync-runs?limit=1000"))
-                .send()
+            get_json(&http, format!("{base}/v1/sync-runs?limit=1000"))
                 .await
-                .unwrap()
-                .json::<serde_json::Value>()
-                .await
-                .unwrap()
                 .as_array()
                 .unwrap()
                 .clone()
