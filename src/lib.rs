@@ -7,6 +7,7 @@
 
 pub mod alerts;
 pub mod api;
+pub mod bills;
 pub mod catalog;
 pub mod cli;
 pub mod cluster;

@@ -21,6 +21,7 @@ use serde::Deserialize;
 
 mod alerts;
 mod api;
+mod bills;
 mod check;
 mod fx;
 mod planner;
@@ -33,6 +34,7 @@ pub use alerts::{
     Threshold, is_http_url,
 };
 pub use api::ApiConfig;
+pub use bills::BillSourceConfig;
 pub use fx::FxRates;
 pub use planner::PlannerConfig;
 pub use schedule::Schedule;
@@ -74,6 +76,8 @@ pub struct Config {
     pub providers: ProvidersConfig,
     pub alerts: AlertsConfig,
     pub fx: FxRates,
+    /// Billing exports by source name.
+    pub bills: BTreeMap<String, BillSourceConfig>,
 }
 
 impl Default for Config {
@@ -228,6 +232,8 @@ struct RawConfig {
     alerts: RawAlerts,
     #[serde(default)]
     fx: BTreeMap<String, f64>,
+    #[serde(default)]
+    bills: BTreeMap<String, bills::RawBillSource>,
 }
 
 /// Structural parsing: syntax, unknown keys and wrong types. serde stops at the
@@ -272,6 +278,7 @@ impl RawConfig {
         let providers =
             sources::validate(self.providers, &sync.retry_policy(), &fx, &mut c, &resolve);
         let alerts = validate_alerts(self.alerts, &mut c, &resolve);
+        let bills = bills::validate(self.bills, &mut c, &resolve);
         if !c.errors.is_empty() {
             return Err(c.errors);
         }
@@ -283,6 +290,7 @@ impl RawConfig {
             providers,
             alerts,
             fx,
+            bills,
         })
     }
 }

@@ -23,6 +23,7 @@ macro_rules! all_steps {
             "0009_add_price_scope",
             "0010_add_currency",
             "0011_create_leases",
+            "0012_create_bills",
         )
     };
 }

@@ -7,6 +7,7 @@
 //! so a crash or error leaves either all of a sync or none of it.
 
 mod alerts;
+pub mod bills;
 pub mod copy;
 mod lease;
 mod migrations;
@@ -21,6 +22,7 @@ mod write;
 use chrono::{DateTime, SecondsFormat, Utc};
 
 pub use alerts::{AlertState, Alerts, NewMessage, OutboxMessage};
+pub use bills::Bills;
 pub use lease::DutyLease;
 pub use pool::{Location, Pool};
 pub use prune::{Prunable, Prune, PruneCounts, Retention, prune};
@@ -29,9 +31,9 @@ pub use sqlite::SqliteStore;
 pub use write::{NewPlan, WriteStats, Writes};
 
 /// Everything a caller can do with the catalog, on either backend.
-pub trait Store: Reads + Writes + Alerts + Prune + Send {}
+pub trait Store: Reads + Writes + Alerts + Prune + Bills + Send {}
 
-impl<T: Reads + Writes + Alerts + Prune + Send> Store for T {}
+impl<T: Reads + Writes + Alerts + Prune + Bills + Send> Store for T {}
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

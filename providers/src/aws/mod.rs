@@ -10,7 +10,7 @@
 //! public spot advisor JSON (interruption bucket and savings per type and
 //! region) is read in both.
 
-mod gpus;
+pub mod gpus;
 mod offer;
 mod public;
 mod sdk;

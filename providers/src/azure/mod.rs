@@ -8,7 +8,7 @@
 //! `effectiveStartDate` that is not in the future wins.
 
 mod section;
-mod skus;
+pub mod skus;
 
 pub use section::Section;
 

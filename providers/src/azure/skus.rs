@@ -109,6 +109,14 @@ pub fn lookup(arm_sku_name: &str) -> Option<SkuSpec> {
         .map(|(_, spec)| *spec)
 }
 
+/// Every size with whole GPUs: (size, GPU model, GPUs per VM).
+pub fn whole_sizes() -> impl Iterator<Item = (&'static str, &'static str, u32)> {
+    SKUS.iter().filter_map(|(name, spec)| match spec.gpus {
+        Gpus::Whole(n) => Some((*name, spec.gpu_model, n)),
+        Gpus::Slice => None,
+    })
+}
+
 /// Whether a size belongs to a GPU family (NC, ND, NG, NV), known or not.
 #[must_use]
 pub fn is_gpu_family(arm_sku_name: &str) -> bool {

@@ -10,7 +10,7 @@
 //! vCPUs x core + GiB x RAM + GPUs x GPU, for each kind where all three exist.
 
 mod section;
-mod shapes;
+pub mod shapes;
 
 pub use section::Section;
 

@@ -7,6 +7,7 @@
 //! works from any thread, inside a runtime or not.
 
 mod alerts;
+mod bills;
 pub(super) mod lease;
 mod migrate;
 mod prune;

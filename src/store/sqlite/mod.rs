@@ -3,6 +3,7 @@
 //! being run by two processes at once).
 
 mod alerts;
+mod bills;
 mod migrate;
 mod prune;
 mod read;

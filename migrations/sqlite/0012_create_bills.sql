@@ -1,0 +1,161 @@
+-- Billing exports: what gpuplan keeps of each (source, billing account,
+-- billing period). Raw rows are never stored, only these aggregates; a load
+-- replaces all of a period's rows in one transaction. Hours and days are Unix
+-- seconds (INTEGER): these tables hold up to millions of rows and are read by
+-- range, so the compact form keeps them small and their indexes fast.
+
+CREATE TABLE bill_loads (
+    source          TEXT    NOT NULL,
+    billing_account TEXT    NOT NULL,
+    billing_period  TEXT    NOT NULL,
+    provider        TEXT    NOT NULL,
+    period_start    INTEGER NOT NULL,
+    period_end      INTEGER NOT NULL,
+    generation      INTEGER NOT NULL CHECK (generation >= 1),
+    state           TEXT    NOT NULL CHECK (state IN ('open', 'closing', 'final')),
+    row_count       INTEGER NOT NULL,
+    gpu_rows        INTEGER NOT NULL,
+    gpu_hours       REAL    NOT NULL,
+    -- [{currency, rows, billed_cost, effective_cost}]: never summed across currencies.
+    totals_json     TEXT    NOT NULL,
+    unmapped_json   TEXT    NOT NULL DEFAULT '{}',
+    loaded_at       TEXT    NOT NULL,
+    checked_at      TEXT    NOT NULL,
+    PRIMARY KEY (source, billing_account, billing_period)
+);
+
+CREATE TABLE bill_restatements (
+    source          TEXT    NOT NULL,
+    billing_account TEXT    NOT NULL,
+    billing_period  TEXT    NOT NULL,
+    generation      INTEGER NOT NULL,
+    restated_at     TEXT    NOT NULL,
+    state           TEXT    NOT NULL,
+    currency        TEXT    NOT NULL,
+    row_count       INTEGER NOT NULL,
+    billed_cost     REAL    NOT NULL,
+    effective_cost  REAL    NOT NULL,
+    gpu_hours       REAL    NOT NULL,
+    PRIMARY KEY (source, billing_account, billing_period, generation)
+);
+
+-- Rows billed in billing_period that correct the earlier period `corrects`.
+CREATE TABLE bill_corrections (
+    source          TEXT    NOT NULL,
+    billing_account TEXT    NOT NULL,
+    billing_period  TEXT    NOT NULL,
+    corrects        TEXT    NOT NULL,
+    currency        TEXT    NOT NULL,
+    row_count       INTEGER NOT NULL,
+    billed_cost     REAL    NOT NULL,
+    effective_cost  REAL    NOT NULL,
+    PRIMARY KEY (source, billing_account, billing_period, corrects, currency)
+);
+
+CREATE TABLE bill_usage_hours (
+    source          TEXT    NOT NULL,
+    billing_account TEXT    NOT NULL,
+    billing_period  TEXT    NOT NULL,
+    start           INTEGER NOT NULL,
+    provider        TEXT    NOT NULL,
+    account         TEXT    NOT NULL,
+    team            TEXT    NOT NULL,
+    region          TEXT    NOT NULL,
+    instance_type   TEXT    NOT NULL,
+    gpu_model       TEXT    NOT NULL,
+    price_kind      TEXT    NOT NULL,
+    currency        TEXT    NOT NULL,
+    instance_hours  REAL,
+    gpu_hours       REAL    NOT NULL,
+    billed_cost     REAL    NOT NULL,
+    effective_cost  REAL    NOT NULL
+);
+CREATE INDEX bill_usage_hours_by_load ON bill_usage_hours (source, billing_account, billing_period);
+CREATE INDEX bill_usage_hours_by_start ON bill_usage_hours (start);
+
+-- The same rows summed per UTC day, so answers by day or month over a year
+-- read days, not hours.
+CREATE TABLE bill_usage_days (
+    source          TEXT    NOT NULL,
+    billing_account TEXT    NOT NULL,
+    billing_period  TEXT    NOT NULL,
+    start           INTEGER NOT NULL,
+    provider        TEXT    NOT NULL,
+    account         TEXT    NOT NULL,
+    team            TEXT    NOT NULL,
+    region          TEXT    NOT NULL,
+    instance_type   TEXT    NOT NULL,
+    gpu_model       TEXT    NOT NULL,
+    price_kind      TEXT    NOT NULL,
+    currency        TEXT    NOT NULL,
+    instance_hours  REAL,
+    gpu_hours       REAL    NOT NULL,
+    billed_cost     REAL    NOT NULL,
+    effective_cost  REAL    NOT NULL
+);
+CREATE INDEX bill_usage_days_by_load ON bill_usage_days (source, billing_account, billing_period);
+CREATE INDEX bill_usage_days_by_start ON bill_usage_days (start);
+
+CREATE TABLE bill_spend_days (
+    source          TEXT    NOT NULL,
+    billing_account TEXT    NOT NULL,
+    billing_period  TEXT    NOT NULL,
+    start           INTEGER NOT NULL,
+    provider        TEXT    NOT NULL,
+    account         TEXT    NOT NULL,
+    team            TEXT    NOT NULL,
+    service_category TEXT   NOT NULL,
+    charge_category TEXT    NOT NULL,
+    gpu             INTEGER NOT NULL CHECK (gpu IN (0, 1)),
+    currency        TEXT    NOT NULL,
+    billed_cost     REAL    NOT NULL,
+    effective_cost  REAL    NOT NULL
+);
+CREATE INDEX bill_spend_days_by_load ON bill_spend_days (source, billing_account, billing_period);
+CREATE INDEX bill_spend_days_by_start ON bill_spend_days (start);
+
+CREATE TABLE bill_commitments (
+    source          TEXT    NOT NULL,
+    billing_account TEXT    NOT NULL,
+    billing_period  TEXT    NOT NULL,
+    commitment_id   TEXT    NOT NULL,
+    provider        TEXT    NOT NULL,
+    kind            TEXT,
+    category        TEXT,
+    unit            TEXT,
+    regions_json    TEXT    NOT NULL,
+    instance_types_json TEXT NOT NULL,
+    untyped_cover   INTEGER NOT NULL CHECK (untyped_cover IN (0, 1)),
+    first_seen      INTEGER NOT NULL,
+    last_seen       INTEGER,
+    currency        TEXT    NOT NULL,
+    PRIMARY KEY (source, billing_account, billing_period, commitment_id)
+);
+
+CREATE TABLE bill_commitment_hours (
+    source          TEXT    NOT NULL,
+    billing_account TEXT    NOT NULL,
+    billing_period  TEXT    NOT NULL,
+    commitment_id   TEXT    NOT NULL,
+    start           INTEGER NOT NULL,
+    used_quantity   REAL,
+    unused_quantity REAL,
+    used_cost       REAL    NOT NULL,
+    unused_cost     REAL    NOT NULL,
+    covered_instance_hours REAL NOT NULL,
+    covered_gpu_hours REAL  NOT NULL
+);
+CREATE INDEX bill_commitment_hours_by_load ON bill_commitment_hours (source, billing_account, billing_period);
+CREATE INDEX bill_commitment_hours_by_start ON bill_commitment_hours (start);
+
+-- Files read, as they were: one whose fingerprint (size, modification time)
+-- is unchanged is not parsed again. periods_json lists the
+-- [billing_account, billing_period] pairs it held.
+CREATE TABLE bill_files (
+    source          TEXT    NOT NULL,
+    path            TEXT    NOT NULL,
+    fingerprint     TEXT    NOT NULL,
+    periods_json    TEXT    NOT NULL,
+    read_at         TEXT    NOT NULL,
+    PRIMARY KEY (source, path)
+);

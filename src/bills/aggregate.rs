@@ -1,0 +1,578 @@
+//! Charges folded into what gpuplan keeps of a billing period: hourly GPU
+//! usage, daily spend, commitments and their hourly use, corrections, and
+//! the digest that tells an unchanged re-delivery from a restatement.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+
+use super::charge::{Category, Charge, Pricing, TimeUnit};
+use super::gpus::{GpuTypes, Placement};
+use super::time::{HOUR, floor_day, floor_hour, period_name};
+use super::{BillProvider, BillSource, CommitmentType, UNALLOCATED, UsageKind};
+
+/// The longest span a usage row may be spread over: a month of hours. A
+/// longer one is not usage any export writes, and would cost a slot per hour.
+pub const MAX_SPREAD_HOURS: i64 = 31 * 24;
+
+/// One hour (or, in the daily rollup, one day) of GPU usage.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct UsageKey {
+    /// Unix seconds of the hour's (or day's) start.
+    pub start: i64,
+    pub account: String,
+    pub team: String,
+    pub region: String,
+    pub instance_type: String,
+    pub gpu_model: String,
+    pub price_kind: UsageKind,
+    pub currency: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct UsageValue {
+    /// `None` for per-GPU SKUs, which bill GPU-hours only.
+    pub instance_hours: Option<f64>,
+    pub gpu_hours: f64,
+    pub billed_cost: f64,
+    pub effective_cost: f64,
+}
+
+/// One day of spend at one grain.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpendDay {
+    pub day: i64,
+    pub account: String,
+    pub team: String,
+    pub service_category: String,
+    pub charge_category: String,
+    /// The row names a GPU instance type or GPU SKU.
+    pub gpu: bool,
+    pub currency: String,
+    pub billed_cost: f64,
+    pub effective_cost: f64,
+}
+
+/// A commitment as one billing period's rows show it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Commitment {
+    pub id: String,
+    pub kind: Option<CommitmentType>,
+    pub category: Option<String>,
+    pub unit: Option<String>,
+    /// Every region its rows name.
+    pub regions: BTreeSet<String>,
+    /// Every instance type its covered rows name.
+    pub instance_types: BTreeSet<String>,
+    /// Some covered row named no instance type.
+    pub untyped_cover: bool,
+    pub first_seen: i64,
+    pub last_seen: Option<i64>,
+    pub currency: String,
+}
+
+/// One hour of a commitment's use.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CommitmentHour {
+    pub used_quantity: Option<f64>,
+    pub unused_quantity: Option<f64>,
+    pub used_cost: f64,
+    pub unused_cost: f64,
+    pub covered_instance_hours: f64,
+    pub covered_gpu_hours: f64,
+}
+
+/// Rows billed in this period that correct an earlier one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Correction {
+    /// The corrected period (`2026-09`).
+    pub corrects: String,
+    pub currency: String,
+    pub rows: u64,
+    pub billed_cost: f64,
+    pub effective_cost: f64,
+}
+
+/// A period's sums in one currency.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct Total {
+    pub currency: String,
+    pub rows: u64,
+    pub billed_cost: f64,
+    pub effective_cost: f64,
+}
+
+/// Everything kept of one (source, billing account, billing period).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PeriodData {
+    pub billing_account: String,
+    /// `2026-10`: the month the period starts in.
+    pub period: String,
+    pub period_start: i64,
+    pub period_end: i64,
+    pub rows: u64,
+    pub gpu_rows: u64,
+    pub gpu_hours: f64,
+    /// By currency, never summed across.
+    pub totals: BTreeMap<String, Total>,
+    pub usage: HashMap<UsageKey, UsageValue>,
+    pub spend: Vec<SpendDay>,
+    pub commitments: BTreeMap<String, Commitment>,
+    pub commitment_hours: BTreeMap<(String, i64), CommitmentHour>,
+    pub corrections: Vec<Correction>,
+    /// Rows of GPU instance types no table places, by type.
+    pub unmapped: BTreeMap<String, u64>,
+}
+
+/// Spend rows before their strings are resolved, keyed by interned ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct SpendKey {
+    day: i64,
+    account: u32,
+    team: u32,
+    service: u32,
+    category: Category,
+    gpu: bool,
+    currency: u32,
+}
+
+/// Interned strings: repeated texts (accounts, teams, categories) cost a
+/// hash lookup per row, not an allocation.
+#[derive(Default)]
+struct Names {
+    ids: HashMap<Box<str>, u32>,
+    names: Vec<Box<str>>,
+}
+
+impl Names {
+    fn id(&mut self, s: &str) -> u32 {
+        if let Some(id) = self.ids.get(s) {
+            return *id;
+        }
+        let id = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.names.push(s.into());
+        self.ids.insert(s.into(), id);
+        id
+    }
+
+    fn name(&self, id: u32) -> &str {
+        self.names.get(id as usize).map_or("", |s| s)
+    }
+}
+
+#[derive(Default)]
+struct Open {
+    data: PeriodData,
+    spend: HashMap<SpendKey, (f64, f64)>,
+    corrections: BTreeMap<(String, String), Correction>,
+}
+
+/// Folds charges into periods.
+pub struct Aggregator<'a> {
+    source: &'a BillSource,
+    gpus: &'a GpuTypes,
+    names: Names,
+    periods: HashMap<(String, i64), Open>,
+}
+
+/// What a charge is, as GPU usage.
+enum Gpu<'g> {
+    Usage {
+        instance_type: &'g str,
+        gpu_model: &'g str,
+        instance_hours: Option<f64>,
+        gpu_hours: f64,
+    },
+    /// Cost of GPU usage billed on another line (a negation).
+    Cost {
+        instance_type: &'g str,
+        gpu_model: &'g str,
+    },
+    Unmapped(String),
+    No,
+}
+
+impl<'a> Aggregator<'a> {
+    pub fn new(source: &'a BillSource, gpus: &'a GpuTypes) -> Self {
+        Self {
+            source,
+            gpus,
+            names: Names::default(),
+            periods: HashMap::new(),
+        }
+    }
+
+    /// The (billing account, period name) of every period seen so far.
+    pub fn keys(&self) -> BTreeSet<(String, String)> {
+        self.periods
+            .values()
+            .map(|o| (o.data.billing_account.clone(), o.data.period.clone()))
+            .collect()
+    }
+
+    /// Adds one charge.
+    ///
+    /// # Errors
+    /// A usage row that spans more than [`MAX_SPREAD_HOURS`].
+    pub fn add(&mut self, ch: &Charge<'_>) -> Result<(), String> {
+        let gpu = self.gpu(ch);
+        let names_gpu = self.names_gpu(ch);
+        let team = ch
+            .team
+            .as_deref()
+            .or_else(|| {
+                ch.sub_account
+                    .and_then(|a| self.source.teams_by_account.get(a))
+                    .map(String::as_str)
+            })
+            .unwrap_or(UNALLOCATED);
+        let key = (ch.billing_account.to_owned(), ch.period_start);
+        let period = match self.periods.get_mut(&(ch.billing_account.to_owned(), ch.period_start)) {
+            Some(p) => p,
+            None => self.periods.entry(key).or_insert_with(|| Open {
+                data: PeriodData {
+                    billing_account: ch.billing_account.to_owned(),
+                    period: period_name(ch.period_start),
+                    period_start: ch.period_start,
+                    period_end: ch.period_end,
+                    ..PeriodData::default()
+                },
+                ..Open::default()
+            }),
+        };
+        let d = &mut period.data;
+        d.rows += 1;
+        d.period_end = d.period_end.max(ch.period_end);
+        let total = d.totals.entry(ch.currency.to_owned()).or_insert_with(|| Total {
+            currency: ch.currency.to_owned(),
+            ..Total::default()
+        });
+        total.rows += 1;
+        total.billed_cost += ch.billed;
+        total.effective_cost += ch.effective;
+
+        let names = &mut self.names;
+        let spend_key = SpendKey {
+            day: floor_day(ch.start.max(ch.period_start)),
+            account: names.id(ch.sub_account.unwrap_or_default()),
+            team: names.id(team),
+            service: names.id(ch.service_category.unwrap_or_default()),
+            category: ch.category,
+            gpu: names_gpu,
+            currency: names.id(ch.currency),
+        };
+        let s = period.spend.entry(spend_key).or_default();
+        s.0 += ch.billed;
+        s.1 += ch.effective;
+
+        if ch.correction {
+            let corrects = period_name(ch.start);
+            let c = period
+                .corrections
+                .entry((corrects.clone(), ch.currency.to_owned()))
+                .or_insert_with(|| Correction {
+                    corrects,
+                    currency: ch.currency.to_owned(),
+                    rows: 0,
+                    billed_cost: 0.0,
+                    effective_cost: 0.0,
+                });
+            c.rows += 1;
+            c.billed_cost += ch.billed;
+            c.effective_cost += ch.effective;
+        }
+
+        let mut covered = (0.0, 0.0);
+        match gpu {
+            Gpu::Usage {
+                instance_type,
+                gpu_model,
+                instance_hours,
+                gpu_hours,
+            } => {
+                let kind = price_kind(self.source.provider, ch);
+                d.gpu_rows += 1;
+                d.gpu_hours += gpu_hours;
+                covered = (instance_hours.unwrap_or(0.0), gpu_hours);
+                let key = UsageKey::of(ch, team, instance_type, gpu_model, kind);
+                add_usage(&mut d.usage, ch, key, instance_hours, gpu_hours)?;
+            }
+            Gpu::Cost {
+                instance_type,
+                gpu_model,
+            } => {
+                let kind = price_kind(self.source.provider, ch);
+                let key = UsageKey::of(ch, team, instance_type, gpu_model, kind);
+                add_usage(&mut d.usage, ch, key, Some(0.0), 0.0)?;
+            }
+            Gpu::Unmapped(name) => *d.unmapped.entry(name).or_default() += 1,
+            Gpu::No => {
+                if ch.category == Category::Usage && !ch.unused {
+                    if let Some(h) = hours(ch) {
+                        covered.0 = h;
+                    }
+                }
+            }
+        }
+
+        if let Some(cu) = &ch.commitment {
+            let c = d
+                .commitments
+                .entry(cu.id.to_owned())
+                .or_insert_with(|| Commitment {
+                    id: cu.id.to_owned(),
+                    kind: None,
+                    category: None,
+                    unit: None,
+                    regions: BTreeSet::new(),
+                    instance_types: BTreeSet::new(),
+                    untyped_cover: false,
+                    first_seen: ch.start,
+                    last_seen: None,
+                    currency: ch.currency.to_owned(),
+                });
+            c.kind = c.kind.or(cu.kind);
+            if c.category.is_none() {
+                c.category = cu.category.map(str::to_owned);
+            }
+            if c.unit.is_none() {
+                c.unit = cu.unit.as_deref().map(str::to_owned);
+            }
+            if let Some(r) = ch.region {
+                if !c.regions.contains(r) {
+                    c.regions.insert(r.to_owned());
+                }
+            }
+            c.first_seen = c.first_seen.min(ch.start);
+            if cu.is_use {
+                c.last_seen = Some(c.last_seen.map_or(ch.end, |l| l.max(ch.end)));
+                if cu.covers {
+                    match ch.instance_type.as_deref() {
+                        Some(t) => {
+                            let t = match self.gpus.place(t, ch.gpu_count) {
+                                Placement::Gpu(g) => g.instance_type.as_str(),
+                                _ => t,
+                            };
+                            if !c.instance_types.contains(t) {
+                                c.instance_types.insert(t.to_owned());
+                            }
+                        }
+                        None => c.untyped_cover = true,
+                    }
+                }
+                let id = cu.id;
+                let hours_map = &mut d.commitment_hours;
+                let covers = cu.covers;
+                spread(ch.start, ch.end, |hour, share| {
+                    let h = hours_map.entry((id.to_owned(), hour)).or_default();
+                    if let Some(q) = cu.used_quantity {
+                        h.used_quantity = Some(h.used_quantity.unwrap_or(0.0) + q * share);
+                    }
+                    if let Some(q) = cu.unused_quantity {
+                        h.unused_quantity = Some(h.unused_quantity.unwrap_or(0.0) + q * share);
+                    }
+                    h.used_cost += cu.used_cost * share;
+                    h.unused_cost += cu.unused_cost * share;
+                    if covers {
+                        h.covered_instance_hours += covered.0 * share;
+                        h.covered_gpu_hours += covered.1 * share;
+                    }
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The periods with their spend and corrections resolved.
+    pub fn finish(self) -> Vec<PeriodData> {
+        let names = self.names;
+        let mut out: Vec<PeriodData> = self
+            .periods
+            .into_values()
+            .map(|mut o| {
+                let mut spend: Vec<SpendDay> = o
+                    .spend
+                    .into_iter()
+                    .map(|(k, (billed, effective))| SpendDay {
+                        day: k.day,
+                        account: names.name(k.account).to_owned(),
+                        team: names.name(k.team).to_owned(),
+                        service_category: names.name(k.service).to_owned(),
+                        charge_category: k.category.as_str().to_owned(),
+                        gpu: k.gpu,
+                        currency: names.name(k.currency).to_owned(),
+                        billed_cost: billed,
+                        effective_cost: effective,
+                    })
+                    .collect();
+                spend.sort_by(|a, b| {
+                    (a.day, &a.account, &a.team, &a.service_category, &a.charge_category, a.gpu, &a.currency)
+                        .cmp(&(b.day, &b.account, &b.team, &b.service_category, &b.charge_category, b.gpu, &b.currency))
+                });
+                o.data.spend = spend;
+                o.data.corrections = o.corrections.into_values().collect();
+                o.data
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.billing_account, a.period_start).cmp(&(&b.billing_account, b.period_start)));
+        out
+    }
+
+    fn gpu(&self, ch: &Charge<'_>) -> Gpu<'a> {
+        if ch.cost_only {
+            return match ch.instance_type.as_deref().map(|t| self.gpus.place(t, ch.gpu_count)) {
+                Some(Placement::Gpu(g)) => Gpu::Cost {
+                    instance_type: &g.instance_type,
+                    gpu_model: &g.gpu_model,
+                },
+                _ => Gpu::No,
+            };
+        }
+        if ch.category != Category::Usage || ch.correction || ch.unused {
+            return Gpu::No;
+        }
+        let Some(quantity) = hours(ch) else {
+            return Gpu::No;
+        };
+        let provider = self.source.provider;
+        if matches!(provider, BillProvider::Gcp | BillProvider::Oci) {
+            // Per-GPU SKUs are the only GPU usage there: a GCP machine's core
+            // and RAM rows name its a2/a3 type, and counting them too would
+            // count the GPUs twice.
+            return match ch.sku_id.and_then(|s| self.gpus.sku(s)) {
+                Some(g) => Gpu::Usage {
+                    instance_type: &g.instance_type,
+                    gpu_model: &g.gpu_model,
+                    instance_hours: None,
+                    gpu_hours: quantity,
+                },
+                None if ch.gpu_count.is_some_and(|n| n > 0.0) => {
+                    Gpu::Unmapped(ch.sku_id.unwrap_or("unknown SKU").to_owned())
+                }
+                None => Gpu::No,
+            };
+        }
+        match ch.instance_type.as_deref() {
+            Some(t) => match self.gpus.place(t, ch.gpu_count) {
+                Placement::Gpu(g) => Gpu::Usage {
+                    instance_type: &g.instance_type,
+                    gpu_model: &g.gpu_model,
+                    instance_hours: Some(quantity),
+                    #[allow(clippy::cast_precision_loss)]
+                    gpu_hours: quantity * f64::from(g.gpu_count.unwrap_or(1)),
+                },
+                Placement::Unmapped => Gpu::Unmapped(t.to_owned()),
+                Placement::NotGpu => Gpu::No,
+            },
+            None if ch.gpu_count.is_some_and(|n| n > 0.0) => {
+                Gpu::Unmapped(ch.sku_id.unwrap_or("unknown instance type").to_owned())
+            }
+            None => Gpu::No,
+        }
+    }
+
+    /// Whether a row names a GPU instance type or GPU SKU (its spend is GPU spend).
+    fn names_gpu(&self, ch: &Charge<'_>) -> bool {
+        ch.sku_id.is_some_and(|s| self.gpus.sku(s).is_some())
+            || ch
+                .instance_type
+                .as_deref()
+                .is_some_and(|t| matches!(self.gpus.place(t, ch.gpu_count), Placement::Gpu(_)))
+    }
+}
+
+impl UsageKey {
+    fn of(
+        ch: &Charge<'_>,
+        team: &str,
+        instance_type: &str,
+        gpu_model: &str,
+        price_kind: UsageKind,
+    ) -> Self {
+        Self {
+            start: 0,
+            account: ch.sub_account.unwrap_or_default().to_owned(),
+            team: team.to_owned(),
+            region: ch.region.unwrap_or_default().to_owned(),
+            instance_type: instance_type.to_owned(),
+            gpu_model: gpu_model.to_owned(),
+            price_kind,
+            currency: ch.currency.to_owned(),
+        }
+    }
+}
+
+/// Spreads a row's hours and costs over the hours it spans.
+fn add_usage(
+    usage: &mut HashMap<UsageKey, UsageValue>,
+    ch: &Charge<'_>,
+    key: UsageKey,
+    instance_hours: Option<f64>,
+    gpu_hours: f64,
+) -> Result<(), String> {
+    spread(ch.start, ch.end, |hour, share| {
+        let v = usage
+            .entry(UsageKey {
+                start: hour,
+                ..key.clone()
+            })
+            .or_default();
+        if let Some(h) = instance_hours {
+            v.instance_hours = Some(v.instance_hours.unwrap_or(0.0) + h * share);
+        }
+        v.gpu_hours += gpu_hours * share;
+        v.billed_cost += ch.billed * share;
+        v.effective_cost += ch.effective * share;
+    })
+}
+
+/// The row's quantity in hours, when it is measured in time.
+fn hours(ch: &Charge<'_>) -> Option<f64> {
+    let q = ch.quantity?;
+    match ch.unit? {
+        TimeUnit::Hours => Some(q),
+        TimeUnit::Seconds => Some(q / 3600.0),
+        TimeUnit::Other => None,
+    }
+}
+
+fn price_kind(provider: BillProvider, ch: &Charge<'_>) -> UsageKind {
+    if ch.spot || ch.pricing == Some(Pricing::Dynamic) {
+        return UsageKind::Spot;
+    }
+    let committed = ch.pricing == Some(Pricing::Committed)
+        || ch.commitment.as_ref().is_some_and(|c| c.covers);
+    if !committed {
+        return UsageKind::OnDemand;
+    }
+    match ch.commitment.as_ref().and_then(|c| c.kind) {
+        Some(k) => k.usage_kind(),
+        None if provider == BillProvider::Gcp => UsageKind::Commit,
+        None => UsageKind::Reserved,
+    }
+}
+
+/// Calls `f(hour, share)` for every hour `[start, end)` touches, with the
+/// share of the span in it; a span of no length counts whole in its hour.
+fn spread(start: i64, end: i64, mut f: impl FnMut(i64, f64)) -> Result<(), String> {
+    if end <= start {
+        f(floor_hour(start), 1.0);
+        return Ok(());
+    }
+    if end - start > MAX_SPREAD_HOURS * HOUR {
+        return Err(format!(
+            "a usage row spans {} hours; more than a month ({MAX_SPREAD_HOURS}) is not usage gpuplan can spread",
+            (end - start) / HOUR
+        ));
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let span = (end - start) as f64;
+    let mut hour = floor_hour(start);
+    while hour < end {
+        let overlap = end.min(hour + HOUR) - start.max(hour);
+        #[allow(clippy::cast_precision_loss)]
+        f(hour, overlap as f64 / span);
+        hour += HOUR;
+    }
+    Ok(())
+}

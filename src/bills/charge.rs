@@ -1,0 +1,349 @@
+//! One billed charge, whatever format it came from, and the typed reading of
+//! cells into it (each failure naming its column and line).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use super::read::{Cell, RowCells};
+use super::{BadCell, BillError, CommitmentType, time};
+
+/// `ChargeCategory`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Category {
+    Usage,
+    Purchase,
+    Tax,
+    Credit,
+    Adjustment,
+}
+
+impl Category {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "usage" => Self::Usage,
+            "purchase" => Self::Purchase,
+            "tax" => Self::Tax,
+            "credit" => Self::Credit,
+            "adjustment" => Self::Adjustment,
+            _ => return None,
+        })
+    }
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Usage => "Usage",
+            Self::Purchase => "Purchase",
+            Self::Tax => "Tax",
+            Self::Credit => "Credit",
+            Self::Adjustment => "Adjustment",
+        }
+    }
+}
+
+/// `PricingCategory`, with the pre-1.0 names read as their successors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pricing {
+    Standard,
+    Dynamic,
+    Committed,
+    Other,
+}
+
+impl Pricing {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "standard" | "on-demand" | "ondemand" => Self::Standard,
+            "dynamic" | "spot" => Self::Dynamic,
+            "committed" | "commitment-based" => Self::Committed,
+            "other" => Self::Other,
+            _ => return None,
+        })
+    }
+}
+
+/// What a row's quantity is measured in, as far as hours go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeUnit {
+    Hours,
+    Seconds,
+    Other,
+}
+
+impl TimeUnit {
+    pub fn parse(s: &str) -> Self {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "hours" | "hour" | "hrs" | "hr" | "h" => Self::Hours,
+            "seconds" | "second" | "secs" | "sec" | "s" => Self::Seconds,
+            _ => Self::Other,
+        }
+    }
+}
+
+/// How a row uses a commitment: what it adds to its used and unused sides.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CommitmentUse<'a> {
+    pub id: &'a str,
+    pub kind: Option<CommitmentType>,
+    /// `usage` or `spend`.
+    pub category: Option<&'static str>,
+    pub unit: Option<Cow<'a, str>>,
+    /// A used or unused row (what `last_seen` counts), not a purchase.
+    pub is_use: bool,
+    /// Usage the commitment paid for (this row's hours count as covered).
+    pub covers: bool,
+    pub used_quantity: Option<f64>,
+    pub unused_quantity: Option<f64>,
+    pub used_cost: f64,
+    pub unused_cost: f64,
+}
+
+/// One charge in gpuplan's terms.
+#[derive(Debug, Clone)]
+pub struct Charge<'a> {
+    pub billing_account: &'a str,
+    pub period_start: i64,
+    pub period_end: i64,
+    pub start: i64,
+    pub end: i64,
+    pub category: Category,
+    /// `ChargeClass = Correction`: corrects an earlier, invoiced period.
+    pub correction: bool,
+    pub pricing: Option<Pricing>,
+    /// The commitment's status said `Unused`.
+    pub unused: bool,
+    pub billed: f64,
+    pub effective: f64,
+    pub currency: &'a str,
+    pub quantity: Option<f64>,
+    pub unit: Option<TimeUnit>,
+    pub commitment: Option<CommitmentUse<'a>>,
+    pub region: Option<&'a str>,
+    pub sub_account: Option<&'a str>,
+    pub service_category: Option<&'a str>,
+    pub sku_id: Option<&'a str>,
+    pub instance_type: Option<Cow<'a, str>>,
+    /// `SkuPriceDetails.GpuCount`, where given.
+    pub gpu_count: Option<f64>,
+    /// The team a tag names.
+    pub team: Option<Cow<'a, str>>,
+    /// Azure's `x_PricingSubcategory = Spot`.
+    pub spot: bool,
+    /// Cost that belongs to usage billed on another line, never usage itself
+    /// (CUR's savings-plan negation).
+    pub cost_only: bool,
+}
+
+/// A wanted column: its name in the file (or the first alias the file has).
+pub struct Wanted {
+    pub names: &'static [&'static str],
+    pub required: bool,
+}
+
+/// Finds each wanted column in `header`: exact name first, then ignoring case.
+///
+/// # Errors
+/// `File` naming the first required column the file lacks.
+pub fn resolve(
+    shown: &str,
+    header: &[String],
+    wanted: &[Wanted],
+) -> Result<Vec<Option<usize>>, BillError> {
+    let find = |name: &str| {
+        header
+            .iter()
+            .position(|h| h == name)
+            .or_else(|| header.iter().position(|h| h.eq_ignore_ascii_case(name)))
+    };
+    let mut out = Vec::with_capacity(wanted.len());
+    for w in wanted {
+        let at = w.names.iter().find_map(|n| find(n));
+        if at.is_none() && w.required {
+            return Err(BillError::file(
+                shown,
+                format!("missing the required column {}", w.names.join(" or ")),
+            ));
+        }
+        out.push(at);
+    }
+    Ok(out)
+}
+
+/// Typed reads of one row's cells, failing with file, line and column.
+pub struct Cells<'r> {
+    pub row: &'r dyn RowCells,
+    pub shown: &'r str,
+    pub names: &'r [Wanted],
+}
+
+impl<'r> Cells<'r> {
+    pub fn bad(&self, i: usize, why: impl Into<String>) -> BillError {
+        BillError::Cell(BadCell {
+            file: self.shown.to_owned(),
+            line: self.row.line(),
+            column: self.names.get(i).map_or("?", |w| w.names[0]).to_owned(),
+            why: why.into(),
+        })
+    }
+
+    pub fn raw(&self, i: usize) -> Cell<'r> {
+        self.row.cell(i)
+    }
+
+    pub fn text(&self, i: usize) -> Result<Option<&'r str>, BillError> {
+        match self.row.cell(i) {
+            Cell::Null => Ok(None),
+            Cell::Text(t) => Ok(Some(t.trim())),
+            Cell::Num(_) | Cell::Time(_) | Cell::Pairs(_) => {
+                Err(self.bad(i, "expected text, found another type"))
+            }
+        }
+    }
+
+    pub fn required_text(&self, i: usize) -> Result<&'r str, BillError> {
+        self.text(i)?.ok_or_else(|| self.bad(i, "empty, but the column is required"))
+    }
+
+    pub fn number(&self, i: usize) -> Result<Option<f64>, BillError> {
+        let v = match self.row.cell(i) {
+            Cell::Null => return Ok(None),
+            Cell::Num(n) => n,
+            Cell::Text(t) => t
+                .trim()
+                .parse::<f64>()
+                .map_err(|_| self.bad(i, format!("`{t}` is not a number")))?,
+            Cell::Time(_) | Cell::Pairs(_) => return Err(self.bad(i, "expected a number")),
+        };
+        if v.is_finite() {
+            Ok(Some(v))
+        } else {
+            Err(self.bad(i, format!("{v} is not a finite number")))
+        }
+    }
+
+    pub fn required_number(&self, i: usize) -> Result<f64, BillError> {
+        self.number(i)?
+            .ok_or_else(|| self.bad(i, "empty, but the column is required"))
+    }
+
+    pub fn time(&self, i: usize) -> Result<Option<i64>, BillError> {
+        match self.row.cell(i) {
+            Cell::Null => Ok(None),
+            Cell::Time(t) => Ok(Some(t)),
+            Cell::Text(t) => time::parse(t).map(Some).map_err(|why| self.bad(i, why)),
+            Cell::Num(_) | Cell::Pairs(_) => Err(self.bad(i, "expected a date and time")),
+        }
+    }
+
+    pub fn required_time(&self, i: usize) -> Result<i64, BillError> {
+        self.time(i)?
+            .ok_or_else(|| self.bad(i, "empty, but the column is required"))
+    }
+}
+
+/// A key-value cell's entries as text: strings as they are, other JSON
+/// scalars as `None` (a valueless tag is `true`, which names nothing).
+pub type Entries<'a> = Vec<(Cow<'a, str>, Option<Cow<'a, str>>)>;
+
+/// Reads a key-value cell: JSON object text (CSV), or a Parquet map.
+///
+/// # Errors
+/// The reason, when the text is not a JSON object.
+pub fn entries<'a>(cell: Cell<'a>) -> Result<Entries<'a>, String> {
+    match cell {
+        Cell::Null => Ok(Vec::new()),
+        Cell::Pairs(p) => Ok(p
+            .iter()
+            .map(|(k, v)| (Cow::Borrowed(k), v.filter(|v| !v.is_empty()).map(Cow::Borrowed)))
+            .collect()),
+        Cell::Text(t) => {
+            let t = t.trim();
+            if t.is_empty() || t == "{}" {
+                return Ok(Vec::new());
+            }
+            let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(t)
+                .map_err(|_| format!("`{}` is not a JSON object", clip(t)))?;
+            Ok(map
+                .into_iter()
+                .map(|(k, v)| {
+                    let v = match v {
+                        serde_json::Value::String(s) if !s.is_empty() => Some(Cow::Owned(s)),
+                        serde_json::Value::Number(n) => Some(Cow::Owned(n.to_string())),
+                        _ => None,
+                    };
+                    (Cow::Owned(k), v)
+                })
+                .collect())
+        }
+        Cell::Num(_) | Cell::Time(_) => Err("expected a key-value object".to_owned()),
+    }
+}
+
+/// The first of `keys` present with a string value: exact key first, then
+/// ignoring case; an empty or valueless one names nothing and the next key
+/// is tried.
+#[must_use]
+pub fn first_value<'e>(entries: &'e Entries<'_>, keys: &[String]) -> Option<&'e str> {
+    for key in keys {
+        let exact = entries.iter().find(|(k, _)| k == key);
+        let found = match exact {
+            Some(e) => Some(e),
+            None => entries.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)),
+        };
+        if let Some((_, Some(v))) = found {
+            let v = v.trim();
+            if !v.is_empty() {
+                return Some(v);
+            }
+        }
+    }
+    None
+}
+
+/// Long cell text cut for an error message.
+fn clip(t: &str) -> String {
+    if t.chars().count() > 60 {
+        format!("{}…", t.chars().take(60).collect::<String>())
+    } else {
+        t.to_owned()
+    }
+}
+
+/// A bounded memo of what a repeated cell text means (the same tag and SKU
+/// JSON repeat on thousands of rows), so each text is parsed once.
+pub struct Memo<V> {
+    map: HashMap<String, V>,
+}
+
+/// Distinct texts kept before the memo starts over.
+const MEMO_LIMIT: usize = 50_000;
+
+impl<V: Clone> Memo<V> {
+    pub fn new() -> Self {
+        Self {
+            map: HashMap::new(),
+        }
+    }
+
+    pub fn get_or(
+        &mut self,
+        text: &str,
+        f: impl FnOnce() -> Result<V, String>,
+    ) -> Result<V, String> {
+        if let Some(v) = self.map.get(text) {
+            return Ok(v.clone());
+        }
+        let v = f()?;
+        if self.map.len() >= MEMO_LIMIT {
+            self.map.clear();
+        }
+        self.map.insert(text.to_owned(), v.clone());
+        Ok(v)
+    }
+}
+
+impl<V: Clone> Default for Memo<V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}

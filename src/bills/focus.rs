@@ -1,0 +1,310 @@
+//! FOCUS 1.0, 1.1 and 1.2 rows (and the older names OCI writes) as charges.
+
+use std::borrow::Cow;
+
+use super::charge::{
+    Category, Cells, Charge, CommitmentUse, Entries, Memo, Pricing, TimeUnit, Wanted, entries,
+    first_value,
+};
+use super::read::Cell;
+use super::{BillError, BillProvider, CommitmentType};
+
+const fn req(names: &'static [&'static str]) -> Wanted {
+    Wanted {
+        names,
+        required: true,
+    }
+}
+
+const fn opt(names: &'static [&'static str]) -> Wanted {
+    Wanted {
+        names,
+        required: false,
+    }
+}
+
+// Positions in COLUMNS.
+const ACCOUNT: usize = 0;
+const PERIOD_START: usize = 1;
+const PERIOD_END: usize = 2;
+const START: usize = 3;
+const END: usize = 4;
+const CATEGORY: usize = 5;
+const CLASS: usize = 6;
+const PRICING: usize = 7;
+const BILLED: usize = 8;
+const EFFECTIVE: usize = 9;
+const CURRENCY: usize = 10;
+const QUANTITY: usize = 11;
+const UNIT: usize = 12;
+const C_ID: usize = 13;
+const C_TYPE: usize = 14;
+const C_CATEGORY: usize = 15;
+const C_STATUS: usize = 16;
+const C_QUANTITY: usize = 17;
+const C_UNIT: usize = 18;
+const REGION: usize = 19;
+const SUB_ACCOUNT: usize = 20;
+const SERVICE_CATEGORY: usize = 21;
+const SKU: usize = 22;
+const SKU_DETAILS: usize = 23;
+const TAGS: usize = 24;
+const USAGE_TYPE: usize = 25;
+const AZURE_SKU: usize = 26;
+const PRICING_SUB: usize = 27;
+
+/// The columns gpuplan reads; every other column is ignored.
+pub const COLUMNS: &[Wanted] = &[
+    req(&["BillingAccountId"]),
+    req(&["BillingPeriodStart"]),
+    req(&["BillingPeriodEnd"]),
+    req(&["ChargePeriodStart"]),
+    req(&["ChargePeriodEnd"]),
+    req(&["ChargeCategory"]),
+    opt(&["ChargeClass"]),
+    opt(&["PricingCategory"]),
+    req(&["BilledCost"]),
+    req(&["EffectiveCost"]),
+    req(&["BillingCurrency"]),
+    opt(&["ConsumedQuantity", "UsageQuantity"]),
+    opt(&["ConsumedUnit", "UsageUnit"]),
+    opt(&["CommitmentDiscountId"]),
+    opt(&["CommitmentDiscountType"]),
+    opt(&["CommitmentDiscountCategory"]),
+    opt(&["CommitmentDiscountStatus"]),
+    opt(&["CommitmentDiscountQuantity"]),
+    opt(&["CommitmentDiscountUnit"]),
+    opt(&["RegionId", "Region"]),
+    opt(&["SubAccountId"]),
+    opt(&["ServiceCategory"]),
+    opt(&["SkuId"]),
+    opt(&["SkuPriceDetails"]),
+    opt(&["Tags"]),
+    opt(&["x_UsageType"]),
+    opt(&["x_SkuDetails"]),
+    opt(&["x_PricingSubcategory"]),
+];
+
+/// What a key-value cell gives a charge: the instance type and GPU count
+/// (`SkuPriceDetails`, `x_SkuDetails`) or the team (`Tags`).
+#[derive(Debug, Clone, Default)]
+struct Details {
+    instance_type: Option<String>,
+    gpu_count: Option<f64>,
+}
+
+/// The per-file state of the FOCUS mapping: memos of repeated JSON cells.
+pub struct Focus<'s> {
+    provider: BillProvider,
+    team_tags: &'s [String],
+    tags: Memo<Option<String>>,
+    details: Memo<Details>,
+    azure: Memo<Option<String>>,
+}
+
+impl<'s> Focus<'s> {
+    pub fn new(provider: BillProvider, team_tags: &'s [String]) -> Self {
+        Self {
+            provider,
+            team_tags,
+            tags: Memo::new(),
+            details: Memo::new(),
+            azure: Memo::new(),
+        }
+    }
+
+    /// One row as a charge.
+    ///
+    /// # Errors
+    /// The first cell that does not parse, with its line and column.
+    pub fn charge<'r>(&mut self, c: &Cells<'r>) -> Result<Charge<'r>, BillError> {
+        let category_text = c.required_text(CATEGORY)?;
+        let category = Category::parse(category_text).ok_or_else(|| {
+            c.bad(
+                CATEGORY,
+                format!("`{category_text}` is not a charge category (Usage, Purchase, Tax, Credit, Adjustment)"),
+            )
+        })?;
+        let pricing = match c.text(PRICING)? {
+            None => None,
+            Some(p) => Some(Pricing::parse(p).ok_or_else(|| {
+                c.bad(
+                    PRICING,
+                    format!("`{p}` is not a pricing category (Standard, Dynamic, Committed, Other)"),
+                )
+            })?),
+        };
+        let correction = c
+            .text(CLASS)?
+            .is_some_and(|t| t.eq_ignore_ascii_case("correction"));
+        let billed = c.required_number(BILLED)?;
+        let effective = c.required_number(EFFECTIVE)?;
+        let quantity = c.number(QUANTITY)?;
+        let unit = c.text(UNIT)?.map(TimeUnit::parse);
+        let status = c.text(C_STATUS)?;
+        let unused = status.is_some_and(|s| s.eq_ignore_ascii_case("unused"));
+        let used = status.is_some_and(|s| s.eq_ignore_ascii_case("used"));
+
+        let details = self.details(c, SKU_DETAILS)?;
+        let mut instance_type = details.instance_type.map(Cow::Owned);
+        if self.provider == BillProvider::Azure {
+            if let Some(t) = self.azure_size(c)? {
+                instance_type = Some(Cow::Owned(t));
+            }
+        }
+        if instance_type.is_none() && self.provider == BillProvider::Aws {
+            instance_type = c
+                .text(USAGE_TYPE)?
+                .and_then(|u| u.rsplit_once(':'))
+                .map(|(_, t)| t.trim())
+                .filter(|t| !t.is_empty())
+                .map(Cow::Borrowed);
+        }
+        let team = self.team(c)?.map(Cow::Owned);
+
+        let commitment = match c.text(C_ID)? {
+            None => None,
+            Some(id) => {
+                let kind = commitment_type(self.provider, c.text(C_TYPE)?, id, c.text(C_CATEGORY)?);
+                let quantity = c.number(C_QUANTITY)?;
+                Some(CommitmentUse {
+                    id,
+                    kind,
+                    category: c.text(C_CATEGORY)?.and_then(|k| {
+                        if k.eq_ignore_ascii_case("usage") {
+                            Some("usage")
+                        } else if k.eq_ignore_ascii_case("spend") {
+                            Some("spend")
+                        } else {
+                            None
+                        }
+                    }),
+                    unit: c.text(C_UNIT)?.map(Cow::Borrowed),
+                    is_use: used || unused,
+                    covers: used && category == Category::Usage,
+                    used_quantity: if used { quantity } else { None },
+                    unused_quantity: if unused { quantity } else { None },
+                    used_cost: if used { effective } else { 0.0 },
+                    unused_cost: if unused { effective } else { 0.0 },
+                })
+            }
+        };
+        Ok(Charge {
+            billing_account: c.required_text(ACCOUNT)?,
+            period_start: c.required_time(PERIOD_START)?,
+            period_end: c.required_time(PERIOD_END)?,
+            start: c.required_time(START)?,
+            end: c.required_time(END)?,
+            category,
+            correction,
+            pricing,
+            unused,
+            billed,
+            effective,
+            currency: c.required_text(CURRENCY)?,
+            quantity,
+            unit,
+            commitment,
+            region: c.text(REGION)?,
+            sub_account: c.text(SUB_ACCOUNT)?,
+            service_category: c.text(SERVICE_CATEGORY)?,
+            sku_id: c.text(SKU)?,
+            instance_type,
+            gpu_count: details.gpu_count,
+            team,
+            spot: c
+                .text(PRICING_SUB)?
+                .is_some_and(|s| s.eq_ignore_ascii_case("spot")),
+            cost_only: false,
+        })
+    }
+
+    fn details(&mut self, c: &Cells<'_>, i: usize) -> Result<Details, BillError> {
+        let read = |e: &Entries<'_>| {
+            let get = |key: &str| {
+                e.iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(key))
+                    .and_then(|(_, v)| v.as_deref())
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty())
+            };
+            Details {
+                instance_type: get("InstanceType").map(str::to_owned),
+                gpu_count: get("GpuCount").and_then(|n| n.parse().ok()),
+            }
+        };
+        match c.raw(i) {
+            Cell::Text(t) => self
+                .details
+                .get_or(t, || entries(Cell::Text(t)).map(|e| read(&e)))
+                .map_err(|why| c.bad(i, why)),
+            cell => entries(cell).map(|e| read(&e)).map_err(|why| c.bad(i, why)),
+        }
+    }
+
+    /// Azure's VM size: `x_SkuDetails.ServiceType`.
+    fn azure_size(&mut self, c: &Cells<'_>) -> Result<Option<String>, BillError> {
+        let read = |e: &Entries<'_>| {
+            e.iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("ServiceType"))
+                .and_then(|(_, v)| v.as_deref())
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        match c.raw(AZURE_SKU) {
+            Cell::Text(t) => self
+                .azure
+                .get_or(t, || entries(Cell::Text(t)).map(|e| read(&e)))
+                .map_err(|why| c.bad(AZURE_SKU, why)),
+            cell => entries(cell)
+                .map(|e| read(&e))
+                .map_err(|why| c.bad(AZURE_SKU, why)),
+        }
+    }
+
+    fn team(&mut self, c: &Cells<'_>) -> Result<Option<String>, BillError> {
+        let keys = self.team_tags;
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        match c.raw(TAGS) {
+            Cell::Text(t) => self
+                .tags
+                .get_or(t, || {
+                    entries(Cell::Text(t)).map(|e| first_value(&e, keys).map(str::to_owned))
+                })
+                .map_err(|why| c.bad(TAGS, why)),
+            cell => entries(cell)
+                .map(|e| first_value(&e, keys).map(str::to_owned))
+                .map_err(|why| c.bad(TAGS, why)),
+        }
+    }
+}
+
+/// A commitment's kind from its type text (matched loosely: every cloud
+/// words it its own way), else its id, else its category.
+fn commitment_type(
+    provider: BillProvider,
+    type_text: Option<&str>,
+    id: &str,
+    category: Option<&str>,
+) -> Option<CommitmentType> {
+    if provider == BillProvider::Gcp {
+        return Some(CommitmentType::Commit);
+    }
+    let t = type_text.unwrap_or_default().to_ascii_lowercase();
+    let id = id.to_ascii_lowercase();
+    if t.contains("savings") || id.contains("savingsplan") {
+        Some(CommitmentType::SavingsPlan)
+    } else if t.contains("reserv") || id.contains("reserved-instances") || id.contains("reservationorders") {
+        Some(CommitmentType::Reservation)
+    } else if t.contains("commit") {
+        Some(CommitmentType::Commit)
+    } else {
+        match category.map(str::to_ascii_lowercase).as_deref() {
+            Some("usage") => Some(CommitmentType::Reservation),
+            Some("spend") => Some(CommitmentType::SavingsPlan),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! One load of a bill source: list the files that count, parse the new or
+//! changed ones (and the unchanged files of every period they touch, since a
+//! period is replaced whole), and write each period in its own transaction.
+//! A bad file fails only the periods it holds; their stored rows stay.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::aggregate::Aggregator;
+use super::charge::{self, Cells};
+use super::cur2::{self, Cur2};
+use super::files::{self, DataFile};
+use super::focus::{self, Focus};
+use super::gpus::GpuTypes;
+use super::read::Table;
+use super::time::{DAY, period_name};
+use super::{BillError, BillFormat, BillSource};
+use crate::store::bills::{Deltas, FileRecord, LoadResult};
+use crate::store::{Fence, Pool, StoreError};
+
+/// What happened to one period.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PeriodOutcome {
+    pub billing_account: String,
+    pub billing_period: String,
+    /// loaded, unchanged, updated, restated or failed.
+    pub result: String,
+    pub generation: Option<i64>,
+    pub rows: u64,
+    pub gpu_rows: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deltas: Option<Deltas>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What one load of one source did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SourceReport {
+    pub source: String,
+    pub files_read: usize,
+    pub files_skipped: usize,
+    /// Data files no current manifest lists (older deliveries).
+    pub files_excluded: usize,
+    pub periods: Vec<PeriodOutcome>,
+    pub unmapped: BTreeMap<String, u64>,
+    /// Problems not tied to one period: an unreadable folder or manifest, a
+    /// bad file whose periods are unknown, the store.
+    pub errors: Vec<String>,
+    pub seconds: f64,
+}
+
+impl SourceReport {
+    #[must_use]
+    pub fn failed(&self) -> bool {
+        !self.errors.is_empty() || self.periods.iter().any(|p| p.result == "failed")
+    }
+}
+
+/// Every source's report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LoadReport {
+    pub sources: Vec<SourceReport>,
+}
+
+impl LoadReport {
+    #[must_use]
+    pub fn failed(&self) -> bool {
+        self.sources.iter().any(SourceReport::failed)
+    }
+}
+
+/// A period's state at `now`: `open` before its end, `closing` during the
+/// provider's grace, then `final`.
+#[must_use]
+pub fn state_of(now: i64, period_end: i64, grace_days: u32) -> &'static str {
+    if now < period_end {
+        "open"
+    } else if now < period_end + i64::from(grace_days) * DAY {
+        "closing"
+    } else {
+        "final"
+    }
+}
+
+type PeriodKey = (String, String);
+
+/// Reads one file into `agg`; the periods it held so far, and how it ended.
+fn read_file(
+    source: &BillSource,
+    file: &DataFile,
+    agg: &mut Aggregator<'_>,
+) -> (BTreeSet<PeriodKey>, Result<(), BillError>) {
+    let mut seen = BTreeSet::new();
+    let result = (|| {
+        let table = Table::open(&file.path, &file.shown)?;
+        let (columns, end) = match source.format {
+            BillFormat::Focus => (focus::COLUMNS, 4),
+            BillFormat::Cur2 => (cur2::COLUMNS, 4),
+        };
+        let wanted = charge::resolve(&file.shown, table.header(), columns)?;
+        let mut focus = Focus::new(source.provider, &source.team_tags);
+        let mut cur = Cur2::new(&source.team_tags);
+        let mut last: Option<(String, i64)> = None;
+        table.rows(&wanted, &mut |row| {
+            let cells = Cells {
+                row,
+                shown: &file.shown,
+                names: columns,
+            };
+            let ch = match source.format {
+                BillFormat::Focus => focus.charge(&cells)?,
+                BillFormat::Cur2 => cur.charge(&cells)?,
+            };
+            let same = last
+                .as_ref()
+                .is_some_and(|(a, p)| a == ch.billing_account && *p == ch.period_start);
+            if !same {
+                seen.insert((ch.billing_account.to_owned(), period_name(ch.period_start)));
+                last = Some((ch.billing_account.to_owned(), ch.period_start));
+            }
+            agg.add(&ch).map_err(|why| cells.bad(end, why))
+        })
+    })();
+    (seen, result)
+}
+
+/// Loads `source` into the store. Blocking: run it off the async runtime.
+pub fn load_source(
+    pool: &Pool,
+    source: &BillSource,
+    fence: Option<&Fence>,
+    now: DateTime<Utc>,
+) -> SourceReport {
+    let started = std::time::Instant::now();
+    let span = tracing::info_span!("bills_load", source = %source.name);
+    let _entered = span.enter();
+    let mut report = SourceReport {
+        source: source.name.clone(),
+        ..SourceReport::default()
+    };
+    match load(pool, source, fence, now, &mut report) {
+        Ok(()) => {}
+        Err(e) => report.errors.push(e.to_string()),
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    if report.failed() {
+        tracing::warn!(errors = ?report.errors, "Bill load had failures.");
+    } else {
+        tracing::info!(
+            files_read = report.files_read,
+            files_skipped = report.files_skipped,
+            periods = report.periods.len(),
+            "Bill load done."
+        );
+    }
+    report
+}
+
+fn load(
+    pool: &Pool,
+    source: &BillSource,
+    fence: Option<&Fence>,
+    now: DateTime<Utc>,
+    report: &mut SourceReport,
+) -> Result<(), StoreError> {
+    let listing = match files::list(&source.path) {
+        Ok(l) => l,
+        Err(why) => {
+            report.errors.push(why);
+            return Ok(());
+        }
+    };
+    report.files_excluded = listing.excluded;
+    report.errors.extend(listing.errors);
+    let stored = pool.read(|s| s.bill_files(&source.name))?;
+    let (types, skus) = pool.read(|s| s.gpu_catalog(source.provider.as_str()))?;
+    let gpus = GpuTypes::new(source.provider, &types, &skus);
+
+    let present: BTreeSet<&str> = listing.files.iter().map(|f| f.shown.as_str()).collect();
+    let removed: Vec<String> = stored
+        .keys()
+        .filter(|p| !present.contains(p.as_str()))
+        .cloned()
+        .collect();
+    let (changed, unchanged): (Vec<&DataFile>, Vec<&DataFile>) = listing
+        .files
+        .iter()
+        .partition(|f| stored.get(&f.shown).is_none_or(|r| r.fingerprint != f.fingerprint));
+
+    let mut agg = Aggregator::new(source, &gpus);
+    let mut held: BTreeMap<String, BTreeSet<PeriodKey>> = BTreeMap::new();
+    let mut failed: BTreeMap<PeriodKey, String> = BTreeMap::new();
+    let mut affected: BTreeSet<PeriodKey> = BTreeSet::new();
+    for path in &removed {
+        affected.extend(stored[path].periods.iter().cloned());
+    }
+    let mut read_one = |file: &DataFile,
+                        held: &mut BTreeMap<String, BTreeSet<PeriodKey>>,
+                        affected: &mut BTreeSet<PeriodKey>,
+                        report: &mut SourceReport| {
+        report.files_read += 1;
+        let (mut seen, result) = read_file(source, file, &mut agg);
+        if let Some(r) = stored.get(&file.shown) {
+            seen.extend(r.periods.iter().cloned());
+        }
+        if let Err(e) = result {
+            tracing::warn!(file = %file.shown, error = %e, "Bill file failed.");
+            if seen.is_empty() {
+                report.errors.push(e.to_string());
+            }
+            for key in &seen {
+                failed.entry(key.clone()).or_insert_with(|| e.to_string());
+            }
+        }
+        affected.extend(seen.iter().cloned());
+        held.insert(file.shown.clone(), seen);
+    };
+    for file in &changed {
+        read_one(file, &mut held, &mut affected, report);
+    }
+    // An unchanged file read again brings all its periods into the load,
+    // and with them the other files of those periods: close over that
+    // before reading, so no period is written from part of its files.
+    loop {
+        let before = affected.len();
+        for file in &unchanged {
+            let periods = &stored[&file.shown].periods;
+            if periods.iter().any(|p| affected.contains(p)) {
+                affected.extend(periods.iter().cloned());
+            }
+        }
+        if affected.len() == before {
+            break;
+        }
+    }
+    for file in &unchanged {
+        let touches = stored[&file.shown]
+            .periods
+            .iter()
+            .any(|p| affected.contains(p));
+        if touches {
+            read_one(file, &mut held, &mut affected, report);
+        } else {
+            report.files_skipped += 1;
+        }
+    }
+
+    let periods = agg.finish();
+    let mut written: BTreeSet<PeriodKey> = BTreeSet::new();
+    for data in &periods {
+        let key = (data.billing_account.clone(), data.period.clone());
+        if !affected.contains(&key) {
+            continue;
+        }
+        if let Some(error) = failed.remove(&key) {
+            report.periods.push(PeriodOutcome {
+                billing_account: key.0,
+                billing_period: key.1,
+                result: "failed".to_owned(),
+                generation: None,
+                rows: 0,
+                gpu_rows: 0,
+                deltas: None,
+                error: Some(error),
+            });
+            continue;
+        }
+        let state = state_of(now.timestamp(), data.period_end, source.grace_days);
+        let write = pool.write_fenced(fence, |s| {
+            s.write_bill_period(&source.name, source.provider.as_str(), data, state, now)
+        });
+        match write {
+            Ok(w) => {
+                for (t, n) in &data.unmapped {
+                    *report.unmapped.entry(t.clone()).or_default() += n;
+                }
+                report.periods.push(PeriodOutcome {
+                    billing_account: key.0.clone(),
+                    billing_period: key.1.clone(),
+                    result: match w.result {
+                        LoadResult::Loaded => "loaded",
+                        LoadResult::Unchanged => "unchanged",
+                        LoadResult::Updated => "updated",
+                        LoadResult::Restated => "restated",
+                    }
+                    .to_owned(),
+                    generation: Some(w.generation),
+                    rows: data.rows,
+                    gpu_rows: data.gpu_rows,
+                    deltas: (w.result == LoadResult::Restated).then_some(w.deltas).flatten(),
+                    error: None,
+                });
+                written.insert(key);
+            }
+            Err(e @ StoreError::Fenced { .. }) => return Err(e),
+            Err(e) => report.periods.push(PeriodOutcome {
+                billing_account: key.0,
+                billing_period: key.1,
+                result: "failed".to_owned(),
+                generation: None,
+                rows: 0,
+                gpu_rows: 0,
+                deltas: None,
+                error: Some(e.to_string()),
+            }),
+        }
+    }
+    // Periods a failed file held that no good row reached.
+    for (key, error) in failed {
+        report.periods.push(PeriodOutcome {
+            billing_account: key.0,
+            billing_period: key.1,
+            result: "failed".to_owned(),
+            generation: None,
+            rows: 0,
+            gpu_rows: 0,
+            deltas: None,
+            error: Some(error),
+        });
+    }
+    // A file is recorded as read only when every period it holds is stored
+    // as it is now; otherwise the next load reads it again.
+    let by_path: BTreeMap<&str, &DataFile> =
+        listing.files.iter().map(|f| (f.shown.as_str(), f)).collect();
+    let records: Vec<(String, FileRecord)> = held
+        .into_iter()
+        .filter(|(_, periods)| !periods.is_empty() && periods.iter().all(|p| written.contains(p)))
+        .filter_map(|(path, periods)| {
+            let file = by_path.get(path.as_str())?;
+            Some((
+                path,
+                FileRecord {
+                    fingerprint: file.fingerprint.clone(),
+                    periods: periods.into_iter().collect(),
+                },
+            ))
+        })
+        .collect();
+    pool.write_fenced(fence, |s| {
+        s.record_bill_files(&source.name, &records, &removed, now)
+    })?;
+    report
+        .periods
+        .sort_by(|a, b| (&a.billing_account, &a.billing_period).cmp(&(&b.billing_account, &b.billing_period)));
+    Ok(())
+}

@@ -1,0 +1,233 @@
+//! The buyer's side: billing exports (FOCUS 1.0-1.2 from AWS, Azure, GCP and
+//! OCI; AWS CUR 2.0) read into hourly GPU usage, daily spend and commitments.
+//!
+//! Data flows one way: [`files`] picks the files an export's manifests say
+//! count, [`read`] turns each file (CSV, CSV.gz, Parquet) into rows of cells,
+//! [`focus`] and [`cur2`] map a row into one normalized [`charge::Charge`],
+//! [`aggregate`] folds charges into per-period aggregates, and [`load`] writes
+//! each (source, billing account, billing period) to the store in one
+//! transaction. Raw rows are never kept. docs/bills.md is the user's guide.
+
+pub mod aggregate;
+pub mod charge;
+mod cur2;
+pub mod files;
+mod focus;
+pub mod gpus;
+pub mod load;
+pub mod read;
+mod time;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+pub use aggregate::{Commitment, CommitmentHour, PeriodData, SpendDay, UsageKey, UsageValue};
+pub use load::{LoadReport, PeriodOutcome, SourceReport};
+
+/// Which export format a source holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BillFormat {
+    /// FOCUS 1.0, 1.1 or 1.2 (and the pre-1.0 names OCI still writes).
+    Focus,
+    /// AWS Cost and Usage Report 2.0.
+    Cur2,
+}
+
+impl BillFormat {
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "focus" => Some(Self::Focus),
+            "cur2" => Some(Self::Cur2),
+            _ => None,
+        }
+    }
+}
+
+/// Whose instance types and SKUs the rows name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BillProvider {
+    Aws,
+    Azure,
+    Gcp,
+    Oci,
+}
+
+impl BillProvider {
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "aws" => Some(Self::Aws),
+            "azure" => Some(Self::Azure),
+            "gcp" => Some(Self::Gcp),
+            "oci" => Some(Self::Oci),
+            _ => None,
+        }
+    }
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Aws => "aws",
+            Self::Azure => "azure",
+            Self::Gcp => "gcp",
+            Self::Oci => "oci",
+        }
+    }
+
+    /// Days after a billing period ends during which the provider may still
+    /// rewrite it (AWS about two weeks, the others until the 5th).
+    #[must_use]
+    pub fn grace_days(self) -> u32 {
+        match self {
+            Self::Aws => 15,
+            Self::Azure | Self::Gcp | Self::Oci => 5,
+        }
+    }
+}
+
+impl fmt::Display for BillProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One configured billing export.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BillSource {
+    pub name: String,
+    pub format: BillFormat,
+    pub provider: BillProvider,
+    /// The folder that holds the export folders, read recursively.
+    pub path: PathBuf,
+    /// Tag keys that name a team, first present wins.
+    pub team_tags: Vec<String>,
+    /// The team of a sub-account (account, subscription, project) whose rows
+    /// carry no team tag.
+    pub teams_by_account: BTreeMap<String, String>,
+    /// Days after a period's end before it is final.
+    pub grace_days: u32,
+}
+
+/// Where in which file a bad value was found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {column}: {why}")]
+pub struct BadCell {
+    /// The file's path under the source's folder.
+    pub file: String,
+    /// 1-based; the header is line 1 (Parquet: the row's number plus one).
+    pub line: u64,
+    pub column: String,
+    pub why: String,
+}
+
+/// Why a file could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BillError {
+    #[error(transparent)]
+    Cell(#[from] BadCell),
+    /// The file as a whole: unreadable, not the format its name says, or a
+    /// required column missing.
+    #[error("{file}: {why}")]
+    File { file: String, why: String },
+}
+
+impl BillError {
+    pub(crate) fn file(file: &str, why: impl Into<String>) -> Self {
+        Self::File {
+            file: file.to_owned(),
+            why: why.into(),
+        }
+    }
+}
+
+/// How a GPU usage row was bought, as `usage` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageKind {
+    OnDemand,
+    Spot,
+    Reserved,
+    SavingsPlan,
+    Commit,
+}
+
+impl UsageKind {
+    pub const ALL: [Self; 5] = [
+        Self::OnDemand,
+        Self::Spot,
+        Self::Reserved,
+        Self::SavingsPlan,
+        Self::Commit,
+    ];
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OnDemand => "on_demand",
+            Self::Spot => "spot",
+            Self::Reserved => "reserved",
+            Self::SavingsPlan => "savings_plan",
+            Self::Commit => "commit",
+        }
+    }
+
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// Whether a commitment paid for this usage (what coverage counts).
+    #[must_use]
+    pub fn is_covered(self) -> bool {
+        matches!(self, Self::Reserved | Self::SavingsPlan | Self::Commit)
+    }
+}
+
+/// The kind of a commitment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommitmentType {
+    Reservation,
+    SavingsPlan,
+    Commit,
+}
+
+impl CommitmentType {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Reservation => "reservation",
+            Self::SavingsPlan => "savings_plan",
+            Self::Commit => "commit",
+        }
+    }
+
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Reservation, Self::SavingsPlan, Self::Commit]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+
+    /// The usage kind of rows this commitment covers.
+    #[must_use]
+    pub fn usage_kind(self) -> UsageKind {
+        match self {
+            Self::Reservation => UsageKind::Reserved,
+            Self::SavingsPlan => UsageKind::SavingsPlan,
+            Self::Commit => UsageKind::Commit,
+        }
+    }
+}
+
+/// The team of rows that name none.
+pub const UNALLOCATED: &str = "unallocated";
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,161 @@
+//! Billing aggregates on SQLite: the shared statements of `store::bills`,
+//! run on this connection (or its open transaction).
+
+use chrono::{DateTime, Utc};
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::{Connection, ToSql, params_from_iter};
+
+use super::SqliteStore;
+use crate::bills::aggregate::PeriodData;
+use crate::store::StoreError;
+use crate::store::bills::{
+    self, BillQuery, Bills, CommitmentRecord, CoverageRow, Db, FileRecord, GpuCatalog,
+    PeriodWrite, SpendRow, StoredLoad, UsageRow, Val,
+};
+
+impl ToSql for Val {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match self {
+            Self::Null => ToSqlOutput::Borrowed(ValueRef::Null),
+            Self::Int(n) => ToSqlOutput::Borrowed(ValueRef::Integer(*n)),
+            Self::Real(f) => ToSqlOutput::Borrowed(ValueRef::Real(*f)),
+            Self::Text(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+        })
+    }
+}
+
+/// The shared SQL writes `$1`; SQLite numbers parameters by first
+/// appearance for that form, so it is run as `?1`, which SQLite numbers
+/// as written.
+fn numbered(sql: &str) -> String {
+    sql.replace('$', "?")
+}
+
+struct SqliteDb<'c>(&'c Connection);
+
+impl Db for SqliteDb<'_> {
+    fn exec(&self, sql: &str, params: &[Val]) -> Result<u64, StoreError> {
+        let n = self
+            .0
+            .prepare_cached(&numbered(sql))?
+            .execute(params_from_iter(params))?;
+        Ok(n as u64)
+    }
+
+    fn rows(&self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, StoreError> {
+        let mut stmt = self.0.prepare_cached(&numbered(sql))?;
+        let n = stmt.column_count();
+        let mut rows = stmt.query(params_from_iter(params))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            let mut row = Vec::with_capacity(n);
+            for i in 0..n {
+                row.push(match r.get_ref(i)? {
+                    ValueRef::Null => Val::Null,
+                    ValueRef::Integer(v) => Val::Int(v),
+                    ValueRef::Real(v) => Val::Real(v),
+                    ValueRef::Text(t) => Val::Text(String::from_utf8_lossy(t).into_owned()),
+                    ValueRef::Blob(_) => {
+                        return Err(StoreError::Corrupt("unexpected blob".to_owned()));
+                    }
+                });
+            }
+            out.push(row);
+        }
+        Ok(out)
+    }
+
+    fn insert_many(
+        &self,
+        table: &str,
+        columns: &[&str],
+        rows: &[Vec<Val>],
+    ) -> Result<(), StoreError> {
+        let marks: Vec<String> = (1..=columns.len()).map(|i| format!("?{i}")).collect();
+        let mut stmt = self.0.prepare_cached(&format!(
+            "INSERT INTO {table} ({}) VALUES ({})",
+            columns.join(", "),
+            marks.join(", ")
+        ))?;
+        for row in rows {
+            stmt.execute(params_from_iter(row))?;
+        }
+        Ok(())
+    }
+
+    fn check_fence(&self) -> Result<(), StoreError> {
+        // One SQLite daemon holds every duty itself.
+        Ok(())
+    }
+
+    fn month_of(&self, col: &str) -> String {
+        format!("CAST(strftime('%s', {col}, 'unixepoch', 'start of month') AS INTEGER)")
+    }
+}
+
+impl Bills for SqliteStore {
+    fn bill_loads(&self, source: Option<&str>) -> Result<Vec<StoredLoad>, StoreError> {
+        bills::loads(&SqliteDb(&self.conn), source)
+    }
+
+    fn bill_files(&self, source: &str) -> Result<std::collections::BTreeMap<String, FileRecord>, StoreError> {
+        bills::files(&SqliteDb(&self.conn), source)
+    }
+
+    fn write_bill_period(
+        &mut self,
+        source: &str,
+        provider: &str,
+        data: &PeriodData,
+        state: &str,
+        now: DateTime<Utc>,
+    ) -> Result<PeriodWrite, StoreError> {
+        let tx = self.conn.transaction()?;
+        let out = bills::write_period(&SqliteDb(&tx), source, provider, data, state, now)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    fn record_bill_files(
+        &mut self,
+        source: &str,
+        files: &[(String, FileRecord)],
+        removed: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        bills::record_files(&SqliteDb(&tx), source, files, removed, now)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn bill_usage(&self, q: &BillQuery) -> Result<Vec<UsageRow>, StoreError> {
+        bills::usage(&SqliteDb(&self.conn), q)
+    }
+
+    fn bill_spend(&self, q: &BillQuery) -> Result<Vec<SpendRow>, StoreError> {
+        bills::spend(&SqliteDb(&self.conn), q)
+    }
+
+    fn bill_commitments(
+        &self,
+        providers: &[String],
+        since: i64,
+        until: i64,
+    ) -> Result<Vec<CommitmentRecord>, StoreError> {
+        bills::commitments(&SqliteDb(&self.conn), providers, since, until)
+    }
+
+    fn bill_coverage(
+        &self,
+        providers: &[String],
+        since: i64,
+        until: i64,
+    ) -> Result<Vec<CoverageRow>, StoreError> {
+        bills::coverage(&SqliteDb(&self.conn), providers, since, until)
+    }
+
+    fn gpu_catalog(&self, provider: &str) -> Result<GpuCatalog, StoreError> {
+        bills::gpu_catalog(&SqliteDb(&self.conn), provider)
+    }
+}
