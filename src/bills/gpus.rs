@@ -147,26 +147,33 @@ fn is_gpu_family(provider: BillProvider, instance_type: &str) -> bool {
 
 /// Instance types the providers' own tables give a GPU count for.
 fn builtin(provider: BillProvider) -> Vec<GpuType> {
-    match provider {
+    let table: Vec<(String, String, u32)> = match provider {
+        #[cfg(feature = "aws")]
+        BillProvider::Aws => gpuplan_providers::aws::gpus::sizes()
+            .map(|(t, m, n)| (t.to_owned(), m.to_owned(), n))
+            .collect(),
         #[cfg(feature = "azure")]
         BillProvider::Azure => gpuplan_providers::azure::skus::whole_sizes()
-            .map(|(name, gpu_model, n)| GpuType {
-                instance_type: name.to_owned(),
-                gpu_model: gpu_model.to_owned(),
-                gpu_count: Some(n),
-            })
+            .map(|(t, m, n)| (t.to_owned(), m.to_owned(), n))
             .collect(),
         #[cfg(feature = "gcp")]
         BillProvider::Gcp => gpuplan_providers::gcp::shapes::builtin()
             .into_iter()
-            .map(|s| GpuType {
-                gpu_model: gpuplan_providers::gpu::normalize(&s.accelerator, None).name,
-                instance_type: s.name,
-                gpu_count: Some(s.accelerator_count),
+            .map(|s| {
+                let model = gpuplan_providers::gpu::normalize(&s.accelerator, None).name;
+                (s.name, model, s.accelerator_count)
             })
             .collect(),
         _ => Vec::new(),
-    }
+    };
+    table
+        .into_iter()
+        .map(|(instance_type, gpu_model, n)| GpuType {
+            instance_type,
+            gpu_model,
+            gpu_count: Some(n),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -197,7 +204,7 @@ mod tests {
     #[test]
     fn a_gpu_family_the_catalog_lacks_is_unmapped_not_guessed() {
         let g = aws();
-        assert_eq!(g.place("p4d.24xlarge", None), Placement::Unmapped);
+        assert_eq!(g.place("p4de.12xlarge", None), Placement::Unmapped);
         assert_eq!(g.place("x9.large", Some(2.0)), Placement::Unmapped);
         assert_eq!(g.place("c7i.large", Some(0.0)), Placement::NotGpu);
     }

@@ -347,3 +347,82 @@ fn load(
         .sort_by(|a, b| (&a.billing_account, &a.billing_period).cmp(&(&b.billing_account, &b.billing_period)));
     Ok(())
 }
+
+/// The duty of loading a bill source, among replicas.
+#[must_use]
+pub fn duty(source: &str) -> String {
+    format!("bills:{source}")
+}
+
+/// One stored period as `bills status` shows it, its state as of now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatusRow {
+    pub source: String,
+    pub billing_account: String,
+    pub billing_period: String,
+    pub state: String,
+    pub generation: i64,
+    pub rows: i64,
+    pub gpu_rows: i64,
+    /// The sums in the period's main currency; others are listed apart.
+    pub billed_cost: f64,
+    pub effective_cost: f64,
+    pub currency: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_currencies: Vec<crate::bills::aggregate::Total>,
+    pub gpu_hours: f64,
+    pub loaded_at: String,
+    pub checked_at: String,
+    pub restatements: Vec<crate::store::bills::Restatement>,
+    /// Rows billed later that correct this period.
+    pub corrections: Vec<crate::store::bills::CorrectionRow>,
+    /// Rows billed in this period that correct earlier ones (each also
+    /// listed under the period it corrects, when that one is loaded).
+    pub corrects: Vec<crate::store::bills::CorrectionRow>,
+    pub unmapped: BTreeMap<String, u64>,
+}
+
+/// Shapes stored periods for `bills status`; `grace` gives each configured
+/// source's grace days (others keep the state of their last load).
+#[must_use]
+pub fn status_rows(
+    loads: Vec<crate::store::bills::StoredLoad>,
+    grace: &BTreeMap<String, u32>,
+    now: DateTime<Utc>,
+) -> Vec<StatusRow> {
+    loads
+        .into_iter()
+        .map(|l| {
+            let state = grace.get(&l.source).map_or(l.state.clone(), |g| {
+                state_of(now.timestamp(), l.period_end, *g).to_owned()
+            });
+            let mut totals = l.totals;
+            totals.sort_by(|a, b| b.rows.cmp(&a.rows).then(a.currency.cmp(&b.currency)));
+            let main = if totals.is_empty() {
+                crate::bills::aggregate::Total::default()
+            } else {
+                totals.remove(0)
+            };
+            StatusRow {
+                source: l.source,
+                billing_account: l.billing_account,
+                billing_period: l.billing_period,
+                state,
+                generation: l.generation,
+                rows: l.rows,
+                gpu_rows: l.gpu_rows,
+                billed_cost: main.billed_cost,
+                effective_cost: main.effective_cost,
+                currency: main.currency,
+                other_currencies: totals,
+                gpu_hours: l.gpu_hours,
+                loaded_at: l.loaded_at,
+                checked_at: l.checked_at,
+                restatements: l.restatements,
+                corrections: l.corrections,
+                corrects: l.corrects,
+                unmapped: l.unmapped,
+            }
+        })
+        .collect()
+}

@@ -15,6 +15,7 @@ pub mod files;
 mod focus;
 pub mod gpus;
 pub mod load;
+pub mod query;
 pub mod read;
 mod time;
 

@@ -29,6 +29,7 @@ use crate::store::{Location, Pool, Prunable, Store, StoreError};
 use crate::telemetry::LogFormat;
 
 mod alerts;
+mod bills;
 mod config_cmd;
 mod plan;
 mod prices;
@@ -39,6 +40,7 @@ mod store;
 mod sync;
 
 pub use alerts::AlertsCommand;
+pub use bills::{BillsCommand, CommitmentsArgs, SpendArgs, UsageArgs};
 pub use config_cmd::ConfigCommand;
 pub use plan::{PlanArgs, PlanCatalogArgs};
 pub use prices::PricesArgs;
@@ -46,6 +48,7 @@ pub use spot_history::SpotHistoryArgs;
 pub use store::StoreCommand;
 
 use alerts::run_alerts;
+use bills::{run_bills, run_commitments, run_coverage, run_spend, run_usage};
 use config_cmd::validate_config;
 use plan::run_plan;
 use prices::run_prices;
@@ -103,6 +106,17 @@ pub enum Command {
     /// Maintain the catalog file.
     #[command(subcommand)]
     Store(StoreCommand),
+    /// Billing exports (FOCUS, AWS CUR 2.0): load them now, or see what is loaded.
+    #[command(subcommand)]
+    Bills(BillsCommand),
+    /// GPU usage from the bills: instance- and GPU-hours with their cost.
+    Usage(UsageArgs),
+    /// Spend from the bills, on both cost bases.
+    Spend(SpendArgs),
+    /// Commitments found in the bills, with their use.
+    Commitments(CommitmentsArgs),
+    /// Committed share of on-demand plus committed GPU usage, per instance type.
+    Coverage(CommitmentsArgs),
 }
 
 /// A command's failure, split by whose fault it is (for the exit code).
@@ -177,6 +191,14 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let config = load_config(cli.config.as_deref())?;
             run_prune(&config, dry_run, json)
         }
+        Command::Bills(command) => {
+            let config = load_config(cli.config.as_deref())?;
+            run_bills(&config, command).await
+        }
+        Command::Usage(args) => run_usage(&load_config(cli.config.as_deref())?, &args),
+        Command::Spend(args) => run_spend(&load_config(cli.config.as_deref())?, &args),
+        Command::Commitments(args) => run_commitments(&load_config(cli.config.as_deref())?, &args),
+        Command::Coverage(args) => run_coverage(&load_config(cli.config.as_deref())?, &args),
     }
 }
 

@@ -91,7 +91,14 @@ pub(super) fn render_table<const N: usize>(
     rows: &[[String; N]],
     right: &[usize],
 ) -> String {
-    let mut widths = header.map(str::len);
+    let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+    let rows: Vec<Vec<String>> = rows.iter().map(|r| r.to_vec()).collect();
+    render_rows(&header, &rows, right)
+}
+
+/// [`render_table`] for a number of columns known only at run time.
+pub(super) fn render_rows(header: &[String], rows: &[Vec<String>], right: &[usize]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
@@ -103,16 +110,17 @@ pub(super) fn render_table<const N: usize>(
             .iter()
             .enumerate()
             .map(|(i, c)| {
+                let w = widths.get(i).copied().unwrap_or(0);
                 if right.contains(&i) {
-                    format!("{c:>w$}", w = widths[i])
+                    format!("{c:>w$}")
                 } else {
-                    format!("{c:<w$}", w = widths[i])
+                    format!("{c:<w$}")
                 }
             })
             .collect();
         let _ = writeln!(out, "{}", parts.join("  ").trim_end());
     };
-    line(header.to_vec());
+    line(header.iter().map(String::as_str).collect());
     for row in rows {
         line(row.iter().map(String::as_str).collect());
     }

@@ -146,11 +146,13 @@ pub struct Restatement {
     pub deltas: Deltas,
 }
 
-/// Rows billed later that correct a period.
+/// Rows that correct a period billed in another.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CorrectionRow {
     /// The period that billed them.
     pub billed_in: String,
+    /// The period they correct.
+    pub corrects: String,
     pub currency: String,
     pub rows: i64,
     pub billed_cost: f64,
@@ -177,7 +179,10 @@ pub struct StoredLoad {
     pub loaded_at: String,
     pub checked_at: String,
     pub restatements: Vec<Restatement>,
+    /// Rows billed later that correct this period.
     pub corrections: Vec<CorrectionRow>,
+    /// Rows billed in this period that correct earlier ones.
+    pub corrects: Vec<CorrectionRow>,
 }
 
 /// A file as it was read.
@@ -792,6 +797,7 @@ pub(super) fn loads(db: &dyn Db, source: Option<&str>) -> Result<Vec<StoredLoad>
             });
     }
     let mut corrections: HashMap<(String, String, String), Vec<CorrectionRow>> = HashMap::new();
+    let mut corrects: HashMap<(String, String, String), Vec<CorrectionRow>> = HashMap::new();
     for r in db.rows(
         "SELECT source, billing_account, corrects, billing_period, currency, row_count,
                 billed_cost, effective_cost
@@ -799,16 +805,23 @@ pub(super) fn loads(db: &dyn Db, source: Option<&str>) -> Result<Vec<StoredLoad>
          ORDER BY source, billing_account, corrects, billing_period, currency",
         &src,
     )? {
-        corrections
-            .entry((r[0].text()?, r[1].text()?, r[2].text()?))
+        let (source, account) = (r[0].text()?, r[1].text()?);
+        let row = CorrectionRow {
+            corrects: r[2].text()?,
+            billed_in: r[3].text()?,
+            currency: r[4].text()?,
+            rows: r[5].int()?,
+            billed_cost: r[6].real()?,
+            effective_cost: r[7].real()?,
+        };
+        corrects
+            .entry((source.clone(), account.clone(), row.billed_in.clone()))
             .or_default()
-            .push(CorrectionRow {
-                billed_in: r[3].text()?,
-                currency: r[4].text()?,
-                rows: r[5].int()?,
-                billed_cost: r[6].real()?,
-                effective_cost: r[7].real()?,
-            });
+            .push(row.clone());
+        corrections
+            .entry((source, account, row.corrects.clone()))
+            .or_default()
+            .push(row);
     }
     let mut out = Vec::new();
     for r in db.rows(
@@ -822,6 +835,7 @@ pub(super) fn loads(db: &dyn Db, source: Option<&str>) -> Result<Vec<StoredLoad>
         out.push(StoredLoad {
             restatements: restatements.remove(&key).unwrap_or_default(),
             corrections: corrections.remove(&key).unwrap_or_default(),
+            corrects: corrects.remove(&key).unwrap_or_default(),
             source: key.0,
             billing_account: key.1,
             billing_period: key.2,

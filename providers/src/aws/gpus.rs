@@ -24,6 +24,79 @@ const FAMILIES: &[(&str, &str)] = &[
     ("dl1", "Gaudi"),
 ];
 
+/// GPUs per instance of each GPU size, for readers that meet a size before
+/// any price list has said (billing exports read without a catalog sync).
+const SIZES: &[(&str, u32)] = &[
+    ("p2.xlarge", 1),
+    ("p2.8xlarge", 8),
+    ("p2.16xlarge", 16),
+    ("p3.2xlarge", 1),
+    ("p3.8xlarge", 4),
+    ("p3.16xlarge", 8),
+    ("p3dn.24xlarge", 8),
+    ("p4d.24xlarge", 8),
+    ("p4de.24xlarge", 8),
+    ("p5.4xlarge", 1),
+    ("p5.48xlarge", 8),
+    ("p5e.48xlarge", 8),
+    ("p5en.48xlarge", 8),
+    ("p6-b200.48xlarge", 8),
+    ("g3s.xlarge", 1),
+    ("g3.4xlarge", 1),
+    ("g3.8xlarge", 2),
+    ("g3.16xlarge", 4),
+    ("g4dn.xlarge", 1),
+    ("g4dn.2xlarge", 1),
+    ("g4dn.4xlarge", 1),
+    ("g4dn.8xlarge", 1),
+    ("g4dn.16xlarge", 1),
+    ("g4dn.12xlarge", 4),
+    ("g4dn.metal", 8),
+    ("g4ad.xlarge", 1),
+    ("g4ad.2xlarge", 1),
+    ("g4ad.4xlarge", 1),
+    ("g4ad.8xlarge", 2),
+    ("g4ad.16xlarge", 4),
+    ("g5.xlarge", 1),
+    ("g5.2xlarge", 1),
+    ("g5.4xlarge", 1),
+    ("g5.8xlarge", 1),
+    ("g5.16xlarge", 1),
+    ("g5.12xlarge", 4),
+    ("g5.24xlarge", 4),
+    ("g5.48xlarge", 8),
+    ("g5g.xlarge", 1),
+    ("g5g.2xlarge", 1),
+    ("g5g.4xlarge", 1),
+    ("g5g.8xlarge", 1),
+    ("g5g.16xlarge", 2),
+    ("g5g.metal", 2),
+    ("g6.xlarge", 1),
+    ("g6.2xlarge", 1),
+    ("g6.4xlarge", 1),
+    ("g6.8xlarge", 1),
+    ("g6.16xlarge", 1),
+    ("g6.12xlarge", 4),
+    ("g6.24xlarge", 4),
+    ("g6.48xlarge", 8),
+    ("g6e.xlarge", 1),
+    ("g6e.2xlarge", 1),
+    ("g6e.4xlarge", 1),
+    ("g6e.8xlarge", 1),
+    ("g6e.16xlarge", 1),
+    ("g6e.12xlarge", 4),
+    ("g6e.24xlarge", 4),
+    ("g6e.48xlarge", 8),
+    ("dl1.24xlarge", 8),
+];
+
+/// Every GPU size this table knows: (instance type, GPU model, GPUs).
+pub fn sizes() -> impl Iterator<Item = (&'static str, &'static str, u32)> {
+    SIZES
+        .iter()
+        .filter_map(|(t, n)| model(family(t)).map(|m| (*t, m, *n)))
+}
+
 /// The family of an instance type (`p4de.24xlarge` -> `p4de`).
 #[must_use]
 pub fn family(instance_type: &str) -> &str {
@@ -39,6 +112,11 @@ pub fn model(family: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_size_has_a_known_family() {
+        assert_eq!(sizes().count(), SIZES.len());
+    }
 
     #[test]
     fn every_family_maps_to_a_catalog_gpu() {
