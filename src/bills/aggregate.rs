@@ -227,7 +227,10 @@ impl<'a> Aggregator<'a> {
             })
             .unwrap_or(UNALLOCATED);
         let key = (ch.billing_account.to_owned(), ch.period_start);
-        let period = match self.periods.get_mut(&(ch.billing_account.to_owned(), ch.period_start)) {
+        let period = match self
+            .periods
+            .get_mut(&(ch.billing_account.to_owned(), ch.period_start))
+        {
             Some(p) => p,
             None => self.periods.entry(key).or_insert_with(|| Open {
                 data: PeriodData {
@@ -243,10 +246,13 @@ impl<'a> Aggregator<'a> {
         let d = &mut period.data;
         d.rows += 1;
         d.period_end = d.period_end.max(ch.period_end);
-        let total = d.totals.entry(ch.currency.to_owned()).or_insert_with(|| Total {
-            currency: ch.currency.to_owned(),
-            ..Total::default()
-        });
+        let total = d
+            .totals
+            .entry(ch.currency.to_owned())
+            .or_insert_with(|| Total {
+                currency: ch.currency.to_owned(),
+                ..Total::default()
+            });
         total.rows += 1;
         total.billed_cost += ch.billed;
         total.effective_cost += ch.effective;
@@ -406,21 +412,43 @@ impl<'a> Aggregator<'a> {
                     })
                     .collect();
                 spend.sort_by(|a, b| {
-                    (a.day, &a.account, &a.team, &a.service_category, &a.charge_category, a.gpu, &a.currency)
-                        .cmp(&(b.day, &b.account, &b.team, &b.service_category, &b.charge_category, b.gpu, &b.currency))
+                    (
+                        a.day,
+                        &a.account,
+                        &a.team,
+                        &a.service_category,
+                        &a.charge_category,
+                        a.gpu,
+                        &a.currency,
+                    )
+                        .cmp(&(
+                            b.day,
+                            &b.account,
+                            &b.team,
+                            &b.service_category,
+                            &b.charge_category,
+                            b.gpu,
+                            &b.currency,
+                        ))
                 });
                 o.data.spend = spend;
                 o.data.corrections = o.corrections.into_values().collect();
                 o.data
             })
             .collect();
-        out.sort_by(|a, b| (&a.billing_account, a.period_start).cmp(&(&b.billing_account, b.period_start)));
+        out.sort_by(|a, b| {
+            (&a.billing_account, a.period_start).cmp(&(&b.billing_account, b.period_start))
+        });
         out
     }
 
     fn gpu(&self, ch: &Charge<'_>) -> Gpu<'a> {
         if ch.cost_only {
-            return match ch.instance_type.as_deref().map(|t| self.gpus.place(t, ch.gpu_count)) {
+            return match ch
+                .instance_type
+                .as_deref()
+                .map(|t| self.gpus.place(t, ch.gpu_count))
+            {
                 Some(Placement::Gpu(g)) => Gpu::Cost {
                     instance_type: &g.instance_type,
                     gpu_model: &g.gpu_model,
@@ -540,8 +568,8 @@ fn price_kind(provider: BillProvider, ch: &Charge<'_>) -> UsageKind {
     if ch.spot || ch.pricing == Some(Pricing::Dynamic) {
         return UsageKind::Spot;
     }
-    let committed = ch.pricing == Some(Pricing::Committed)
-        || ch.commitment.as_ref().is_some_and(|c| c.covers);
+    let committed =
+        ch.pricing == Some(Pricing::Committed) || ch.commitment.as_ref().is_some_and(|c| c.covers);
     if !committed {
         return UsageKind::OnDemand;
     }

@@ -201,7 +201,8 @@ impl<'r> Cells<'r> {
     }
 
     pub fn required_text(&self, i: usize) -> Result<&'r str, BillError> {
-        self.text(i)?.ok_or_else(|| self.bad(i, "empty, but the column is required"))
+        self.text(i)?
+            .ok_or_else(|| self.bad(i, "empty, but the column is required"))
     }
 
     pub fn number(&self, i: usize) -> Result<Option<f64>, BillError> {
@@ -254,7 +255,12 @@ pub fn entries<'a>(cell: Cell<'a>) -> Result<Entries<'a>, String> {
         Cell::Null => Ok(Vec::new()),
         Cell::Pairs(p) => Ok(p
             .iter()
-            .map(|(k, v)| (Cow::Borrowed(k), v.filter(|v| !v.is_empty()).map(Cow::Borrowed)))
+            .map(|(k, v)| {
+                (
+                    Cow::Borrowed(k),
+                    v.filter(|v| !v.is_empty()).map(Cow::Borrowed),
+                )
+            })
             .collect()),
         Cell::Text(t) => {
             let t = t.trim();

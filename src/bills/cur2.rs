@@ -295,7 +295,9 @@ impl<'s> Cur2<'s> {
                 .tags
                 .get_or(t, || entries(Cell::Text(t)).map(|e| pick(&e)))
                 .map_err(|why| c.bad(TAGS, why)),
-            cell => entries(cell).map(|e| pick(&e)).map_err(|why| c.bad(TAGS, why)),
+            cell => entries(cell)
+                .map(|e| pick(&e))
+                .map_err(|why| c.bad(TAGS, why)),
         }
     }
 }

@@ -98,7 +98,9 @@ pub fn list(root: &Path) -> Result<Listing, String> {
         governed.push(export_root.join("data"));
         match read_aws(manifest, &export_root) {
             Ok(files) => check_listed(root, manifest, files, &mut counted, &mut listing.errors),
-            Err(why) => listing.errors.push(format!("{}: {why}", shown(root, manifest))),
+            Err(why) => listing
+                .errors
+                .push(format!("{}: {why}", shown(root, manifest))),
         }
     }
     // Azure: the newest run per (export, month) wins.
@@ -124,7 +126,9 @@ pub fn list(root: &Path) -> Result<Listing, String> {
                     }
                 }
             }
-            Err(why) => listing.errors.push(format!("{}: {why}", shown(root, manifest))),
+            Err(why) => listing
+                .errors
+                .push(format!("{}: {why}", shown(root, manifest))),
         }
     }
     for (_, manifest, files) in newest.into_values() {
@@ -142,7 +146,9 @@ pub fn list(root: &Path) -> Result<Listing, String> {
                 path: file,
                 fingerprint: fp,
             }),
-            Err(why) => listing.errors.push(format!("{}: {why}", shown(root, &file))),
+            Err(why) => listing
+                .errors
+                .push(format!("{}: {why}", shown(root, &file))),
         }
     }
     listing.files.sort_by(|a, b| a.shown.cmp(&b.shown));
@@ -201,11 +207,11 @@ fn walk(
     let mut stack = vec![root.to_path_buf()];
     let mut seen = 0usize;
     while let Some(dir) = stack.pop() {
-        let entries = std::fs::read_dir(&dir).map_err(|e| {
-            format!("cannot read the folder {}: {e}", dir.display())
-        })?;
+        let entries = std::fs::read_dir(&dir)
+            .map_err(|e| format!("cannot read the folder {}: {e}", dir.display()))?;
         for entry in entries {
-            let entry = entry.map_err(|e| format!("cannot read the folder {}: {e}", dir.display()))?;
+            let entry =
+                entry.map_err(|e| format!("cannot read the folder {}: {e}", dir.display()))?;
             seen += 1;
             if seen > MAX_ENTRIES {
                 return Err(format!(
@@ -218,7 +224,9 @@ fn walk(
                 continue;
             }
             // Symbolic links to folders are not followed: a loop must not hang a sync.
-            let Ok(kind) = entry.file_type() else { continue };
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
             let path = entry.path();
             if kind.is_dir() {
                 stack.push(path);
@@ -258,9 +266,9 @@ fn read_aws(manifest: &Path, export_root: &Path) -> Result<Vec<PathBuf>, String>
     m.data_files
         .iter()
         .map(|uri| {
-            let at = uri.find(&marker).ok_or_else(|| {
-                format!("dataFiles entry `{uri}` is not under `{export}/data/`")
-            })?;
+            let at = uri
+                .find(&marker)
+                .ok_or_else(|| format!("dataFiles entry `{uri}` is not under `{export}/data/`"))?;
             let rel = &uri[at + marker.len()..];
             if rel.split('/').any(|part| part == "..") {
                 return Err(format!("dataFiles entry `{uri}` leaves the export folder"));
@@ -299,7 +307,10 @@ fn read_azure(root: &Path, manifest: &Path) -> Result<AzureRun, String> {
         .map(|b| {
             let name = b.blob_name.trim_start_matches('/');
             if name.split('/').any(|part| part == "..") {
-                return Err(format!("blobName `{}` leaves the source folder", b.blob_name));
+                return Err(format!(
+                    "blobName `{}` leaves the source folder",
+                    b.blob_name
+                ));
             }
             let under_root = root.join(name);
             if under_root.is_file() {

@@ -130,7 +130,9 @@ impl<'s> Focus<'s> {
             Some(p) => Some(Pricing::parse(p).ok_or_else(|| {
                 c.bad(
                     PRICING,
-                    format!("`{p}` is not a pricing category (Standard, Dynamic, Committed, Other)"),
+                    format!(
+                        "`{p}` is not a pricing category (Standard, Dynamic, Committed, Other)"
+                    ),
                 )
             })?),
         };
@@ -296,7 +298,10 @@ fn commitment_type(
     let id = id.to_ascii_lowercase();
     if t.contains("savings") || id.contains("savingsplan") {
         Some(CommitmentType::SavingsPlan)
-    } else if t.contains("reserv") || id.contains("reserved-instances") || id.contains("reservationorders") {
+    } else if t.contains("reserv")
+        || id.contains("reserved-instances")
+        || id.contains("reservationorders")
+    {
         Some(CommitmentType::Reservation)
     } else if t.contains("commit") {
         Some(CommitmentType::Commit)

@@ -230,6 +230,10 @@ mod tests {
         )];
         let oci = GpuTypes::new(BillProvider::Oci, &[], &skus);
         assert_eq!(oci.sku("B93311").unwrap().instance_type, "BM.GPU.H100.8");
-        assert!(GpuTypes::new(BillProvider::Aws, &[], &skus).sku("B93311").is_none());
+        assert!(
+            GpuTypes::new(BillProvider::Aws, &[], &skus)
+                .sku("B93311")
+                .is_none()
+        );
     }
 }

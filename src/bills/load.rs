@@ -87,8 +87,14 @@ pub fn state_of(now: i64, period_end: i64, grace_days: u32) -> &'static str {
 
 type PeriodKey = (String, String);
 
+// Both formats' column lists start alike: the billing account, the billing
+// period's start, its end, the charge's start and end.
+const ACCOUNT: usize = 0;
+const PERIOD_START: usize = 1;
+const END: usize = 4;
+
 /// Reads one file into `agg`; the periods it held so far, and how it ended.
-fn read_file(
+pub(super) fn read_file(
     source: &BillSource,
     file: &DataFile,
     agg: &mut Aggregator<'_>,
@@ -96,9 +102,9 @@ fn read_file(
     let mut seen = BTreeSet::new();
     let result = (|| {
         let table = Table::open(&file.path, &file.shown)?;
-        let (columns, end) = match source.format {
-            BillFormat::Focus => (focus::COLUMNS, 4),
-            BillFormat::Cur2 => (cur2::COLUMNS, 4),
+        let columns = match source.format {
+            BillFormat::Focus => focus::COLUMNS,
+            BillFormat::Cur2 => cur2::COLUMNS,
         };
         let wanted = charge::resolve(&file.shown, table.header(), columns)?;
         let mut focus = Focus::new(source.provider, &source.team_tags);
@@ -110,9 +116,22 @@ fn read_file(
                 shown: &file.shown,
                 names: columns,
             };
-            let ch = match source.format {
-                BillFormat::Focus => focus.charge(&cells)?,
-                BillFormat::Cur2 => cur.charge(&cells)?,
+            let charge = match source.format {
+                BillFormat::Focus => focus.charge(&cells),
+                BillFormat::Cur2 => cur.charge(&cells),
+            };
+            let ch = match charge {
+                Ok(ch) => ch,
+                Err(e) => {
+                    // The bad row's own period fails, when the row says which.
+                    if let (Ok(account), Ok(start)) = (
+                        cells.required_text(ACCOUNT),
+                        cells.required_time(PERIOD_START),
+                    ) {
+                        seen.insert((account.to_owned(), period_name(start)));
+                    }
+                    return Err(e);
+                }
             };
             let same = last
                 .as_ref()
@@ -121,7 +140,7 @@ fn read_file(
                 seen.insert((ch.billing_account.to_owned(), period_name(ch.period_start)));
                 last = Some((ch.billing_account.to_owned(), ch.period_start));
             }
-            agg.add(&ch).map_err(|why| cells.bad(end, why))
+            agg.add(&ch).map_err(|why| cells.bad(END, why))
         })
     })();
     (seen, result)
@@ -185,10 +204,12 @@ fn load(
         .filter(|p| !present.contains(p.as_str()))
         .cloned()
         .collect();
-    let (changed, unchanged): (Vec<&DataFile>, Vec<&DataFile>) = listing
-        .files
-        .iter()
-        .partition(|f| stored.get(&f.shown).is_none_or(|r| r.fingerprint != f.fingerprint));
+    let (changed, unchanged): (Vec<&DataFile>, Vec<&DataFile>) =
+        listing.files.iter().partition(|f| {
+            stored
+                .get(&f.shown)
+                .is_none_or(|r| r.fingerprint != f.fingerprint)
+        });
 
     let mut agg = Aggregator::new(source, &gpus);
     let mut held: BTreeMap<String, BTreeSet<PeriodKey>> = BTreeMap::new();
@@ -290,7 +311,9 @@ fn load(
                     generation: Some(w.generation),
                     rows: data.rows,
                     gpu_rows: data.gpu_rows,
-                    deltas: (w.result == LoadResult::Restated).then_some(w.deltas).flatten(),
+                    deltas: (w.result == LoadResult::Restated)
+                        .then_some(w.deltas)
+                        .flatten(),
                     error: None,
                 });
                 written.insert(key);
@@ -323,8 +346,11 @@ fn load(
     }
     // A file is recorded as read only when every period it holds is stored
     // as it is now; otherwise the next load reads it again.
-    let by_path: BTreeMap<&str, &DataFile> =
-        listing.files.iter().map(|f| (f.shown.as_str(), f)).collect();
+    let by_path: BTreeMap<&str, &DataFile> = listing
+        .files
+        .iter()
+        .map(|f| (f.shown.as_str(), f))
+        .collect();
     let records: Vec<(String, FileRecord)> = held
         .into_iter()
         .filter(|(_, periods)| !periods.is_empty() && periods.iter().all(|p| written.contains(p)))
@@ -342,9 +368,9 @@ fn load(
     pool.write_fenced(fence, |s| {
         s.record_bill_files(&source.name, &records, &removed, now)
     })?;
-    report
-        .periods
-        .sort_by(|a, b| (&a.billing_account, &a.billing_period).cmp(&(&b.billing_account, &b.billing_period)));
+    report.periods.sort_by(|a, b| {
+        (&a.billing_account, &a.billing_period).cmp(&(&b.billing_account, &b.billing_period))
+    });
     Ok(())
 }
 

@@ -145,7 +145,10 @@ fn bucket(p: &Params, allowed: &[(&str, Bucket)]) -> Result<Bucket, QueryError> 
             .map(|(_, v)| *v)
             .ok_or_else(|| {
                 let names: Vec<&str> = allowed.iter().map(|(n, _)| *n).collect();
-                refuse("by", format!("`{b}` is not a grain; one of: {}", names.join(", ")))
+                refuse(
+                    "by",
+                    format!("`{b}` is not a grain; one of: {}", names.join(", ")),
+                )
             }),
     }
 }

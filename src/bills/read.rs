@@ -175,7 +175,13 @@ struct CsvRow<'a> {
 
 impl RowCells for CsvRow<'_> {
     fn cell(&self, i: usize) -> Cell<'_> {
-        match self.wanted.get(i).copied().flatten().and_then(|at| self.record.get(at)) {
+        match self
+            .wanted
+            .get(i)
+            .copied()
+            .flatten()
+            .and_then(|at| self.record.get(at))
+        {
             None | Some("") => Cell::Null,
             Some(t) if t.eq_ignore_ascii_case("null") => Cell::Null,
             Some(t) => Cell::Text(t),
@@ -290,9 +296,7 @@ impl<'a> Col<'a> {
                 TimeUnit::Microsecond => {
                     Self::TsUs(array.as_primitive::<TimestampMicrosecondType>())
                 }
-                TimeUnit::Nanosecond => {
-                    Self::TsNs(array.as_primitive::<TimestampNanosecondType>())
-                }
+                TimeUnit::Nanosecond => Self::TsNs(array.as_primitive::<TimestampNanosecondType>()),
             },
             DataType::Date32 => Self::Date(array.as_primitive::<Date32Type>()),
             DataType::Map(..) => {
@@ -321,10 +325,18 @@ impl<'a> Col<'a> {
 
     fn cell(&self, i: usize) -> Cell<'a> {
         fn num<T: Array>(a: &T, i: usize, v: impl FnOnce() -> f64) -> Cell<'static> {
-            if a.is_valid(i) { Cell::Num(v()) } else { Cell::Null }
+            if a.is_valid(i) {
+                Cell::Num(v())
+            } else {
+                Cell::Null
+            }
         }
         fn time<T: Array>(a: &T, i: usize, v: impl FnOnce() -> i64) -> Cell<'static> {
-            if a.is_valid(i) { Cell::Time(v()) } else { Cell::Null }
+            if a.is_valid(i) {
+                Cell::Time(v())
+            } else {
+                Cell::Null
+            }
         }
         match self {
             Self::Missing => Cell::Null,
@@ -360,7 +372,12 @@ fn pairs<'a>(
     if !array.is_valid(i) {
         return Cell::Null;
     }
-    let at = |j: usize| offsets.get(j).and_then(|o| usize::try_from(*o).ok()).unwrap_or(0);
+    let at = |j: usize| {
+        offsets
+            .get(j)
+            .and_then(|o| usize::try_from(*o).ok())
+            .unwrap_or(0)
+    };
     Cell::Pairs(Pairs {
         keys,
         values,

@@ -28,7 +28,10 @@ pub(crate) fn parse(text: &str) -> Result<i64, String> {
         }
     }
     if let Ok(d) = NaiveDate::parse_from_str(naive, "%Y-%m-%d") {
-        return Ok(d.and_hms_opt(0, 0, 0).map_or(0, |n| n.and_utc().timestamp()) - offset);
+        return Ok(d
+            .and_hms_opt(0, 0, 0)
+            .map_or(0, |n| n.and_utc().timestamp())
+            - offset);
     }
     Err(format!(
         "`{text}` is not an ISO 8601 UTC time (2026-10-01T00:00:00Z)"

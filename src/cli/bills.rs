@@ -113,7 +113,10 @@ fn store_failed(e: StoreError) -> CliError {
     }
 }
 
-pub(super) async fn run_bills(config: &Config, command: BillsCommand) -> Result<ExitCode, CliError> {
+pub(super) async fn run_bills(
+    config: &Config,
+    command: BillsCommand,
+) -> Result<ExitCode, CliError> {
     match command {
         BillsCommand::Sync { source, json } => bills_sync(config, source.as_deref(), json).await,
         BillsCommand::Status { json } => {
@@ -149,7 +152,11 @@ async fn bills_sync(config: &Config, only: Option<&str>, json: bool) -> Result<E
             let known: Vec<&str> = sources.iter().map(|s| s.source.name.as_str()).collect();
             return Err(CliError::BadInput(anyhow::anyhow!(
                 "--source {name}: no enabled bill source has that name; enabled: {}",
-                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
             )));
         }
         sources.retain(|s| s.source.name == name);
@@ -166,7 +173,9 @@ async fn bills_sync(config: &Config, only: Option<&str>, json: bool) -> Result<E
         let Some(held) = cluster.take(&duty, Utc::now(), &cancel).await else {
             report.sources.push(SourceReport {
                 source: s.source.name.clone(),
-                errors: vec![format!("{duty}: another replica is loading this source now")],
+                errors: vec![format!(
+                    "{duty}: another replica is loading this source now"
+                )],
                 ..SourceReport::default()
             });
             continue;
@@ -222,7 +231,11 @@ fn sync_text(report: &LoadReport) -> String {
             );
         }
         if !s.unmapped.is_empty() {
-            let list: Vec<String> = s.unmapped.iter().map(|(t, n)| format!("{t} ({n} rows)")).collect();
+            let list: Vec<String> = s
+                .unmapped
+                .iter()
+                .map(|(t, n)| format!("{t} ({n} rows)"))
+                .collect();
             let _ = writeln!(
                 out,
                 "  unmapped GPU instance types (not counted as usage): {}",
@@ -242,8 +255,19 @@ fn money(v: f64) -> String {
 
 fn status_table(rows: &[StatusRow]) -> String {
     let header = [
-        "SOURCE", "ACCOUNT", "PERIOD", "STATE", "GEN", "ROWS", "BILLED", "EFFECTIVE", "CUR",
-        "GPU-HOURS", "RESTATED", "CORRECTIONS", "LOADED",
+        "SOURCE",
+        "ACCOUNT",
+        "PERIOD",
+        "STATE",
+        "GEN",
+        "ROWS",
+        "BILLED",
+        "EFFECTIVE",
+        "CUR",
+        "GPU-HOURS",
+        "RESTATED",
+        "CORRECTIONS",
+        "LOADED",
     ];
     let body: Vec<[String; 13]> = rows
         .iter()
@@ -261,7 +285,10 @@ fn status_table(rows: &[StatusRow]) -> String {
                 format!("{:.1}", r.gpu_hours),
                 r.restatements.len().to_string(),
                 r.corrections.len().to_string(),
-                r.loaded_at.get(..16).unwrap_or(&r.loaded_at).replace('T', " "),
+                r.loaded_at
+                    .get(..16)
+                    .unwrap_or(&r.loaded_at)
+                    .replace('T', " "),
             ]
         })
         .collect();
@@ -308,7 +335,8 @@ pub(super) fn run_usage(config: &Config, args: &UsageArgs) -> Result<ExitCode, C
             let mut row = vec![bucket_label(r.start, q.by)];
             row.extend(field_cells(&r.fields, &q.group));
             row.extend([
-                r.instance_hours.map_or("-".to_owned(), |h| format!("{h:.2}")),
+                r.instance_hours
+                    .map_or("-".to_owned(), |h| format!("{h:.2}")),
                 format!("{:.2}", r.gpu_hours),
                 money(r.billed_cost),
                 money(r.effective_cost),
@@ -343,7 +371,11 @@ pub(super) fn run_spend(config: &Config, args: &SpendArgs) -> Result<ExitCode, C
         .map(|r| {
             let mut row = vec![bucket_label(r.start, q.by)];
             row.extend(field_cells(&r.fields, &q.group));
-            row.extend([money(r.billed_cost), money(r.effective_cost), r.currency.clone()]);
+            row.extend([
+                money(r.billed_cost),
+                money(r.effective_cost),
+                r.currency.clone(),
+            ]);
             row
         })
         .collect();
@@ -351,7 +383,10 @@ pub(super) fn run_spend(config: &Config, args: &SpendArgs) -> Result<ExitCode, C
     Ok(ExitCode::SUCCESS)
 }
 
-pub(super) fn run_commitments(config: &Config, args: &CommitmentsArgs) -> Result<ExitCode, CliError> {
+pub(super) fn run_commitments(
+    config: &Config,
+    args: &CommitmentsArgs,
+) -> Result<ExitCode, CliError> {
     let (providers, since, until) =
         query::window_of(&params(&args.window), Utc::now()).map_err(bad_flag)?;
     let rows: Vec<CommitmentRecord> =
@@ -360,8 +395,16 @@ pub(super) fn run_commitments(config: &Config, args: &CommitmentsArgs) -> Result
         return print_json(&rows).map(|()| ExitCode::SUCCESS);
     }
     let header = [
-        "ID", "PROVIDER", "TYPE", "REGION", "INSTANCE-TYPE", "USED", "UNUSED", "UNIT",
-        "UTILIZATION", "COVERED-GPU-HOURS",
+        "ID",
+        "PROVIDER",
+        "TYPE",
+        "REGION",
+        "INSTANCE-TYPE",
+        "USED",
+        "UNUSED",
+        "UNIT",
+        "UTILIZATION",
+        "COVERED-GPU-HOURS",
     ];
     let q = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2}"));
     let body: Vec<[String; 10]> = rows
@@ -376,7 +419,8 @@ pub(super) fn run_commitments(config: &Config, args: &CommitmentsArgs) -> Result
                 q(c.used_quantity),
                 q(c.unused_quantity),
                 c.unit.clone().unwrap_or_else(|| "-".into()),
-                c.utilization.map_or("-".to_owned(), |u| format!("{:.1}%", u * 100.0)),
+                c.utilization
+                    .map_or("-".to_owned(), |u| format!("{:.1}%", u * 100.0)),
                 format!("{:.1}", c.covered_gpu_hours),
             ]
         })
@@ -396,7 +440,14 @@ pub(super) fn run_coverage(config: &Config, args: &CommitmentsArgs) -> Result<Ex
     if args.window.json {
         return print_json(&rows).map(|()| ExitCode::SUCCESS);
     }
-    let header = ["PROVIDER", "REGION", "INSTANCE-TYPE", "ON-DEMAND-HOURS", "COVERED-HOURS", "COVERAGE"];
+    let header = [
+        "PROVIDER",
+        "REGION",
+        "INSTANCE-TYPE",
+        "ON-DEMAND-HOURS",
+        "COVERED-HOURS",
+        "COVERAGE",
+    ];
     let body: Vec<[String; 6]> = rows
         .iter()
         .map(|r| {
@@ -406,7 +457,8 @@ pub(super) fn run_coverage(config: &Config, args: &CommitmentsArgs) -> Result<Ex
                 r.instance_type.clone(),
                 format!("{:.1}", r.on_demand_hours),
                 format!("{:.1}", r.covered_hours),
-                r.coverage.map_or("-".to_owned(), |c| format!("{:.1}%", c * 100.0)),
+                r.coverage
+                    .map_or("-".to_owned(), |c| format!("{:.1}%", c * 100.0)),
             ]
         })
         .collect();

@@ -121,9 +121,9 @@ pub(super) fn validate(
                 );
             }
         }
-        let grace = s.restated_after_days.map(|d| {
-            c.bounded(&format!("{at}.restated_after_days"), Some(d), 0, 0..=366)
-        });
+        let grace = s
+            .restated_after_days
+            .map(|d| c.bounded(&format!("{at}.restated_after_days"), Some(d), 0, 0..=366));
         let schedule = c.schedule(
             &format!("{at}.schedule"),
             Some(s.schedule.as_deref().unwrap_or(DEFAULT_BILLS_SCHEDULE)),

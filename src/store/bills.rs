@@ -54,7 +54,9 @@ impl Val {
     fn text(&self) -> Result<String, StoreError> {
         match self {
             Self::Text(s) => Ok(s.clone()),
-            other => Err(StoreError::Corrupt(format!("expected text, found {other:?}"))),
+            other => Err(StoreError::Corrupt(format!(
+                "expected text, found {other:?}"
+            ))),
         }
     }
 
@@ -70,7 +72,9 @@ impl Val {
             Self::Int(n) => Ok(*n),
             #[allow(clippy::cast_possible_truncation)]
             Self::Real(f) if f.fract() == 0.0 => Ok(*f as i64),
-            other => Err(StoreError::Corrupt(format!("expected an integer, found {other:?}"))),
+            other => Err(StoreError::Corrupt(format!(
+                "expected an integer, found {other:?}"
+            ))),
         }
     }
 
@@ -91,7 +95,9 @@ impl Val {
             #[allow(clippy::cast_precision_loss)]
             Self::Int(n) => Ok(Some(*n as f64)),
             Self::Real(f) => Ok(Some(*f)),
-            Self::Text(t) => Err(StoreError::Corrupt(format!("expected a number, found `{t}`"))),
+            Self::Text(t) => Err(StoreError::Corrupt(format!(
+                "expected a number, found `{t}`"
+            ))),
         }
     }
 }
@@ -102,8 +108,12 @@ pub(super) trait Db {
     fn exec(&self, sql: &str, params: &[Val]) -> Result<u64, StoreError>;
     fn rows(&self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, StoreError>;
     /// Inserts `rows` into `table (columns)`.
-    fn insert_many(&self, table: &str, columns: &[&str], rows: &[Vec<Val>])
-    -> Result<(), StoreError>;
+    fn insert_many(
+        &self,
+        table: &str,
+        columns: &[&str],
+        rows: &[Vec<Val>],
+    ) -> Result<(), StoreError>;
     /// Fails with `Fenced` when the duty this write is for was taken over.
     fn check_fence(&self) -> Result<(), StoreError>;
     /// SQL for the start (Unix seconds) of the UTC month holding `col`.
@@ -430,8 +440,8 @@ pub(super) fn write_period(
         .into_iter()
         .next();
     let totals: Vec<Total> = data.totals.values().cloned().collect();
-    let totals_json = serde_json::to_string(&totals)
-        .map_err(|e| StoreError::Corrupt(format!("totals: {e}")))?;
+    let totals_json =
+        serde_json::to_string(&totals).map_err(|e| StoreError::Corrupt(format!("totals: {e}")))?;
     let unmapped_json = serde_json::to_string(&data.unmapped)
         .map_err(|e| StoreError::Corrupt(format!("unmapped: {e}")))?;
     #[allow(clippy::cast_possible_wrap)]
@@ -457,7 +467,13 @@ pub(super) fn write_period(
                 db.exec(
                     "UPDATE bill_loads SET checked_at = $4, state = $5
                      WHERE source = $1 AND billing_account = $2 AND billing_period = $3",
-                    &[key[0].clone(), key[1].clone(), key[2].clone(), ts(now).into(), state.into()],
+                    &[
+                        key[0].clone(),
+                        key[1].clone(),
+                        key[2].clone(),
+                        ts(now).into(),
+                        state.into(),
+                    ],
                 )?;
                 return Ok(PeriodWrite {
                     result: LoadResult::Unchanged,
@@ -991,7 +1007,12 @@ pub(super) fn usage(db: &dyn Db, q: &BillQuery) -> Result<Vec<UsageRow>, StoreEr
         "bill_usage_hours",
         "bill_usage_days",
         q,
-        &["instance_hours", "gpu_hours", "billed_cost", "effective_cost"],
+        &[
+            "instance_hours",
+            "gpu_hours",
+            "billed_cost",
+            "effective_cost",
+        ],
         "usage rows",
     )?
     .into_iter()
@@ -1118,7 +1139,11 @@ pub(super) fn commitments(
         } else {
             (used_c + unused_c > 0.0).then(|| used_c / (used_c + unused_c))
         };
-        let single = |set: &BTreeSet<String>| (set.len() == 1).then(|| set.iter().next().cloned()).flatten();
+        let single = |set: &BTreeSet<String>| {
+            (set.len() == 1)
+                .then(|| set.iter().next().cloned())
+                .flatten()
+        };
         out.push(CommitmentRecord {
             id,
             provider: s.provider,
@@ -1176,14 +1201,16 @@ pub(super) fn coverage(
     }
     Ok(rows
         .into_iter()
-        .map(|((provider, region, instance_type), (on_demand, covered))| CoverageRow {
-            provider,
-            region,
-            instance_type,
-            on_demand_hours: on_demand,
-            covered_hours: covered,
-            coverage: (on_demand + covered > 0.0).then(|| covered / (on_demand + covered)),
-        })
+        .map(
+            |((provider, region, instance_type), (on_demand, covered))| CoverageRow {
+                provider,
+                region,
+                instance_type,
+                on_demand_hours: on_demand,
+                covered_hours: covered,
+                coverage: (on_demand + covered > 0.0).then(|| covered / (on_demand + covered)),
+            },
+        )
         .collect())
 }
 

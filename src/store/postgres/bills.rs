@@ -12,8 +12,8 @@ use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use super::{PgStore, PgTx, get};
 use crate::bills::aggregate::PeriodData;
 use crate::store::bills::{
-    self, BillQuery, Bills, CommitmentRecord, CoverageRow, Db, FileRecord, GpuCatalog,
-    PeriodWrite, SpendRow, StoredLoad, UsageRow, Val,
+    self, BillQuery, Bills, CommitmentRecord, CoverageRow, Db, FileRecord, GpuCatalog, PeriodWrite,
+    SpendRow, StoredLoad, UsageRow, Val,
 };
 use crate::store::{Fence, StoreError};
 
@@ -88,7 +88,12 @@ impl Db for PgStore<'_> {
         self.query(sql, &params(p))?.iter().map(vals).collect()
     }
 
-    fn insert_many(&self, table: &str, columns: &[&str], rows: &[Vec<Val>]) -> Result<(), StoreError> {
+    fn insert_many(
+        &self,
+        table: &str,
+        columns: &[&str],
+        rows: &[Vec<Val>],
+    ) -> Result<(), StoreError> {
         for chunk in rows.chunks(INSERT_ROWS) {
             let flat: Vec<Val> = chunk.iter().flatten().cloned().collect();
             self.execute(&insert_sql(table, columns, chunk.len()), &params(&flat))?;
@@ -126,10 +131,16 @@ impl Db for Fenced<'_, '_, '_> {
         self.tx.query(sql, &params(p))?.iter().map(vals).collect()
     }
 
-    fn insert_many(&self, table: &str, columns: &[&str], rows: &[Vec<Val>]) -> Result<(), StoreError> {
+    fn insert_many(
+        &self,
+        table: &str,
+        columns: &[&str],
+        rows: &[Vec<Val>],
+    ) -> Result<(), StoreError> {
         for chunk in rows.chunks(INSERT_ROWS) {
             let flat: Vec<Val> = chunk.iter().flatten().cloned().collect();
-            self.tx.execute(&insert_sql(table, columns, chunk.len()), &params(&flat))?;
+            self.tx
+                .execute(&insert_sql(table, columns, chunk.len()), &params(&flat))?;
         }
         Ok(())
     }

@@ -9,8 +9,8 @@ use super::SqliteStore;
 use crate::bills::aggregate::PeriodData;
 use crate::store::StoreError;
 use crate::store::bills::{
-    self, BillQuery, Bills, CommitmentRecord, CoverageRow, Db, FileRecord, GpuCatalog,
-    PeriodWrite, SpendRow, StoredLoad, UsageRow, Val,
+    self, BillQuery, Bills, CommitmentRecord, CoverageRow, Db, FileRecord, GpuCatalog, PeriodWrite,
+    SpendRow, StoredLoad, UsageRow, Val,
 };
 
 impl ToSql for Val {
@@ -98,7 +98,10 @@ impl Bills for SqliteStore {
         bills::loads(&SqliteDb(&self.conn), source)
     }
 
-    fn bill_files(&self, source: &str) -> Result<std::collections::BTreeMap<String, FileRecord>, StoreError> {
+    fn bill_files(
+        &self,
+        source: &str,
+    ) -> Result<std::collections::BTreeMap<String, FileRecord>, StoreError> {
         bills::files(&SqliteDb(&self.conn), source)
     }
 
