@@ -202,14 +202,14 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-9
 }
 
-fn one_period(r: &SourceReport) -> &super::PeriodOutcome {
+fn one_period(r: &SourceReport) -> &crate::bills::PeriodOutcome {
     assert_eq!(r.periods.len(), 1, "{r:#?}");
     &r.periods[0]
 }
 
-#[test]
-fn teams_gpu_hours_and_a_savings_plans_utilization_derived_by_hand() {
-    let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
+on_both_backends! {
+fn teams_gpu_hours_and_a_savings_plans_utilization_derived_by_hand(db) {
+    let b = Bench::on(db.pool(0), BillProvider::Aws, BillFormat::Focus, None);
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/bills/aws-focus/focus-2026-10.csv");
     b.write("focus-2026-10.csv", std::fs::read(fixture).unwrap());
@@ -244,6 +244,7 @@ fn teams_gpu_hours_and_a_savings_plans_utilization_derived_by_hand() {
         r.unmapped,
         BTreeMap::from([("p4de.12xlarge".to_owned(), 1)])
     );
+}
 }
 
 #[test]
@@ -320,9 +321,9 @@ fn commitment_purchase_rows_priced_standard_are_not_on_demand_usage() {
     assert!(b.usage(&[], Bucket::Day).is_empty());
 }
 
-#[test]
-fn corrections_count_on_the_first_day_of_the_billing_period_and_never_rewrite_usage() {
-    let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
+on_both_backends! {
+fn corrections_count_on_the_first_day_of_the_billing_period_and_never_rewrite_usage(db) {
+    let b = Bench::on(db.pool(0), BillProvider::Aws, BillFormat::Focus, None);
     b.focus(
         "sep.csv",
         &[focus_row(&[
@@ -380,10 +381,11 @@ fn corrections_count_on_the_first_day_of_the_billing_period_and_never_rewrite_us
         .unwrap();
     assert_eq!(oct.corrects[0].corrects, "2026-09");
 }
+}
 
-#[test]
-fn currencies_are_never_summed() {
-    let b = Bench::new(BillProvider::Azure, BillFormat::Focus);
+on_both_backends! {
+fn currencies_are_never_summed(db) {
+    let b = Bench::on(db.pool(0), BillProvider::Azure, BillFormat::Focus, None);
     let row = |account: &str, currency: &str, cost: &str| {
         focus_row(&[
             ("BillingAccountId", account),
@@ -424,6 +426,7 @@ fn currencies_are_never_summed() {
         "one total per currency: {:?}",
         eu.totals
     );
+}
 }
 
 #[test]
@@ -786,9 +789,9 @@ fn an_unchanged_redelivery_changes_nothing_and_is_not_parsed_again() {
     assert_eq!(one_period(&p).generation, Some(1));
 }
 
-#[test]
-fn a_growing_open_month_is_an_update_and_a_changed_final_one_a_restatement() {
-    let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
+on_both_backends! {
+fn a_growing_open_month_is_an_update_and_a_changed_final_one_a_restatement(db) {
+    let b = Bench::on(db.pool(0), BillProvider::Aws, BillFormat::Focus, None);
     b.focus("f.csv", &[gpu_hour("p5.48xlarge", "ml", "98.32")]);
     b.load("2026-10-20T00:00:00Z");
     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -824,10 +827,11 @@ fn a_growing_open_month_is_an_update_and_a_changed_final_one_a_restatement() {
     // The usage is the new delivery's, not both.
     assert!(close(b.total_gpu_hours(), 16.0));
 }
+}
 
-#[test]
-fn a_bad_file_fails_its_period_by_file_line_and_column_and_the_stored_rows_stay() {
-    let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
+on_both_backends! {
+fn a_bad_file_fails_its_period_by_file_line_and_column_and_the_stored_rows_stay(db) {
+    let b = Bench::on(db.pool(0), BillProvider::Aws, BillFormat::Focus, None);
     b.focus("oct.csv", &[gpu_hour("p5.48xlarge", "ml", "98.32")]);
     b.load("2026-10-20T00:00:00Z");
     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -846,7 +850,7 @@ fn a_bad_file_fails_its_period_by_file_line_and_column_and_the_stored_rows_stay(
     b.focus("nov.csv", &[nov]);
     let r = b.load("2026-11-03T00:00:00Z");
     assert!(r.failed());
-    let by_period: BTreeMap<&str, &super::PeriodOutcome> = r
+    let by_period: BTreeMap<&str, &crate::bills::PeriodOutcome> = r
         .periods
         .iter()
         .map(|p| (p.billing_period.as_str(), p))
@@ -862,6 +866,7 @@ fn a_bad_file_fails_its_period_by_file_line_and_column_and_the_stored_rows_stay(
     // The bad file is read again next time, not taken as read.
     let again = b.load("2026-11-03T06:00:00Z");
     assert_eq!(again.files_read, 1);
+}
 }
 
 #[test]
@@ -914,9 +919,9 @@ fn a_missing_required_column_or_a_cut_gzip_is_named_with_its_file() {
     assert!(close(b.total_gpu_hours(), 2000.0));
 }
 
-#[test]
-fn cur2_negations_are_cost_only_and_fees_amortize_as_aws_does() {
-    let b = Bench::new(BillProvider::Aws, BillFormat::Cur2);
+on_both_backends! {
+fn cur2_negations_are_cost_only_and_fees_amortize_as_aws_does(db) {
+    let b = Bench::on(db.pool(0), BillProvider::Aws, BillFormat::Cur2, None);
     let header = [
         "bill_payer_account_id",
         "bill_billing_period_start_date",
@@ -1083,6 +1088,7 @@ fn cur2_negations_are_cost_only_and_fees_amortize_as_aws_does() {
     assert!(close(c["reservation"].utilization.unwrap(), 2.0 / 3.0));
     assert_eq!(c["reservation"].instance_type.as_deref(), Some("g5.xlarge"));
     assert_eq!(b.gpu_hours_by("team").keys().collect::<Vec<_>>(), ["ml"]);
+}
 }
 
 #[test]

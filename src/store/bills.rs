@@ -792,7 +792,7 @@ pub(super) fn loads(db: &dyn Db, source: Option<&str>) -> Result<Vec<StoredLoad>
     for r in db.rows(
         "SELECT source, billing_account, billing_period, generation, restated_at, state, currency,
                 row_count, billed_cost, effective_cost, gpu_hours
-         FROM bill_restatements WHERE $1 IS NULL OR source = $1
+         FROM bill_restatements WHERE CAST($1 AS TEXT) IS NULL OR source = $1
          ORDER BY source, billing_account, billing_period, generation",
         &src,
     )? {
@@ -817,7 +817,7 @@ pub(super) fn loads(db: &dyn Db, source: Option<&str>) -> Result<Vec<StoredLoad>
     for r in db.rows(
         "SELECT source, billing_account, corrects, billing_period, currency, row_count,
                 billed_cost, effective_cost
-         FROM bill_corrections WHERE $1 IS NULL OR source = $1
+         FROM bill_corrections WHERE CAST($1 AS TEXT) IS NULL OR source = $1
          ORDER BY source, billing_account, corrects, billing_period, currency",
         &src,
     )? {
@@ -843,7 +843,7 @@ pub(super) fn loads(db: &dyn Db, source: Option<&str>) -> Result<Vec<StoredLoad>
     for r in db.rows(
         "SELECT source, billing_account, billing_period, provider, period_end, state, generation,
                 row_count, gpu_rows, gpu_hours, totals_json, unmapped_json, loaded_at, checked_at
-         FROM bill_loads WHERE $1 IS NULL OR source = $1
+         FROM bill_loads WHERE CAST($1 AS TEXT) IS NULL OR source = $1
          ORDER BY source, billing_account, billing_period",
         &src,
     )? {
