@@ -183,6 +183,17 @@ pub async fn run_with_providers(
         ));
     }
 
+    for bills in config.bills.values().filter(|b| b.enabled) {
+        tracker.spawn(scheduler::run_bills(
+            bills.source.clone(),
+            bills.schedule.clone(),
+            pool.clone(),
+            cluster.clone(),
+            cancel.clone(),
+            ctx.clock,
+        ));
+    }
+
     tracker.spawn(scheduler::run_pruning(
         config.store.prune_schedule.clone(),
         config.store.retention.clone(),
@@ -222,6 +233,7 @@ pub async fn run_with_providers(
         fx: config.fx.clone(),
         rules: config.alerts.rules.clone(),
         cluster,
+        bill_grace: config.bill_grace(),
     });
     let server = axum::serve(listener, api::router(state))
         .with_graceful_shutdown(cancel.clone().cancelled_owned());

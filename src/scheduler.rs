@@ -449,6 +449,46 @@ pub async fn run_pruning(
     }
 }
 
+/// Loads a bill source at start and then on `schedule`, until `cancel`
+/// fires. Loading is a duty: on a shared catalog one replica loads each
+/// source per slot, and what it stored (files and periods) is everyone's.
+pub async fn run_bills(
+    source: crate::bills::BillSource,
+    schedule: Schedule,
+    pool: Arc<Pool>,
+    cluster: Arc<Cluster>,
+    cancel: CancellationToken,
+    clock: Clock,
+) {
+    let duty = crate::bills::load::duty(&source.name);
+    let mut first = true;
+    loop {
+        if !first {
+            let next = schedule.next_after(clock.now());
+            tokio::select! {
+                () = cancel.cancelled() => break,
+                () = tokio::time::sleep(clock.until(next)) => {}
+            }
+        }
+        first = false;
+        let Some(held) = cluster.take(&duty, Utc::now(), &cancel).await else {
+            if cancel.is_cancelled() {
+                break;
+            }
+            continue;
+        };
+        let (pool, s, fence) = (pool.clone(), source.clone(), held.fence.clone());
+        let outcome = tokio::task::spawn_blocking(move || {
+            crate::bills::load::load_source(&pool, &s, Some(&fence), Utc::now())
+        })
+        .await;
+        if let Err(e) = outcome {
+            tracing::error!(source = %source.name, error = %e, "Bill load panicked.");
+        }
+        held.release().await;
+    }
+}
+
 /// One run of a scheduled plan; returns how many alert messages it queued.
 async fn plan_once(
     name: &str,
@@ -468,6 +508,22 @@ async fn plan_once(
             let usage = plan_inputs::read_demand(path).map_err(|e| e.to_string())?;
             vec![DemandClass::default_class(
                 forecast::forecast(&usage, *horizon_hours)?.gpus,
+            )]
+        }
+        PlanInput::Bills {
+            teams,
+            days,
+            horizon_hours,
+        } => {
+            let (pool, teams, gpus, days) = (pool.clone(), teams.clone(), plan.gpus.clone(), *days);
+            let usage = tokio::task::spawn_blocking(move || {
+                pool.read(|s| crate::bills::demand::usage_from_bills(s, &teams, &gpus, days))
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("usage from the bills: {e}"))?;
+            vec![DemandClass::default_class(
+                forecast::forecast(&usage.demand, *horizon_hours)?.gpus,
             )]
         }
     };

@@ -5,6 +5,7 @@
 //! hostile: [`guard`] keeps browser pages out, bodies are bounded, solves run
 //! on a capped [`SolverPool`], and a panicking handler answers 500.
 
+mod bills;
 mod guard;
 pub(crate) mod params;
 
@@ -55,6 +56,8 @@ pub struct AppState {
     pub rules: Vec<crate::config::RuleConfig>,
     /// This replica's duties, for `GET /v1/cluster`.
     pub cluster: Arc<crate::cluster::Cluster>,
+    /// Grace days of each bill source, for the state of its periods.
+    pub bill_grace: BTreeMap<String, u32>,
 }
 
 /// The largest request body read: a problem with the most offers and the
@@ -128,6 +131,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/plans", post(create_plan))
         .route("/v1/plans/latest", get(latest_plan))
         .route("/v1/plans/{id}", get(plan_by_id))
+        .route("/v1/bills", get(bills::bills))
+        .route("/v1/usage", get(bills::usage))
+        .route("/v1/spend", get(bills::spend))
+        .route("/v1/commitments", get(bills::commitments))
+        .route("/v1/coverage", get(bills::coverage))
         .merge(crate::ui::routes());
     harden(routes, state)
 }
@@ -841,6 +849,7 @@ mod tests {
             )),
             fx: config.fx.clone(),
             rules: Vec::new(),
+            bill_grace: BTreeMap::new(),
         });
         let routes = Router::new()
             .route(

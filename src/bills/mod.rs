@@ -11,6 +11,7 @@
 pub mod aggregate;
 pub mod charge;
 mod cur2;
+pub mod demand;
 pub mod files;
 mod focus;
 pub mod gpus;

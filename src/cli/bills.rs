@@ -124,7 +124,7 @@ pub(super) async fn run_bills(
             let loads = pool
                 .read(|s| s.bill_loads(None))
                 .map_err(|e| CliError::Failed(e.into()))?;
-            let rows = load::status_rows(loads, &grace_days(config), Utc::now());
+            let rows = load::status_rows(loads, &config.bill_grace(), Utc::now());
             if json {
                 print_json(&rows)?;
             } else if rows.is_empty() {
@@ -135,14 +135,6 @@ pub(super) async fn run_bills(
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-pub(super) fn grace_days(config: &Config) -> BTreeMap<String, u32> {
-    config
-        .bills
-        .iter()
-        .map(|(name, s)| (name.clone(), s.source.grace_days))
-        .collect()
 }
 
 async fn bills_sync(config: &Config, only: Option<&str>, json: bool) -> Result<ExitCode, CliError> {

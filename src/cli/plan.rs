@@ -4,7 +4,7 @@
 use super::*;
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("input").required(true).args(["problem", "demand", "usage"])))]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["problem", "demand", "usage", "usage_from_bills"])))]
 pub struct PlanArgs {
     /// A problem file in the planning-model JSON format.
     #[arg(long)]
@@ -25,7 +25,17 @@ pub struct PlanArgs {
     /// (hour-of-week profile with trend); offers come from the catalog.
     #[arg(long)]
     usage: Option<PathBuf>,
-    /// With --usage: hours to forecast and plan.
+    /// Forecast demand from the bills' hourly GPU-hours (every price kind:
+    /// what ran, however it was bought) instead of a usage CSV.
+    #[arg(long)]
+    usage_from_bills: bool,
+    /// With --usage-from-bills: only this team's usage (repeatable).
+    #[arg(long = "team", requires = "usage_from_bills")]
+    teams: Vec<String>,
+    /// With --usage-from-bills: days of complete bills to forecast from.
+    #[arg(long, default_value_t = crate::bills::demand::DEFAULT_DAYS, requires = "usage_from_bills")]
+    usage_days: u32,
+    /// With --usage or --usage-from-bills: hours to forecast and plan.
     #[arg(long, default_value_t = 168)]
     horizon_hours: usize,
     /// Solve the LP relaxation (every count continuous): a lower bound, fast.
@@ -121,6 +131,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
         Ok(ExitCode::from(2))
     };
     let mut forecast_info = None;
+    let mut bills_usage = None;
     let (name, input) = match (&args.problem, &args.demand, &args.usage) {
         (Some(path), _, _) => {
             let shown = path.display().to_string();
@@ -147,7 +158,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
                 Err(message) => return refuse(message),
             }
         }
-        (None, None, Some(path)) => {
+        (None, None, usage_csv) => {
             if !(1..=optimizer::MAX_HORIZON_HOURS).contains(&args.horizon_hours) {
                 return refuse(format!(
                     "--horizon-hours: {} is out of range; allowed: 1 to {}",
@@ -155,13 +166,43 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
                     optimizer::MAX_HORIZON_HOURS
                 ));
             }
-            let usage = match plan_inputs::read_demand(path) {
-                Ok(u) => u,
-                Err(e) => return refuse(e.to_string()),
+            let (usage, label) = match usage_csv {
+                Some(path) => match plan_inputs::read_demand(path) {
+                    Ok(u) => (u, path.display().to_string()),
+                    Err(e) => return refuse(e.to_string()),
+                },
+                None => {
+                    if !(1..=3660).contains(&args.usage_days) {
+                        return refuse(format!(
+                            "--usage-days: {} is out of range; allowed: 1 to 3660",
+                            args.usage_days
+                        ));
+                    }
+                    let pool = open_store(config)?;
+                    let read = pool.read(|s| {
+                        crate::bills::demand::usage_from_bills(
+                            s,
+                            &args.teams,
+                            &args.catalog.gpus,
+                            args.usage_days,
+                        )
+                    });
+                    match read {
+                        Ok(u) => {
+                            let demand = u.demand.clone();
+                            bills_usage = Some(u);
+                            (demand, "the bills".to_owned())
+                        }
+                        Err(crate::bills::demand::DemandError::Store(e)) => {
+                            return Err(CliError::Failed(e.into()));
+                        }
+                        Err(e) => return refuse(format!("--usage-from-bills: {e}")),
+                    }
+                }
             };
             let f = match forecast::forecast(&usage, args.horizon_hours) {
                 Ok(f) => f,
-                Err(e) => return refuse(format!("{}: {e}", path.display())),
+                Err(e) => return refuse(format!("{label}: {e}")),
             };
             let classes = vec![optimizer::DemandClass::default_class(f.gpus.clone())];
             forecast_info = Some(f);
@@ -170,7 +211,6 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
                 Err(message) => return refuse(message),
             }
         }
-        (None, None, None) => return refuse("give --problem, --demand or --usage".to_owned()),
     };
     let overrides = match plan_overrides(args) {
         Ok(o) => o,
@@ -227,6 +267,9 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
         if let Some(f) = &forecast_info {
             doc["forecast"] = json!(f);
         }
+        if let Some(u) = &bills_usage {
+            doc["forecast"]["usage"] = json!(u);
+        }
         print_json(&doc)?;
         return Ok(plan_exit(&planned.result));
     }
@@ -250,6 +293,24 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
                 )
             },
         );
+        if let Some(u) = &bills_usage {
+            println!(
+                "Usage from the bills: {} h from {} to {} (the last complete hour){}{}",
+                u.hours,
+                u.from.format("%Y-%m-%d %H:%M"),
+                u.until.format("%Y-%m-%d %H:%M"),
+                if u.teams.is_empty() {
+                    String::new()
+                } else {
+                    format!(", teams {}", u.teams.join(", "))
+                },
+                if u.gpus.is_empty() {
+                    String::new()
+                } else {
+                    format!(", GPUs {}", u.gpus.join(", "))
+                },
+            );
+        }
         println!(
             "Forecast: {} h by {}, trend {:+.4} GPUs/h; {backtest}",
             f.gpus.len(),

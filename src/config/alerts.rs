@@ -122,7 +122,16 @@ pub struct ScheduledPlan {
 #[derive(Debug, Clone, PartialEq)]
 pub enum PlanInput {
     Demand(PathBuf),
-    Usage { path: PathBuf, horizon_hours: usize },
+    Usage {
+        path: PathBuf,
+        horizon_hours: usize,
+    },
+    /// Past usage from the bills' hourly GPU-hours.
+    Bills {
+        teams: Vec<String>,
+        days: u32,
+        horizon_hours: usize,
+    },
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -144,6 +153,10 @@ pub(super) struct RawAlerts {
 pub(super) struct RawPlan {
     demand: Option<String>,
     usage: Option<String>,
+    usage_from_bills: Option<bool>,
+    #[serde(default)]
+    teams: Vec<String>,
+    usage_days: Option<i64>,
     classes: Option<String>,
     owned: Option<String>,
     horizon_hours: Option<i64>,
@@ -201,25 +214,48 @@ pub(super) fn validate_plans(
     let mut plans = BTreeMap::new();
     for (name, p) in raw {
         let at = |key: &str| format!("alerts.plans.{name}.{key}");
-        let input = match (&p.demand, &p.usage) {
-            (Some(d), None) => PlanInput::Demand(resolve(d)),
-            (None, Some(u)) => match p.horizon_hours.unwrap_or(168) {
-                h @ 1..=8784 => PlanInput::Usage {
-                    path: resolve(u),
-                    horizon_hours: h as usize,
-                },
-                h => {
-                    c.fail(
-                        at("horizon_hours"),
-                        format!("{h} is not between 1 and 8784"),
-                    );
-                    continue;
-                }
+        let horizon_hours = match p.horizon_hours.unwrap_or(168) {
+            h @ 1..=8784 => h as usize,
+            h => {
+                c.fail(
+                    at("horizon_hours"),
+                    format!("{h} is not between 1 and 8784"),
+                );
+                continue;
+            }
+        };
+        let from_bills = p.usage_from_bills.unwrap_or(false);
+        if !from_bills && (!p.teams.is_empty() || p.usage_days.is_some()) {
+            c.fail(
+                at(if p.teams.is_empty() {
+                    "usage_days"
+                } else {
+                    "teams"
+                }),
+                "goes with usage_from_bills = true",
+            );
+            continue;
+        }
+        let input = match (&p.demand, &p.usage, from_bills) {
+            (Some(d), None, false) => PlanInput::Demand(resolve(d)),
+            (None, Some(u), false) => PlanInput::Usage {
+                path: resolve(u),
+                horizon_hours,
+            },
+            (None, None, true) => PlanInput::Bills {
+                teams: p.teams.clone(),
+                days: c.bounded(
+                    &at("usage_days"),
+                    p.usage_days,
+                    crate::bills::demand::DEFAULT_DAYS,
+                    1..=3660,
+                ),
+                horizon_hours,
             },
             _ => {
                 c.fail(
                     format!("alerts.plans.{name}"),
-                    "give exactly one of demand (hourly demand CSV) or usage (past usage CSV)",
+                    "give exactly one of demand (hourly demand CSV), usage (past usage CSV) or usage_from_bills = true",
                 );
                 continue;
             }

@@ -124,6 +124,15 @@ impl Config {
             .collect()
     }
 
+    /// The grace days of each bill source, by name.
+    #[must_use]
+    pub fn bill_grace(&self) -> BTreeMap<String, u32> {
+        self.bills
+            .iter()
+            .map(|(name, s)| (name.clone(), s.source.grace_days))
+            .collect()
+    }
+
     /// The providers the config enables, by their record name (`file:onprem`),
     /// with their schedules.
     #[must_use]

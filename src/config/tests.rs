@@ -489,3 +489,38 @@ fn a_postgres_store_url_is_checked_and_never_shown_with_its_password() {
         assert!(!err.contains("hunter2"), "the password leaked: {err}");
     }
 }
+
+#[test]
+fn bill_sources_are_read_and_each_problem_named_by_its_path() {
+    let config = Config::parse(
+        "[bills.aws-payer]\nformat = \"cur2\"\nprovider = \"aws\"\npath = \"bills/aws\"\n\
+         team_tags = [\"team\"]\nteams_by_account = { \"1\" = \"ml\" }\n",
+        Path::new("/etc/gpuplan"),
+    )
+    .unwrap();
+    let s = &config.bills["aws-payer"].source;
+    assert_eq!(s.path, Path::new("/etc/gpuplan/bills/aws"));
+    assert_eq!(s.grace_days, 15);
+    assert_eq!(s.teams_by_account["1"], "ml");
+
+    let errors = Config::parse(
+        "[bills.Bad]\nformat = \"csv\"\nprovider = \"ibm\"\n\
+         [bills.two]\nformat = \"cur2\"\nprovider = \"azure\"\npath = \"a\"\nurl = \"s3://b/p\"\n\
+         team_tags = [\"\"]\nschedule = \"hourly\"\nrestated_after_days = 999\n",
+        Path::new(""),
+    )
+    .unwrap_err();
+    let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+    for want in [
+        "bills.Bad",
+        "bills.Bad.format",
+        "bills.Bad.provider",
+        "bills.two.provider",
+        "bills.two.url",
+        "bills.two.team_tags[0]",
+        "bills.two.schedule",
+        "bills.two.restated_after_days",
+    ] {
+        assert!(paths.contains(&want), "{want} not in {paths:?}");
+    }
+}

@@ -379,6 +379,12 @@ pub trait Bills {
         until: i64,
     ) -> Result<Vec<CoverageRow>, StoreError>;
 
+    /// The first and last hour of GPU usage stored from any source.
+    ///
+    /// # Errors
+    /// On a database error.
+    fn bill_usage_span(&self) -> Result<Option<(i64, i64)>, StoreError>;
+
     /// The catalog's GPU instance types of `provider` (instance type, GPU
     /// model, GPUs) and its per-GPU SKUs (SKU, instance type, GPU model).
     ///
@@ -941,6 +947,28 @@ fn any_of(col: &str, values: &[String], params: &mut Vec<Val>, sql: &mut String)
     sql.push_str(&format!(" AND {col} IN ({})", marks.join(", ")));
 }
 
+/// A GPU model or its family (`H100` matches `H100-80GB`), as the price
+/// filters match them.
+fn gpu_of(values: &[String], params: &mut Vec<Val>, sql: &mut String) {
+    if values.is_empty() {
+        return;
+    }
+    let tests: Vec<String> = values
+        .iter()
+        .map(|v| {
+            let v = v.trim().to_ascii_lowercase();
+            params.push(v.clone().into());
+            params.push(format!("{v}-%").into());
+            format!(
+                "lower(gpu_model) = ${} OR lower(gpu_model) LIKE ${}",
+                params.len() - 1,
+                params.len()
+            )
+        })
+        .collect();
+    sql.push_str(&format!(" AND ({})", tests.join(" OR ")));
+}
+
 /// Runs a grouped query over `table`: the bucket, the grouped fields, the
 /// currency, then `sums`, ordered the same way. One row more than the limit
 /// means `TooLarge`.
@@ -961,7 +989,7 @@ fn grouped(
     let mut filter = String::from("start >= $1 AND start < $2");
     any_of("team", &q.teams, &mut params, &mut filter);
     any_of("provider", &q.providers, &mut params, &mut filter);
-    any_of("gpu_model", &q.gpus, &mut params, &mut filter);
+    gpu_of(&q.gpus, &mut params, &mut filter);
     any_of("price_kind", &q.price_kinds, &mut params, &mut filter);
     if q.gpu_only {
         filter.push_str(" AND gpu = 1");
@@ -1212,6 +1240,15 @@ pub(super) fn coverage(
             },
         )
         .collect())
+}
+
+/// The first and last hour of stored GPU usage.
+pub(super) fn usage_span(db: &dyn Db) -> Result<Option<(i64, i64)>, StoreError> {
+    let rows = db.rows("SELECT min(start), max(start) FROM bill_usage_hours", &[])?;
+    match rows.first() {
+        Some(r) => Ok(r[0].opt_int()?.zip(r[1].opt_int()?)),
+        None => Ok(None),
+    }
 }
 
 pub(super) fn gpu_catalog(db: &dyn Db, provider: &str) -> Result<GpuCatalog, StoreError> {

@@ -235,6 +235,10 @@ impl Bills for PgStore<'_> {
         bills::coverage(self, providers, since, until)
     }
 
+    fn bill_usage_span(&self) -> Result<Option<(i64, i64)>, StoreError> {
+        bills::usage_span(self)
+    }
+
     fn gpu_catalog(&self, provider: &str) -> Result<GpuCatalog, StoreError> {
         bills::gpu_catalog(self, provider)
     }

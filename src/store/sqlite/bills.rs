@@ -158,6 +158,10 @@ impl Bills for SqliteStore {
         bills::coverage(&SqliteDb(&self.conn), providers, since, until)
     }
 
+    fn bill_usage_span(&self) -> Result<Option<(i64, i64)>, StoreError> {
+        bills::usage_span(&SqliteDb(&self.conn))
+    }
+
     fn gpu_catalog(&self, provider: &str) -> Result<GpuCatalog, StoreError> {
         bills::gpu_catalog(&SqliteDb(&self.conn), provider)
     }

@@ -1,0 +1,109 @@
+//! `GET /v1/bills`, `/v1/usage`, `/v1/spend`, `/v1/commitments` and
+//! `/v1/coverage`: the bills' answers with the CLI's parameters, each
+//! bounded by a window and a row limit.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+
+use super::params::Params;
+use super::{ApiError, AppState, read};
+use crate::bills::load;
+use crate::bills::query::{self, QueryError};
+
+const WINDOW: &[&str] = &["since", "until", "provider", "limit"];
+
+impl From<QueryError> for ApiError {
+    fn from(e: QueryError) -> Self {
+        Self::bad_parameter(&e.parameter, e.message)
+    }
+}
+
+fn params(p: &Params) -> Result<query::Params, ApiError> {
+    let gpu_only = match p.one("gpu_only")?.as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(v) => {
+            return Err(ApiError::bad_parameter(
+                "gpu_only",
+                format!("`{v}` is not true or false"),
+            ));
+        }
+    };
+    Ok(query::Params {
+        since: p.one("since")?,
+        until: p.one("until")?,
+        by: p.one("by")?,
+        group: p.all("group"),
+        teams: p.all("team"),
+        providers: p.all("provider"),
+        gpus: p.all("gpu"),
+        price_kinds: p.all("price_kind"),
+        gpu_only,
+        limit: p.parsed::<usize>("limit", "a whole number")?,
+    })
+}
+
+pub(super) async fn bills(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(uri.query(), &["source"])?;
+    let source = p.one("source")?;
+    let loads = read(&state, move |store, _, _| {
+        store.bill_loads(source.as_deref())
+    })
+    .await?;
+    Ok(Json(load::status_rows(loads, &state.bill_grace, Utc::now())).into_response())
+}
+
+pub(super) async fn usage(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    let known = [WINDOW, &["by", "group", "team", "gpu", "price_kind"]].concat();
+    let p = params(&Params::parse(uri.query(), &known)?)?;
+    let q = query::usage(&p, Utc::now())?;
+    let rows = read(&state, move |store, _, _| store.bill_usage(&q)).await?;
+    Ok(Json(rows).into_response())
+}
+
+pub(super) async fn spend(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    let known = [WINDOW, &["by", "group", "team", "gpu_only"]].concat();
+    let p = params(&Params::parse(uri.query(), &known)?)?;
+    let q = query::spend(&p, Utc::now())?;
+    let rows = read(&state, move |store, _, _| store.bill_spend(&q)).await?;
+    Ok(Json(rows).into_response())
+}
+
+pub(super) async fn commitments(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    let p = params(&Params::parse(uri.query(), WINDOW)?)?;
+    let (providers, since, until) = query::window_of(&p, Utc::now())?;
+    let rows = read(&state, move |store, _, _| {
+        store.bill_commitments(&providers, since, until)
+    })
+    .await?;
+    Ok(Json(rows).into_response())
+}
+
+pub(super) async fn coverage(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    let p = params(&Params::parse(uri.query(), WINDOW)?)?;
+    let (providers, since, until) = query::window_of(&p, Utc::now())?;
+    let rows = read(&state, move |store, _, _| {
+        store.bill_coverage(&providers, since, until)
+    })
+    .await?;
+    Ok(Json(rows).into_response())
+}
