@@ -313,10 +313,11 @@ impl<'a> Aggregator<'a> {
             }
             Gpu::Unmapped(name) => *d.unmapped.entry(name).or_default() += 1,
             Gpu::No => {
-                if ch.category == Category::Usage && !ch.unused {
-                    if let Some(h) = hours(ch) {
-                        covered.0 = h;
-                    }
+                if ch.category == Category::Usage
+                    && !ch.unused
+                    && let Some(h) = hours(ch)
+                {
+                    covered.0 = h;
                 }
             }
         }
@@ -344,10 +345,10 @@ impl<'a> Aggregator<'a> {
             if c.unit.is_none() {
                 c.unit = cu.unit.as_deref().map(str::to_owned);
             }
-            if let Some(r) = ch.region {
-                if !c.regions.contains(r) {
-                    c.regions.insert(r.to_owned());
-                }
+            if let Some(r) = ch.region
+                && !c.regions.contains(r)
+            {
+                c.regions.insert(r.to_owned());
             }
             c.first_seen = c.first_seen.min(ch.start);
             if cu.is_use {

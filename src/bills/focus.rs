@@ -149,10 +149,10 @@ impl<'s> Focus<'s> {
 
         let details = self.details(c, SKU_DETAILS)?;
         let mut instance_type = details.instance_type.map(Cow::Owned);
-        if self.provider == BillProvider::Azure {
-            if let Some(t) = self.azure_size(c)? {
-                instance_type = Some(Cow::Owned(t));
-            }
+        if self.provider == BillProvider::Azure
+            && let Some(t) = self.azure_size(c)?
+        {
+            instance_type = Some(Cow::Owned(t));
         }
         if instance_type.is_none() && self.provider == BillProvider::Aws {
             instance_type = c

@@ -556,12 +556,10 @@ fn aws_reads_only_the_files_its_manifest_lists_beside_a_stale_execution_folder()
     );
     b.write(
         "focus/metadata/billing_period=2026-10/focus-Manifest.json",
-        format!(
-            r#"{{"executionId":"new","exportArn":"arn:aws:bcm-data-exports:us-east-1:111:export/focus-x",
-               "columns":[{{"name":"BilledCost","type":"double"}}],
-               "dataFiles":["s3://bucket/prefix/focus/data/billing_period=2026-10/2026-10-03T01:00:00.000Z-new/focus-00001.csv"],
-               "additionalOutputFiles":[]}}"#
-        ),
+        r#"{"executionId":"new","exportArn":"arn:aws:bcm-data-exports:us-east-1:111:export/focus-x",
+            "columns":[{"name":"BilledCost","type":"double"}],
+            "dataFiles":["s3://bucket/prefix/focus/data/billing_period=2026-10/2026-10-03T01:00:00.000Z-new/focus-00001.csv"],
+            "additionalOutputFiles":[]}"#,
     );
     let r = b.load("2026-10-20T00:00:00Z");
     assert_eq!((r.files_read, r.files_excluded), (1, 1), "{r:#?}");

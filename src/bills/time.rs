@@ -52,10 +52,11 @@ fn split_offset(t: &str) -> (&str, i64) {
             b'-' => -1,
             _ => 0,
         };
-        if sign != 0 && tail.as_bytes()[3] == b':' {
-            if let (Ok(h), Ok(m)) = (tail[1..3].parse::<i64>(), tail[4..6].parse::<i64>()) {
-                return (&t[..at], sign * (h * 3600 + m * 60));
-            }
+        if sign != 0
+            && tail.as_bytes()[3] == b':'
+            && let (Ok(h), Ok(m)) = (tail[1..3].parse::<i64>(), tail[4..6].parse::<i64>())
+        {
+            return (&t[..at], sign * (h * 3600 + m * 60));
         }
     }
     (t, 0)

@@ -969,6 +969,9 @@ fn gpu_of(values: &[String], params: &mut Vec<Val>, sql: &mut String) {
     sql.push_str(&format!(" AND ({})", tests.join(" OR ")));
 }
 
+/// A grouped row: its bucket, grouped fields, currency and sums.
+type Grouped = (i64, BTreeMap<String, String>, String, Vec<Val>);
+
 /// Runs a grouped query over `table`: the bucket, the grouped fields, the
 /// currency, then `sums`, ordered the same way. One row more than the limit
 /// means `TooLarge`.
@@ -979,7 +982,7 @@ fn grouped(
     q: &BillQuery,
     sums: &[&str],
     what: &'static str,
-) -> Result<Vec<(i64, BTreeMap<String, String>, String, Vec<Val>)>, StoreError> {
+) -> Result<Vec<Grouped>, StoreError> {
     let (table, bucket) = match q.by.unwrap_or(Bucket::Day) {
         Bucket::Hour => (table_hours, "start".to_owned()),
         Bucket::Day => (table_days, "start".to_owned()),
