@@ -1,0 +1,550 @@
+//! Bills end to end: the real binary and the daemon in-process, on export
+//! files written as the clouds write them, with the documented JSON shapes,
+//! exit codes, API bounds, plans from the bills, and a `kill -9` mid-load.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use gpuplan::config::Config;
+use gpuplan::daemon::{self, Options};
+use serde_json::Value;
+use tokio::net::TcpListener;
+
+const HEADER: &str = "BillingAccountId,BillingPeriodStart,BillingPeriodEnd,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,ChargeClass,PricingCategory,BilledCost,EffectiveCost,BillingCurrency,ConsumedQuantity,ConsumedUnit,RegionId,SubAccountId,ServiceCategory,SkuPriceDetails,Tags";
+
+/// One hour of `instance_type` run by `team`, starting `hour` hours after
+/// 2026-10-01T00:00Z.
+fn usage_row(hour: u32, instance_type: &str, team: &str, cost: f64) -> String {
+    let start = chrono::DateTime::parse_from_rfc3339("2026-10-01T00:00:00Z").unwrap()
+        + chrono::Duration::hours(i64::from(hour));
+    let end = start + chrono::Duration::hours(1);
+    let f = |t: chrono::DateTime<chrono::FixedOffset>| t.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    format!(
+        "111111111111,2026-10-01T00:00:00Z,2026-11-01T00:00:00Z,{},{},Usage,,Standard,{cost},{cost},USD,1,Hrs,us-east-1,222222222222,Compute,\"{{\"\"InstanceType\"\":\"\"{instance_type}\"\"}}\",\"{{\"\"team\"\":\"\"{team}\"\"}}\"",
+        f(start),
+        f(end)
+    )
+}
+
+struct Workspace {
+    dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    fn new(extra: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("bills")).unwrap();
+        std::fs::write(
+            dir.path().join("gpuplan.toml"),
+            format!(
+                "[store]\npath = \"catalog.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
+                 [bills.aws]\nformat = \"focus\"\nprovider = \"aws\"\npath = \"bills\"\nteam_tags = [\"team\", \"project\"]\n\
+                 teams_by_account = {{ \"333333333333\" = \"research\" }}\n{extra}"
+            ),
+        )
+        .unwrap();
+        Self { dir }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
+        c.arg("--config")
+            .arg(self.path("gpuplan.toml"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("GPUPLAN_CONFIG")
+            .env("RUST_LOG", "warn");
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "{args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+fn keys(v: &Value) -> BTreeSet<String> {
+    v.as_object().unwrap().keys().cloned().collect()
+}
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn fixture() -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/bills/aws-focus/focus-2026-10.csv"),
+    )
+    .unwrap()
+}
+
+const OCTOBER: [&str; 4] = ["--since", "2026-10-01", "--until", "2026-11-01"];
+
+#[test]
+fn bills_sync_and_every_answer_have_the_documented_shapes() {
+    let w = Workspace::new("");
+    w.write("bills/focus-2026-10.csv", &fixture());
+    let sync = w.json(&["bills", "sync", "--json"]);
+    let source = &sync["sources"][0];
+    for key in [
+        "source",
+        "files_read",
+        "files_skipped",
+        "periods",
+        "unmapped",
+    ] {
+        assert!(source.get(key).is_some(), "{key} missing from {source}");
+    }
+    let period = &source["periods"][0];
+    assert_eq!(period["billing_account"], "111111111111");
+    assert_eq!(period["billing_period"], "2026-10");
+    assert_eq!(period["result"], "loaded");
+    assert_eq!(period["generation"], 1);
+    assert_eq!(
+        (period["rows"].as_u64(), period["gpu_rows"].as_u64()),
+        (Some(11), Some(5))
+    );
+    assert_eq!(source["unmapped"]["p4de.12xlarge"], 1);
+
+    let usage = w.json(
+        &[
+            &[
+                "usage",
+                "--json",
+                "--by",
+                "hour",
+                "--group",
+                "team,instance_type,price_kind",
+            ][..],
+            &OCTOBER,
+        ]
+        .concat(),
+    );
+    let first = &usage[0];
+    assert_eq!(
+        keys(first),
+        set(&[
+            "start",
+            "team",
+            "instance_type",
+            "price_kind",
+            "instance_hours",
+            "gpu_hours",
+            "billed_cost",
+            "effective_cost",
+            "currency"
+        ])
+    );
+    assert_eq!(first["start"], "2026-10-01T00:00:00Z");
+    let ungrouped = w.json(&[&["usage", "--json", "--by", "month"][..], &OCTOBER].concat());
+    assert_eq!(ungrouped.as_array().unwrap().len(), 1);
+    assert_eq!(ungrouped[0]["gpu_hours"], 28.0);
+    assert_eq!(ungrouped[0]["start"], "2026-10-01T00:00:00Z");
+
+    let spend = w.json(
+        &[
+            &[
+                "spend",
+                "--json",
+                "--by",
+                "month",
+                "--group",
+                "team",
+                "--gpu-only",
+            ][..],
+            &OCTOBER,
+        ]
+        .concat(),
+    );
+    assert_eq!(
+        keys(&spend[0]),
+        set(&["start", "team", "billed_cost", "effective_cost", "currency"])
+    );
+
+    let commitments = w.json(&[&["commitments", "--json"][..], &OCTOBER].concat());
+    assert_eq!(
+        keys(&commitments[0]),
+        set(&[
+            "id",
+            "provider",
+            "source",
+            "type",
+            "category",
+            "unit",
+            "region",
+            "instance_type",
+            "first_seen",
+            "last_seen",
+            "used_quantity",
+            "unused_quantity",
+            "utilization",
+            "covered_instance_hours",
+            "covered_gpu_hours",
+            "currency"
+        ])
+    );
+    let coverage = w.json(&[&["coverage", "--json"][..], &OCTOBER].concat());
+    assert_eq!(
+        keys(&coverage[0]),
+        set(&[
+            "provider",
+            "region",
+            "instance_type",
+            "on_demand_hours",
+            "covered_hours",
+            "coverage"
+        ])
+    );
+
+    let status = w.json(&["bills", "status", "--json"]);
+    for key in [
+        "source",
+        "billing_account",
+        "billing_period",
+        "state",
+        "generation",
+        "rows",
+        "billed_cost",
+        "effective_cost",
+        "gpu_hours",
+        "loaded_at",
+        "restatements",
+        "corrections",
+    ] {
+        assert!(
+            status[0].get(key).is_some(),
+            "{key} missing from {}",
+            status[0]
+        );
+    }
+    // The text forms print too.
+    for args in [
+        &["bills", "status"][..],
+        &[&["usage", "--group", "team"][..], &OCTOBER].concat(),
+    ] {
+        let out = w.run(args);
+        assert!(out.status.success());
+        assert!(!out.stdout.is_empty(), "{args:?}");
+    }
+    let again = w.json(&["bills", "sync", "--json"]);
+    assert_eq!(again["sources"][0]["files_skipped"], 1);
+}
+
+#[test]
+fn a_bad_file_makes_bills_sync_exit_1_and_bad_flags_exit_2() {
+    let w = Workspace::new("");
+    w.write(
+        "bills/bad.csv",
+        &format!(
+            "{HEADER}\n{}\n{}\n",
+            usage_row(0, "g6.xlarge", "ml", 0.8),
+            usage_row(1, "g6.xlarge", "ml", 0.8).replace(",0.8,", ",zero,")
+        ),
+    );
+    let out = w.run(&["bills", "sync", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &report["sources"][0]["periods"][0];
+    assert_eq!(p["result"], "failed");
+    assert_eq!(p["error"], "bad.csv:3: BilledCost: `zero` is not a number");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("failed to load"));
+
+    for (args, flag) in [
+        (&["usage", "--by", "week"][..], "--by"),
+        (&["usage", "--group", "colour"][..], "--group"),
+        (&["spend", "--since", "yesterday"][..], "--since"),
+        (
+            &[
+                "usage",
+                "--by",
+                "hour",
+                "--since",
+                "2025-01-01",
+                "--until",
+                "2026-01-01",
+            ][..],
+            "--since",
+        ),
+        (&["bills", "sync", "--source", "nope"][..], "--source"),
+    ] {
+        let out = w.run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(flag),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn a_plan_forecasts_from_the_bills_up_to_their_last_complete_hour() {
+    let w = Workspace::new("[providers.file.sheet]\npath = \"sheet.csv\"\n");
+    w.write(
+        "sheet.csv",
+        "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\n\
+         us-east-1,p5.48xlarge,H100-80GB,8,on_demand,98.32\n\
+         us-east-1,p5.48xlarge,H100-80GB,8,reserved_1y,60.00\n",
+    );
+    assert!(w.run(&["sync"]).status.success());
+    // Three days and two hours: one p5 (8 GPUs) for ml every hour, a g6 for
+    // research in daytime. The last day has only two hours: it is not complete.
+    let mut rows = vec![HEADER.to_owned()];
+    for hour in 0..74 {
+        rows.push(usage_row(hour, "p5.48xlarge", "ml", 98.32));
+        if (8..20).contains(&(hour % 24)) {
+            rows.push(usage_row(hour, "g6.xlarge", "research", 0.8));
+        }
+    }
+    w.write("bills/oct.csv", &(rows.join("\n") + "\n"));
+    assert!(w.run(&["bills", "sync"]).status.success());
+    let plan = w.json(&[
+        "plan",
+        "--usage-from-bills",
+        "--team",
+        "ml",
+        "--gpu",
+        "H100",
+        "--horizon-hours",
+        "24",
+        "--json",
+    ]);
+    assert_eq!(plan["status"], "optimal", "{plan}");
+    let usage = &plan["forecast"]["usage"];
+    assert_eq!(usage["hours"], 72);
+    assert_eq!(usage["from"], "2026-10-01T00:00:00Z");
+    assert_eq!(usage["until"], "2026-10-04T00:00:00Z");
+    // A flat 8 GPUs is a flat forecast, met by a reserved baseline.
+    let gpus = plan["forecast"]["gpus"].as_array().unwrap();
+    assert!(
+        gpus.iter()
+            .all(|g| (g.as_f64().unwrap() - 8.0).abs() < 1e-6),
+        "{gpus:?}"
+    );
+
+    let text = w.run(&[
+        "plan",
+        "--usage-from-bills",
+        "--team",
+        "ml",
+        "--horizon-hours",
+        "24",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout)
+            .contains("Usage from the bills: 72 h from 2026-10-01 00:00 to 2026-10-04 00:00")
+    );
+    let none = w.run(&[
+        "plan",
+        "--usage-from-bills",
+        "--team",
+        "nobody",
+        "--horizon-hours",
+        "24",
+        "--json",
+    ]);
+    assert_eq!(
+        none.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&none.stdout)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_loads_bills_on_start_and_serves_them_bounded() {
+    let w = Workspace::new("");
+    w.write("bills/focus-2026-10.csv", &fixture());
+    let config = Config::load(&w.path("gpuplan.toml")).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(daemon::run(
+        config,
+        listener,
+        Options {
+            grace: Duration::from_secs(5),
+            token: None,
+        },
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let http = reqwest::Client::new();
+    let get = |path: &str| {
+        let (http, url) = (http.clone(), format!("{base}{path}"));
+        async move {
+            let r = http.get(url).send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap())
+        }
+    };
+    let mut loaded = Value::Null;
+    for _ in 0..500 {
+        let (status, body) = get("/v1/bills").await;
+        if status == 200 && body.as_array().is_some_and(|a| !a.is_empty()) {
+            loaded = body;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(loaded[0]["generation"], 1, "{loaded}");
+    assert_eq!(loaded[0]["gpu_hours"], 28.0);
+
+    let (status, usage) =
+        get("/v1/usage?since=2026-10-01&until=2026-11-01&by=month&group=team").await;
+    assert_eq!(status, 200);
+    let total: f64 = usage
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["gpu_hours"].as_f64().unwrap())
+        .sum();
+    assert!((total - 28.0).abs() < 1e-9);
+    let (_, spend) = get("/v1/spend?since=2026-10-01&until=2026-11-01&gpu_only=true").await;
+    assert!(!spend.as_array().unwrap().is_empty());
+    let (status, c) = get("/v1/commitments?since=2026-10-01&until=2026-11-01").await;
+    assert_eq!((status, c[0]["type"].as_str()), (200, Some("savings_plan")));
+    let (status, _) = get("/v1/coverage?since=2026-10-01&until=2026-11-01&provider=aws").await;
+    assert_eq!(status, 200);
+
+    for (query, parameter) in [
+        ("/v1/usage?by=week", "by"),
+        ("/v1/usage?group=team,colour", "group"),
+        ("/v1/usage?since=2000-01-01", "since"),
+        ("/v1/usage?limit=0", "limit"),
+        ("/v1/usage?limit=ten", "limit"),
+        ("/v1/usage?price_kind=cheap", "price_kind"),
+        ("/v1/spend?gpu_only=maybe", "gpu_only"),
+        ("/v1/spend?price_kind=spot", "price_kind"),
+        ("/v1/commitments?until=soon", "until"),
+        ("/v1/bills?source=a&source=b", "source"),
+    ] {
+        let (status, body) = get(query).await;
+        assert_eq!(
+            (status, body["parameter"].as_str()),
+            (400, Some(parameter)),
+            "{query}: {body}"
+        );
+    }
+    // More rows than the limit: refused, not cut.
+    let (status, body) =
+        get("/v1/usage?since=2026-10-01&until=2026-11-01&by=hour&group=team&limit=1").await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("more than 1"));
+
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+}
+
+/// The stored generation and its GPU-hours, and the GPU-hours its usage
+/// rows add up to: the two agree whatever moment a load was killed at.
+fn stored(w: &Workspace) -> (i64, f64, f64) {
+    let status = w.json(&["bills", "status", "--json"]);
+    let usage = w.json(&[&["usage", "--json", "--by", "month"][..], &OCTOBER].concat());
+    let summed: f64 = usage
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["gpu_hours"].as_f64().unwrap())
+        .sum();
+    (
+        status[0]["generation"].as_i64().unwrap(),
+        status[0]["gpu_hours"].as_f64().unwrap(),
+        summed,
+    )
+}
+
+#[test]
+fn kill_9_in_the_middle_of_a_load_leaves_the_previous_generation_intact() {
+    let w = Workspace::new("");
+    w.write(
+        "bills/oct.csv",
+        &format!("{HEADER}\n{}\n", usage_row(0, "p5.48xlarge", "ml", 98.32)),
+    );
+    assert!(w.run(&["bills", "sync"]).status.success());
+    assert_eq!(stored(&w), (1, 8.0, 8.0));
+
+    // A month of hours for 40 teams: tens of thousands of aggregate rows to
+    // write, so a kill lands in the parse, in the write or after it.
+    let mut big = String::from(HEADER);
+    big.push('\n');
+    for hour in 0..720 {
+        for team in 0..40 {
+            big.push_str(&usage_row(hour, "g6.xlarge", &format!("team-{team}"), 0.8));
+            big.push('\n');
+        }
+    }
+    w.write("bills/oct.csv", &big);
+    let full = 720.0 * 40.0;
+    let started = std::time::Instant::now();
+    let mut timed = w.command(&["bills", "sync"]).spawn().unwrap();
+    timed.wait().unwrap();
+    let whole = started.elapsed();
+    // That load finished: go back to generation 1's file, load it, then kill
+    // loads of the big file at points through its run.
+    w.write(
+        "bills/oct.csv",
+        &format!("{HEADER}\n{}\n", usage_row(0, "p5.48xlarge", "ml", 98.32)),
+    );
+    assert!(w.run(&["bills", "sync"]).status.success());
+    let mut seen = BTreeSet::new();
+    for tenth in 1..=9 {
+        let (generation, gpu_hours, summed) = stored(&w);
+        assert_eq!((gpu_hours, summed), (8.0, 8.0));
+        w.write("bills/oct.csv", &big);
+        let mut child = w.command(&["bills", "sync"]).spawn().unwrap();
+        std::thread::sleep(whole * tenth / 10);
+        let killed = Command::new("kill")
+            .args(["-9", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let _ = child.wait();
+        let (g, hours, summed) = stored(&w);
+        assert!(
+            (hours - summed).abs() < 1e-6,
+            "after a kill at {tenth}/10: stored {hours}, rows add to {summed}"
+        );
+        assert!(
+            (g == generation && hours == 8.0) || (g > generation && (hours - full).abs() < 1e-6),
+            "after a kill at {tenth}/10: generation {g} with {hours} GPU-hours"
+        );
+        seen.insert(g > generation);
+        // Back to the small file for the next round, whatever this one left.
+        w.write(
+            "bills/oct.csv",
+            &format!("{HEADER}\n{}\n", usage_row(0, "p5.48xlarge", "ml", 98.32)),
+        );
+        assert!(w.run(&["bills", "sync"]).status.success());
+    }
+    // A load that is let run ends with the new delivery, whole.
+    w.write("bills/oct.csv", &big);
+    assert!(w.run(&["bills", "sync"]).status.success());
+    let (_, hours, summed) = stored(&w);
+    assert_eq!((hours, summed), (full, full));
+    eprintln!("a whole load took {whole:?}; kills left the new generation {seen:?}");
+}
