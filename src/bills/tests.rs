@@ -1207,3 +1207,30 @@ fn a_period_is_replaced_whole_and_read_back_alike(db) {
     assert_eq!(loads[0].generation, 2);
 }
 }
+
+on_both_backends! {
+fn retention_drops_whole_billing_periods_before_the_cutoffs_month(db) {
+    let b = Bench::on(db.pool(0), BillProvider::Aws, BillFormat::Focus, None);
+    let mut sep = gpu_hour("p5.48xlarge", "ml", "98.32");
+    sep[1] = "2026-09-01T00:00:00Z".into();
+    sep[2] = "2026-10-01T00:00:00Z".into();
+    sep[3] = "2026-09-30T23:00:00Z".into();
+    sep[4] = "2026-10-01T00:00:00Z".into();
+    b.focus("sep.csv", &[sep]);
+    b.focus("oct.csv", &[gpu_hour("p5.48xlarge", "ml", "98.32")]);
+    b.load("2026-10-20T00:00:00Z");
+    let retention = crate::store::Retention {
+        bills: Some(std::time::Duration::from_secs(10 * 86_400)),
+        ..crate::store::Retention::default()
+    };
+    // 10 days before 2026-10-20 is in October: September goes, October stays.
+    let now = t("2026-10-20T00:00:00Z");
+    assert_eq!(crate::store::prune(&b.pool, &retention, now, true).unwrap().bill_periods, 1);
+    assert_eq!(crate::store::prune(&b.pool, &retention, now, false).unwrap().bill_periods, 1);
+    let loads = b.pool.read(|s| s.bill_loads(None)).unwrap();
+    assert_eq!(loads.len(), 1);
+    assert_eq!(loads[0].billing_period, "2026-10");
+    assert!(close(b.total_gpu_hours(), 8.0));
+    assert_eq!(crate::store::test_support::count(&b.pool, "bill_usage_days"), 1);
+}
+}

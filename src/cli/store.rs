@@ -90,10 +90,11 @@ pub(super) fn run_prune(config: &Config, dry_run: bool, json: bool) -> Result<Ex
         return Ok(ExitCode::SUCCESS);
     }
     let verb = if dry_run { "would delete" } else { "deleted" };
-    let rows: Vec<[String; 2]> = Prunable::ALL
+    let mut rows: Vec<[String; 2]> = Prunable::ALL
         .iter()
         .map(|k| [k.name().to_owned(), counts.get(*k).to_string()])
         .collect();
+    rows.push(["bill periods".to_owned(), counts.bill_periods.to_string()]);
     println!(
         "{}",
         render_table(&["TABLE", "ROWS"], &rows, &[1]).trim_end()

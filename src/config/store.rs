@@ -36,6 +36,7 @@ pub(super) struct RawRetention {
     sync_runs_days: Option<i64>,
     plans_days: Option<i64>,
     delivered_alerts_days: Option<i64>,
+    bills_days: Option<i64>,
     schedule: Option<String>,
 }
 
@@ -103,6 +104,7 @@ pub(super) fn validate(
             raw_retention.delivered_alerts_days,
             defaults.delivered_alerts,
         ),
+        bills: days("bills_days", raw_retention.bills_days, defaults.bills),
     };
     let prune_schedule = c.schedule(
         "store.retention.schedule",

@@ -379,6 +379,19 @@ pub trait Bills {
         until: i64,
     ) -> Result<Vec<CoverageRow>, StoreError>;
 
+    /// How many stored billing periods are older than `before` (`2024-01`).
+    ///
+    /// # Errors
+    /// On a database error.
+    fn count_bill_periods_before(&self, before: &str) -> Result<u64, StoreError>;
+
+    /// Deletes every billing period older than `before`, with all its
+    /// aggregates, in one transaction; how many went.
+    ///
+    /// # Errors
+    /// On a database error (nothing is deleted).
+    fn prune_bill_periods_before(&mut self, before: &str) -> Result<u64, StoreError>;
+
     /// The first and last hour of GPU usage stored from any source.
     ///
     /// # Errors
@@ -1243,6 +1256,28 @@ pub(super) fn coverage(
             },
         )
         .collect())
+}
+
+pub(super) fn count_periods_before(db: &dyn Db, before: &str) -> Result<u64, StoreError> {
+    let rows = db.rows(
+        "SELECT count(*) FROM bill_loads WHERE billing_period < $1",
+        &[before.into()],
+    )?;
+    Ok(rows.first().map_or(Ok(0), |r| r[0].int())?.unsigned_abs())
+}
+
+pub(super) fn prune_periods_before(db: &dyn Db, before: &str) -> Result<u64, StoreError> {
+    let n = count_periods_before(db, before)?;
+    for table in CHILD_TABLES
+        .iter()
+        .chain(&["bill_restatements", "bill_loads"])
+    {
+        db.exec(
+            &format!("DELETE FROM {table} WHERE billing_period < $1"),
+            &[before.into()],
+        )?;
+    }
+    Ok(n)
 }
 
 /// The first and last hour of stored GPU usage.

@@ -26,6 +26,15 @@ const TABLES: &[&str] = &[
     "plans",
     "alert_state",
     "alert_outbox",
+    "bill_loads",
+    "bill_restatements",
+    "bill_corrections",
+    "bill_usage_hours",
+    "bill_usage_days",
+    "bill_spend_days",
+    "bill_commitments",
+    "bill_commitment_hours",
+    "bill_files",
 ];
 
 /// Tables whose `id` PostgreSQL numbers from a sequence.
@@ -277,5 +286,32 @@ impl Column {
             Self::Float(v) => v.clear(),
             Self::Text(v) => v.clear(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_table_of_the_schema_is_copied_but_the_leases() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("c.db")).unwrap();
+        let mut stmt = store
+            .conn
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+            )
+            .unwrap();
+        let mut schema: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        schema.retain(|t| t != "leases");
+        schema.sort();
+        let mut copied: Vec<String> = TABLES.iter().map(|t| (*t).to_owned()).collect();
+        copied.sort();
+        assert_eq!(schema, copied);
     }
 }

@@ -11,7 +11,8 @@
 //! - the newest good run of every source and scope, and every run a stored row
 //!   still refers to; runs still going;
 //! - the newest saved plan of every name (the next plan is compared with it);
-//! - alert messages not yet delivered.
+//! - alert messages not yet delivered;
+//! - billing periods of the cutoff's month and later (a period goes whole).
 
 use std::time::Duration;
 
@@ -32,6 +33,8 @@ pub struct Retention {
     pub sync_runs: Option<Duration>,
     pub plans: Option<Duration>,
     pub delivered_alerts: Option<Duration>,
+    /// Billing periods (all their aggregates) ending before this long ago.
+    pub bills: Option<Duration>,
 }
 
 impl Default for Retention {
@@ -43,6 +46,7 @@ impl Default for Retention {
             sync_runs: days(90),
             plans: days(365),
             delivered_alerts: days(90),
+            bills: days(1095),
         }
     }
 }
@@ -149,6 +153,8 @@ pub struct PruneCounts {
     pub sync_runs: u64,
     pub plans: u64,
     pub alert_messages: u64,
+    /// Whole billing periods, with every aggregate of theirs.
+    pub bill_periods: u64,
 }
 
 impl PruneCounts {
@@ -178,6 +184,7 @@ impl PruneCounts {
             + self.sync_runs
             + self.plans
             + self.alert_messages
+            + self.bill_periods
     }
 }
 
@@ -250,6 +257,19 @@ pub fn prune(
             // Let a waiting sync take the writer between batches.
             std::thread::yield_now();
         }
+    }
+    // Billing periods go whole: every period of a month before the cutoff's.
+    if let Some(cutoff) = retention
+        .bills
+        .and_then(|d| chrono::Duration::from_std(d).ok())
+        .and_then(|d| now.checked_sub_signed(d))
+    {
+        let before = cutoff.format("%Y-%m").to_string();
+        counts.bill_periods = if dry_run {
+            pool.read(|s| s.count_bill_periods_before(&before))?
+        } else {
+            pool.write(|s| s.prune_bill_periods_before(&before))?
+        };
     }
     Ok(counts)
 }

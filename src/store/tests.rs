@@ -381,6 +381,7 @@ fn pruning_deletes_old_history_in_batches_and_keeps_what_is_current(db) {
         plans: 2,
         // Delivered on day 1; the undelivered one stays.
         alert_messages: 1,
+        bill_periods: 0,
     };
     assert_eq!(prune(&pool, &retention, now, true).unwrap(), expected);
     assert_eq!(prune(&pool, &retention, now, false).unwrap(), expected);
@@ -399,6 +400,7 @@ fn pruning_deletes_old_history_in_batches_and_keeps_what_is_current(db) {
         sync_runs: second,
         plans: second,
         delivered_alerts: second,
+        bills: second,
     };
     prune(&pool, &harsh, at(100_000), false).unwrap();
     assert_eq!(current(&pool), before);

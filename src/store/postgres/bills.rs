@@ -235,6 +235,23 @@ impl Bills for PgStore<'_> {
         bills::coverage(self, providers, since, until)
     }
 
+    fn count_bill_periods_before(&self, before: &str) -> Result<u64, StoreError> {
+        bills::count_periods_before(self, before)
+    }
+
+    fn prune_bill_periods_before(&mut self, before: &str) -> Result<u64, StoreError> {
+        let fence = self.fence.clone();
+        self.transaction(|tx| {
+            bills::prune_periods_before(
+                &Fenced {
+                    tx,
+                    fence: fence.as_ref(),
+                },
+                before,
+            )
+        })
+    }
+
     fn bill_usage_span(&self) -> Result<Option<(i64, i64)>, StoreError> {
         bills::usage_span(self)
     }

@@ -158,6 +158,17 @@ impl Bills for SqliteStore {
         bills::coverage(&SqliteDb(&self.conn), providers, since, until)
     }
 
+    fn count_bill_periods_before(&self, before: &str) -> Result<u64, StoreError> {
+        bills::count_periods_before(&SqliteDb(&self.conn), before)
+    }
+
+    fn prune_bill_periods_before(&mut self, before: &str) -> Result<u64, StoreError> {
+        let tx = self.conn.transaction()?;
+        let n = bills::prune_periods_before(&SqliteDb(&tx), before)?;
+        tx.commit()?;
+        Ok(n)
+    }
+
     fn bill_usage_span(&self) -> Result<Option<(i64, i64)>, StoreError> {
         bills::usage_span(&SqliteDb(&self.conn))
     }
