@@ -3,24 +3,51 @@
 //! overwrite off keeps every run), so where a manifest governs a folder only
 //! the files the newest manifest lists are read; listing the folder instead
 //! would count a month twice.
+//!
+//! The rules work on paths relative to the source's folder, with `/`
+//! between parts, so a local folder and an object-store prefix
+//! ([`super::s3`]) are read the same way.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-/// A file to read.
+/// A file of a folder: its path under the folder and what tells a changed
+/// file from an unchanged one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DataFile {
-    pub path: PathBuf,
-    /// The path under the source's folder, as reports and errors name it.
-    pub shown: String,
-    /// Size and modification time: a file whose fingerprint is stored was
-    /// read as it is now.
+pub struct Entry {
+    pub rel: String,
+    /// Size and modification time (an object's ETag): a file whose
+    /// fingerprint is stored was read as it is now.
     pub fingerprint: String,
 }
 
-/// What a folder holds.
+/// A file's bytes: on disk, or fetched into memory.
+pub enum Contents {
+    Local(PathBuf),
+    Memory(bytes::Bytes),
+}
+
+/// Where a source's export folders are.
+pub trait Folder {
+    /// Every data file and manifest under the folder.
+    ///
+    /// # Errors
+    /// When the folder cannot be listed.
+    fn entries(&self) -> Result<Vec<Entry>, String>;
+
+    /// One file's contents.
+    ///
+    /// # Errors
+    /// When it cannot be read.
+    fn open(&self, rel: &str) -> Result<Contents, String>;
+}
+
+/// A file to read.
+pub type DataFile = Entry;
+
+/// What a folder holds that counts.
 #[derive(Debug, Default)]
 pub struct Listing {
     pub files: Vec<DataFile>,
@@ -31,13 +58,36 @@ pub struct Listing {
     pub errors: Vec<String>,
 }
 
-/// Files and folders walked before giving up: an export folder holds
-/// thousands, not millions.
-const MAX_ENTRIES: usize = 200_000;
-
 fn is_data(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     n.ends_with(".csv") || n.ends_with(".csv.gz") || n.ends_with(".parquet")
+}
+
+/// Whether a folder entry is one the listing needs: data or a manifest.
+#[must_use]
+pub fn wanted(name: &str) -> bool {
+    is_data(name) || name.ends_with("-Manifest.json") || name.eq_ignore_ascii_case("manifest.json")
+}
+
+fn name_of(rel: &str) -> &str {
+    rel.rsplit('/').next().unwrap_or(rel)
+}
+
+fn parent_of(rel: &str) -> &str {
+    rel.rsplit_once('/').map_or("", |(p, _)| p)
+}
+
+fn join(dir: &str, rel: &str) -> String {
+    if dir.is_empty() {
+        rel.to_owned()
+    } else {
+        format!("{dir}/{rel}")
+    }
+}
+
+/// Whether `rel` is inside the folder `dir` (`""` is the root).
+fn under(rel: &str, dir: &str) -> bool {
+    dir.is_empty() || rel.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
 }
 
 /// AWS: `<export>/metadata/billing_period=YYYY-MM/<export>-Manifest.json`.
@@ -77,224 +127,138 @@ struct AzureBlob {
     blob_name: String,
 }
 
-/// Lists the files of `root` that count.
+/// Manifests are small; a larger one is not a manifest.
+const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+
+fn read_text(folder: &dyn Folder, rel: &str) -> Result<String, String> {
+    let bytes = match folder.open(rel)? {
+        Contents::Memory(b) => b.to_vec(),
+        Contents::Local(p) => {
+            let len = std::fs::metadata(&p).map_err(|e| format!("cannot read: {e}"))?.len();
+            if len > MAX_MANIFEST_BYTES {
+                return Err(format!("{len} bytes is too large for a manifest"));
+            }
+            std::fs::read(&p).map_err(|e| format!("cannot read: {e}"))?
+        }
+    };
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())
+}
+
+/// Lists the files of `folder` that count.
 ///
 /// # Errors
-/// When `root` cannot be read at all.
-pub fn list(root: &Path) -> Result<Listing, String> {
-    let mut data = Vec::new();
-    let mut aws = Vec::new();
-    let mut azure = Vec::new();
-    walk(root, &mut data, &mut aws, &mut azure)?;
+/// When the folder cannot be listed at all.
+pub fn list(folder: &dyn Folder) -> Result<Listing, String> {
+    let entries = folder.entries()?;
+    let present: BTreeSet<&str> = entries.iter().map(|e| e.rel.as_str()).collect();
     let mut listing = Listing::default();
-
     // Folders a manifest governs, and the files counted in them.
-    let mut governed: Vec<PathBuf> = Vec::new();
-    let mut counted: BTreeSet<PathBuf> = BTreeSet::new();
-    for manifest in &aws {
-        let Some(export_root) = aws_export_root(manifest) else {
-            continue;
-        };
-        governed.push(export_root.join("data"));
-        match read_aws(manifest, &export_root) {
-            Ok(files) => check_listed(root, manifest, files, &mut counted, &mut listing.errors),
-            Err(why) => listing
-                .errors
-                .push(format!("{}: {why}", shown(root, manifest))),
-        }
-    }
-    // Azure: the newest run per (export, month) wins.
-    let mut newest: BTreeMap<(String, String), (String, PathBuf, Vec<PathBuf>)> = BTreeMap::new();
-    for manifest in &azure {
-        let Some(dir) = manifest.parent() else {
-            continue;
-        };
-        // The folder above the run's counts as governed too, so a run still
-        // being written (its manifest not there yet) is not read either.
-        governed.push(dir.parent().unwrap_or(dir).to_path_buf());
-        match read_azure(root, manifest) {
-            Ok((export, month, submitted, files)) => {
-                let slot = newest.entry((export, month));
-                match slot {
-                    std::collections::btree_map::Entry::Vacant(v) => {
-                        v.insert((submitted, manifest.clone(), files));
-                    }
-                    std::collections::btree_map::Entry::Occupied(mut o) => {
-                        if submitted > o.get().0 {
-                            o.insert((submitted, manifest.clone(), files));
-                        }
+    let mut governed: Vec<String> = Vec::new();
+    let mut counted: BTreeSet<String> = BTreeSet::new();
+    let mut newest: BTreeMap<(String, String), (String, String, Vec<String>)> = BTreeMap::new();
+    for e in &entries {
+        let name = name_of(&e.rel);
+        if name.ends_with("-Manifest.json") {
+            let Some(export_root) = aws_export_root(&e.rel) else {
+                continue;
+            };
+            governed.push(join(&export_root, "data"));
+            match read_text(folder, &e.rel).and_then(|t| aws_files(&t, &export_root)) {
+                Ok(files) => check_listed(&e.rel, files, &present, &mut counted, &mut listing.errors),
+                Err(why) => listing.errors.push(format!("{}: {why}", e.rel)),
+            }
+        } else if name.eq_ignore_ascii_case("manifest.json") {
+            let dir = parent_of(&e.rel);
+            // The folder above the run's counts as governed too, so a run
+            // still being written (its manifest not there yet) is not read.
+            governed.push(parent_of(dir).to_owned());
+            match read_text(folder, &e.rel).and_then(|t| azure_run(&t, dir, &present)) {
+                // The newest run per (export, month) wins.
+                Ok((export, month, submitted, files)) => {
+                    let slot = newest.entry((export, month)).or_default();
+                    if slot.1.is_empty() || submitted > slot.0 {
+                        *slot = (submitted, e.rel.clone(), files);
                     }
                 }
+                Err(why) => listing.errors.push(format!("{}: {why}", e.rel)),
             }
-            Err(why) => listing
-                .errors
-                .push(format!("{}: {why}", shown(root, manifest))),
         }
     }
     for (_, manifest, files) in newest.into_values() {
-        check_listed(root, &manifest, files, &mut counted, &mut listing.errors);
+        check_listed(&manifest, files, &present, &mut counted, &mut listing.errors);
     }
-    for file in data {
-        let under_manifest = governed.iter().any(|g| file.starts_with(g));
-        if under_manifest && !counted.contains(&file) {
+    for e in entries {
+        if !is_data(name_of(&e.rel)) {
+            continue;
+        }
+        if governed.iter().any(|g| under(&e.rel, g)) && !counted.contains(&e.rel) {
             listing.excluded += 1;
             continue;
         }
-        match fingerprint(&file) {
-            Ok(fp) => listing.files.push(DataFile {
-                shown: shown(root, &file),
-                path: file,
-                fingerprint: fp,
-            }),
-            Err(why) => listing
-                .errors
-                .push(format!("{}: {why}", shown(root, &file))),
-        }
+        listing.files.push(e);
     }
-    listing.files.sort_by(|a, b| a.shown.cmp(&b.shown));
+    listing.files.sort_by(|a, b| a.rel.cmp(&b.rel));
     Ok(listing)
 }
 
 /// Counts the files a manifest lists, unless one of them is missing: a
 /// delivery is read whole or not at all.
 fn check_listed(
-    root: &Path,
-    manifest: &Path,
-    files: Vec<PathBuf>,
-    counted: &mut BTreeSet<PathBuf>,
+    manifest: &str,
+    files: Vec<String>,
+    present: &BTreeSet<&str>,
+    counted: &mut BTreeSet<String>,
     errors: &mut Vec<String>,
 ) {
-    let missing: Vec<String> = files
-        .iter()
-        .filter(|f| !f.is_file())
-        .map(|f| shown(root, f))
-        .collect();
+    let missing: Vec<&String> = files.iter().filter(|f| !present.contains(f.as_str())).collect();
     if missing.is_empty() {
         counted.extend(files);
     } else {
         errors.push(format!(
-            "{}: lists {} file(s) that are not there ({}); this delivery is not read until it is complete",
-            shown(root, manifest),
+            "{manifest}: lists {} file(s) that are not there ({}); this delivery is not read until it is complete",
             missing.len(),
-            missing.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+            missing.iter().take(3).map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
         ));
     }
 }
 
-fn shown(root: &Path, p: &Path) -> String {
-    p.strip_prefix(root)
-        .unwrap_or(p)
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn fingerprint(p: &Path) -> Result<String, String> {
-    let meta = std::fs::metadata(p).map_err(|e| format!("cannot read its metadata: {e}"))?;
-    let mtime = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos());
-    Ok(format!("{}:{mtime}", meta.len()))
-}
-
-fn walk(
-    root: &Path,
-    data: &mut Vec<PathBuf>,
-    aws: &mut Vec<PathBuf>,
-    azure: &mut Vec<PathBuf>,
-) -> Result<(), String> {
-    let mut stack = vec![root.to_path_buf()];
-    let mut seen = 0usize;
-    while let Some(dir) = stack.pop() {
-        let entries = std::fs::read_dir(&dir)
-            .map_err(|e| format!("cannot read the folder {}: {e}", dir.display()))?;
-        for entry in entries {
-            let entry =
-                entry.map_err(|e| format!("cannot read the folder {}: {e}", dir.display()))?;
-            seen += 1;
-            if seen > MAX_ENTRIES {
-                return Err(format!(
-                    "{} holds more than {MAX_ENTRIES} files and folders; point path at one export",
-                    root.display()
-                ));
-            }
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') {
-                continue;
-            }
-            // Symbolic links to folders are not followed: a loop must not hang a sync.
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            let path = entry.path();
-            if kind.is_dir() {
-                stack.push(path);
-            } else if name.ends_with("-Manifest.json") {
-                aws.push(path);
-            } else if name.eq_ignore_ascii_case("manifest.json") {
-                azure.push(path);
-            } else if is_data(&name) && (kind.is_file() || path.is_file()) {
-                data.push(path);
-            }
-        }
-    }
-    Ok(())
-}
-
 /// The export's folder: the one above `metadata/`.
-fn aws_export_root(manifest: &Path) -> Option<PathBuf> {
-    let mut p = manifest.parent()?;
-    while let Some(parent) = p.parent() {
-        if p.file_name().is_some_and(|n| n == "metadata") {
-            return Some(parent.to_path_buf());
-        }
-        p = parent;
-    }
-    None
+fn aws_export_root(rel: &str) -> Option<String> {
+    let parts: Vec<&str> = rel.split('/').collect();
+    let at = parts.iter().rposition(|p| *p == "metadata")?;
+    Some(parts[..at].join("/"))
 }
 
-fn read_aws(manifest: &Path, export_root: &Path) -> Result<Vec<PathBuf>, String> {
-    let text = std::fs::read_to_string(manifest).map_err(|e| format!("cannot read: {e}"))?;
+fn aws_files(text: &str, export_root: &str) -> Result<Vec<String>, String> {
     let m: AwsManifest =
-        serde_json::from_str(&text).map_err(|e| format!("not an AWS export manifest: {e}"))?;
-    let export = export_root
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+        serde_json::from_str(text).map_err(|e| format!("not an AWS export manifest: {e}"))?;
+    let export = name_of(export_root);
     let marker = format!("/{export}/data/");
     m.data_files
         .iter()
         .map(|uri| {
-            let at = uri
-                .find(&marker)
-                .ok_or_else(|| format!("dataFiles entry `{uri}` is not under `{export}/data/`"))?;
-            let rel = &uri[at + marker.len()..];
-            if rel.split('/').any(|part| part == "..") {
-                return Err(format!("dataFiles entry `{uri}` leaves the export folder"));
+            let at = uri.find(&marker).ok_or_else(|| {
+                format!("dataFiles entry `{uri}` is not under `{export}/data/`")
+            })?;
+            let rest = &uri[at + marker.len()..];
+            if rest.split('/').any(|part| part == ".." || part.is_empty()) {
+                return Err(format!("dataFiles entry `{uri}` is not a file under the export"));
             }
-            Ok(export_root.join("data").join(rel))
+            Ok(join(&join(export_root, "data"), rest))
         })
         .collect()
 }
 
-type AzureRun = (String, String, String, Vec<PathBuf>);
+type AzureRun = (String, String, String, Vec<String>);
 
-fn read_azure(root: &Path, manifest: &Path) -> Result<AzureRun, String> {
-    let text = std::fs::read_to_string(manifest).map_err(|e| format!("cannot read: {e}"))?;
+fn azure_run(text: &str, dir: &str, present: &BTreeSet<&str>) -> Result<AzureRun, String> {
     let m: AzureManifest =
-        serde_json::from_str(&text).map_err(|e| format!("not an Azure export manifest: {e}"))?;
-    let dir = manifest.parent().unwrap_or(root);
+        serde_json::from_str(text).map_err(|e| format!("not an Azure export manifest: {e}"))?;
+    // Without a name, the run's folder two levels up names the export.
     let export = m
         .export_config
         .and_then(|c| c.export_name)
-        .unwrap_or_else(|| {
-            // Without a name, the run's folder two levels up names the export.
-            dir.parent()
-                .and_then(Path::parent)
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        });
+        .unwrap_or_else(|| parent_of(parent_of(dir)).to_owned());
     let month = m
         .run_info
         .start_date
@@ -307,22 +271,88 @@ fn read_azure(root: &Path, manifest: &Path) -> Result<AzureRun, String> {
         .map(|b| {
             let name = b.blob_name.trim_start_matches('/');
             if name.split('/').any(|part| part == "..") {
-                return Err(format!(
-                    "blobName `{}` leaves the source folder",
-                    b.blob_name
-                ));
+                return Err(format!("blobName `{}` leaves the source folder", b.blob_name));
             }
-            let under_root = root.join(name);
-            if under_root.is_file() {
-                return Ok(under_root);
-            }
-            // Synced without its container prefix: the file beside the manifest.
-            let beside = Path::new(name)
-                .file_name()
-                .map(|f| dir.join(f))
-                .unwrap_or(under_root.clone());
-            Ok(if beside.is_file() { beside } else { under_root })
+            // Relative to the source's folder; or, for a folder synced
+            // without its container prefix, the file beside the manifest.
+            let beside = join(dir, name_of(name));
+            Ok(if present.contains(name) || !present.contains(beside.as_str()) {
+                name.to_owned()
+            } else {
+                beside
+            })
         })
         .collect::<Result<_, String>>()?;
     Ok((export, month, m.run_info.submitted_time, files))
+}
+
+/// Files and folders walked before giving up: an export folder holds
+/// thousands, not millions.
+const MAX_ENTRIES: usize = 200_000;
+
+/// A folder on this machine, read recursively.
+pub struct LocalFolder {
+    pub root: PathBuf,
+}
+
+impl Folder for LocalFolder {
+    fn entries(&self) -> Result<Vec<Entry>, String> {
+        let mut out = Vec::new();
+        let mut stack = vec![self.root.clone()];
+        let mut seen = 0usize;
+        while let Some(dir) = stack.pop() {
+            let read = std::fs::read_dir(&dir)
+                .map_err(|e| format!("cannot read the folder {}: {e}", dir.display()))?;
+            for entry in read {
+                let entry =
+                    entry.map_err(|e| format!("cannot read the folder {}: {e}", dir.display()))?;
+                seen += 1;
+                if seen > MAX_ENTRIES {
+                    return Err(format!(
+                        "{} holds more than {MAX_ENTRIES} files and folders; point path at one export",
+                        self.root.display()
+                    ));
+                }
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with('.') {
+                    continue;
+                }
+                // Symbolic links to folders are not followed: a loop must not hang a load.
+                let Ok(kind) = entry.file_type() else { continue };
+                let path = entry.path();
+                if kind.is_dir() {
+                    stack.push(path);
+                } else if wanted(&name) && (kind.is_file() || path.is_file()) {
+                    let rel = relative(&self.root, &path);
+                    let fingerprint =
+                        fingerprint(&path).map_err(|why| format!("{rel}: {why}"))?;
+                    out.push(Entry { rel, fingerprint });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn open(&self, rel: &str) -> Result<Contents, String> {
+        Ok(Contents::Local(self.root.join(rel)))
+    }
+}
+
+fn relative(root: &Path, p: &Path) -> String {
+    p.strip_prefix(root)
+        .unwrap_or(p)
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+fn fingerprint(p: &Path) -> Result<String, String> {
+    let meta = std::fs::metadata(p).map_err(|e| format!("cannot read its metadata: {e}"))?;
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    Ok(format!("{}:{mtime}", meta.len()))
 }

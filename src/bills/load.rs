@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::aggregate::Aggregator;
 use super::charge::{self, Cells};
 use super::cur2::{self, Cur2};
-use super::files::{self, DataFile};
+use super::files::{self, DataFile, Folder};
 use super::focus::{self, Focus};
 use super::gpus::GpuTypes;
 use super::read::Table;
@@ -96,24 +96,28 @@ const END: usize = 4;
 /// Reads one file into `agg`; the periods it held so far, and how it ended.
 pub(super) fn read_file(
     source: &BillSource,
+    folder: &dyn Folder,
     file: &DataFile,
     agg: &mut Aggregator<'_>,
 ) -> (BTreeSet<PeriodKey>, Result<(), BillError>) {
     let mut seen = BTreeSet::new();
     let result = (|| {
-        let table = Table::open(&file.path, &file.shown)?;
+        let contents = folder
+            .open(&file.rel)
+            .map_err(|why| BillError::file(&file.rel, why))?;
+        let table = Table::open(contents, &file.rel)?;
         let columns = match source.format {
             BillFormat::Focus => focus::COLUMNS,
             BillFormat::Cur2 => cur2::COLUMNS,
         };
-        let wanted = charge::resolve(&file.shown, table.header(), columns)?;
+        let wanted = charge::resolve(&file.rel, table.header(), columns)?;
         let mut focus = Focus::new(source.provider, &source.team_tags);
         let mut cur = Cur2::new(&source.team_tags);
         let mut last: Option<(String, i64)> = None;
         table.rows(&wanted, &mut |row| {
             let cells = Cells {
                 row,
-                shown: &file.shown,
+                shown: &file.rel,
                 names: columns,
             };
             let charge = match source.format {
@@ -185,7 +189,14 @@ fn load(
     now: DateTime<Utc>,
     report: &mut SourceReport,
 ) -> Result<(), StoreError> {
-    let listing = match files::list(&source.path) {
+    let folder = match super::folder(source) {
+        Ok(f) => f,
+        Err(why) => {
+            report.errors.push(why);
+            return Ok(());
+        }
+    };
+    let listing = match files::list(folder.as_ref()) {
         Ok(l) => l,
         Err(why) => {
             report.errors.push(why);
@@ -198,7 +209,7 @@ fn load(
     let (types, skus) = pool.read(|s| s.gpu_catalog(source.provider.as_str()))?;
     let gpus = GpuTypes::new(source.provider, &types, &skus);
 
-    let present: BTreeSet<&str> = listing.files.iter().map(|f| f.shown.as_str()).collect();
+    let present: BTreeSet<&str> = listing.files.iter().map(|f| f.rel.as_str()).collect();
     let removed: Vec<String> = stored
         .keys()
         .filter(|p| !present.contains(p.as_str()))
@@ -207,7 +218,7 @@ fn load(
     let (changed, unchanged): (Vec<&DataFile>, Vec<&DataFile>) =
         listing.files.iter().partition(|f| {
             stored
-                .get(&f.shown)
+                .get(&f.rel)
                 .is_none_or(|r| r.fingerprint != f.fingerprint)
         });
 
@@ -223,12 +234,12 @@ fn load(
                         affected: &mut BTreeSet<PeriodKey>,
                         report: &mut SourceReport| {
         report.files_read += 1;
-        let (mut seen, result) = read_file(source, file, &mut agg);
-        if let Some(r) = stored.get(&file.shown) {
+        let (mut seen, result) = read_file(source, folder.as_ref(), file, &mut agg);
+        if let Some(r) = stored.get(&file.rel) {
             seen.extend(r.periods.iter().cloned());
         }
         if let Err(e) = result {
-            tracing::warn!(file = %file.shown, error = %e, "Bill file failed.");
+            tracing::warn!(file = %file.rel, error = %e, "Bill file failed.");
             if seen.is_empty() {
                 report.errors.push(e.to_string());
             }
@@ -237,7 +248,7 @@ fn load(
             }
         }
         affected.extend(seen.iter().cloned());
-        held.insert(file.shown.clone(), seen);
+        held.insert(file.rel.clone(), seen);
     };
     for file in &changed {
         read_one(file, &mut held, &mut affected, report);
@@ -248,7 +259,7 @@ fn load(
     loop {
         let before = affected.len();
         for file in &unchanged {
-            let periods = &stored[&file.shown].periods;
+            let periods = &stored[&file.rel].periods;
             if periods.iter().any(|p| affected.contains(p)) {
                 affected.extend(periods.iter().cloned());
             }
@@ -258,7 +269,7 @@ fn load(
         }
     }
     for file in &unchanged {
-        let touches = stored[&file.shown]
+        let touches = stored[&file.rel]
             .periods
             .iter()
             .any(|p| affected.contains(p));
@@ -349,7 +360,7 @@ fn load(
     let by_path: BTreeMap<&str, &DataFile> = listing
         .files
         .iter()
-        .map(|f| (f.shown.as_str(), f))
+        .map(|f| (f.rel.as_str(), f))
         .collect();
     let records: Vec<(String, FileRecord)> = held
         .into_iter()

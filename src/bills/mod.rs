@@ -18,6 +18,8 @@ pub mod gpus;
 pub mod load;
 pub mod query;
 pub mod read;
+#[cfg(feature = "aws")]
+mod s3;
 mod time;
 
 use std::collections::BTreeMap;
@@ -105,8 +107,8 @@ pub struct BillSource {
     pub name: String,
     pub format: BillFormat,
     pub provider: BillProvider,
-    /// The folder that holds the export folders, read recursively.
-    pub path: PathBuf,
+    /// Where the export folders are.
+    pub location: BillLocation,
     /// Tag keys that name a team, first present wins.
     pub team_tags: Vec<String>,
     /// The team of a sub-account (account, subscription, project) whose rows
@@ -114,6 +116,51 @@ pub struct BillSource {
     pub teams_by_account: BTreeMap<String, String>,
     /// Days after a period's end before it is final.
     pub grace_days: u32,
+}
+
+/// Where a source's export folders are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BillLocation {
+    /// A folder on this machine, read recursively.
+    Folder(PathBuf),
+    /// An object-store prefix (an AWS Data Exports bucket), read in place.
+    S3(S3Location),
+}
+
+/// `s3://bucket/prefix`, with the endpoint and region to reach it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Location {
+    pub bucket: String,
+    /// Without leading or trailing `/`; empty for the whole bucket.
+    pub prefix: String,
+    /// Another S3 endpoint than AWS's (a mirror, a test server).
+    pub endpoint: Option<String>,
+    /// The bucket's region; else `AWS_REGION`, else `us-east-1`.
+    pub region: Option<String>,
+}
+
+impl fmt::Display for BillLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Folder(p) => write!(f, "{}", p.display()),
+            Self::S3(s) if s.prefix.is_empty() => write!(f, "s3://{}", s.bucket),
+            Self::S3(s) => write!(f, "s3://{}/{}", s.bucket, s.prefix),
+        }
+    }
+}
+
+/// The folder a source reads.
+///
+/// # Errors
+/// When its object store cannot be set up, or this build cannot read it.
+pub fn folder(source: &BillSource) -> Result<Box<dyn files::Folder>, String> {
+    match &source.location {
+        BillLocation::Folder(root) => Ok(Box::new(files::LocalFolder { root: root.clone() })),
+        #[cfg(feature = "aws")]
+        BillLocation::S3(s3) => Ok(Box::new(s3::S3Folder::new(s3)?)),
+        #[cfg(not(feature = "aws"))]
+        BillLocation::S3(_) => Err("this gpuplan was built without the `aws` feature, which reads s3:// bills".to_owned()),
+    }
 }
 
 /// Where in which file a bad value was found.

@@ -5,7 +5,6 @@
 
 use std::fs::File;
 use std::io::{BufReader, Read};
-use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -20,6 +19,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::BillError;
+use super::files::Contents;
 
 /// One cell of a row. `Null` is an empty CSV field, the literal `null`, or
 /// a Parquet null.
@@ -68,6 +68,7 @@ pub struct Table {
 enum Inner {
     Csv(csv::Reader<Box<dyn Read>>),
     Parquet(Box<ParquetRecordBatchReaderBuilder<File>>),
+    ParquetInMemory(Box<ParquetRecordBatchReaderBuilder<bytes::Bytes>>),
 }
 
 /// Rows decoded per Parquet batch: large enough to amortize decoding, small
@@ -75,37 +76,49 @@ enum Inner {
 const BATCH_ROWS: usize = 8192;
 
 impl Table {
-    /// Opens `path` by its name: `*.parquet`, `*.csv.gz`, or `*.csv`.
-    /// `shown` is the path errors name (the file under its source's folder).
+    /// Opens a file by its name: `*.parquet`, `*.csv.gz`, or `*.csv`.
+    /// `shown` is its path under the source's folder, which errors name.
     ///
     /// # Errors
     /// `File` when it cannot be opened or its header cannot be read.
-    pub fn open(path: &Path, shown: &str) -> Result<Self, BillError> {
+    pub fn open(contents: Contents, shown: &str) -> Result<Self, BillError> {
         let fail = |why: String| BillError::file(shown, why);
-        let file = File::open(path).map_err(|e| fail(format!("cannot open: {e}")))?;
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().to_ascii_lowercase())
-            .unwrap_or_default();
-        if name.ends_with(".parquet") {
-            let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-                .map_err(|e| fail(format!("not a readable Parquet file: {e}")))?;
-            let header = builder
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect();
-            return Ok(Self {
-                shown: shown.to_owned(),
-                header,
-                inner: Inner::Parquet(Box::new(builder)),
-            });
-        }
+        let name = shown.rsplit('/').next().unwrap_or(shown).to_ascii_lowercase();
+        let parquet_header = |schema: &arrow_schema::SchemaRef| -> Vec<String> {
+            schema.fields().iter().map(|f| f.name().clone()).collect()
+        };
+        let not_parquet = |e: parquet::errors::ParquetError| fail(format!("not a readable Parquet file: {e}"));
+        let reader: Box<dyn Read> = match contents {
+            Contents::Local(path) => {
+                let file = File::open(&path).map_err(|e| fail(format!("cannot open: {e}")))?;
+                if name.ends_with(".parquet") {
+                    let b = ParquetRecordBatchReaderBuilder::try_new(file).map_err(not_parquet)?;
+                    let header = parquet_header(b.schema());
+                    return Ok(Self {
+                        shown: shown.to_owned(),
+                        header,
+                        inner: Inner::Parquet(Box::new(b)),
+                    });
+                }
+                Box::new(BufReader::new(file))
+            }
+            Contents::Memory(bytes) => {
+                if name.ends_with(".parquet") {
+                    let b = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(not_parquet)?;
+                    let header = parquet_header(b.schema());
+                    return Ok(Self {
+                        shown: shown.to_owned(),
+                        header,
+                        inner: Inner::ParquetInMemory(Box::new(b)),
+                    });
+                }
+                Box::new(std::io::Cursor::new(bytes))
+            }
+        };
         let reader: Box<dyn Read> = if name.ends_with(".gz") {
-            Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(file)))
+            Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(reader)))
         } else {
-            Box::new(BufReader::new(file))
+            reader
         };
         let mut csv = csv::ReaderBuilder::new()
             .has_headers(true)
@@ -152,6 +165,9 @@ impl Table {
         match self.inner {
             Inner::Csv(reader) => csv_rows(&self.shown, reader, wanted, f),
             Inner::Parquet(builder) => parquet_rows(&self.shown, &self.header, *builder, wanted, f),
+            Inner::ParquetInMemory(builder) => {
+                parquet_rows(&self.shown, &self.header, *builder, wanted, f)
+            }
         }
     }
 }
@@ -402,10 +418,10 @@ impl RowCells for BatchRow<'_> {
     }
 }
 
-fn parquet_rows(
+fn parquet_rows<T: parquet::file::reader::ChunkReader + 'static>(
     shown: &str,
     header: &[String],
-    builder: ParquetRecordBatchReaderBuilder<File>,
+    builder: ParquetRecordBatchReaderBuilder<T>,
     wanted: &[Option<usize>],
     f: &mut dyn FnMut(&dyn RowCells) -> Result<(), BillError>,
 ) -> Result<(), BillError> {

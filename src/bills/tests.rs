@@ -120,7 +120,7 @@ impl Bench {
             name: "test".into(),
             format,
             provider,
-            path: dir.path().to_path_buf(),
+            location: super::BillLocation::Folder(dir.path().to_path_buf()),
             team_tags: vec!["team".into(), "project".into()],
             teams_by_account: BTreeMap::from([
                 ("333".to_owned(), "research".to_owned()),
@@ -673,15 +673,16 @@ fn aggregate(
     bytes: &[u8],
 ) -> Vec<super::PeriodData> {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(name);
-    std::fs::write(&path, bytes).unwrap();
+    std::fs::write(dir.path().join(name), bytes).unwrap();
     let file = super::files::DataFile {
-        path,
-        shown: name.to_owned(),
+        rel: name.to_owned(),
         fingerprint: String::new(),
     };
+    let folder = super::files::LocalFolder {
+        root: dir.path().to_path_buf(),
+    };
     let mut agg = super::aggregate::Aggregator::new(source, gpus);
-    let (_, result) = super::load::read_file(source, &file, &mut agg);
+    let (_, result) = super::load::read_file(source, &folder, &file, &mut agg);
     result.unwrap();
     agg.finish()
 }

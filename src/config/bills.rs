@@ -2,7 +2,7 @@
 //! and commitments from.
 
 use super::*;
-use crate::bills::{BillFormat, BillProvider, BillSource};
+use crate::bills::{BillFormat, BillLocation, BillProvider, BillSource, S3Location};
 
 /// Bills refresh a few times a day; reading them every six hours, away from
 /// the hourly price syncs at :00, keeps the open month current.
@@ -15,6 +15,8 @@ pub(super) struct RawBillSource {
     provider: Option<String>,
     path: Option<String>,
     url: Option<String>,
+    endpoint: Option<String>,
+    region: Option<String>,
     schedule: Option<String>,
     enabled: Option<bool>,
     #[serde(default)]
@@ -83,19 +85,33 @@ pub(super) fn validate(
                 "format cur2 is AWS's Cost and Usage Report; its provider is aws",
             );
         }
-        let path = match (s.path, s.url) {
-            (Some(p), None) if !p.trim().is_empty() => Some(resolve(&p)),
+        if s.url.is_none() {
+            for (key, set) in [("endpoint", s.endpoint.is_some()), ("region", s.region.is_some())] {
+                if set {
+                    c.fail(format!("{at}.{key}"), "goes with url (an s3:// bucket), not with path");
+                }
+            }
+        }
+        let location = match (s.path, s.url) {
+            (Some(p), None) if !p.trim().is_empty() => Some(BillLocation::Folder(resolve(&p))),
             (Some(_), None) => {
                 c.fail(format!("{at}.path"), "must not be empty");
                 None
             }
-            (None, Some(_)) => {
-                c.fail(
-                    format!("{at}.url"),
-                    "reading exports from object storage is not in this build; sync the export to a folder and set path",
-                );
-                None
-            }
+            (None, Some(url)) => match s3_location(&url, s.endpoint, s.region) {
+                Ok(loc) => {
+                    #[cfg(not(feature = "aws"))]
+                    c.fail(
+                        format!("{at}.url"),
+                        "this gpuplan was built without the `aws` feature, which reads s3:// bills",
+                    );
+                    Some(BillLocation::S3(loc))
+                }
+                Err((key, why)) => {
+                    c.fail(format!("{at}.{key}"), why);
+                    None
+                }
+            },
             (Some(_), Some(_)) => {
                 c.fail(format!("{at}.url"), "path is set too; use one or the other");
                 None
@@ -103,7 +119,7 @@ pub(super) fn validate(
             (None, None) => {
                 c.fail(
                     &at,
-                    "give path (a folder holding the export) to read the bills from",
+                    "give path (a folder holding the export) or url (s3://bucket/prefix)",
                 );
                 None
             }
@@ -128,7 +144,7 @@ pub(super) fn validate(
             &format!("{at}.schedule"),
             Some(s.schedule.as_deref().unwrap_or(DEFAULT_BILLS_SCHEDULE)),
         );
-        if let (Some(format), Some(provider), Some(path)) = (format, provider, path) {
+        if let (Some(format), Some(provider), Some(location)) = (format, provider, location) {
             out.insert(
                 name.clone(),
                 BillSourceConfig {
@@ -137,7 +153,7 @@ pub(super) fn validate(
                         name,
                         format,
                         provider,
-                        path,
+                        location,
                         team_tags: s.team_tags,
                         teams_by_account: s.teams_by_account,
                         grace_days: grace.unwrap_or_else(|| provider.grace_days()),
@@ -148,4 +164,43 @@ pub(super) fn validate(
         }
     }
     out
+}
+
+/// `s3://bucket/prefix`; the error names the key at fault.
+fn s3_location(
+    url: &str,
+    endpoint: Option<String>,
+    region: Option<String>,
+) -> Result<S3Location, (&'static str, String)> {
+    let rest = url
+        .strip_prefix("s3://")
+        .ok_or(("url", format!("`{url}` is not an s3://bucket/prefix URL")))?;
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let bucket_ok = (3..=63).contains(&bucket.len())
+        && bucket
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+    if !bucket_ok {
+        return Err(("url", format!("`{bucket}` is not an S3 bucket name")));
+    }
+    let prefix = prefix.trim_matches('/');
+    if prefix.split('/').any(|p| p == "..") {
+        return Err(("url", "the prefix must not hold `..`".to_owned()));
+    }
+    if let Some(e) = &endpoint {
+        if !is_http_url(e) {
+            return Err(("endpoint", format!("`{e}` is not an http:// or https:// URL")));
+        }
+    }
+    if let Some(r) = &region {
+        if r.is_empty() || !r.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+            return Err(("region", format!("`{r}` is not an AWS region")));
+        }
+    }
+    Ok(S3Location {
+        bucket: bucket.to_owned(),
+        prefix: prefix.to_owned(),
+        endpoint: endpoint.map(|e| e.trim_end_matches('/').to_owned()),
+        region,
+    })
 }

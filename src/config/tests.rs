@@ -499,13 +499,28 @@ fn bill_sources_are_read_and_each_problem_named_by_its_path() {
     )
     .unwrap();
     let s = &config.bills["aws-payer"].source;
-    assert_eq!(s.path, Path::new("/etc/gpuplan/bills/aws"));
+    assert_eq!(
+        s.location,
+        crate::bills::BillLocation::Folder("/etc/gpuplan/bills/aws".into())
+    );
     assert_eq!(s.grace_days, 15);
     assert_eq!(s.teams_by_account["1"], "ml");
+    let config = Config::parse(
+        "[bills.x]\nformat = \"focus\"\nprovider = \"aws\"\nurl = \"s3://bills-bucket/exports/\"\n\
+         endpoint = \"http://127.0.0.1:9000/\"\nregion = \"eu-west-1\"\n",
+        Path::new(""),
+    )
+    .unwrap();
+    assert_eq!(
+        config.bills["x"].source.location.to_string(),
+        "s3://bills-bucket/exports"
+    );
 
     let errors = Config::parse(
         "[bills.Bad]\nformat = \"csv\"\nprovider = \"ibm\"\n\
          [bills.two]\nformat = \"cur2\"\nprovider = \"azure\"\npath = \"a\"\nurl = \"s3://b/p\"\n\
+         [bills.three]\nformat = \"cur2\"\nprovider = \"aws\"\nurl = \"s3://My_Bucket/x\"\n\
+         [bills.four]\nformat = \"cur2\"\nprovider = \"aws\"\npath = \"p\"\nregion = \"us-east-1\"\n\
          team_tags = [\"\"]\nschedule = \"hourly\"\nrestated_after_days = 999\n",
         Path::new(""),
     )
@@ -517,9 +532,11 @@ fn bill_sources_are_read_and_each_problem_named_by_its_path() {
         "bills.Bad.provider",
         "bills.two.provider",
         "bills.two.url",
-        "bills.two.team_tags[0]",
-        "bills.two.schedule",
-        "bills.two.restated_after_days",
+        "bills.four.team_tags[0]",
+        "bills.four.schedule",
+        "bills.four.restated_after_days",
+        "bills.three.url",
+        "bills.four.region",
     ] {
         assert!(paths.contains(&want), "{want} not in {paths:?}");
     }
