@@ -548,3 +548,208 @@ fn kill_9_in_the_middle_of_a_load_leaves_the_previous_generation_intact() {
     assert_eq!((hours, summed), (full, full));
     eprintln!("a whole load took {whole:?}; kills left the new generation {seen:?}");
 }
+
+/// A moto S3 server on a free loopback port, stopped when dropped. `None`
+/// (the test is skipped) where moto is not installed, unless CI requires it.
+struct Moto {
+    child: std::process::Child,
+    endpoint: String,
+}
+
+impl Moto {
+    fn start() -> Option<Self> {
+        let bin = std::env::var("GPUPLAN_MOTO_SERVER").unwrap_or_else(|_| "moto_server".to_owned());
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = match Command::new(&bin)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+        {
+            Ok(c) => c,
+            Err(e) => {
+                assert!(
+                    std::env::var_os("GPUPLAN_TEST_S3_REQUIRED").is_none(),
+                    "{bin} cannot start: {e}"
+                );
+                eprintln!("skipped: {bin} is not installed ({e})");
+                return None;
+            }
+        };
+        let moto = Self {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+        };
+        for _ in 0..300 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(moto);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("moto_server did not start listening on {port}");
+    }
+
+    fn store(&self, bucket: &str) -> object_store::aws::AmazonS3 {
+        object_store::aws::AmazonS3Builder::new()
+            .with_bucket_name(bucket)
+            .with_region("us-east-1")
+            .with_endpoint(&self.endpoint)
+            .with_allow_http(true)
+            .with_access_key_id("testing")
+            .with_secret_access_key("testing")
+            .build()
+            .unwrap()
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aws_export_bucket_is_read_in_place_from_a_real_s3_server() {
+    use object_store::{ObjectStoreExt as _, PutPayload};
+
+    let Some(moto) = Moto::start() else { return };
+    let store = moto.store("bills-bucket");
+    // moto creates a bucket on a PUT of the bucket itself.
+    reqwest::Client::new()
+        .put(format!("{}/bills-bucket", moto.endpoint))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap();
+    let put = |key: &str, body: String| {
+        let store = &store;
+        let key = object_store::path::Path::from(key);
+        async move {
+            store.put(&key, PutPayload::from(body)).await.unwrap();
+        }
+    };
+    let data = "exports/focus/data/billing_period=2026-10";
+    let one = format!("{HEADER}\n{}\n", usage_row(0, "p5.48xlarge", "ml", 98.32));
+    let two = format!("{one}{}\n", usage_row(1, "p5.48xlarge", "ml", 98.32));
+    put(
+        &format!("{data}/2026-10-02T00:00:00Z-old/focus-00001.csv"),
+        one.clone(),
+    )
+    .await;
+    put(
+        &format!("{data}/2026-10-03T00:00:00Z-new/focus-00001.csv"),
+        two.clone(),
+    )
+    .await;
+    put(
+        "exports/focus/metadata/billing_period=2026-10/focus-Manifest.json",
+        r#"{"executionId":"new","dataFiles":["s3://bills-bucket/exports/focus/data/billing_period=2026-10/2026-10-03T00:00:00Z-new/focus-00001.csv"]}"#
+            .to_owned(),
+    )
+    .await;
+    // Not under the source's prefix: never listed.
+    put("elsewhere/focus-00001.csv", one.clone()).await;
+
+    let w = Workspace::new("");
+    let config = w.path("gpuplan.toml");
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "path = \"bills\"",
+        &format!(
+            "url = \"s3://bills-bucket/exports\"\nendpoint = \"{}\"\nregion = \"us-east-1\"",
+            moto.endpoint
+        ),
+    );
+    std::fs::write(&config, text).unwrap();
+    let run = |args: &[&str]| {
+        w.command(args)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("HOME", w.path(""))
+            .output()
+            .unwrap()
+    };
+    let report = |args: &[&str]| -> (Option<i32>, Value) {
+        let out = run(args);
+        (
+            out.status.code(),
+            serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        )
+    };
+
+    let (code, r) = report(&["bills", "sync", "--json"]);
+    assert_eq!(code, Some(0), "{r}");
+    let s = &r["sources"][0];
+    assert_eq!(
+        (s["files_read"].as_u64(), s["files_excluded"].as_u64()),
+        (Some(1), Some(1)),
+        "{s}"
+    );
+    assert_eq!(s["periods"][0]["result"], "loaded");
+    let usage: Value = serde_json::from_slice(
+        &run(&[&["usage", "--json", "--by", "month"][..], &OCTOBER].concat()).stdout,
+    )
+    .unwrap();
+    assert_eq!(usage[0]["gpu_hours"], 16.0);
+
+    // Unchanged objects are not fetched again.
+    let (_, r) = report(&["bills", "sync", "--json"]);
+    assert_eq!(r["sources"][0]["files_skipped"], 1, "{r}");
+
+    // A rewritten object is read again and replaces its period (October is
+    // past AWS's two weeks of grace, so the change is a restatement).
+    let three = format!("{two}{}\n", usage_row(2, "p5.48xlarge", "ml", 98.32));
+    put(
+        &format!("{data}/2026-10-03T00:00:00Z-new/focus-00001.csv"),
+        three.clone(),
+    )
+    .await;
+    let (_, r) = report(&["bills", "sync", "--json"]);
+    assert_eq!(r["sources"][0]["periods"][0]["result"], "restated", "{r}");
+    assert_eq!(r["sources"][0]["periods"][0]["deltas"]["gpu_hours"], 8.0);
+
+    // A corrupt object fails its period by name; the stored rows stay.
+    put(
+        &format!("{data}/2026-10-03T00:00:00Z-new/focus-00001.csv"),
+        format!("{three}111111111111,2026-10-01T00:00:00Z\n"),
+    )
+    .await;
+    let (code, r) = report(&["bills", "sync", "--json"]);
+    assert_eq!(code, Some(1));
+    let error = r["sources"][0]["periods"][0]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        error.starts_with(
+            "focus/data/billing_period=2026-10/2026-10-03T00:00:00Z-new/focus-00001.csv: line 5"
+        ),
+        "{r}"
+    );
+    let usage: Value = serde_json::from_slice(
+        &run(&[&["usage", "--json", "--by", "month"][..], &OCTOBER].concat()).stdout,
+    )
+    .unwrap();
+    assert_eq!(usage[0]["gpu_hours"], 24.0);
+
+    // A server that does not answer is named, and nothing is lost.
+    drop(moto);
+    let (code, r) = report(&["bills", "sync", "--json"]);
+    assert_eq!(code, Some(1));
+    let errors = r["sources"][0]["errors"].to_string();
+    assert!(
+        errors.contains("s3://bills-bucket/exports: cannot list"),
+        "{errors}"
+    );
+    let usage: Value = serde_json::from_slice(
+        &run(&[&["usage", "--json", "--by", "month"][..], &OCTOBER].concat()).stdout,
+    )
+    .unwrap();
+    assert_eq!(usage[0]["gpu_hours"], 24.0);
+}

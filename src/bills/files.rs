@@ -134,7 +134,9 @@ fn read_text(folder: &dyn Folder, rel: &str) -> Result<String, String> {
     let bytes = match folder.open(rel)? {
         Contents::Memory(b) => b.to_vec(),
         Contents::Local(p) => {
-            let len = std::fs::metadata(&p).map_err(|e| format!("cannot read: {e}"))?.len();
+            let len = std::fs::metadata(&p)
+                .map_err(|e| format!("cannot read: {e}"))?
+                .len();
             if len > MAX_MANIFEST_BYTES {
                 return Err(format!("{len} bytes is too large for a manifest"));
             }
@@ -164,7 +166,9 @@ pub fn list(folder: &dyn Folder) -> Result<Listing, String> {
             };
             governed.push(join(&export_root, "data"));
             match read_text(folder, &e.rel).and_then(|t| aws_files(&t, &export_root)) {
-                Ok(files) => check_listed(&e.rel, files, &present, &mut counted, &mut listing.errors),
+                Ok(files) => {
+                    check_listed(&e.rel, files, &present, &mut counted, &mut listing.errors)
+                }
                 Err(why) => listing.errors.push(format!("{}: {why}", e.rel)),
             }
         } else if name.eq_ignore_ascii_case("manifest.json") {
@@ -185,7 +189,13 @@ pub fn list(folder: &dyn Folder) -> Result<Listing, String> {
         }
     }
     for (_, manifest, files) in newest.into_values() {
-        check_listed(&manifest, files, &present, &mut counted, &mut listing.errors);
+        check_listed(
+            &manifest,
+            files,
+            &present,
+            &mut counted,
+            &mut listing.errors,
+        );
     }
     for e in entries {
         if !is_data(name_of(&e.rel)) {
@@ -210,7 +220,10 @@ fn check_listed(
     counted: &mut BTreeSet<String>,
     errors: &mut Vec<String>,
 ) {
-    let missing: Vec<&String> = files.iter().filter(|f| !present.contains(f.as_str())).collect();
+    let missing: Vec<&String> = files
+        .iter()
+        .filter(|f| !present.contains(f.as_str()))
+        .collect();
     if missing.is_empty() {
         counted.extend(files);
     } else {
@@ -237,12 +250,14 @@ fn aws_files(text: &str, export_root: &str) -> Result<Vec<String>, String> {
     m.data_files
         .iter()
         .map(|uri| {
-            let at = uri.find(&marker).ok_or_else(|| {
-                format!("dataFiles entry `{uri}` is not under `{export}/data/`")
-            })?;
+            let at = uri
+                .find(&marker)
+                .ok_or_else(|| format!("dataFiles entry `{uri}` is not under `{export}/data/`"))?;
             let rest = &uri[at + marker.len()..];
             if rest.split('/').any(|part| part == ".." || part.is_empty()) {
-                return Err(format!("dataFiles entry `{uri}` is not a file under the export"));
+                return Err(format!(
+                    "dataFiles entry `{uri}` is not a file under the export"
+                ));
             }
             Ok(join(&join(export_root, "data"), rest))
         })
@@ -271,16 +286,21 @@ fn azure_run(text: &str, dir: &str, present: &BTreeSet<&str>) -> Result<AzureRun
         .map(|b| {
             let name = b.blob_name.trim_start_matches('/');
             if name.split('/').any(|part| part == "..") {
-                return Err(format!("blobName `{}` leaves the source folder", b.blob_name));
+                return Err(format!(
+                    "blobName `{}` leaves the source folder",
+                    b.blob_name
+                ));
             }
             // Relative to the source's folder; or, for a folder synced
             // without its container prefix, the file beside the manifest.
             let beside = join(dir, name_of(name));
-            Ok(if present.contains(name) || !present.contains(beside.as_str()) {
-                name.to_owned()
-            } else {
-                beside
-            })
+            Ok(
+                if present.contains(name) || !present.contains(beside.as_str()) {
+                    name.to_owned()
+                } else {
+                    beside
+                },
+            )
         })
         .collect::<Result<_, String>>()?;
     Ok((export, month, m.run_info.submitted_time, files))
@@ -318,14 +338,15 @@ impl Folder for LocalFolder {
                     continue;
                 }
                 // Symbolic links to folders are not followed: a loop must not hang a load.
-                let Ok(kind) = entry.file_type() else { continue };
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
                 let path = entry.path();
                 if kind.is_dir() {
                     stack.push(path);
                 } else if wanted(&name) && (kind.is_file() || path.is_file()) {
                     let rel = relative(&self.root, &path);
-                    let fingerprint =
-                        fingerprint(&path).map_err(|why| format!("{rel}: {why}"))?;
+                    let fingerprint = fingerprint(&path).map_err(|why| format!("{rel}: {why}"))?;
                     out.push(Entry { rel, fingerprint });
                 }
             }

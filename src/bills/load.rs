@@ -357,11 +357,8 @@ fn load(
     }
     // A file is recorded as read only when every period it holds is stored
     // as it is now; otherwise the next load reads it again.
-    let by_path: BTreeMap<&str, &DataFile> = listing
-        .files
-        .iter()
-        .map(|f| (f.rel.as_str(), f))
-        .collect();
+    let by_path: BTreeMap<&str, &DataFile> =
+        listing.files.iter().map(|f| (f.rel.as_str(), f)).collect();
     let records: Vec<(String, FileRecord)> = held
         .into_iter()
         .filter(|(_, periods)| !periods.is_empty() && periods.iter().all(|p| written.contains(p)))

@@ -159,7 +159,9 @@ pub fn folder(source: &BillSource) -> Result<Box<dyn files::Folder>, String> {
         #[cfg(feature = "aws")]
         BillLocation::S3(s3) => Ok(Box::new(s3::S3Folder::new(s3)?)),
         #[cfg(not(feature = "aws"))]
-        BillLocation::S3(_) => Err("this gpuplan was built without the `aws` feature, which reads s3:// bills".to_owned()),
+        BillLocation::S3(_) => Err(
+            "this gpuplan was built without the `aws` feature, which reads s3:// bills".to_owned(),
+        ),
     }
 }
 

@@ -83,11 +83,16 @@ impl Table {
     /// `File` when it cannot be opened or its header cannot be read.
     pub fn open(contents: Contents, shown: &str) -> Result<Self, BillError> {
         let fail = |why: String| BillError::file(shown, why);
-        let name = shown.rsplit('/').next().unwrap_or(shown).to_ascii_lowercase();
+        let name = shown
+            .rsplit('/')
+            .next()
+            .unwrap_or(shown)
+            .to_ascii_lowercase();
         let parquet_header = |schema: &arrow_schema::SchemaRef| -> Vec<String> {
             schema.fields().iter().map(|f| f.name().clone()).collect()
         };
-        let not_parquet = |e: parquet::errors::ParquetError| fail(format!("not a readable Parquet file: {e}"));
+        let not_parquet =
+            |e: parquet::errors::ParquetError| fail(format!("not a readable Parquet file: {e}"));
         let reader: Box<dyn Read> = match contents {
             Contents::Local(path) => {
                 let file = File::open(&path).map_err(|e| fail(format!("cannot open: {e}")))?;

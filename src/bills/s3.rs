@@ -46,19 +46,17 @@ impl CredentialProvider for Chain {
         let fresh = |expiry: &Option<SystemTime>| {
             expiry.is_none_or(|e| e > SystemTime::now() + REFRESH_BEFORE)
         };
-        if let Some((c, expiry)) = self.cached.lock().map_or(None, |g| g.clone()) {
-            if fresh(&expiry) {
-                return Ok(c);
-            }
+        if let Some((c, expiry)) = self.cached.lock().map_or(None, |g| g.clone())
+            && fresh(&expiry)
+        {
+            return Ok(c);
         }
-        let c = self
-            .provider
-            .provide_credentials()
-            .await
-            .map_err(|e| object_store::Error::Generic {
+        let c = self.provider.provide_credentials().await.map_err(|e| {
+            object_store::Error::Generic {
                 store: "S3",
                 source: format!("no AWS credentials from the standard chain: {e}").into(),
-            })?;
+            }
+        })?;
         let credential = Arc::new(AwsCredential {
             key_id: c.access_key_id().to_owned(),
             secret_key: c.secret_access_key().to_owned(),
@@ -158,7 +156,11 @@ impl Folder for S3Folder {
                 self.shown
             ));
         }
-        let skip = if self.prefix.is_empty() { 0 } else { self.prefix.len() + 1 };
+        let skip = if self.prefix.is_empty() {
+            0
+        } else {
+            self.prefix.len() + 1
+        };
         Ok(objects
             .into_iter()
             .filter_map(|meta| {

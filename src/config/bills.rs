@@ -86,9 +86,15 @@ pub(super) fn validate(
             );
         }
         if s.url.is_none() {
-            for (key, set) in [("endpoint", s.endpoint.is_some()), ("region", s.region.is_some())] {
+            for (key, set) in [
+                ("endpoint", s.endpoint.is_some()),
+                ("region", s.region.is_some()),
+            ] {
                 if set {
-                    c.fail(format!("{at}.{key}"), "goes with url (an s3:// bucket), not with path");
+                    c.fail(
+                        format!("{at}.{key}"),
+                        "goes with url (an s3:// bucket), not with path",
+                    );
                 }
             }
         }
@@ -187,15 +193,19 @@ fn s3_location(
     if prefix.split('/').any(|p| p == "..") {
         return Err(("url", "the prefix must not hold `..`".to_owned()));
     }
-    if let Some(e) = &endpoint {
-        if !is_http_url(e) {
-            return Err(("endpoint", format!("`{e}` is not an http:// or https:// URL")));
-        }
+    if let Some(e) = endpoint.as_deref().filter(|e| !is_http_url(e)) {
+        return Err((
+            "endpoint",
+            format!("`{e}` is not an http:// or https:// URL"),
+        ));
     }
-    if let Some(r) = &region {
-        if r.is_empty() || !r.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
-            return Err(("region", format!("`{r}` is not an AWS region")));
-        }
+    let region_ok = |r: &str| {
+        !r.is_empty()
+            && r.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    if let Some(r) = region.as_deref().filter(|r| !region_ok(r)) {
+        return Err(("region", format!("`{r}` is not an AWS region")));
     }
     Ok(S3Location {
         bucket: bucket.to_owned(),
