@@ -2,7 +2,9 @@
 //! usage, daily spend, commitments and their hourly use, corrections, and
 //! the digest that tells an unchanged re-delivery from a restatement.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::HashMap;
 
 use serde::Serialize;
 
@@ -172,8 +174,15 @@ pub struct Aggregator<'a> {
     source: &'a BillSource,
     gpus: &'a GpuTypes,
     names: Names,
-    periods: HashMap<(String, i64), Open>,
+    periods: Vec<Open>,
+    /// Periods by (interned billing account, start).
+    index: HashMap<(u32, i64), usize>,
+    /// What each instance type seen so far is, without the row's hint.
+    placed: HashMap<Box<str>, Placement<'a>>,
 }
+
+/// Instance types remembered before the memo starts over.
+const PLACED_LIMIT: usize = 100_000;
 
 /// What a charge is, as GPU usage.
 enum Gpu<'g> {
@@ -198,14 +207,16 @@ impl<'a> Aggregator<'a> {
             source,
             gpus,
             names: Names::default(),
-            periods: HashMap::new(),
+            periods: Vec::new(),
+            index: HashMap::default(),
+            placed: HashMap::default(),
         }
     }
 
     /// The (billing account, period name) of every period seen so far.
     pub fn keys(&self) -> BTreeSet<(String, String)> {
         self.periods
-            .values()
+            .iter()
             .map(|o| (o.data.billing_account.clone(), o.data.period.clone()))
             .collect()
     }
@@ -215,8 +226,13 @@ impl<'a> Aggregator<'a> {
     /// # Errors
     /// A usage row that spans more than [`MAX_SPREAD_HOURS`].
     pub fn add(&mut self, ch: &Charge<'_>) -> Result<(), String> {
-        let gpu = self.gpu(ch);
-        let names_gpu = self.names_gpu(ch);
+        let placed = ch
+            .instance_type
+            .as_deref()
+            .map(|t| self.place(t, ch.gpu_count));
+        let gpu = self.gpu(ch, placed);
+        let names_gpu = ch.sku_id.is_some_and(|s| self.gpus.sku(s).is_some())
+            || matches!(placed, Some(Placement::Gpu(_)));
         let team = ch
             .team
             .as_deref()
@@ -226,23 +242,26 @@ impl<'a> Aggregator<'a> {
                     .map(String::as_str)
             })
             .unwrap_or(UNALLOCATED);
-        let key = (ch.billing_account.to_owned(), ch.period_start);
-        let period = match self
-            .periods
-            .get_mut(&(ch.billing_account.to_owned(), ch.period_start))
-        {
-            Some(p) => p,
-            None => self.periods.entry(key).or_insert_with(|| Open {
-                data: PeriodData {
-                    billing_account: ch.billing_account.to_owned(),
-                    period: period_name(ch.period_start),
-                    period_start: ch.period_start,
-                    period_end: ch.period_end,
-                    ..PeriodData::default()
-                },
-                ..Open::default()
-            }),
+        let account = self.names.id(ch.billing_account);
+        let at = match self.index.get(&(account, ch.period_start)) {
+            Some(at) => *at,
+            None => {
+                self.periods.push(Open {
+                    data: PeriodData {
+                        billing_account: ch.billing_account.to_owned(),
+                        period: period_name(ch.period_start),
+                        period_start: ch.period_start,
+                        period_end: ch.period_end,
+                        ..PeriodData::default()
+                    },
+                    ..Open::default()
+                });
+                self.index
+                    .insert((account, ch.period_start), self.periods.len() - 1);
+                self.periods.len() - 1
+            }
         };
+        let period = &mut self.periods[at];
         let d = &mut period.data;
         d.rows += 1;
         d.period_end = d.period_end.max(ch.period_end);
@@ -356,8 +375,8 @@ impl<'a> Aggregator<'a> {
                 if cu.covers {
                     match ch.instance_type.as_deref() {
                         Some(t) => {
-                            let t = match self.gpus.place(t, ch.gpu_count) {
-                                Placement::Gpu(g) => g.instance_type.as_str(),
+                            let t = match placed {
+                                Some(Placement::Gpu(g)) => g.instance_type.as_str(),
                                 _ => t,
                             };
                             if !c.instance_types.contains(t) {
@@ -395,7 +414,7 @@ impl<'a> Aggregator<'a> {
         let names = self.names;
         let mut out: Vec<PeriodData> = self
             .periods
-            .into_values()
+            .into_iter()
             .map(|mut o| {
                 let mut spend: Vec<SpendDay> = o
                     .spend
@@ -443,13 +462,28 @@ impl<'a> Aggregator<'a> {
         out
     }
 
-    fn gpu(&self, ch: &Charge<'_>) -> Gpu<'a> {
+    /// What an instance type is, remembered per type.
+    fn place(&mut self, instance_type: &str, hint: Option<f64>) -> Placement<'a> {
+        let known = match self.placed.get(instance_type) {
+            Some(p) => *p,
+            None => {
+                let p = self.gpus.place(instance_type, None);
+                if self.placed.len() >= PLACED_LIMIT {
+                    self.placed.clear();
+                }
+                self.placed.insert(instance_type.into(), p);
+                p
+            }
+        };
+        match known {
+            Placement::NotGpu if hint.is_some_and(|n| n > 0.0) => Placement::Unmapped,
+            p => p,
+        }
+    }
+
+    fn gpu(&self, ch: &Charge<'_>, placed: Option<Placement<'a>>) -> Gpu<'a> {
         if ch.cost_only {
-            return match ch
-                .instance_type
-                .as_deref()
-                .map(|t| self.gpus.place(t, ch.gpu_count))
-            {
+            return match placed {
                 Some(Placement::Gpu(g)) => Gpu::Cost {
                     instance_type: &g.instance_type,
                     gpu_model: &g.gpu_model,
@@ -481,8 +515,8 @@ impl<'a> Aggregator<'a> {
                 None => Gpu::No,
             };
         }
-        match ch.instance_type.as_deref() {
-            Some(t) => match self.gpus.place(t, ch.gpu_count) {
+        match (ch.instance_type.as_deref(), placed) {
+            (Some(t), Some(placed)) => match placed {
                 Placement::Gpu(g) => Gpu::Usage {
                     instance_type: &g.instance_type,
                     gpu_model: &g.gpu_model,
@@ -493,20 +527,11 @@ impl<'a> Aggregator<'a> {
                 Placement::Unmapped => Gpu::Unmapped(t.to_owned()),
                 Placement::NotGpu => Gpu::No,
             },
-            None if ch.gpu_count.is_some_and(|n| n > 0.0) => {
+            _ if ch.gpu_count.is_some_and(|n| n > 0.0) => {
                 Gpu::Unmapped(ch.sku_id.unwrap_or("unknown instance type").to_owned())
             }
-            None => Gpu::No,
+            _ => Gpu::No,
         }
-    }
-
-    /// Whether a row names a GPU instance type or GPU SKU (its spend is GPU spend).
-    fn names_gpu(&self, ch: &Charge<'_>) -> bool {
-        ch.sku_id.is_some_and(|s| self.gpus.sku(s).is_some())
-            || ch
-                .instance_type
-                .as_deref()
-                .is_some_and(|t| matches!(self.gpus.place(t, ch.gpu_count), Placement::Gpu(_)))
     }
 }
 

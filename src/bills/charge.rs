@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use super::read::{Cell, RowCells};
+use super::read::{Cell, Pairs, RowCells};
 use super::{BadCell, BillError, CommitmentType, time};
 
 /// `ChargeCategory`.
@@ -17,16 +17,27 @@ pub enum Category {
     Adjustment,
 }
 
+/// The first of `names` equal to `s` ignoring case, without allocating (a
+/// few of these run on every row).
+fn one_of<T: Copy>(s: &str, names: &[(&str, T)]) -> Option<T> {
+    names
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(s))
+        .map(|(_, v)| *v)
+}
+
 impl Category {
     pub fn parse(s: &str) -> Option<Self> {
-        Some(match s.to_ascii_lowercase().as_str() {
-            "usage" => Self::Usage,
-            "purchase" => Self::Purchase,
-            "tax" => Self::Tax,
-            "credit" => Self::Credit,
-            "adjustment" => Self::Adjustment,
-            _ => return None,
-        })
+        one_of(
+            s,
+            &[
+                ("Usage", Self::Usage),
+                ("Purchase", Self::Purchase),
+                ("Tax", Self::Tax),
+                ("Credit", Self::Credit),
+                ("Adjustment", Self::Adjustment),
+            ],
+        )
     }
 
     #[must_use]
@@ -52,13 +63,19 @@ pub enum Pricing {
 
 impl Pricing {
     pub fn parse(s: &str) -> Option<Self> {
-        Some(match s.to_ascii_lowercase().as_str() {
-            "standard" | "on-demand" | "ondemand" => Self::Standard,
-            "dynamic" | "spot" => Self::Dynamic,
-            "committed" | "commitment-based" => Self::Committed,
-            "other" => Self::Other,
-            _ => return None,
-        })
+        one_of(
+            s,
+            &[
+                ("Standard", Self::Standard),
+                ("Dynamic", Self::Dynamic),
+                ("Committed", Self::Committed),
+                ("Other", Self::Other),
+                ("On-Demand", Self::Standard),
+                ("OnDemand", Self::Standard),
+                ("Spot", Self::Dynamic),
+                ("Commitment-Based", Self::Committed),
+            ],
+        )
     }
 }
 
@@ -72,11 +89,19 @@ pub enum TimeUnit {
 
 impl TimeUnit {
     pub fn parse(s: &str) -> Self {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "hours" | "hour" | "hrs" | "hr" | "h" => Self::Hours,
-            "seconds" | "second" | "secs" | "sec" | "s" => Self::Seconds,
-            _ => Self::Other,
-        }
+        const UNITS: &[(&str, TimeUnit)] = &[
+            ("Hrs", TimeUnit::Hours),
+            ("Hours", TimeUnit::Hours),
+            ("Hour", TimeUnit::Hours),
+            ("Hr", TimeUnit::Hours),
+            ("h", TimeUnit::Hours),
+            ("Seconds", TimeUnit::Seconds),
+            ("Second", TimeUnit::Seconds),
+            ("Secs", TimeUnit::Seconds),
+            ("Sec", TimeUnit::Seconds),
+            ("s", TimeUnit::Seconds),
+        ];
+        one_of(s.trim(), UNITS).unwrap_or(Self::Other)
     }
 }
 
@@ -140,6 +165,22 @@ pub struct Wanted {
     pub required: bool,
 }
 
+/// A column every file must have.
+pub const fn req(names: &'static [&'static str]) -> Wanted {
+    Wanted {
+        names,
+        required: true,
+    }
+}
+
+/// A column read where present.
+pub const fn opt(names: &'static [&'static str]) -> Wanted {
+    Wanted {
+        names,
+        required: false,
+    }
+}
+
 /// Finds each wanted column in `header`: exact name first, then ignoring case.
 ///
 /// # Errors
@@ -193,7 +234,7 @@ impl<'r> Cells<'r> {
     pub fn text(&self, i: usize) -> Result<Option<&'r str>, BillError> {
         match self.row.cell(i) {
             Cell::Null => Ok(None),
-            Cell::Text(t) => Ok(Some(t.trim())),
+            Cell::Text(t) => Ok(Some(t)),
             Cell::Num(_) | Cell::Time(_) | Cell::Pairs(_) => {
                 Err(self.bad(i, "expected text, found another type"))
             }
@@ -296,6 +337,24 @@ pub fn first_value<'e>(entries: &'e Entries<'_>, keys: &[String]) -> Option<&'e 
             Some(e) => Some(e),
             None => entries.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)),
         };
+        if let Some((_, Some(v))) = found {
+            let v = v.trim();
+            if !v.is_empty() {
+                return Some(v);
+            }
+        }
+    }
+    None
+}
+
+/// [`first_value`] over a Parquet map, searched in place.
+#[must_use]
+pub fn first_in_pairs<'a>(pairs: &Pairs<'a>, keys: &[String]) -> Option<&'a str> {
+    for key in keys {
+        let found = pairs
+            .iter()
+            .find(|(k, _)| k == key)
+            .or_else(|| pairs.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)));
         if let Some((_, Some(v))) = found {
             let v = v.trim();
             if !v.is_empty() {

@@ -4,24 +4,11 @@
 use std::borrow::Cow;
 
 use super::charge::{
-    Category, Cells, Charge, CommitmentUse, Entries, Memo, Pricing, TimeUnit, Wanted, entries,
+    Category, Cells, Charge, CommitmentUse, Entries, Memo, Pricing, TimeUnit, Wanted, entries, opt,
+    req,
 };
 use super::read::Cell;
 use super::{BillError, CommitmentType};
-
-const fn req(names: &'static [&'static str]) -> Wanted {
-    Wanted {
-        names,
-        required: true,
-    }
-}
-
-const fn opt(names: &'static [&'static str]) -> Wanted {
-    Wanted {
-        names,
-        required: false,
-    }
-}
 
 const PAYER: usize = 0;
 const PERIOD_START: usize = 1;

@@ -4,24 +4,10 @@ use std::borrow::Cow;
 
 use super::charge::{
     Category, Cells, Charge, CommitmentUse, Entries, Memo, Pricing, TimeUnit, Wanted, entries,
-    first_value,
+    first_in_pairs, first_value, opt, req,
 };
 use super::read::Cell;
 use super::{BillError, BillProvider, CommitmentType};
-
-const fn req(names: &'static [&'static str]) -> Wanted {
-    Wanted {
-        names,
-        required: true,
-    }
-}
-
-const fn opt(names: &'static [&'static str]) -> Wanted {
-    Wanted {
-        names,
-        required: false,
-    }
-}
 
 // Positions in COLUMNS.
 const ACCOUNT: usize = 0;
@@ -147,8 +133,7 @@ impl<'s> Focus<'s> {
         let unused = status.is_some_and(|s| s.eq_ignore_ascii_case("unused"));
         let used = status.is_some_and(|s| s.eq_ignore_ascii_case("used"));
 
-        let details = self.details(c, SKU_DETAILS)?;
-        let mut instance_type = details.instance_type.map(Cow::Owned);
+        let (mut instance_type, gpu_count) = self.details(c, SKU_DETAILS)?;
         if self.provider == BillProvider::Azure
             && let Some(t) = self.azure_size(c)?
         {
@@ -162,7 +147,7 @@ impl<'s> Focus<'s> {
                 .filter(|t| !t.is_empty())
                 .map(Cow::Borrowed);
         }
-        let team = self.team(c)?.map(Cow::Owned);
+        let team = self.team(c)?;
 
         let commitment = match c.text(C_ID)? {
             None => None,
@@ -212,7 +197,7 @@ impl<'s> Focus<'s> {
             service_category: c.text(SERVICE_CATEGORY)?,
             sku_id: c.text(SKU)?,
             instance_type,
-            gpu_count: details.gpu_count,
+            gpu_count,
             team,
             spot: c
                 .text(PRICING_SUB)?
@@ -221,26 +206,48 @@ impl<'s> Focus<'s> {
         })
     }
 
-    fn details(&mut self, c: &Cells<'_>, i: usize) -> Result<Details, BillError> {
-        let read = |e: &Entries<'_>| {
-            let get = |key: &str| {
-                e.iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case(key))
-                    .and_then(|(_, v)| v.as_deref())
-                    .map(str::trim)
-                    .filter(|v| !v.is_empty())
-            };
-            Details {
-                instance_type: get("InstanceType").map(str::to_owned),
-                gpu_count: get("GpuCount").and_then(|n| n.parse().ok()),
-            }
-        };
+    /// `SkuPriceDetails`: the instance type and GPU count. A Parquet map is
+    /// searched in place; JSON text is parsed once per distinct text.
+    fn details<'r>(
+        &mut self,
+        c: &Cells<'r>,
+        i: usize,
+    ) -> Result<(Option<Cow<'r, str>>, Option<f64>), BillError> {
         match c.raw(i) {
-            Cell::Text(t) => self
-                .details
-                .get_or(t, || entries(Cell::Text(t)).map(|e| read(&e)))
-                .map_err(|why| c.bad(i, why)),
-            cell => entries(cell).map(|e| read(&e)).map_err(|why| c.bad(i, why)),
+            Cell::Null => Ok((None, None)),
+            Cell::Pairs(p) => {
+                let (mut instance_type, mut gpus) = (None, None);
+                for (k, v) in p.iter() {
+                    let v = v.map(str::trim).filter(|v| !v.is_empty());
+                    if k.eq_ignore_ascii_case("InstanceType") {
+                        instance_type = v.map(Cow::Borrowed);
+                    } else if k.eq_ignore_ascii_case("GpuCount") {
+                        gpus = v.and_then(|n| n.parse().ok());
+                    }
+                }
+                Ok((instance_type, gpus))
+            }
+            Cell::Text(t) => {
+                let read = |e: &Entries<'_>| {
+                    let get = |key: &str| {
+                        e.iter()
+                            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+                            .and_then(|(_, v)| v.as_deref())
+                            .map(str::trim)
+                            .filter(|v| !v.is_empty())
+                    };
+                    Details {
+                        instance_type: get("InstanceType").map(str::to_owned),
+                        gpu_count: get("GpuCount").and_then(|n| n.parse().ok()),
+                    }
+                };
+                let d = self
+                    .details
+                    .get_or(t, || entries(Cell::Text(t)).map(|e| read(&e)))
+                    .map_err(|why| c.bad(i, why))?;
+                Ok((d.instance_type.map(Cow::Owned), d.gpu_count))
+            }
+            Cell::Num(_) | Cell::Time(_) => Err(c.bad(i, "expected a key-value object")),
         }
     }
 
@@ -264,20 +271,22 @@ impl<'s> Focus<'s> {
         }
     }
 
-    fn team(&mut self, c: &Cells<'_>) -> Result<Option<String>, BillError> {
+    fn team<'r>(&mut self, c: &Cells<'r>) -> Result<Option<Cow<'r, str>>, BillError> {
         let keys = self.team_tags;
         if keys.is_empty() {
             return Ok(None);
         }
         match c.raw(TAGS) {
+            Cell::Pairs(p) => Ok(first_in_pairs(&p, keys).map(Cow::Borrowed)),
             Cell::Text(t) => self
                 .tags
                 .get_or(t, || {
                     entries(Cell::Text(t)).map(|e| first_value(&e, keys).map(str::to_owned))
                 })
+                .map(|team| team.map(Cow::Owned))
                 .map_err(|why| c.bad(TAGS, why)),
             cell => entries(cell)
-                .map(|e| first_value(&e, keys).map(str::to_owned))
+                .map(|e| first_value(&e, keys).map(|v| Cow::Owned(v.to_owned())))
                 .map_err(|why| c.bad(TAGS, why)),
         }
     }

@@ -52,6 +52,21 @@ pub struct SourceReport {
     pub seconds: f64,
 }
 
+impl PeriodOutcome {
+    fn failed((billing_account, billing_period): PeriodKey, error: String) -> Self {
+        Self {
+            billing_account,
+            billing_period,
+            result: "failed".to_owned(),
+            generation: None,
+            rows: 0,
+            gpu_rows: 0,
+            deltas: None,
+            error: Some(error),
+        }
+    }
+}
+
 impl SourceReport {
     #[must_use]
     pub fn failed(&self) -> bool {
@@ -288,16 +303,7 @@ fn load(
             continue;
         }
         if let Some(error) = failed.remove(&key) {
-            report.periods.push(PeriodOutcome {
-                billing_account: key.0,
-                billing_period: key.1,
-                result: "failed".to_owned(),
-                generation: None,
-                rows: 0,
-                gpu_rows: 0,
-                deltas: None,
-                error: Some(error),
-            });
+            report.periods.push(PeriodOutcome::failed(key, error));
             continue;
         }
         let state = state_of(now.timestamp(), data.period_end, source.grace_days);
@@ -330,30 +336,14 @@ fn load(
                 written.insert(key);
             }
             Err(e @ StoreError::Fenced { .. }) => return Err(e),
-            Err(e) => report.periods.push(PeriodOutcome {
-                billing_account: key.0,
-                billing_period: key.1,
-                result: "failed".to_owned(),
-                generation: None,
-                rows: 0,
-                gpu_rows: 0,
-                deltas: None,
-                error: Some(e.to_string()),
-            }),
+            Err(e) => report
+                .periods
+                .push(PeriodOutcome::failed(key, e.to_string())),
         }
     }
     // Periods a failed file held that no good row reached.
     for (key, error) in failed {
-        report.periods.push(PeriodOutcome {
-            billing_account: key.0,
-            billing_period: key.1,
-            result: "failed".to_owned(),
-            generation: None,
-            rows: 0,
-            gpu_rows: 0,
-            deltas: None,
-            error: Some(error),
-        });
+        report.periods.push(PeriodOutcome::failed(key, error));
     }
     // A file is recorded as read only when every period it holds is stored
     // as it is now; otherwise the next load reads it again.

@@ -14,9 +14,11 @@ use arrow_array::types::{
     TimestampSecondType,
 };
 use arrow_array::{Array, ArrayRef, DictionaryArray, RecordBatch};
-use arrow_schema::{DataType, TimeUnit};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
 
 use super::BillError;
 use super::files::Contents;
@@ -97,7 +99,7 @@ impl Table {
             Contents::Local(path) => {
                 let file = File::open(&path).map_err(|e| fail(format!("cannot open: {e}")))?;
                 if name.ends_with(".parquet") {
-                    let b = ParquetRecordBatchReaderBuilder::try_new(file).map_err(not_parquet)?;
+                    let b = parquet_builder(file).map_err(not_parquet)?;
                     let header = parquet_header(b.schema());
                     return Ok(Self {
                         shown: shown.to_owned(),
@@ -109,7 +111,7 @@ impl Table {
             }
             Contents::Memory(bytes) => {
                 if name.ends_with(".parquet") {
-                    let b = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(not_parquet)?;
+                    let b = parquet_builder(bytes).map_err(not_parquet)?;
                     let header = parquet_header(b.schema());
                     return Ok(Self {
                         shown: shown.to_owned(),
@@ -204,8 +206,11 @@ impl RowCells for CsvRow<'_> {
             .and_then(|at| self.record.get(at))
         {
             None | Some("") => Cell::Null,
-            Some(t) if t.eq_ignore_ascii_case("null") => Cell::Null,
-            Some(t) => Cell::Text(t),
+            Some(t) => match t.trim() {
+                "" => Cell::Null,
+                t if t.eq_ignore_ascii_case("null") => Cell::Null,
+                t => Cell::Text(t),
+            },
         }
     }
 
@@ -440,8 +445,67 @@ fn parquet_rows<T: parquet::file::reader::ChunkReader + 'static>(
         .with_batch_size(BATCH_ROWS)
         .build()
         .map_err(|e| fail(format!("cannot read: {e}")))?;
+    // Decoding runs on a thread of its own, a couple of batches ahead, so
+    // that it overlaps the mapping of rows on this one.
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel(DECODED_AHEAD);
+        scope.spawn(move || {
+            for batch in reader {
+                let stop = batch.is_err();
+                if tx.send(batch).is_err() || stop {
+                    break;
+                }
+            }
+        });
+        rows_of_batches(shown, header, wanted, rx.into_iter(), f)
+    })
+}
+
+/// A reader that decodes text columns as dictionaries: exports repeat a few
+/// values (categories, accounts, regions) on millions of rows, and keeping
+/// them as keys into one dictionary saves copying every string out.
+fn parquet_builder<T: parquet::file::reader::ChunkReader + 'static>(
+    reader: T,
+) -> Result<ParquetRecordBatchReaderBuilder<T>, parquet::errors::ParquetError> {
+    let meta = ArrowReaderMetadata::load(&reader, ArrowReaderOptions::new())?;
+    let dictionary = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+    let fields: Vec<Field> = meta
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+                f.as_ref().clone().with_data_type(dictionary.clone())
+            }
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    let schema = Arc::new(Schema::new_with_metadata(
+        fields,
+        meta.schema().metadata().clone(),
+    ));
+    let meta = ArrowReaderMetadata::try_new(
+        meta.metadata().clone(),
+        ArrowReaderOptions::new().with_schema(schema),
+    )?;
+    Ok(ParquetRecordBatchReaderBuilder::new_with_metadata(
+        reader, meta,
+    ))
+}
+
+/// Batches a Parquet file's decoder runs ahead of the rows being mapped.
+const DECODED_AHEAD: usize = 2;
+
+fn rows_of_batches(
+    shown: &str,
+    header: &[String],
+    wanted: &[Option<usize>],
+    batches: impl Iterator<Item = Result<RecordBatch, arrow_schema::ArrowError>>,
+    f: &mut dyn FnMut(&dyn RowCells) -> Result<(), BillError>,
+) -> Result<(), BillError> {
+    let fail = |why: String| BillError::file(shown, why);
     let mut line: u64 = 1;
-    for batch in reader {
+    for batch in batches {
         let batch: RecordBatch = batch.map_err(|e| {
             fail(format!(
                 "cannot decode the rows after line {line}: {e}; a file cut short?"

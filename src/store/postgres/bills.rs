@@ -79,6 +79,20 @@ fn insert_sql(table: &str, columns: &[&str], n: usize) -> String {
     )
 }
 
+/// Inserts `rows` a chunk per statement.
+fn insert_chunks(
+    table: &str,
+    columns: &[&str],
+    rows: &[Vec<Val>],
+    execute: impl Fn(&str, super::Params<'_>) -> Result<u64, StoreError>,
+) -> Result<(), StoreError> {
+    for chunk in rows.chunks(INSERT_ROWS) {
+        let flat: Vec<Val> = chunk.iter().flatten().cloned().collect();
+        execute(&insert_sql(table, columns, chunk.len()), &params(&flat))?;
+    }
+    Ok(())
+}
+
 impl Db for PgStore<'_> {
     fn exec(&self, sql: &str, p: &[Val]) -> Result<u64, StoreError> {
         self.execute(sql, &params(p))
@@ -94,11 +108,7 @@ impl Db for PgStore<'_> {
         columns: &[&str],
         rows: &[Vec<Val>],
     ) -> Result<(), StoreError> {
-        for chunk in rows.chunks(INSERT_ROWS) {
-            let flat: Vec<Val> = chunk.iter().flatten().cloned().collect();
-            self.execute(&insert_sql(table, columns, chunk.len()), &params(&flat))?;
-        }
-        Ok(())
+        insert_chunks(table, columns, rows, |sql, p| self.execute(sql, p))
     }
 
     fn check_fence(&self) -> Result<(), StoreError> {
@@ -137,12 +147,7 @@ impl Db for Fenced<'_, '_, '_> {
         columns: &[&str],
         rows: &[Vec<Val>],
     ) -> Result<(), StoreError> {
-        for chunk in rows.chunks(INSERT_ROWS) {
-            let flat: Vec<Val> = chunk.iter().flatten().cloned().collect();
-            self.tx
-                .execute(&insert_sql(table, columns, chunk.len()), &params(&flat))?;
-        }
-        Ok(())
+        insert_chunks(table, columns, rows, |sql, p| self.tx.execute(sql, p))
     }
 
     fn check_fence(&self) -> Result<(), StoreError> {
