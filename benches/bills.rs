@@ -19,7 +19,7 @@ use std::time::Instant;
 use arrow_array::builder::{MapBuilder, StringBuilder};
 use arrow_array::{ArrayRef, Float64Array, RecordBatch, StringArray, TimestampMillisecondArray};
 use chrono::{DateTime, Utc};
-use gpuplan::bills::aggregate::{PeriodData, UsageKey, UsageValue};
+use gpuplan::bills::aggregate::{PeriodData, UsageKey};
 use gpuplan::bills::load::load_source;
 use gpuplan::bills::{BillFormat, BillLocation, BillProvider, BillSource, UsageKind};
 use gpuplan::store::bills::{BillQuery, Bucket};
@@ -146,7 +146,7 @@ fn generate(path: &Path, per_hour: usize) {
                 } else {
                     None
                 };
-                if j % 10 == 0 {
+                if j.is_multiple_of(10) {
                     (pricing, c_id, c_type, c_cat, billed, effective) =
                         ("Dynamic", None, None, None, od * 0.4, od * 0.4);
                 } else if j % 5 == 1 {
@@ -280,7 +280,7 @@ WHERE ChargeCategory = 'Usage' AND ChargeClass IS NULL
   AND lower(ConsumedUnit) IN ('hours', 'hour', 'hrs', 'h')
 GROUP BY ALL""").fetchall()
 seconds = time.perf_counter() - t
-print(json.dumps({"seconds": seconds, "rows": len(rows), "gpu_hours": sum(r[8] for r in rows),
+print(json.dumps({"version": duckdb.__version__, "seconds": seconds, "rows": len(rows), "gpu_hours": sum(r[8] for r in rows),
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 "#;
 
@@ -331,7 +331,7 @@ fn year_of_usage(pool: &Pool) {
                         price_kind: UsageKind::OnDemand,
                         currency: "USD".into(),
                     })
-                    .or_insert_with(UsageValue::default);
+                    .or_default();
                 v.instance_hours = Some(v.instance_hours.unwrap_or(0.0) + 1.0);
                 v.gpu_hours += f64::from(gpus);
                 v.billed_cost += 4.0;
@@ -413,7 +413,7 @@ fn main() {
             let _ = writeln!(
                 out,
                 "  DuckDB {}: {ds:.2} s, peak RSS {:.0} MB; {} GPU-hours (same: {})",
-                "1.4.4",
+                d["version"].as_str().unwrap_or("?"),
                 d["peak_mb"].as_f64().unwrap_or(f64::NAN),
                 d["gpu_hours"],
                 (d["gpu_hours"].as_f64().unwrap_or(0.0) - ours).abs() < 1e-6
