@@ -265,16 +265,21 @@ impl<'a> Aggregator<'a> {
         let d = &mut period.data;
         d.rows += 1;
         d.period_end = d.period_end.max(ch.period_end);
-        let total = d
-            .totals
-            .entry(ch.currency.to_owned())
-            .or_insert_with(|| Total {
-                currency: ch.currency.to_owned(),
-                ..Total::default()
-            });
-        total.rows += 1;
-        total.billed_cost += ch.billed;
-        total.effective_cost += ch.effective;
+        // Looked up by the borrowed text: a key is allocated once per currency.
+        if !d.totals.contains_key(ch.currency) {
+            d.totals.insert(
+                ch.currency.to_owned(),
+                Total {
+                    currency: ch.currency.to_owned(),
+                    ..Total::default()
+                },
+            );
+        }
+        if let Some(total) = d.totals.get_mut(ch.currency) {
+            total.rows += 1;
+            total.billed_cost += ch.billed;
+            total.effective_cost += ch.effective;
+        }
 
         let names = &mut self.names;
         let spend_key = SpendKey {

@@ -127,6 +127,37 @@ fn scheduled_plans_are_checked_with_the_models_policy_rules() {
     assert_eq!(plan.policy.max_spot_share, Some(0.5));
 }
 
+#[test]
+fn a_scheduled_plan_can_forecast_from_the_bills() {
+    let ok = Config::parse(
+        "[alerts.plans.w]\nusage_from_bills = true\nteams = [\"ml\"]\nusage_days = 14\ngpu = [\"H100\"]\n",
+        Path::new(""),
+    )
+    .unwrap();
+    assert_eq!(
+        ok.alerts.plans["w"].input,
+        PlanInput::Bills {
+            teams: vec!["ml".into()],
+            days: 14,
+            horizon_hours: 168
+        }
+    );
+    let errors = errors_of(
+        "[alerts.plans.a]\nusage = \"u.csv\"\nusage_from_bills = true\n\
+         [alerts.plans.b]\ndemand = \"d.csv\"\nteams = [\"ml\"]\n\
+         [alerts.plans.c]\nusage_from_bills = true\nusage_days = 0\n",
+    )
+    .join("\n");
+    assert_named(
+        &errors,
+        &[
+            "alerts.plans.a:",
+            "alerts.plans.b.teams",
+            "alerts.plans.c.usage_days",
+        ],
+    );
+}
+
 /// Checks that each of `expected` is among `errors`.
 fn assert_named(errors: &str, expected: &[&str]) {
     for e in expected {
