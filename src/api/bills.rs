@@ -13,6 +13,7 @@ use super::params::Params;
 use super::{ApiError, AppState, read};
 use crate::bills::load;
 use crate::bills::query::{self, QueryError};
+use crate::store::{Store, StoreError};
 
 const WINDOW: &[&str] = &["since", "until", "provider", "limit"];
 
@@ -83,26 +84,38 @@ pub(super) async fn spend(
 }
 
 pub(super) async fn commitments(
-    State(state): State<Arc<AppState>>,
+    state: State<Arc<AppState>>,
     uri: axum::http::Uri,
 ) -> Result<Response, ApiError> {
-    let p = params(&Params::parse(uri.query(), WINDOW)?)?;
-    let (providers, since, until) = query::window_of(&p, Utc::now())?;
-    let rows = read(&state, move |store, _, _| {
-        store.bill_commitments(&providers, since, until)
+    windowed(state, uri, |store, providers, since, until| {
+        store.bill_commitments(providers, since, until)
     })
-    .await?;
-    Ok(Json(rows).into_response())
+    .await
 }
 
 pub(super) async fn coverage(
+    state: State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    windowed(state, uri, |store, providers, since, until| {
+        store.bill_coverage(providers, since, until)
+    })
+    .await
+}
+
+/// A store read over providers and `[since, until)`.
+type WindowRead<T> = fn(&dyn Store, &[String], i64, i64) -> Result<T, StoreError>;
+
+/// An answer over providers and a window.
+async fn windowed<T: serde::Serialize + Send + 'static>(
     State(state): State<Arc<AppState>>,
     uri: axum::http::Uri,
+    answer: WindowRead<T>,
 ) -> Result<Response, ApiError> {
     let p = params(&Params::parse(uri.query(), WINDOW)?)?;
     let (providers, since, until) = query::window_of(&p, Utc::now())?;
     let rows = read(&state, move |store, _, _| {
-        store.bill_coverage(&providers, since, until)
+        answer(store, &providers, since, until)
     })
     .await?;
     Ok(Json(rows).into_response())
