@@ -714,6 +714,28 @@ async fn an_aws_export_bucket_is_read_in_place_from_a_real_s3_server() {
     assert_eq!(r["sources"][0]["periods"][0]["result"], "restated", "{r}");
     assert_eq!(r["sources"][0]["periods"][0]["deltas"]["gpu_hours"], 8.0);
 
+    // An object larger than what is read in memory goes through a file:
+    // four rows padded past 64 MB in a column gpuplan ignores.
+    let pad = "x".repeat(17 << 20);
+    let big: String = format!("{HEADER},x_Padding\n")
+        + &(3..7)
+            .map(|h| format!("{},{pad}\n", usage_row(h, "p5.48xlarge", "ml", 98.32)))
+            .collect::<String>();
+    put("exports/other/big.csv", big).await;
+    let (code, r) = report(&["bills", "sync", "--json"]);
+    assert_eq!(code, Some(0), "{r}");
+    let usage: Value = serde_json::from_slice(
+        &run(&[&["usage", "--json", "--by", "month"][..], &OCTOBER].concat()).stdout,
+    )
+    .unwrap();
+    assert_eq!(usage[0]["gpu_hours"], 56.0);
+    store
+        .delete(&object_store::path::Path::from("exports/other/big.csv"))
+        .await
+        .unwrap();
+    let (_, r) = report(&["bills", "sync", "--json"]);
+    assert_eq!(r["sources"][0]["periods"][0]["result"], "restated", "{r}");
+
     // A corrupt object fails its period by name; the stored rows stay.
     put(
         &format!("{data}/2026-10-03T00:00:00Z-new/focus-00001.csv"),

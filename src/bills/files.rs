@@ -23,10 +23,24 @@ pub struct Entry {
     pub fingerprint: String,
 }
 
-/// A file's bytes: on disk, or fetched into memory.
+/// A file's bytes: on disk, fetched into memory, or fetched into a
+/// temporary file (deleted when dropped).
 pub enum Contents {
     Local(PathBuf),
     Memory(bytes::Bytes),
+    Spooled(tempfile::NamedTempFile),
+}
+
+impl Contents {
+    /// The file on disk that holds the bytes, if one does.
+    #[must_use]
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Self::Local(p) => Some(p),
+            Self::Spooled(f) => Some(f.path()),
+            Self::Memory(_) => None,
+        }
+    }
 }
 
 /// Where a source's export folders are.
@@ -131,17 +145,19 @@ struct AzureBlob {
 const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 
 fn read_text(folder: &dyn Folder, rel: &str) -> Result<String, String> {
-    let bytes = match folder.open(rel)? {
-        Contents::Memory(b) => b.to_vec(),
-        Contents::Local(p) => {
-            let len = std::fs::metadata(&p)
+    let contents = folder.open(rel)?;
+    let bytes = match (&contents, contents.path()) {
+        (Contents::Memory(b), _) => b.to_vec(),
+        (_, Some(p)) => {
+            let len = std::fs::metadata(p)
                 .map_err(|e| format!("cannot read: {e}"))?
                 .len();
             if len > MAX_MANIFEST_BYTES {
                 return Err(format!("{len} bytes is too large for a manifest"));
             }
-            std::fs::read(&p).map_err(|e| format!("cannot read: {e}"))?
+            std::fs::read(p).map_err(|e| format!("cannot read: {e}"))?
         }
+        (_, None) => Vec::new(),
     };
     String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())
 }

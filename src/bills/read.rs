@@ -96,8 +96,9 @@ impl Table {
         let not_parquet =
             |e: parquet::errors::ParquetError| fail(format!("not a readable Parquet file: {e}"));
         let reader: Box<dyn Read> = match contents {
-            Contents::Local(path) => {
-                let file = File::open(&path).map_err(|e| fail(format!("cannot open: {e}")))?;
+            Contents::Local(_) | Contents::Spooled(_) => {
+                let path = contents.path().unwrap_or(std::path::Path::new(""));
+                let file = File::open(path).map_err(|e| fail(format!("cannot open: {e}")))?;
                 if name.ends_with(".parquet") {
                     let b = parquet_builder(file).map_err(not_parquet)?;
                     let header = parquet_header(b.schema());

@@ -181,10 +181,33 @@ impl Folder for S3Folder {
 
     fn open(&self, rel: &str) -> Result<Contents, String> {
         let key = self.key(rel);
-        let bytes = self
-            .rt
-            .block_on(async { self.store.get(&key).await?.bytes().await })
-            .map_err(|e| format!("cannot fetch it from {}: {e}", self.shown))?;
-        Ok(Contents::Memory(bytes))
+        let fetched = self.rt.block_on(async {
+            let got = self.store.get(&key).await?;
+            if got.meta.size <= IN_MEMORY_BYTES {
+                return Ok(Contents::Memory(got.bytes().await?));
+            }
+            // A large object goes through a file, so a load's memory stays
+            // bounded by the batches being read, not by the export's size.
+            let mut spool =
+                tempfile::NamedTempFile::new().map_err(|e| object_store::Error::Generic {
+                    store: "S3",
+                    source: format!("cannot make a temporary file: {e}").into(),
+                })?;
+            let mut stream = got.into_stream();
+            while let Some(chunk) = stream.try_next().await? {
+                std::io::Write::write_all(&mut spool, &chunk).map_err(|e| {
+                    object_store::Error::Generic {
+                        store: "S3",
+                        source: format!("cannot write a temporary file: {e}").into(),
+                    }
+                })?;
+            }
+            Ok(Contents::Spooled(spool))
+        });
+        fetched
+            .map_err(|e: object_store::Error| format!("cannot fetch it from {}: {e}", self.shown))
     }
 }
+
+/// Objects up to this size are read in memory; larger ones through a file.
+const IN_MEMORY_BYTES: u64 = 64 << 20;
