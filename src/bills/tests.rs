@@ -1235,3 +1235,87 @@ fn retention_drops_whole_billing_periods_before_the_cutoffs_month(db) {
     assert_eq!(crate::store::test_support::count(&b.pool, "bill_usage_days"), 1);
 }
 }
+
+#[test]
+fn azure_spot_reservations_and_savings_plans_read_by_their_own_words() {
+    let b = Bench::new(BillProvider::Azure, BillFormat::Focus);
+    let row = |set: &[(&str, &str)]| {
+        let mut all = vec![
+            ("ChargePeriodStart", "2026-10-01T00:00Z"),
+            ("ChargePeriodEnd", "2026-10-02T00:00Z"),
+            ("ConsumedQuantity", "24"),
+            ("ConsumedUnit", "Hours"),
+            (
+                "x_SkuDetails",
+                r#"{"ServiceType":"Standard_NC24ads_A100_v4","VCPUs":24}"#,
+            ),
+            ("BilledCost", "24"),
+            ("EffectiveCost", "24"),
+        ];
+        all.extend_from_slice(set);
+        // Later pairs win: focus_row takes the first match, so put them first.
+        all.reverse();
+        focus_row(&all)
+    };
+    let res = "/providers/microsoft.capacity/reservationorders/o1/reservations/r1";
+    let sp = "/providers/microsoft.billingbenefits/savingsplanorders/s1";
+    b.focus(
+        "part_0_0001.csv",
+        &[
+            // Spot as Azure marks it: Standard pricing with the spot subcategory.
+            row(&[("x_PricingSubcategory", "Spot")]),
+            row(&[
+                ("PricingCategory", "Committed"),
+                ("CommitmentDiscountId", res),
+                ("CommitmentDiscountType", "Reservation"),
+                ("CommitmentDiscountCategory", "Usage"),
+                ("CommitmentDiscountStatus", "Used"),
+            ]),
+            row(&[
+                ("PricingCategory", "Committed"),
+                ("CommitmentDiscountId", sp),
+                ("CommitmentDiscountType", "Savings Plan"),
+                ("CommitmentDiscountCategory", "Spend"),
+                ("CommitmentDiscountStatus", "Used"),
+            ]),
+            // A day of the reservation unused: spend, never usage.
+            row(&[
+                ("PricingCategory", "Committed"),
+                ("CommitmentDiscountId", res),
+                ("CommitmentDiscountType", "Reservation"),
+                ("CommitmentDiscountStatus", "Unused"),
+                ("ConsumedQuantity", ""),
+                ("BilledCost", "0"),
+            ]),
+        ],
+    );
+    let r = b.load("2026-10-20T00:00:00Z");
+    assert!(!r.failed(), "{r:#?}");
+    let kinds: BTreeMap<String, f64> = b
+        .usage(&["price_kind"], Bucket::Month)
+        .into_iter()
+        .map(|u| (u.fields["price_kind"].clone(), u.gpu_hours))
+        .collect();
+    // The A100 v4 size has one GPU: a day of it is 24 GPU-hours, whatever bought it.
+    assert_eq!(
+        kinds,
+        BTreeMap::from([
+            ("reserved".to_owned(), 24.0),
+            ("savings_plan".to_owned(), 24.0),
+            ("spot".to_owned(), 24.0)
+        ])
+    );
+    let c: BTreeMap<String, CommitmentRecord> = b
+        .commitments()
+        .into_iter()
+        .map(|c| (c.id.clone(), c))
+        .collect();
+    assert_eq!(c[res].kind.as_deref(), Some("reservation"));
+    assert_eq!(c[sp].kind.as_deref(), Some("savings_plan"));
+    assert_eq!(
+        c[res].instance_type.as_deref(),
+        Some("Standard_NC24ads_A100_v4")
+    );
+    // No quantities in the file: utilization by amortized cost, 24 used of 48.
+    assert!(close(c[res].utilization.unwrap(), 0.5));
+}
