@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use super::read::{Cell, Pairs, RowCells};
+use super::read::{Cell, RowCells};
 use super::{BadCell, BillError, CommitmentType, time};
 
 /// `ChargeCategory`.
@@ -326,17 +326,32 @@ pub fn entries<'a>(cell: Cell<'a>) -> Result<Entries<'a>, String> {
     }
 }
 
-/// The first of `keys` present with a string value: exact key first, then
-/// ignoring case; an empty or valueless one names nothing and the next key
-/// is tried.
-#[must_use]
-pub fn first_value<'e>(entries: &'e Entries<'_>, keys: &[String]) -> Option<&'e str> {
-    for key in keys {
-        let exact = entries.iter().find(|(k, _)| k == key);
-        let found = match exact {
-            Some(e) => Some(e),
-            None => entries.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)),
+/// The first of `keys` present in `pairs` with a non-empty value: the exact
+/// key first, then ignoring case. `prefix` is a spelling an export adds to
+/// the user's key (`user_` in CUR 2.0); either spelling matches. A valueless
+/// or empty tag names nothing and the next key is tried.
+pub fn first_tag<'e, I>(pairs: impl Fn() -> I, keys: &[String], prefix: &str) -> Option<&'e str>
+where
+    I: Iterator<Item = (&'e str, Option<&'e str>)>,
+{
+    let unprefixed = |k: &'e str, ignore_case: bool| -> Option<&'e str> {
+        let head = k.get(..prefix.len())?;
+        let same = if ignore_case {
+            head.eq_ignore_ascii_case(prefix)
+        } else {
+            head == prefix
         };
+        (!prefix.is_empty() && same).then(|| &k[prefix.len()..])
+    };
+    for key in keys {
+        let exact = |k: &'e str| k == key || unprefixed(k, false) == Some(key.as_str());
+        let loose = |k: &'e str| {
+            k.eq_ignore_ascii_case(key)
+                || unprefixed(k, true).is_some_and(|r| r.eq_ignore_ascii_case(key))
+        };
+        let found = pairs()
+            .find(|(k, _)| exact(k))
+            .or_else(|| pairs().find(|(k, _)| loose(k)));
         if let Some((_, Some(v))) = found {
             let v = v.trim();
             if !v.is_empty() {
@@ -347,22 +362,14 @@ pub fn first_value<'e>(entries: &'e Entries<'_>, keys: &[String]) -> Option<&'e 
     None
 }
 
-/// [`first_value`] over a Parquet map, searched in place.
+/// [`first_tag`] over parsed entries.
 #[must_use]
-pub fn first_in_pairs<'a>(pairs: &Pairs<'a>, keys: &[String]) -> Option<&'a str> {
-    for key in keys {
-        let found = pairs
-            .iter()
-            .find(|(k, _)| k == key)
-            .or_else(|| pairs.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)));
-        if let Some((_, Some(v))) = found {
-            let v = v.trim();
-            if !v.is_empty() {
-                return Some(v);
-            }
-        }
-    }
-    None
+pub fn first_value<'e>(entries: &'e Entries<'_>, keys: &[String], prefix: &str) -> Option<&'e str> {
+    first_tag(
+        || entries.iter().map(|(k, v)| (k.as_ref(), v.as_deref())),
+        keys,
+        prefix,
+    )
 }
 
 /// Long cell text cut for an error message.

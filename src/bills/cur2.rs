@@ -4,8 +4,8 @@
 use std::borrow::Cow;
 
 use super::charge::{
-    Category, Cells, Charge, CommitmentUse, Entries, Memo, Pricing, TimeUnit, Wanted, entries, opt,
-    req,
+    Category, Cells, Charge, CommitmentUse, Memo, Pricing, TimeUnit, Wanted, entries, first_tag,
+    first_value, opt, req,
 };
 use super::read::Cell;
 use super::{BillError, CommitmentType};
@@ -227,7 +227,7 @@ impl<'s> Cur2<'s> {
             Some(e) => e,
             None => super::time::next_month(period_start),
         };
-        let team = self.team(c)?.map(Cow::Owned);
+        let team = self.team(c)?;
         Ok(Charge {
             billing_account: c.required_text(PAYER)?,
             period_start,
@@ -257,33 +257,23 @@ impl<'s> Cur2<'s> {
     }
 
     /// CUR writes a user tag `team` as `user_team`; either spelling matches.
-    fn team(&mut self, c: &Cells<'_>) -> Result<Option<String>, BillError> {
+    fn team<'r>(&mut self, c: &Cells<'r>) -> Result<Option<Cow<'r, str>>, BillError> {
         let keys = self.team_tags;
         if keys.is_empty() {
             return Ok(None);
         }
-        let pick = |e: &Entries<'_>| {
-            keys.iter().find_map(|key| {
-                let user = format!("user_{key}");
-                let exact = e.iter().find(|(k, _)| *k == user || k == key);
-                let found = exact.or_else(|| {
-                    e.iter()
-                        .find(|(k, _)| k.eq_ignore_ascii_case(&user) || k.eq_ignore_ascii_case(key))
-                });
-                found
-                    .and_then(|(_, v)| v.as_deref())
-                    .map(str::trim)
-                    .filter(|v| !v.is_empty())
-                    .map(str::to_owned)
-            })
-        };
         match c.raw(TAGS) {
+            Cell::Pairs(p) => Ok(first_tag(|| p.iter(), keys, "user_").map(Cow::Borrowed)),
             Cell::Text(t) => self
                 .tags
-                .get_or(t, || entries(Cell::Text(t)).map(|e| pick(&e)))
+                .get_or(t, || {
+                    entries(Cell::Text(t))
+                        .map(|e| first_value(&e, keys, "user_").map(str::to_owned))
+                })
+                .map(|team| team.map(Cow::Owned))
                 .map_err(|why| c.bad(TAGS, why)),
             cell => entries(cell)
-                .map(|e| pick(&e))
+                .map(|e| first_value(&e, keys, "user_").map(|v| Cow::Owned(v.to_owned())))
                 .map_err(|why| c.bad(TAGS, why)),
         }
     }

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use super::charge::{
     Category, Cells, Charge, CommitmentUse, Entries, Memo, Pricing, TimeUnit, Wanted, entries,
-    first_in_pairs, first_value, opt, req,
+    first_tag, first_value, opt, req,
 };
 use super::read::Cell;
 use super::{BillError, BillProvider, CommitmentType};
@@ -277,16 +277,16 @@ impl<'s> Focus<'s> {
             return Ok(None);
         }
         match c.raw(TAGS) {
-            Cell::Pairs(p) => Ok(first_in_pairs(&p, keys).map(Cow::Borrowed)),
+            Cell::Pairs(p) => Ok(first_tag(|| p.iter(), keys, "").map(Cow::Borrowed)),
             Cell::Text(t) => self
                 .tags
                 .get_or(t, || {
-                    entries(Cell::Text(t)).map(|e| first_value(&e, keys).map(str::to_owned))
+                    entries(Cell::Text(t)).map(|e| first_value(&e, keys, "").map(str::to_owned))
                 })
                 .map(|team| team.map(Cow::Owned))
                 .map_err(|why| c.bad(TAGS, why)),
             cell => entries(cell)
-                .map(|e| first_value(&e, keys).map(|v| Cow::Owned(v.to_owned())))
+                .map(|e| first_value(&e, keys, "").map(|v| Cow::Owned(v.to_owned())))
                 .map_err(|why| c.bad(TAGS, why)),
         }
     }

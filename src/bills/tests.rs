@@ -1319,3 +1319,65 @@ fn azure_spot_reservations_and_savings_plans_read_by_their_own_words() {
     // No quantities in the file: utilization by amortized cost, 24 used of 48.
     assert!(close(c[res].utilization.unwrap(), 0.5));
 }
+
+#[test]
+fn cur2_parquet_tags_are_a_map_whose_user_keys_match_the_team_tags() {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{MapBuilder, StringBuilder};
+    use arrow_array::{ArrayRef, Float64Array, RecordBatch, StringArray};
+
+    let b = Bench::new(BillProvider::Aws, BillFormat::Cur2);
+    let n = 3;
+    let text = |v: &str| Arc::new(StringArray::from(vec![v; n])) as ArrayRef;
+    let mut tags = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+    // The exact spelling first, then any case; `aws:` keys never name a team.
+    for pairs in [
+        vec![("user_team", "ml"), ("user_Team", "other")],
+        vec![("user_TEAM", "research")],
+        vec![("aws_createdBy", "x")],
+    ] {
+        for (k, v) in pairs {
+            tags.keys().append_value(k);
+            tags.values().append_value(v);
+        }
+        tags.append(true).unwrap();
+    }
+    let batch = RecordBatch::try_from_iter(vec![
+        ("bill_payer_account_id", text("111")),
+        (
+            "bill_billing_period_start_date",
+            text("2026-10-01T00:00:00Z"),
+        ),
+        ("line_item_usage_start_date", text("2026-10-01T00:00:00Z")),
+        ("line_item_usage_end_date", text("2026-10-01T01:00:00Z")),
+        ("line_item_line_item_type", text("Usage")),
+        ("line_item_usage_type", text("USE1-BoxUsage:g6.xlarge")),
+        (
+            "line_item_usage_amount",
+            Arc::new(Float64Array::from(vec![1.0; n])) as ArrayRef,
+        ),
+        (
+            "line_item_unblended_cost",
+            Arc::new(Float64Array::from(vec![0.8; n])) as ArrayRef,
+        ),
+        ("line_item_currency_code", text("USD")),
+        ("resource_tags", Arc::new(tags.finish()) as ArrayRef),
+    ])
+    .unwrap();
+    let mut bytes = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    b.write("cur/data/cur-00001.snappy.parquet", &bytes);
+    let r = b.load("2026-10-20T00:00:00Z");
+    assert!(!r.failed(), "{r:#?}");
+    assert_eq!(
+        b.gpu_hours_by("team"),
+        BTreeMap::from([
+            ("ml".to_owned(), 1.0),
+            ("research".to_owned(), 1.0),
+            ("unallocated".to_owned(), 1.0)
+        ])
+    );
+}
