@@ -242,25 +242,7 @@ impl<'a> Aggregator<'a> {
                     .map(String::as_str)
             })
             .unwrap_or(UNALLOCATED);
-        let account = self.names.id(ch.billing_account);
-        let at = match self.index.get(&(account, ch.period_start)) {
-            Some(at) => *at,
-            None => {
-                self.periods.push(Open {
-                    data: PeriodData {
-                        billing_account: ch.billing_account.to_owned(),
-                        period: period_name(ch.period_start),
-                        period_start: ch.period_start,
-                        period_end: ch.period_end,
-                        ..PeriodData::default()
-                    },
-                    ..Open::default()
-                });
-                self.index
-                    .insert((account, ch.period_start), self.periods.len() - 1);
-                self.periods.len() - 1
-            }
-        };
+        let at = self.period_at(ch.billing_account, ch.period_start, ch.period_end);
         let period = &mut self.periods[at];
         let d = &mut period.data;
         d.rows += 1;
@@ -412,6 +394,127 @@ impl<'a> Aggregator<'a> {
             }
         }
         Ok(())
+    }
+
+    /// The index of a period, opened when new.
+    fn period_at(&mut self, billing_account: &str, start: i64, end: i64) -> usize {
+        let account = self.names.id(billing_account);
+        if let Some(at) = self.index.get(&(account, start)) {
+            return *at;
+        }
+        self.periods.push(Open {
+            data: PeriodData {
+                billing_account: billing_account.to_owned(),
+                period: period_name(start),
+                period_start: start,
+                period_end: end,
+                ..PeriodData::default()
+            },
+            ..Open::default()
+        });
+        self.index.insert((account, start), self.periods.len() - 1);
+        self.periods.len() - 1
+    }
+
+    /// Adds what another aggregator made of other rows (a worker's share of
+    /// a file): every sum, set and count, as if its rows had come here.
+    pub fn absorb(&mut self, periods: Vec<PeriodData>) {
+        for p in periods {
+            let at = self.period_at(&p.billing_account, p.period_start, p.period_end);
+            let names = &mut self.names;
+            let open = &mut self.periods[at];
+            let d = &mut open.data;
+            d.rows += p.rows;
+            d.gpu_rows += p.gpu_rows;
+            d.gpu_hours += p.gpu_hours;
+            d.period_end = d.period_end.max(p.period_end);
+            for (currency, t) in p.totals {
+                let mine = d.totals.entry(currency).or_insert_with(|| Total {
+                    currency: t.currency.clone(),
+                    ..Total::default()
+                });
+                mine.rows += t.rows;
+                mine.billed_cost += t.billed_cost;
+                mine.effective_cost += t.effective_cost;
+            }
+            for (k, v) in p.usage {
+                let mine = d.usage.entry(k).or_default();
+                if let Some(h) = v.instance_hours {
+                    mine.instance_hours = Some(mine.instance_hours.unwrap_or(0.0) + h);
+                }
+                mine.gpu_hours += v.gpu_hours;
+                mine.billed_cost += v.billed_cost;
+                mine.effective_cost += v.effective_cost;
+            }
+            for s in p.spend {
+                let key = SpendKey {
+                    day: s.day,
+                    account: names.id(&s.account),
+                    team: names.id(&s.team),
+                    service: names.id(&s.service_category),
+                    category: Category::parse(&s.charge_category).unwrap_or(Category::Adjustment),
+                    gpu: s.gpu,
+                    currency: names.id(&s.currency),
+                };
+                let mine = open.spend.entry(key).or_default();
+                mine.0 += s.billed_cost;
+                mine.1 += s.effective_cost;
+            }
+            for (id, c) in p.commitments {
+                match d.commitments.get_mut(&id) {
+                    None => {
+                        d.commitments.insert(id, c);
+                    }
+                    Some(mine) => {
+                        mine.kind = mine.kind.or(c.kind);
+                        if mine.category.is_none() {
+                            mine.category = c.category;
+                        }
+                        if mine.unit.is_none() {
+                            mine.unit = c.unit;
+                        }
+                        mine.regions.extend(c.regions);
+                        mine.instance_types.extend(c.instance_types);
+                        mine.untyped_cover |= c.untyped_cover;
+                        mine.first_seen = mine.first_seen.min(c.first_seen);
+                        mine.last_seen = match (mine.last_seen, c.last_seen) {
+                            (Some(a), Some(b)) => Some(a.max(b)),
+                            (a, b) => a.or(b),
+                        };
+                    }
+                }
+            }
+            for (key, h) in p.commitment_hours {
+                let mine = d.commitment_hours.entry(key).or_default();
+                let add = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                    (None, None) => None,
+                    (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+                };
+                mine.used_quantity = add(mine.used_quantity, h.used_quantity);
+                mine.unused_quantity = add(mine.unused_quantity, h.unused_quantity);
+                mine.used_cost += h.used_cost;
+                mine.unused_cost += h.unused_cost;
+                mine.covered_instance_hours += h.covered_instance_hours;
+                mine.covered_gpu_hours += h.covered_gpu_hours;
+            }
+            for c in p.corrections {
+                let mine = open
+                    .corrections
+                    .entry((c.corrects.clone(), c.currency.clone()))
+                    .or_insert_with(|| Correction {
+                        rows: 0,
+                        billed_cost: 0.0,
+                        effective_cost: 0.0,
+                        ..c.clone()
+                    });
+                mine.rows += c.rows;
+                mine.billed_cost += c.billed_cost;
+                mine.effective_cost += c.effective_cost;
+            }
+            for (t, n) in p.unmapped {
+                *d.unmapped.entry(t).or_default() += n;
+            }
+        }
     }
 
     /// The periods with their spend and corrections resolved.

@@ -14,7 +14,7 @@ use super::cur2::{self, Cur2};
 use super::files::{self, DataFile, Folder};
 use super::focus::{self, Focus};
 use super::gpus::GpuTypes;
-use super::read::Table;
+use super::read::{RowCells, RowFn, Table};
 use super::time::{DAY, period_name};
 use super::{BillError, BillFormat, BillSource};
 use crate::store::bills::{Deltas, FileRecord, LoadResult};
@@ -108,14 +108,73 @@ const ACCOUNT: usize = 0;
 const PERIOD_START: usize = 1;
 const END: usize = 4;
 
+/// Threads that map a Parquet file's rows: the machine's two cores, with
+/// the decoder beside them.
+const WORKERS: usize = 2;
+
+/// One worker's share of a file: its mapping state, its own aggregates and
+/// the periods its rows named.
+struct Worker<'s> {
+    focus: Focus<'s>,
+    cur: Cur2<'s>,
+    agg: Aggregator<'s>,
+    seen: BTreeSet<PeriodKey>,
+    last: Option<(String, i64)>,
+}
+
+impl<'s> Worker<'s> {
+    fn new(source: &'s BillSource, gpus: &'s GpuTypes) -> Self {
+        Self {
+            focus: Focus::new(source.provider, &source.team_tags),
+            cur: Cur2::new(&source.team_tags),
+            agg: Aggregator::new(source, gpus),
+            seen: BTreeSet::new(),
+            last: None,
+        }
+    }
+
+    fn row(&mut self, format: BillFormat, cells: &Cells<'_>) -> Result<(), BillError> {
+        let charge = match format {
+            BillFormat::Focus => self.focus.charge(cells),
+            BillFormat::Cur2 => self.cur.charge(cells),
+        };
+        let ch = match charge {
+            Ok(ch) => ch,
+            Err(e) => {
+                // The bad row's own period fails, when the row says which.
+                if let (Ok(account), Ok(start)) = (
+                    cells.required_text(ACCOUNT),
+                    cells.required_time(PERIOD_START),
+                ) {
+                    self.seen.insert((account.to_owned(), period_name(start)));
+                }
+                return Err(e);
+            }
+        };
+        let same = self
+            .last
+            .as_ref()
+            .is_some_and(|(a, p)| a == ch.billing_account && *p == ch.period_start);
+        if !same {
+            self.seen
+                .insert((ch.billing_account.to_owned(), period_name(ch.period_start)));
+            self.last = Some((ch.billing_account.to_owned(), ch.period_start));
+        }
+        self.agg.add(&ch).map_err(|why| cells.bad(END, why))
+    }
+}
+
 /// Reads one file into `agg`; the periods it held so far, and how it ended.
+/// Workers' shares are added to `agg` in worker order, so the same file
+/// always sums the same way.
 pub(super) fn read_file(
     source: &BillSource,
+    gpus: &GpuTypes,
     folder: &dyn Folder,
     file: &DataFile,
     agg: &mut Aggregator<'_>,
 ) -> (BTreeSet<PeriodKey>, Result<(), BillError>) {
-    let mut seen = BTreeSet::new();
+    let mut workers: Vec<Worker<'_>> = (0..WORKERS).map(|_| Worker::new(source, gpus)).collect();
     let result = (|| {
         let contents = folder
             .open(&file.rel)
@@ -126,42 +185,31 @@ pub(super) fn read_file(
             BillFormat::Cur2 => cur2::COLUMNS,
         };
         let wanted = charge::resolve(&file.rel, table.header(), columns)?;
-        let mut focus = Focus::new(source.provider, &source.team_tags);
-        let mut cur = Cur2::new(&source.team_tags);
-        let mut last: Option<(String, i64)> = None;
-        table.rows(&wanted, &mut |row| {
-            let cells = Cells {
-                row,
-                shown: &file.rel,
-                names: columns,
-            };
-            let charge = match source.format {
-                BillFormat::Focus => focus.charge(&cells),
-                BillFormat::Cur2 => cur.charge(&cells),
-            };
-            let ch = match charge {
-                Ok(ch) => ch,
-                Err(e) => {
-                    // The bad row's own period fails, when the row says which.
-                    if let (Ok(account), Ok(start)) = (
-                        cells.required_text(ACCOUNT),
-                        cells.required_time(PERIOD_START),
-                    ) {
-                        seen.insert((account.to_owned(), period_name(start)));
-                    }
-                    return Err(e);
-                }
-            };
-            let same = last
-                .as_ref()
-                .is_some_and(|(a, p)| a == ch.billing_account && *p == ch.period_start);
-            if !same {
-                seen.insert((ch.billing_account.to_owned(), period_name(ch.period_start)));
-                last = Some((ch.billing_account.to_owned(), ch.period_start));
-            }
-            agg.add(&ch).map_err(|why| cells.bad(END, why))
-        })
+        let format = source.format;
+        let shown = file.rel.as_str();
+        let mut fns: Vec<Box<RowFn<'_>>> = workers
+            .iter_mut()
+            .map(|w| {
+                Box::new(move |row: &dyn RowCells| {
+                    w.row(
+                        format,
+                        &Cells {
+                            row,
+                            shown,
+                            names: columns,
+                        },
+                    )
+                }) as Box<RowFn<'_>>
+            })
+            .collect();
+        let mut refs: Vec<&mut RowFn<'_>> = fns.iter_mut().map(|f| &mut **f).collect();
+        table.rows(&wanted, &mut refs)
     })();
+    let mut seen = BTreeSet::new();
+    for w in workers {
+        seen.extend(w.seen);
+        agg.absorb(w.agg.finish());
+    }
     (seen, result)
 }
 
@@ -249,7 +297,7 @@ fn load(
                         affected: &mut BTreeSet<PeriodKey>,
                         report: &mut SourceReport| {
         report.files_read += 1;
-        let (mut seen, result) = read_file(source, folder.as_ref(), file, &mut agg);
+        let (mut seen, result) = read_file(source, &gpus, folder.as_ref(), file, &mut agg);
         if let Some(r) = stored.get(&file.rel) {
             seen.extend(r.periods.iter().cloned());
         }

@@ -60,6 +60,9 @@ pub trait RowCells {
     fn line(&self) -> u64;
 }
 
+/// What takes each row of a file.
+pub type RowFn<'f> = dyn FnMut(&dyn RowCells) -> Result<(), BillError> + Send + 'f;
+
 /// An opened file: its header, then its rows.
 pub struct Table {
     shown: String,
@@ -159,22 +162,30 @@ impl Table {
         &self.header
     }
 
-    /// Calls `f` with every row. `wanted[i]` is the file position of the
-    /// i-th wanted column (from [`Table::header`]), `None` when absent.
+    /// Calls one of `workers` with every row. `wanted[i]` is the file
+    /// position of the i-th wanted column (from [`Table::header`]), `None`
+    /// when absent. A Parquet file's batches go to the workers in turn
+    /// (batch i to worker i mod n), each on a thread of its own; a CSV file
+    /// is read in order by the first.
     ///
     /// # Errors
-    /// The first error of `f`, or a `File` error when the file is cut short
-    /// or malformed.
+    /// The first error of a worker (the lowest line where several failed),
+    /// or a `File` error when the file is cut short or malformed.
     pub fn rows(
         self,
         wanted: &[Option<usize>],
-        f: &mut dyn FnMut(&dyn RowCells) -> Result<(), BillError>,
+        workers: &mut [&mut RowFn<'_>],
     ) -> Result<(), BillError> {
+        let Some(first) = workers.first_mut() else {
+            return Ok(());
+        };
         match self.inner {
-            Inner::Csv(reader) => csv_rows(&self.shown, reader, wanted, f),
-            Inner::Parquet(builder) => parquet_rows(&self.shown, &self.header, *builder, wanted, f),
+            Inner::Csv(reader) => csv_rows(&self.shown, reader, wanted, *first),
+            Inner::Parquet(builder) => {
+                parquet_rows(&self.shown, &self.header, *builder, wanted, workers)
+            }
             Inner::ParquetInMemory(builder) => {
-                parquet_rows(&self.shown, &self.header, *builder, wanted, f)
+                parquet_rows(&self.shown, &self.header, *builder, wanted, workers)
             }
         }
     }
@@ -224,7 +235,7 @@ fn csv_rows(
     shown: &str,
     mut reader: csv::Reader<Box<dyn Read>>,
     wanted: &[Option<usize>],
-    f: &mut dyn FnMut(&dyn RowCells) -> Result<(), BillError>,
+    f: &mut RowFn<'_>,
 ) -> Result<(), BillError> {
     let mut record = csv::StringRecord::new();
     loop {
@@ -434,7 +445,7 @@ fn parquet_rows<T: parquet::file::reader::ChunkReader + 'static>(
     header: &[String],
     builder: ParquetRecordBatchReaderBuilder<T>,
     wanted: &[Option<usize>],
-    f: &mut dyn FnMut(&dyn RowCells) -> Result<(), BillError>,
+    workers: &mut [&mut RowFn<'_>],
 ) -> Result<(), BillError> {
     let fail = |why: String| BillError::file(shown, why);
     let mut roots: Vec<usize> = wanted.iter().flatten().copied().collect();
@@ -446,20 +457,98 @@ fn parquet_rows<T: parquet::file::reader::ChunkReader + 'static>(
         .with_batch_size(BATCH_ROWS)
         .build()
         .map_err(|e| fail(format!("cannot read: {e}")))?;
-    // Decoding runs on a thread of its own, a couple of batches ahead, so
-    // that it overlaps the mapping of rows on this one.
+    let n = workers.len();
+    // Decoding runs on a thread of its own, a couple of batches ahead of
+    // the workers, which map rows on theirs. A worker that stops (an error)
+    // hangs up, and the decoder stops with it.
     std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel(DECODED_AHEAD);
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..n)
+            .map(|_| std::sync::mpsc::sync_channel::<Decoded>(DECODED_AHEAD))
+            .unzip();
         scope.spawn(move || {
-            for batch in reader {
+            let mut line: u64 = 1;
+            for (i, batch) in reader.enumerate() {
                 let stop = batch.is_err();
-                if tx.send(batch).is_err() || stop {
+                let rows = batch.as_ref().map_or(0, RecordBatch::num_rows) as u64;
+                if senders[i % n].send((line, batch)).is_err() || stop {
                     break;
                 }
+                line += rows;
             }
         });
-        rows_of_batches(shown, header, wanted, rx.into_iter(), f)
+        let handles: Vec<_> = workers
+            .iter_mut()
+            .zip(receivers)
+            .map(|(f, rx)| {
+                scope.spawn(move || rows_of_batches(shown, header, wanted, rx.into_iter(), *f))
+            })
+            .collect();
+        let mut first: Option<BillError> = None;
+        for h in handles {
+            let outcome = h
+                .join()
+                .unwrap_or_else(|_| Err(fail("a reading thread failed".to_owned())));
+            if let Err(e) = outcome {
+                let line = |e: &BillError| match e {
+                    BillError::Cell(c) => c.line,
+                    BillError::File { .. } => u64::MAX,
+                };
+                if first.as_ref().is_none_or(|f| line(&e) < line(f)) {
+                    first = Some(e);
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
     })
+}
+
+/// A decoded batch and the line of its first row.
+type Decoded = (u64, Result<RecordBatch, arrow_schema::ArrowError>);
+
+/// Batches a Parquet file's decoder runs ahead of each worker.
+const DECODED_AHEAD: usize = 2;
+
+fn rows_of_batches(
+    shown: &str,
+    header: &[String],
+    wanted: &[Option<usize>],
+    batches: impl Iterator<Item = Decoded>,
+    f: &mut RowFn<'_>,
+) -> Result<(), BillError> {
+    let fail = |why: String| BillError::file(shown, why);
+    for (first_line, batch) in batches {
+        let batch: RecordBatch = batch.map_err(|e| {
+            fail(format!(
+                "cannot decode the rows from line {}: {e}; a file cut short?",
+                first_line + 1
+            ))
+        })?;
+        let arrays: Vec<Option<Arc<dyn Array>>> = wanted
+            .iter()
+            .map(|w| {
+                w.and_then(|at| header.get(at))
+                    .and_then(|name| batch.column_by_name(name).cloned())
+            })
+            .collect();
+        let mut cols = Vec::with_capacity(arrays.len());
+        for (array, w) in arrays.iter().zip(wanted) {
+            cols.push(match array {
+                None => Col::Missing,
+                Some(a) => Col::of(a).map_err(|why| {
+                    let name = w.and_then(|at| header.get(at)).map_or("?", String::as_str);
+                    fail(format!("column {name}: {why}"))
+                })?,
+            });
+        }
+        for row in 0..batch.num_rows() {
+            f(&BatchRow {
+                cols: &cols,
+                row,
+                line: first_line + 1 + row as u64,
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// A reader that decodes text columns as dictionaries: exports repeat a few
@@ -492,51 +581,4 @@ fn parquet_builder<T: parquet::file::reader::ChunkReader + 'static>(
     Ok(ParquetRecordBatchReaderBuilder::new_with_metadata(
         reader, meta,
     ))
-}
-
-/// Batches a Parquet file's decoder runs ahead of the rows being mapped.
-const DECODED_AHEAD: usize = 2;
-
-fn rows_of_batches(
-    shown: &str,
-    header: &[String],
-    wanted: &[Option<usize>],
-    batches: impl Iterator<Item = Result<RecordBatch, arrow_schema::ArrowError>>,
-    f: &mut dyn FnMut(&dyn RowCells) -> Result<(), BillError>,
-) -> Result<(), BillError> {
-    let fail = |why: String| BillError::file(shown, why);
-    let mut line: u64 = 1;
-    for batch in batches {
-        let batch: RecordBatch = batch.map_err(|e| {
-            fail(format!(
-                "cannot decode the rows after line {line}: {e}; a file cut short?"
-            ))
-        })?;
-        let arrays: Vec<Option<Arc<dyn Array>>> = wanted
-            .iter()
-            .map(|w| {
-                w.and_then(|at| header.get(at))
-                    .and_then(|name| batch.column_by_name(name).cloned())
-            })
-            .collect();
-        let mut cols = Vec::with_capacity(arrays.len());
-        for (array, w) in arrays.iter().zip(wanted) {
-            cols.push(match array {
-                None => Col::Missing,
-                Some(a) => Col::of(a).map_err(|why| {
-                    let name = w.and_then(|at| header.get(at)).map_or("?", String::as_str);
-                    fail(format!("column {name}: {why}"))
-                })?,
-            });
-        }
-        for row in 0..batch.num_rows() {
-            line += 1;
-            f(&BatchRow {
-                cols: &cols,
-                row,
-                line,
-            })?;
-        }
-    }
-    Ok(())
 }

@@ -682,7 +682,7 @@ fn aggregate(
         root: dir.path().to_path_buf(),
     };
     let mut agg = super::aggregate::Aggregator::new(source, gpus);
-    let (_, result) = super::load::read_file(source, &folder, &file, &mut agg);
+    let (_, result) = super::load::read_file(source, gpus, &folder, &file, &mut agg);
     result.unwrap();
     agg.finish()
 }
