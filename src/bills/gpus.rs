@@ -98,6 +98,10 @@ impl GpuTypes {
     /// A per-GPU SKU (GCP accelerators, OCI GPU part numbers).
     #[must_use]
     pub fn sku(&self, sku_id: &str) -> Option<&GpuType> {
+        // Most rows carry a SKU; AWS and Azure have no per-GPU ones to look up.
+        if self.skus.is_empty() {
+            return None;
+        }
         self.skus.get(sku_id.trim())
     }
 

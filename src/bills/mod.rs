@@ -20,7 +20,7 @@ pub mod query;
 pub mod read;
 #[cfg(feature = "aws")]
 mod s3;
-mod time;
+pub(crate) mod time;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -2,7 +2,7 @@
 //! and the HTTP API: a bounded window, a known grain and group fields, a row
 //! limit. Each refusal names its parameter.
 
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 
 use super::UsageKind;
 use super::time::DAY;
@@ -50,24 +50,18 @@ pub const MAX_LIMIT: usize = 100_000;
 /// Values a list parameter may hold.
 const MAX_VALUES: usize = 50;
 
-/// A date (`2026-10-01`, midnight UTC) or an RFC 3339 time.
+/// A date (`2026-10-01`, midnight UTC) or an RFC 3339 time, read as bill
+/// dates are.
 ///
 /// # Errors
 /// Naming `parameter` when the text is neither.
 pub fn parse_time(parameter: &str, text: &str) -> Result<i64, QueryError> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(text.trim()) {
-        return Ok(t.timestamp());
-    }
-    NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d")
-        .ok()
-        .and_then(|d| d.and_hms_opt(0, 0, 0))
-        .map(|d| d.and_utc().timestamp())
-        .ok_or_else(|| {
-            refuse(
-                parameter,
-                format!("`{text}` is not a date (2026-10-01) or an RFC 3339 time"),
-            )
-        })
+    super::time::parse(text).map_err(|_| {
+        refuse(
+            parameter,
+            format!("`{text}` is not a date (2026-10-01) or an RFC 3339 time"),
+        )
+    })
 }
 
 /// `[since, until)`: until defaults to now, since to `DEFAULT_DAYS` before it.

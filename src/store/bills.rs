@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::{StoreError, ts};
 use crate::bills::aggregate::{PeriodData, Total, UsageKey, UsageValue};
+use crate::bills::time::to_utc as utc;
 
 /// A value bound to or read from a statement.
 #[derive(Debug, Clone, PartialEq)]
@@ -1039,10 +1040,6 @@ fn grouped(
             Ok((r[0].int()?, fields, r[1 + n].text()?, r[2 + n..].to_vec()))
         })
         .collect()
-}
-
-fn utc(t: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp(t, 0).unwrap_or_default()
 }
 
 pub(super) fn usage(db: &dyn Db, q: &BillQuery) -> Result<Vec<UsageRow>, StoreError> {
