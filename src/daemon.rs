@@ -104,12 +104,15 @@ pub async fn run_with_providers(
     let wake = Arc::new(Notify::new());
     let now = chrono::Utc::now();
     let intervals = config.source_intervals(now);
-    let alerts = (!config.alerts.rules.is_empty()).then(|| {
+    let over_bills = config.bill_alerts();
+    let budgets_alert = over_bills.budgets.iter().any(|b| !b.thresholds.is_empty());
+    let alerts = (!config.alerts.rules.is_empty() || budgets_alert).then(|| {
         Arc::new(AlertHook {
             rules: config.alerts.rules.clone(),
             intervals: intervals.clone(),
             wake: wake.clone(),
             cluster: cluster.clone(),
+            bills: over_bills.clone(),
         })
     });
     if !alert_channels.is_empty() {
@@ -189,6 +192,7 @@ pub async fn run_with_providers(
             bills.schedule.clone(),
             pool.clone(),
             cluster.clone(),
+            ctx.alerts.clone(),
             cancel.clone(),
             ctx.clock,
         ));
@@ -234,6 +238,7 @@ pub async fn run_with_providers(
         rules: config.alerts.rules.clone(),
         cluster,
         bill_grace: config.bill_grace(),
+        bills: over_bills,
     });
     let server = axum::serve(listener, api::router(state))
         .with_graceful_shutdown(cancel.clone().cancelled_owned());

@@ -8,6 +8,7 @@
 pub mod alerts;
 pub mod api;
 pub mod bills;
+pub mod budgets;
 pub mod catalog;
 pub mod cli;
 pub mod cluster;

@@ -164,6 +164,8 @@ pub struct AlertHook {
     pub wake: Arc<Notify>,
     /// Evaluation is a duty: one replica at a time.
     pub cluster: Arc<Cluster>,
+    /// Budgets and the bill sources the rules over the bills read.
+    pub bills: alerts::bills::BillAlerts,
 }
 
 /// How long alert evaluation waits for another replica's evaluation to end.
@@ -191,7 +193,7 @@ impl AlertHook {
             pool.write_fenced(Some(&fence), |store| {
                 let fresh = Freshness::read(store, hook.intervals.clone(), Utc::now())?;
                 let sources: Vec<String> = hook.intervals.keys().cloned().collect();
-                alerts::evaluate(store, &fresh, &hook.rules, &sources)
+                alerts::evaluate(store, &fresh, &hook.rules, &sources, &hook.bills)
             })
         })
         .await;
@@ -457,6 +459,7 @@ pub async fn run_bills(
     schedule: Schedule,
     pool: Arc<Pool>,
     cluster: Arc<Cluster>,
+    alerts: Option<Arc<AlertHook>>,
     cancel: CancellationToken,
     clock: Clock,
 ) {
@@ -477,15 +480,19 @@ pub async fn run_bills(
             }
             continue;
         };
-        let (pool, s, fence) = (pool.clone(), source.clone(), held.fence.clone());
+        let (p, s, fence) = (pool.clone(), source.clone(), held.fence.clone());
         let outcome = tokio::task::spawn_blocking(move || {
-            crate::bills::load::load_source(&pool, &s, Some(&fence), Utc::now())
+            crate::bills::load::load_source(&p, &s, Some(&fence), Utc::now())
         })
         .await;
         if let Err(e) = outcome {
             tracing::error!(source = %source.name, error = %e, "Bill load panicked.");
         }
         held.release().await;
+        // Budgets and the rules over the bills follow every load.
+        if let Some(hook) = &alerts {
+            hook.evaluate(&pool, &cancel).await;
+        }
     }
 }
 

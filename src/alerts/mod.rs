@@ -8,6 +8,7 @@
 //! set, also keeps a key quiet for that long after it fired. The state change
 //! and the queued messages are written in one transaction.
 
+pub mod bills;
 pub mod deliver;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -85,8 +86,14 @@ pub fn observe(
 ) -> Result<Vec<Observation>, StoreError> {
     let h = rule.hysteresis;
     match rule.kind {
-        // Plan changes are events of the plan runner (see [`plan_changed`]).
-        RuleKind::PlanChanged => Ok(Vec::new()),
+        // Plan changes are events of the plan runner (see [`plan_changed`]);
+        // the kinds over the bills are observed by [`bills::observe`].
+        RuleKind::PlanChanged
+        | RuleKind::UnallocatedSpend
+        | RuleKind::CommitmentUnderused
+        | RuleKind::CoverageBelow
+        | RuleKind::BillRestated
+        | RuleKind::Budget => Ok(Vec::new()),
         RuleKind::PriceBelow | RuleKind::PriceAbove => {
             let below = rule.kind == RuleKind::PriceBelow;
             let filter = PriceFilter {
@@ -409,7 +416,8 @@ fn push_messages(
     }
 }
 
-/// Evaluates every rule and writes the outcome; returns how many messages it queued.
+/// Evaluates every rule and budget and writes the outcome; returns how
+/// many messages it queued.
 ///
 /// # Errors
 /// On a store error (nothing of this evaluation is written).
@@ -418,14 +426,37 @@ pub fn evaluate(
     fresh: &Freshness,
     rules: &[RuleConfig],
     sources: &[String],
+    over_bills: &bills::BillAlerts,
 ) -> Result<usize, StoreError> {
     let mut all = Decisions::default();
-    for rule in rules {
-        let observations = observe(store, fresh, rule, sources)?;
+    let mut add = |rule: &RuleConfig, observations: &[Observation], store: &dyn Store| {
         let previous = store.alert_states(Some(&rule.name))?;
-        let d = decide(rule, &previous, &observations, fresh.now);
+        let d = decide(rule, &previous, observations, fresh.now);
         all.states.extend(d.states);
         all.messages.extend(d.messages);
+        Ok::<(), StoreError>(())
+    };
+    for rule in rules {
+        let observations = if rule.kind.over_bills() {
+            bills::observe(store, rule, over_bills)?
+        } else {
+            observe(store, fresh, rule, sources)?
+        };
+        add(rule, &observations, store)?;
+    }
+    for budget in over_bills.budgets.iter().filter(|b| !b.thresholds.is_empty()) {
+        let status = crate::budgets::status(
+            store,
+            budget,
+            &over_bills.sources,
+            over_bills.proportional,
+            &[],
+        )?;
+        add(
+            &bills::budget_rule(budget),
+            &bills::budget_observations(&status),
+            store,
+        )?;
     }
     let queued = all.messages.len();
     if !all.states.is_empty() {
@@ -453,6 +484,9 @@ mod tests {
             cooldown,
             channels: vec!["hook".into(), "chat".into()],
             plans: vec![],
+            percent: None,
+            amount: None,
+            days: 0,
         }
     }
 

@@ -11,7 +11,7 @@ use chrono::Utc;
 
 use super::params::Params;
 use super::{ApiError, AppState, read};
-use crate::bills::load;
+use crate::bills::{allocation, load};
 use crate::bills::query::{self, QueryError};
 use crate::store::{Store, StoreError};
 
@@ -79,7 +79,24 @@ pub(super) async fn spend(
     let known = [WINDOW, &["by", "group", "team", "gpu_only"]].concat();
     let p = params(&Params::parse(uri.query(), &known)?)?;
     let q = query::spend(&p, Utc::now())?;
-    let rows = read(&state, move |store, _, _| store.bill_spend(&q)).await?;
+    let proportional = state.bills.proportional;
+    let rows = read(&state, move |store, _, _| {
+        allocation::spend(store, &q, proportional)
+    })
+    .await?;
+    Ok(Json(rows).into_response())
+}
+
+pub(super) async fn budgets(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    Params::parse(uri.query(), &[])?;
+    let over_bills = state.bills.clone();
+    let rows = read(&state, move |store, _, _| {
+        crate::alerts::bills::budget_statuses(store, &over_bills)
+    })
+    .await?;
     Ok(Json(rows).into_response())
 }
 

@@ -58,6 +58,8 @@ pub struct AppState {
     pub cluster: Arc<crate::cluster::Cluster>,
     /// Grace days of each bill source, for the state of its periods.
     pub bill_grace: BTreeMap<String, u32>,
+    /// Budgets, bill sources and allocation, for `/v1/budgets` and `/v1/spend`.
+    pub bills: crate::alerts::bills::BillAlerts,
 }
 
 /// The largest request body read: a problem with the most offers and the
@@ -136,6 +138,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/spend", get(bills::spend))
         .route("/v1/commitments", get(bills::commitments))
         .route("/v1/coverage", get(bills::coverage))
+        .route("/v1/budgets", get(bills::budgets))
         .merge(crate::ui::routes());
     harden(routes, state)
 }
@@ -850,6 +853,7 @@ mod tests {
             fx: config.fx.clone(),
             rules: Vec::new(),
             bill_grace: BTreeMap::new(),
+            bills: crate::alerts::bills::BillAlerts::default(),
         });
         let routes = Router::new()
             .route(

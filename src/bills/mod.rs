@@ -9,6 +9,7 @@
 //! transaction. Raw rows are never kept. docs/bills.md is the user's guide.
 
 pub mod aggregate;
+pub mod allocation;
 pub mod charge;
 mod cur2;
 pub mod demand;

@@ -184,6 +184,7 @@ pub fn usage(p: &Params, now: DateTime<Utc>) -> Result<BillQuery, QueryError> {
         gpus: list("gpu", &p.gpus)?,
         price_kinds,
         gpu_only: false,
+        accounts: Vec::new(),
         limit: limit(p)?,
     })
 }
@@ -205,6 +206,7 @@ pub fn spend(p: &Params, now: DateTime<Utc>) -> Result<BillQuery, QueryError> {
         gpus: Vec::new(),
         price_kinds: Vec::new(),
         gpu_only: p.gpu_only,
+        accounts: Vec::new(),
         limit: limit(p)?,
     })
 }

@@ -2,6 +2,7 @@
 //! `coverage`: the buyer's own fleet, from the billing exports.
 
 use super::*;
+use crate::bills::allocation;
 use crate::bills::load::{self, LoadReport, SourceReport, StatusRow};
 use crate::bills::query::{self, Params, QueryError};
 use crate::store::bills::{CommitmentRecord, CoverageRow, SpendRow, UsageRow};
@@ -350,28 +351,127 @@ pub(super) fn run_spend(config: &Config, args: &SpendArgs) -> Result<ExitCode, C
         ..params(&args.window)
     };
     let q = query::spend(&p, Utc::now()).map_err(bad_flag)?;
-    let rows: Vec<SpendRow> = read_with(config, |s| s.bill_spend(&q))?;
+    let proportional = config.allocation.proportional;
+    let rows: Vec<SpendRow> = read_with(config, |s| allocation::spend(s, &q, proportional))?;
     if args.window.json {
         return print_json(&rows).map(|()| ExitCode::SUCCESS);
     }
+    let by_team = q.group.iter().any(|g| g == "team");
     let mut header: Vec<String> = vec!["START".into()];
     header.extend(q.group.iter().map(|g| g.to_ascii_uppercase()));
     let numbers = header.len();
-    header.extend(["BILLED", "EFFECTIVE", "CUR"].map(String::from));
+    header.extend(["BILLED", "EFFECTIVE"].map(String::from));
+    if by_team {
+        header.extend(["ALLOC-BILLED", "ALLOC-EFFECTIVE"].map(String::from));
+    }
+    header.push("CUR".into());
     let body: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
             let mut row = vec![bucket_label(r.start, q.by)];
             row.extend(field_cells(&r.fields, &q.group));
-            row.extend([
-                money(r.billed_cost),
-                money(r.effective_cost),
-                r.currency.clone(),
-            ]);
+            row.extend([money(r.billed_cost), money(r.effective_cost)]);
+            if by_team {
+                row.extend([
+                    money(r.allocated_billed_cost.unwrap_or(r.billed_cost)),
+                    money(r.allocated_effective_cost.unwrap_or(r.effective_cost)),
+                ]);
+            }
+            row.push(r.currency.clone());
             row
         })
         .collect();
-    print_rows(&header, &body, &[numbers, numbers + 1]);
+    let right: Vec<usize> = (numbers..numbers + if by_team { 4 } else { 2 }).collect();
+    print_rows(&header, &body, &right);
+    if by_team {
+        for (currency, (un, total)) in allocation::unallocated_share(&rows) {
+            if total != 0.0 {
+                println!(
+                    "unallocated: {} of {} {currency} effective ({:.1}%){}",
+                    money(un),
+                    money(total),
+                    100.0 * un / total,
+                    if proportional {
+                        ", split across teams in the ALLOC columns"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `gpuplan budgets`: each budget's figures and thresholds.
+pub(super) fn run_budgets(config: &Config, json: bool) -> Result<ExitCode, CliError> {
+    let over_bills = config.bill_alerts();
+    let statuses = read_with(config, |s| crate::alerts::bills::budget_statuses(s, &over_bills))?;
+    if json {
+        return print_json(&statuses).map(|()| ExitCode::SUCCESS);
+    }
+    if statuses.is_empty() {
+        eprintln!("No budgets are configured; add [[budgets]] to the config.");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let header: Vec<String> = [
+        "BUDGET", "PERIOD", "COMPLETE-TO", "BASIS", "AMOUNT", "ACTUAL", "%", "FORECAST", "%",
+        "CUR", "THRESHOLDS",
+    ]
+    .map(String::from)
+    .to_vec();
+    let pct = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1}"));
+    let figure = |v: Option<f64>| v.map_or("-".to_owned(), money);
+    let body: Vec<Vec<String>> = statuses
+        .iter()
+        .map(|b| {
+            let thresholds: Vec<String> = b
+                .thresholds
+                .iter()
+                .map(|t| {
+                    let on = match t.on {
+                        crate::config::ThresholdOn::Actual => "actual",
+                        crate::config::ThresholdOn::Forecast => "forecast",
+                    };
+                    format!("{}% {on}: {}", t.percent, t.state)
+                })
+                .collect();
+            vec![
+                b.name.clone(),
+                b.period.clone().unwrap_or_else(|| "-".into()),
+                b.complete_to.map_or_else(|| "-".into(), |d| d.to_string()),
+                match b.basis {
+                    crate::config::CostBasis::Effective => "effective".into(),
+                    crate::config::CostBasis::Billed => "billed".into(),
+                },
+                money(b.amount),
+                figure(b.actual),
+                pct(b.actual_percent),
+                figure(b.forecast),
+                pct(b.forecast_percent),
+                b.currency.clone(),
+                thresholds.join(", "),
+            ]
+        })
+        .collect();
+    print!("{}", render_rows(&header, &body, &[4, 5, 6, 7, 8]));
+    for b in &statuses {
+        if let Some(why) = &b.waiting {
+            println!("{}: no figures yet: {why}", b.name);
+        }
+        for o in &b.other_currencies {
+            println!(
+                "{}: {} {} of spend in scope is left out (not in {}, never converted)",
+                b.name,
+                money(match b.basis {
+                    crate::config::CostBasis::Effective => o.effective_cost,
+                    crate::config::CostBasis::Billed => o.billed_cost,
+                }),
+                o.currency,
+                b.currency
+            );
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -48,7 +48,7 @@ pub use spot_history::SpotHistoryArgs;
 pub use store::StoreCommand;
 
 use alerts::run_alerts;
-use bills::{run_bills, run_commitments, run_coverage, run_spend, run_usage};
+use bills::{run_bills, run_budgets, run_commitments, run_coverage, run_spend, run_usage};
 use config_cmd::validate_config;
 use plan::run_plan;
 use prices::run_prices;
@@ -117,6 +117,11 @@ pub enum Command {
     Commitments(CommitmentsArgs),
     /// Committed share of on-demand plus committed GPU usage, per instance type.
     Coverage(CommitmentsArgs),
+    /// Each budget of the config: actual and forecast spend, and its thresholds.
+    Budgets {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// A command's failure, split by whose fault it is (for the exit code).
@@ -199,6 +204,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Spend(args) => run_spend(&load_config(cli.config.as_deref())?, &args),
         Command::Commitments(args) => run_commitments(&load_config(cli.config.as_deref())?, &args),
         Command::Coverage(args) => run_coverage(&load_config(cli.config.as_deref())?, &args),
+        Command::Budgets { json } => run_budgets(&load_config(cli.config.as_deref())?, json),
     }
 }
 

@@ -48,10 +48,16 @@ pub enum RuleKind {
     Stale,
     NewOffer,
     PlanChanged,
+    UnallocatedSpend,
+    CommitmentUnderused,
+    CoverageBelow,
+    BillRestated,
+    /// A `[[budgets]]` threshold (not a kind of `[alerts.rules]`).
+    Budget,
 }
 
 impl RuleKind {
-    const NAMES: [(&'static str, RuleKind); 7] = [
+    const NAMES: [(&'static str, RuleKind); 11] = [
         ("price_below", RuleKind::PriceBelow),
         ("price_above", RuleKind::PriceAbove),
         ("spot_above_committed", RuleKind::SpotAboveCommitted),
@@ -59,10 +65,30 @@ impl RuleKind {
         ("stale", RuleKind::Stale),
         ("new_offer", RuleKind::NewOffer),
         ("plan_changed", RuleKind::PlanChanged),
+        ("unallocated_spend", RuleKind::UnallocatedSpend),
+        ("commitment_underused", RuleKind::CommitmentUnderused),
+        ("coverage_below", RuleKind::CoverageBelow),
+        ("bill_restated", RuleKind::BillRestated),
     ];
+
+    /// Kinds that watch the bills, with a percent threshold.
+    #[must_use]
+    pub fn over_bills(self) -> bool {
+        matches!(
+            self,
+            Self::UnallocatedSpend
+                | Self::CommitmentUnderused
+                | Self::CoverageBelow
+                | Self::BillRestated
+                | Self::Budget
+        )
+    }
 
     #[must_use]
     pub fn as_str(self) -> &'static str {
+        if self == Self::Budget {
+            return "budget";
+        }
         Self::NAMES
             .iter()
             .find(|(_, k)| *k == self)
@@ -100,6 +126,13 @@ pub struct RuleConfig {
     pub channels: Vec<String>,
     /// For `plan_changed`: the scheduled plans it watches; empty means all.
     pub plans: Vec<String>,
+    /// For the kinds over the bills: the percent threshold (unallocated
+    /// share, utilization, coverage, or a restatement's change).
+    pub percent: Option<f64>,
+    /// For `bill_restated`: an absolute change that fires too.
+    pub amount: Option<f64>,
+    /// For the kinds over the bills: the days of data they look back on.
+    pub days: u32,
 }
 
 /// A plan the daemon re-solves on a schedule, alerting `plan_changed` rules
@@ -204,6 +237,9 @@ pub(super) struct RawRule {
     channels: Vec<String>,
     #[serde(default)]
     plans: Vec<String>,
+    percent: Option<f64>,
+    amount: Option<f64>,
+    days: Option<i64>,
 }
 
 pub(super) fn validate_plans(
@@ -296,6 +332,72 @@ pub(super) fn validate_plans(
         );
     }
     plans
+}
+
+/// The days a rule over the bills looks back on by default.
+fn default_days(kind: RuleKind) -> u32 {
+    match kind {
+        RuleKind::CommitmentUnderused | RuleKind::BillRestated => 7,
+        _ => 30,
+    }
+}
+
+/// `percent`, `amount` and `days`: the thresholds of the kinds over the
+/// bills, refused on the others.
+fn bill_rule_fields(
+    r: &RawRule,
+    kind: RuleKind,
+    label: &str,
+    c: &mut Checker,
+) -> (Option<f64>, Option<f64>, u32) {
+    let at = |key: &str| format!("{label}.{key}");
+    if !kind.over_bills() {
+        for (key, set) in [
+            ("percent", r.percent.is_some()),
+            ("amount", r.amount.is_some()),
+            ("days", r.days.is_some()),
+        ] {
+            if set {
+                c.fail(
+                    at(key),
+                    format!("a {} rule has no {key}; the rules over the bills do", r.kind),
+                );
+            }
+        }
+        return (None, None, 0);
+    }
+    let percent = match r.percent {
+        Some(p) if p.is_finite() && p > 0.0 && p <= 100.0 => Some(p),
+        Some(p) => {
+            c.fail(at("percent"), format!("{p} is not a percent in (0, 100]"));
+            None
+        }
+        None => None,
+    };
+    let amount = match r.amount {
+        Some(a) if kind == RuleKind::BillRestated && a.is_finite() && a > 0.0 => Some(a),
+        Some(a) if kind == RuleKind::BillRestated => {
+            c.fail(at("amount"), format!("{a} is not an amount > 0"));
+            None
+        }
+        Some(_) => {
+            c.fail(at("amount"), "only bill_restated rules take an amount");
+            None
+        }
+        None => None,
+    };
+    if percent.is_none() && amount.is_none() && r.percent.is_none() {
+        c.fail(
+            at("percent"),
+            if kind == RuleKind::BillRestated {
+                "a bill_restated rule needs percent or amount (the change that fires it)"
+            } else {
+                "missing; the percent threshold the rule compares against"
+            },
+        );
+    }
+    let days = c.bounded(&at("days"), r.days, default_days(kind), 1..=366);
+    (percent, amount, days)
 }
 
 /// An absolute http(s) URL with a host and no whitespace.
@@ -503,6 +605,7 @@ pub(super) fn validate_alerts(
                 );
             }
         }
+        let (percent, amount, days) = bill_rule_fields(&r, kind, &label, c);
         rules.push(RuleConfig {
             name: r.name,
             kind,
@@ -517,6 +620,9 @@ pub(super) fn validate_alerts(
             cooldown,
             channels: r.channels,
             plans: r.plans,
+            percent,
+            amount,
+            days,
         });
     }
     AlertsConfig {

@@ -22,6 +22,7 @@ use serde::Deserialize;
 mod alerts;
 mod api;
 mod bills;
+mod budgets;
 mod check;
 mod fx;
 mod planner;
@@ -35,6 +36,10 @@ pub use alerts::{
 };
 pub use api::ApiConfig;
 pub use bills::BillSourceConfig;
+pub use budgets::{
+    AllocationConfig, BudgetConfig, BudgetPeriod, BudgetScope, BudgetThreshold, CostBasis,
+    ThresholdOn,
+};
 pub use fx::FxRates;
 pub use planner::PlannerConfig;
 pub use schedule::Schedule;
@@ -78,6 +83,8 @@ pub struct Config {
     pub fx: FxRates,
     /// Billing exports by source name.
     pub bills: BTreeMap<String, BillSourceConfig>,
+    pub budgets: Vec<BudgetConfig>,
+    pub allocation: AllocationConfig,
 }
 
 impl Default for Config {
@@ -135,6 +142,25 @@ impl Config {
 
     /// The providers the config enables, by their record name (`file:onprem`),
     /// with their schedules.
+    /// Budgets, the bill sources and the allocation mode, as the alerts and
+    /// answers over the bills take them.
+    #[must_use]
+    pub fn bill_alerts(&self) -> crate::alerts::bills::BillAlerts {
+        crate::alerts::bills::BillAlerts {
+            budgets: self.budgets.clone(),
+            sources: self
+                .bills
+                .values()
+                .filter(|b| b.enabled)
+                .map(|b| crate::budgets::BillSourceRef {
+                    name: b.source.name.clone(),
+                    provider: b.source.provider,
+                })
+                .collect(),
+            proportional: self.allocation.proportional,
+        }
+    }
+
     #[must_use]
     pub fn enabled_sources(&self) -> Vec<(String, &Schedule)> {
         let p = &self.providers;
@@ -243,6 +269,10 @@ struct RawConfig {
     fx: BTreeMap<String, f64>,
     #[serde(default)]
     bills: BTreeMap<String, bills::RawBillSource>,
+    #[serde(default)]
+    budgets: Vec<budgets::RawBudget>,
+    #[serde(default)]
+    allocation: budgets::RawAllocation,
 }
 
 /// Structural parsing: syntax, unknown keys and wrong types. serde stops at the
@@ -288,6 +318,8 @@ impl RawConfig {
             sources::validate(self.providers, &sync.retry_policy(), &fx, &mut c, &resolve);
         let alerts = validate_alerts(self.alerts, &mut c, &resolve);
         let bills = bills::validate(self.bills, &mut c, &resolve);
+        let budgets = budgets::validate(self.budgets, &alerts.channels, &mut c);
+        let allocation = budgets::validate_allocation(self.allocation, &mut c);
         if !c.errors.is_empty() {
             return Err(c.errors);
         }
@@ -300,6 +332,8 @@ impl RawConfig {
             alerts,
             fx,
             bills,
+            budgets,
+            allocation,
         })
     }
 }

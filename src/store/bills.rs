@@ -244,6 +244,8 @@ pub struct BillQuery {
     pub gpus: Vec<String>,
     pub price_kinds: Vec<String>,
     pub gpu_only: bool,
+    /// Sub-accounts or billing accounts (spend only).
+    pub accounts: Vec<String>,
     /// Rows an answer may have; more is `TooLarge`.
     pub limit: usize,
 }
@@ -270,6 +272,12 @@ pub struct SpendRow {
     pub billed_cost: f64,
     pub effective_cost: f64,
     pub currency: String,
+    /// Grouped by team: the figures with the unallocated spend split (see
+    /// `[allocation]`); the direct ones otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocated_billed_cost: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocated_effective_cost: Option<f64>,
 }
 
 /// A commitment over a window.
@@ -398,6 +406,12 @@ pub trait Bills {
     /// # Errors
     /// On a database error.
     fn bill_usage_span(&self) -> Result<Option<(i64, i64)>, StoreError>;
+
+    /// Per source: the first and last day of stored spend.
+    ///
+    /// # Errors
+    /// On a database error.
+    fn bill_spend_span(&self) -> Result<BTreeMap<String, (i64, i64)>, StoreError>;
 
     /// The catalog's GPU instance types of `provider` (instance type, GPU
     /// model, GPUs) and its per-GPU SKUs (SKU, instance type, GPU model).
@@ -1011,6 +1025,13 @@ fn grouped(
     if q.gpu_only {
         filter.push_str(" AND gpu = 1");
     }
+    if !q.accounts.is_empty() {
+        let (mut sub, mut billing) = (String::new(), String::new());
+        any_of("account", &q.accounts, &mut params, &mut sub);
+        any_of("billing_account", &q.accounts, &mut params, &mut billing);
+        let or = |t: &str| t.trim_start_matches(" AND ").to_owned();
+        filter.push_str(&format!(" AND ({} OR {})", or(&sub), or(&billing)));
+    }
     let mut cols = vec!["b".to_owned()];
     cols.extend(q.group.iter().cloned());
     cols.push("currency".to_owned());
@@ -1095,6 +1116,8 @@ pub(super) fn spend(db: &dyn Db, q: &BillQuery) -> Result<Vec<SpendRow>, StoreEr
             billed_cost: sums[0].real()?,
             effective_cost: sums[1].real()?,
             currency,
+            allocated_billed_cost: None,
+            allocated_effective_cost: None,
         })
     })
     .collect()
@@ -1284,6 +1307,17 @@ pub(super) fn usage_span(db: &dyn Db) -> Result<Option<(i64, i64)>, StoreError> 
         Some(r) => Ok(r[0].opt_int()?.zip(r[1].opt_int()?)),
         None => Ok(None),
     }
+}
+
+/// Per source, the first and last day of stored spend.
+pub(super) fn spend_span(db: &dyn Db) -> Result<BTreeMap<String, (i64, i64)>, StoreError> {
+    db.rows(
+        "SELECT source, min(start), max(start) FROM bill_spend_days GROUP BY source",
+        &[],
+    )?
+    .into_iter()
+    .map(|r| Ok((r[0].text()?, (r[1].int()?, r[2].int()?))))
+    .collect()
 }
 
 pub(super) fn gpu_catalog(db: &dyn Db, provider: &str) -> Result<GpuCatalog, StoreError> {

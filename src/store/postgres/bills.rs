@@ -261,6 +261,10 @@ impl Bills for PgStore<'_> {
         bills::usage_span(self)
     }
 
+    fn bill_spend_span(&self) -> Result<BTreeMap<String, (i64, i64)>, StoreError> {
+        bills::spend_span(self)
+    }
+
     fn gpu_catalog(&self, provider: &str) -> Result<GpuCatalog, StoreError> {
         bills::gpu_catalog(self, provider)
     }

@@ -173,6 +173,10 @@ impl Bills for SqliteStore {
         bills::usage_span(&SqliteDb(&self.conn))
     }
 
+    fn bill_spend_span(&self) -> Result<std::collections::BTreeMap<String, (i64, i64)>, StoreError> {
+        bills::spend_span(&SqliteDb(&self.conn))
+    }
+
     fn gpu_catalog(&self, provider: &str) -> Result<GpuCatalog, StoreError> {
         bills::gpu_catalog(&SqliteDb(&self.conn), provider)
     }
