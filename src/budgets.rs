@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
 use serde::Serialize;
 
-use crate::bills::allocation;
 use crate::bills::BillProvider;
+use crate::bills::allocation;
 use crate::config::{BudgetConfig, BudgetPeriod, CostBasis, ThresholdOn};
 use crate::store::bills::{BillQuery, Bucket};
 use crate::store::{AlertState, Store, StoreError};
@@ -50,14 +50,19 @@ pub fn data_days(
         .filter(|s| providers.is_empty() || providers.iter().any(|p| p == s.provider.as_str()))
         .collect();
     if in_scope.is_empty() {
-        return Ok(Err("no bill source of its providers is configured".to_owned()));
+        return Ok(Err(
+            "no bill source of its providers is configured".to_owned()
+        ));
     }
     let spans = store.bill_spend_span()?;
     let mut first = i64::MAX;
     let mut newest = i64::MAX;
     for s in in_scope {
         let Some((lo, hi)) = spans.get(&s.name) else {
-            return Ok(Err(format!("bill source {} has no spend loaded yet", s.name)));
+            return Ok(Err(format!(
+                "bill source {} has no spend loaded yet",
+                s.name
+            )));
         };
         first = first.min(*lo);
         newest = newest.min(*hi);
@@ -83,7 +88,10 @@ pub fn period_of(period: BudgetPeriod, day: i64) -> (String, i64, i64) {
         BudgetPeriod::Year => (format!("{y}"), 1, 12),
     };
     let start = |y: i32, m: u32| {
-        let (y, m) = (y + i32::try_from((m - 1) / 12).unwrap_or(0), (m - 1) % 12 + 1);
+        let (y, m) = (
+            y + i32::try_from((m - 1) / 12).unwrap_or(0),
+            (m - 1) % 12 + 1,
+        );
         Utc.with_ymd_and_hms(y, m, 1, 0, 0, 0)
             .single()
             .map_or(0, |t| t.timestamp())

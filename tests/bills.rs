@@ -775,3 +775,151 @@ async fn an_aws_export_bucket_is_read_in_place_from_a_real_s3_server() {
     .unwrap();
     assert_eq!(usage[0]["gpu_hours"], 24.0);
 }
+
+const BUDGETS: &str = "[alerts.channels.ops]\ntype = \"log\"\n\n[allocation]\nunallocated = \"proportional\"\n\n\
+    [[budgets]]\nname = \"ml-monthly\"\namount = 1000.0\ncurrency = \"USD\"\nteams = [\"ml\"]\n\
+    thresholds = [{ percent = 10, on = \"actual\" }, { percent = 1000, on = \"forecast\" }]\nchannels = [\"ops\"]\n";
+
+/// The fixture's 1 October and one more hour on the 2nd, so the 1st is complete.
+fn two_days(w: &Workspace) {
+    w.write("bills/focus-2026-10.csv", &fixture());
+    w.write(
+        "bills/focus-2026-10-b.csv",
+        &format!("{HEADER}\n{}\n", usage_row(25, "m5.xlarge", "web", 1.0)),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_evaluates_budgets_after_a_load_and_tells_their_channels_once() {
+    let w = Workspace::new(BUDGETS);
+    two_days(&w);
+    let config = Config::load(&w.path("gpuplan.toml")).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(daemon::run(
+        config,
+        listener,
+        Options {
+            grace: Duration::from_secs(5),
+            token: None,
+        },
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let http = reqwest::Client::new();
+    let get = |path: &str| {
+        let (http, url) = (http.clone(), format!("{base}{path}"));
+        async move {
+            let r = http.get(url).send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let mut messages = Value::Null;
+    for _ in 0..500 {
+        let (_, alerts) = get("/v1/alerts").await;
+        if alerts["messages"].as_array().is_some_and(|m| !m.is_empty()) {
+            messages = alerts["messages"].clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let messages = messages.as_array().expect("a budget message");
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    let m = &messages[0]["payload"];
+    assert_eq!(m["rule"], "budget:ml-monthly");
+    assert_eq!(m["key"], "actual:10:2026-10");
+    assert_eq!(m["details"]["complete_to"], "2026-10-01");
+
+    let (status, budgets) = get("/v1/budgets").await;
+    assert_eq!(status, 200);
+    let b = &budgets[0];
+    assert_eq!(b["period"], "2026-10");
+    assert_eq!(b["complete_to"], "2026-10-01");
+    assert_eq!(b["allocated"], true);
+    assert_eq!(b["thresholds"][0]["state"], "crossed");
+    assert!(b["thresholds"][0]["fired_at"].is_string());
+    assert_eq!(b["thresholds"][1]["state"], "ok");
+    let (status, body) = get("/v1/budgets?name=x").await;
+    assert_eq!((status, body["parameter"].as_str()), (400, Some("name")));
+
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+}
+
+#[test]
+fn budgets_and_allocated_spend_from_the_cli() {
+    let w = Workspace::new(BUDGETS);
+    two_days(&w);
+    assert!(w.run(&["bills", "sync"]).status.success());
+    let budgets = w.json(&["budgets", "--json"]);
+    let b = &budgets[0];
+    assert_eq!(
+        keys(b),
+        set(&[
+            "name",
+            "amount",
+            "currency",
+            "basis",
+            "period",
+            "period_start",
+            "period_end",
+            "complete_to",
+            "actual",
+            "forecast",
+            "actual_percent",
+            "forecast_percent",
+            "daily_mean",
+            "days_averaged",
+            "days_left",
+            "allocated",
+            "other_currencies",
+            "thresholds",
+        ])
+    );
+    assert_eq!(
+        (b["days_averaged"].as_i64(), b["days_left"].as_i64()),
+        (Some(1), Some(30))
+    );
+    let spend = w.json(&[
+        "spend",
+        "--since",
+        "2026-10-01",
+        "--until",
+        "2026-11-01",
+        "--group",
+        "team",
+        "--json",
+    ]);
+    let rows = spend.as_array().unwrap();
+    let direct: f64 = rows
+        .iter()
+        .map(|r| r["effective_cost"].as_f64().unwrap())
+        .sum();
+    let allocated: f64 = rows
+        .iter()
+        .map(|r| r["allocated_effective_cost"].as_f64().unwrap())
+        .sum();
+    assert!((direct - allocated).abs() < 1e-6, "the split adds nothing");
+    let text = w.run(&["budgets"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("ml-monthly") && text.contains("10% actual: crossed"),
+        "{text}"
+    );
+    let spend = w.run(&[
+        "spend",
+        "--since",
+        "2026-10-01",
+        "--until",
+        "2026-11-01",
+        "--group",
+        "team",
+    ]);
+    let spend = String::from_utf8_lossy(&spend.stdout);
+    assert!(
+        spend.contains("ALLOC-EFFECTIVE") && spend.contains("unallocated:"),
+        "{spend}"
+    );
+}

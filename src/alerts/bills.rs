@@ -141,6 +141,7 @@ pub fn observe(
     store: &dyn Store,
     rule: &RuleConfig,
     bills: &BillAlerts,
+    now: DateTime<Utc>,
 ) -> Result<Vec<Observation>, StoreError> {
     let Ok(days) = budgets::data_days(store, &bills.sources, &[])? else {
         return Ok(Vec::new());
@@ -201,7 +202,7 @@ pub fn observe(
                 })
             })
             .collect()),
-        RuleKind::BillRestated => restated(store, rule, bills),
+        RuleKind::BillRestated => restated(store, rule, bills, now),
         _ => Ok(Vec::new()),
     }
 }
@@ -263,8 +264,9 @@ fn restated(
     store: &dyn Store,
     rule: &RuleConfig,
     bills: &BillAlerts,
+    now: DateTime<Utc>,
 ) -> Result<Vec<Observation>, StoreError> {
-    let recent = Utc::now() - chrono::Duration::days(i64::from(rule.days));
+    let recent = now - chrono::Duration::days(i64::from(rule.days));
     let mut out = Vec::new();
     for load in store.bill_loads(None)? {
         if !bills.sources.iter().any(|s| s.name == load.source)
@@ -328,3 +330,7 @@ fn restated(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+#[path = "bills_tests.rs"]
+mod tests;

@@ -438,13 +438,17 @@ pub fn evaluate(
     };
     for rule in rules {
         let observations = if rule.kind.over_bills() {
-            bills::observe(store, rule, over_bills)?
+            bills::observe(store, rule, over_bills, fresh.now)?
         } else {
             observe(store, fresh, rule, sources)?
         };
         add(rule, &observations, store)?;
     }
-    for budget in over_bills.budgets.iter().filter(|b| !b.thresholds.is_empty()) {
+    for budget in over_bills
+        .budgets
+        .iter()
+        .filter(|b| !b.thresholds.is_empty())
+    {
         let status = crate::budgets::status(
             store,
             budget,

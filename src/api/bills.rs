@@ -11,8 +11,8 @@ use chrono::Utc;
 
 use super::params::Params;
 use super::{ApiError, AppState, read};
-use crate::bills::{allocation, load};
 use crate::bills::query::{self, QueryError};
+use crate::bills::{allocation, load};
 use crate::store::{Store, StoreError};
 
 const WINDOW: &[&str] = &["since", "until", "provider", "limit"];

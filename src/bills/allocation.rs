@@ -164,7 +164,8 @@ fn bucketed(rows: Vec<SpendRow>, by: Bucket) -> Vec<SpendRow> {
         });
         e.billed_cost += r.billed_cost;
         e.effective_cost += r.effective_cost;
-        let add = |a: &mut Option<f64>, b: Option<f64>| *a = Some(a.unwrap_or(0.0) + b.unwrap_or(0.0));
+        let add =
+            |a: &mut Option<f64>, b: Option<f64>| *a = Some(a.unwrap_or(0.0) + b.unwrap_or(0.0));
         add(&mut e.allocated_billed_cost, r.allocated_billed_cost);
         add(&mut e.allocated_effective_cost, r.allocated_effective_cost);
     }

@@ -406,7 +406,9 @@ pub(super) fn run_spend(config: &Config, args: &SpendArgs) -> Result<ExitCode, C
 /// `gpuplan budgets`: each budget's figures and thresholds.
 pub(super) fn run_budgets(config: &Config, json: bool) -> Result<ExitCode, CliError> {
     let over_bills = config.bill_alerts();
-    let statuses = read_with(config, |s| crate::alerts::bills::budget_statuses(s, &over_bills))?;
+    let statuses = read_with(config, |s| {
+        crate::alerts::bills::budget_statuses(s, &over_bills)
+    })?;
     if json {
         return print_json(&statuses).map(|()| ExitCode::SUCCESS);
     }
@@ -415,8 +417,17 @@ pub(super) fn run_budgets(config: &Config, json: bool) -> Result<ExitCode, CliEr
         return Ok(ExitCode::SUCCESS);
     }
     let header: Vec<String> = [
-        "BUDGET", "PERIOD", "COMPLETE-TO", "BASIS", "AMOUNT", "ACTUAL", "%", "FORECAST", "%",
-        "CUR", "THRESHOLDS",
+        "BUDGET",
+        "PERIOD",
+        "COMPLETE-TO",
+        "BASIS",
+        "AMOUNT",
+        "ACTUAL",
+        "%",
+        "FORECAST",
+        "%",
+        "CUR",
+        "THRESHOLDS",
     ]
     .map(String::from)
     .to_vec();

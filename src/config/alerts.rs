@@ -360,7 +360,10 @@ fn bill_rule_fields(
             if set {
                 c.fail(
                     at(key),
-                    format!("a {} rule has no {key}; the rules over the bills do", r.kind),
+                    format!(
+                        "a {} rule has no {key}; the rules over the bills do",
+                        r.kind
+                    ),
                 );
             }
         }

@@ -238,7 +238,10 @@ pub(super) fn validate(
                     continue;
                 }
                 None => {
-                    c.fail(at("percent"), "missing; the share of the amount, in percent");
+                    c.fail(
+                        at("percent"),
+                        "missing; the share of the amount, in percent",
+                    );
                     continue;
                 }
             };

@@ -572,3 +572,79 @@ fn bill_sources_are_read_and_each_problem_named_by_its_path() {
         assert!(paths.contains(&want), "{want} not in {paths:?}");
     }
 }
+
+#[test]
+fn budgets_and_allocation_are_read_and_each_problem_named_by_its_path() {
+    let config = Config::parse(
+        "[alerts.channels.ops]\ntype = \"log\"\n\n[allocation]\nunallocated = \"proportional\"\n\n\
+         [[budgets]]\nname = \"ml-monthly\"\namount = 10000.0\ncurrency = \"USD\"\nperiod = \"quarter\"\n\
+         basis = \"billed\"\nteams = [\"ml\"]\nproviders = [\"aws\"]\ngpu_only = true\n\
+         thresholds = [{ percent = 80, on = \"actual\" }, { percent = 100, on = \"forecast\" }]\n\
+         channels = [\"ops\"]\n",
+        Path::new(""),
+    )
+    .unwrap();
+    assert!(config.allocation.proportional);
+    let b = &config.budgets[0];
+    assert_eq!(
+        (b.period, b.basis, b.thresholds.len()),
+        (BudgetPeriod::Quarter, CostBasis::Billed, 2)
+    );
+    assert!(b.scope.gpu_only);
+    assert_eq!(b.thresholds[1].on, ThresholdOn::Forecast);
+
+    let errors = errors_of(
+        "[allocation]\nunallocated = \"even\"\n\n\
+         [[budgets]]\nname = \"a\"\namount = -1\ncurrency = \"usd\"\nperiod = \"week\"\nbasis = \"cash\"\n\
+         providers = [\"ibm\"]\nthresholds = [{ percent = 0 }, { percent = 50, on = \"maybe\" }]\n\
+         channels = [\"nowhere\"]\n\n\
+         [[budgets]]\nname = \"a\"\namount = 5\ncurrency = \"EUR\"\nthresholds = [{ percent = 80 }]\n",
+    );
+    assert_named(
+        &errors.join("\n"),
+        &[
+            "allocation.unallocated: `even` is not one of: keep, proportional",
+            "budgets[0] (a).amount: -1 is not an amount > 0",
+            "budgets[0] (a).currency: `usd` is not an ISO 4217 code",
+            "budgets[0] (a).period: `week` is not one of: month, quarter, year",
+            "budgets[0] (a).basis: `cash` is not one of: effective, billed",
+            "budgets[0] (a).providers[0]: `ibm` is not a bill provider",
+            "budgets[0] (a).thresholds[0].percent: 0 is not a percent",
+            "budgets[0] (a).thresholds[1].on: `maybe` is not one of: actual, forecast",
+            "budgets[0] (a).channels[0]: no channel `nowhere`",
+            "budgets[1] (a).name: `a` names another budget too",
+            "budgets[1] (a).channels: thresholds need at least one channel",
+        ],
+    );
+}
+
+#[test]
+fn rules_over_the_bills_take_percent_days_and_amount_and_others_refuse_them() {
+    let errors = errors_of(
+        "[alerts.channels.ops]\ntype = \"log\"\n\n\
+         [[alerts.rules]]\nname = \"idle\"\nkind = \"commitment_underused\"\nchannels = [\"ops\"]\n\n\
+         [[alerts.rules]]\nname = \"restated\"\nkind = \"bill_restated\"\nchannels = [\"ops\"]\n\n\
+         [[alerts.rules]]\nname = \"cover\"\nkind = \"coverage_below\"\npercent = 150\ndays = 0\nchannels = [\"ops\"]\n\n\
+         [[alerts.rules]]\nname = \"cheap\"\nkind = \"price_below\"\nusd_per_gpu_hour = 2.0\npercent = 5\nchannels = [\"ops\"]\n\n\
+         [[alerts.rules]]\nname = \"untagged\"\nkind = \"unallocated_spend\"\npercent = 10\namount = 5\nchannels = [\"ops\"]\n",
+    );
+    assert_named(
+        &errors.join("\n"),
+        &[
+            "alerts.rules[0] (idle).percent: missing; the percent threshold",
+            "alerts.rules[1] (restated).percent: a bill_restated rule needs percent or amount",
+            "alerts.rules[2] (cover).percent: 150 is not a percent in (0, 100]",
+            "alerts.rules[2] (cover).days:",
+            "alerts.rules[3] (cheap).percent: a price_below rule has no percent",
+            "alerts.rules[4] (untagged).amount: only bill_restated rules take an amount",
+        ],
+    );
+    let ok = Config::parse(
+        "[alerts.channels.ops]\ntype = \"log\"\n\n\
+         [[alerts.rules]]\nname = \"restated\"\nkind = \"bill_restated\"\namount = 500\nchannels = [\"ops\"]\n",
+        Path::new(""),
+    )
+    .unwrap();
+    let r = &ok.alerts.rules[0];
+    assert_eq!((r.amount, r.percent, r.days), (Some(500.0), None, 7));
+}

@@ -173,7 +173,9 @@ impl Bills for SqliteStore {
         bills::usage_span(&SqliteDb(&self.conn))
     }
 
-    fn bill_spend_span(&self) -> Result<std::collections::BTreeMap<String, (i64, i64)>, StoreError> {
+    fn bill_spend_span(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, (i64, i64)>, StoreError> {
         bills::spend_span(&SqliteDb(&self.conn))
     }
 
