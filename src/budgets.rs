@@ -170,6 +170,9 @@ fn date(t: i64) -> Option<NaiveDate> {
     DateTime::from_timestamp(t, 0).map(|d| d.date_naive())
 }
 
+/// (billed, effective) per (day, currency).
+type DailySpend = BTreeMap<(i64, String), (f64, f64)>;
+
 /// Daily spend in scope, in every currency: (billed, effective) per
 /// (day, currency), the teams' figures allocated as `[allocation]` says.
 fn daily_spend(
@@ -178,7 +181,7 @@ fn daily_spend(
     since: i64,
     until: i64,
     proportional: bool,
-) -> Result<BTreeMap<(i64, String), (f64, f64)>, StoreError> {
+) -> Result<DailySpend, StoreError> {
     let scope = &budget.scope;
     let q = BillQuery {
         since,
@@ -193,7 +196,7 @@ fn daily_spend(
         ..BillQuery::default()
     };
     let rows = allocation::spend(store, &q, proportional)?;
-    let mut out: BTreeMap<(i64, String), (f64, f64)> = BTreeMap::new();
+    let mut out = DailySpend::new();
     for r in rows {
         let e = out
             .entry((r.start.timestamp(), r.currency.clone()))

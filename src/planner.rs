@@ -208,7 +208,22 @@ pub fn attach_owned(
 ) -> Result<Vec<String>, ValidationError> {
     let mut skipped = Vec::new();
     let mut kept = Vec::new();
-    for (i, e) in owned.into_iter().enumerate() {
+    for (i, mut e) in owned.into_iter().enumerate() {
+        // An entry without an option (a reservation found in the bills, which
+        // do not name the term) takes the offer's shortest-term option.
+        if e.option.is_empty()
+            && let Some(r) = problem
+                .offers
+                .iter()
+                .find(|o| o.id == e.offer)
+                .and_then(|o| {
+                    o.reserved
+                        .iter()
+                        .min_by(|a, b| a.term_hours.total_cmp(&b.term_hours))
+                })
+        {
+            e.option = r.id.clone();
+        }
         let why = match problem.offers.iter().find(|o| o.id == e.offer) {
             None => Some(format!(
                 "offer `{}` is not among this plan's catalog offers (check its GPU, cloud and region filters)",
@@ -239,7 +254,7 @@ pub fn attach_owned(
     }
     if !kept.is_empty() {
         problem.schema_version = 2;
-        problem.owned = kept;
+        problem.owned.extend(kept);
     }
     Ok(skipped)
 }

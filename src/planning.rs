@@ -129,6 +129,9 @@ pub enum Input {
         classes: Vec<DemandClass>,
         /// Reservations already bought; `None` takes `[planner.owned]`.
         owned: Option<Vec<Owned>>,
+        /// Reservations the bills show, attached leniently: one outside this
+        /// plan's offers is listed under `owned_skipped`, not refused.
+        found: Vec<Owned>,
         policy: Policy,
         gpus: Vec<String>,
         clouds: Vec<String>,
@@ -277,6 +280,7 @@ impl PlanService {
             Input::Catalog {
                 classes,
                 owned,
+                found,
                 policy,
                 gpus,
                 clouds,
@@ -300,10 +304,11 @@ impl PlanService {
                 .await
                 .map_err(|e| PlanError::Internal(format!("the catalog read: {e}")))??;
                 let mut problem = built.problem;
-                let skipped = match owned {
+                let mut skipped = match owned {
                     Some(given) => planner::attach_owned(&mut problem, given, true)?,
                     None => planner::attach_owned(&mut problem, self.owned.clone(), false)?,
                 };
+                skipped.extend(planner::attach_owned(&mut problem, found, false)?);
                 (problem, Some(built.stale_sources), skipped)
             }
         };

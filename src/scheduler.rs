@@ -543,6 +543,7 @@ async fn plan_once(
         input: Input::Catalog {
             classes,
             owned,
+            found: Vec::new(),
             policy: plan.policy.clone(),
             gpus: plan.gpus.clone(),
             clouds: plan.clouds.clone(),

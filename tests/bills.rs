@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use gpuplan::config::Config;
 use gpuplan::daemon::{self, Options};
+use gpuplan::store::{SqliteStore, Writes as _};
+use gpuplan_providers::{InstanceType, PriceKind, PriceRecord, PriceScope, Scope, Snapshot};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
@@ -922,4 +924,206 @@ fn budgets_and_allocated_spend_from_the_cli() {
         spend.contains("ALLOC-EFFECTIVE") && spend.contains("unallocated:"),
         "{spend}"
     );
+}
+
+/// A FOCUS row of `hour` with commitment columns: (pricing, cost, commitment
+/// id, type, category, status).
+fn committed_row(
+    hour: u32,
+    pricing: &str,
+    cost: f64,
+    c: Option<(&str, &str, &str, &str)>,
+) -> String {
+    let start = chrono::DateTime::parse_from_rfc3339("2026-10-01T00:00:00Z").unwrap()
+        + chrono::Duration::hours(i64::from(hour));
+    let end = start + chrono::Duration::hours(1);
+    let f = |t: chrono::DateTime<chrono::FixedOffset>| t.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let (id, kind, category, status) = c.unwrap_or_default();
+    let instance = if status == "Unused" {
+        ""
+    } else {
+        "p5.48xlarge"
+    };
+    format!(
+        "111111111111,2026-10-01T00:00:00Z,2026-11-01T00:00:00Z,{},{},Usage,,{pricing},{cost},{cost},USD,1,Hrs,{id},{kind},{category},{status},{},{},us-east-1,222222222222,Compute,\"{{\"\"InstanceType\"\":\"\"{instance}\"\"}}\",\"{{\"\"team\"\":\"\"ml\"\"}}\"",
+        f(start),
+        f(end),
+        if id.is_empty() { "" } else { "1" },
+        if category == "Usage" {
+            "Hours"
+        } else if id.is_empty() {
+            ""
+        } else {
+            "USD"
+        },
+    )
+}
+
+const COMMITTED_HEADER: &str = "BillingAccountId,BillingPeriodStart,BillingPeriodEnd,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,ChargeClass,PricingCategory,BilledCost,EffectiveCost,BillingCurrency,ConsumedQuantity,ConsumedUnit,CommitmentDiscountId,CommitmentDiscountType,CommitmentDiscountCategory,CommitmentDiscountStatus,CommitmentDiscountQuantity,CommitmentDiscountUnit,RegionId,SubAccountId,ServiceCategory,SkuPriceDetails,Tags";
+
+/// ml runs two p5s every hour for three days and two hours: one on demand,
+/// one on a reservation; a savings plan goes unused at 5 an hour.
+fn owned_workspace() -> Workspace {
+    let w = Workspace::new("");
+    // AWS's catalog as its price source writes it: the bills name AWS offers.
+    let now = chrono::Utc::now();
+    let price = |kind: PriceKind, usd: f64| PriceRecord {
+        region: "us-east-1".into(),
+        zone: None,
+        instance_type: "p5.48xlarge".into(),
+        price_kind: kind,
+        offering_class: None,
+        usd_per_hour: usd,
+        upfront_usd: 0.0,
+        recurring_usd_per_hour: usd,
+        source: None,
+        available_regions: Vec::new(),
+        max_instances: None,
+        price_scope: PriceScope::Instance,
+    };
+    let snapshot = Snapshot {
+        instance_types: vec![InstanceType {
+            instance_type: "p5.48xlarge".into(),
+            gpu_model: "H100-80GB".into(),
+            gpu_count: 8,
+            gpu_memory_gib: Some(80.0),
+            vcpus: Some(192),
+            memory_gib: Some(2048.0),
+        }],
+        prices: vec![
+            price(PriceKind::OnDemand, 98.32),
+            price("reserved_1y_no_upfront".parse().unwrap(), 60.0),
+            price("reserved_3y_no_upfront".parse().unwrap(), 45.0),
+        ],
+        ..Snapshot::default()
+    };
+    let mut store = SqliteStore::open(&w.path("catalog.db")).unwrap();
+    let run = store.begin_run("aws", Scope::Full, now).unwrap();
+    store
+        .write_snapshot(run, "aws", &snapshot, now, now)
+        .unwrap();
+    drop(store);
+    let mut rows = vec![COMMITTED_HEADER.to_owned()];
+    let ri = (
+        "arn:aws:ec2:us-east-1:111111111111:reserved-instances/ri-1",
+        "Reserved Instance",
+        "Usage",
+        "Used",
+    );
+    let sp = (
+        "arn:aws:savingsplans::111111111111:savingsplan/sp-1",
+        "Savings Plan",
+        "Spend",
+        "Unused",
+    );
+    for hour in 0..74 {
+        rows.push(committed_row(hour, "Standard", 98.32, None));
+        rows.push(committed_row(hour, "Committed", 60.0, Some(ri)));
+        rows.push(committed_row(hour, "Committed", 5.0, Some(sp)));
+    }
+    w.write("bills/oct.csv", &(rows.join("\n") + "\n"));
+    let sync = w.run(&["bills", "sync"]);
+    assert!(
+        sync.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sync.stderr)
+    );
+    w
+}
+
+#[test]
+fn a_plan_owns_the_reservations_of_the_bills_and_lists_what_it_cannot_model() {
+    let w = owned_workspace();
+    let plan = w.json(&[
+        "plan",
+        "--usage-from-bills",
+        "--team",
+        "ml",
+        "--owned-from-bills",
+        "--horizon-hours",
+        "24",
+        "--json",
+    ]);
+    assert_eq!(plan["status"], "optimal", "{plan}");
+    let found = &plan["owned_from_bills"];
+    assert_eq!(found["modelled"].as_array().unwrap().len(), 1, "{found}");
+    let ri = &found["modelled"][0];
+    assert_eq!(ri["offer"], "aws/us-east-1/p5.48xlarge");
+    assert_eq!(ri["count"], 1.0);
+    assert!(ri["remaining"].as_str().unwrap().contains("whole horizon"));
+    let sp = &found["not_modelled"][0];
+    assert_eq!(
+        (sp["type"].as_str(), sp["hourly_amount"].as_f64()),
+        (Some("savings_plan"), Some(5.0))
+    );
+    assert!(sp["why"].as_str().unwrap().contains("spend-based"));
+    // The owned p5 serves 8 of the 16 GPUs; the term the bills do not give
+    // is taken as the offer's shortest.
+    let owned = plan["owned"].as_array().unwrap();
+    assert_eq!(owned.len(), 1, "{plan}");
+    assert_eq!(
+        (owned[0]["option"].as_str(), owned[0]["count"].as_f64()),
+        (Some("reserved_1y_no_upfront"), Some(1.0))
+    );
+    let bought: f64 = plan["reserved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["count"].as_f64().unwrap())
+        .sum();
+    assert!((bought - 1.0).abs() < 1e-9, "{plan}");
+
+    let text = w.run(&[
+        "plan",
+        "--usage-from-bills",
+        "--team",
+        "ml",
+        "--owned-from-bills",
+        "--horizon-hours",
+        "24",
+    ]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("Owned from the bills: 1 x aws/us-east-1/p5.48xlarge"),
+        "{text}"
+    );
+    assert!(!text.contains("Owned, not in this plan"), "{text}");
+    assert!(text.contains("Held, not modelled: arn:aws:savingsplans::111111111111:savingsplan/sp-1 (savings_plan, aws): 5.00 USD/hour"), "{text}");
+}
+
+#[test]
+fn advise_reserves_the_steady_on_demand_load_and_says_what_it_saves() {
+    let w = owned_workspace();
+    let advice = w.json(&["advise", "--json"]);
+    let a = &advice[0];
+    assert_eq!(
+        (a["team"].as_str(), a["gpu_model"].as_str()),
+        (Some("ml"), Some("H100-80GB"))
+    );
+    // One p5 on demand every hour of the three complete days: 8 GPUs steady.
+    assert_eq!(a["hours"], 72);
+    assert_eq!(a["steady_gpus"], 8.0);
+    assert!((a["billed_per_gpu_hour"].as_f64().unwrap() - 98.32 / 8.0).abs() < 1e-9);
+    // 720 h of 8 GPUs: 70,790.40 as billed; the 3-year reservation at 45 an
+    // hour costs 32,400: a saving of 38,390.40.
+    assert!(
+        (a["as_billed_cost"].as_f64().unwrap() - 98.32 * 720.0).abs() < 1e-6,
+        "{a}"
+    );
+    assert_eq!(
+        a["plan"]["reserved"][0]["option"], "reserved_3y_no_upfront",
+        "{a}"
+    );
+    assert!(
+        (a["saving"].as_f64().unwrap() - (98.32 - 45.0) * 720.0).abs() < 1e-6,
+        "{a}"
+    );
+    let text = w.run(&["advise"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("1.0 x aws/us-east-1/p5.48xlarge reserved_3y_no_upfront"),
+        "{text}"
+    );
+    let bad = w.run(&["advise", "--days", "0"]);
+    assert_eq!(bad.status.code(), Some(2));
 }

@@ -763,6 +763,7 @@ fn catalog_plan(
     let input = Input::Catalog {
         classes: problem.classes,
         owned,
+        found: Vec::new(),
         policy: problem.policy,
         gpus: list("gpu")?,
         clouds: list("clouds")?,

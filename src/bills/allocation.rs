@@ -78,16 +78,11 @@ pub fn allocate(rows: Vec<SpendRow>, proportional: bool) -> Vec<SpendRow> {
         let Some(teams) = spent.get(&(day, currency)) else {
             continue;
         };
-        let positive = |basis: fn(&(f64, f64)) -> f64| -> f64 {
-            teams.values().map(basis).filter(|v| *v > 0.0).sum()
-        };
-        let bases: [(fn(&(f64, f64)) -> f64, f64); 2] = [
-            (|t| t.0, rows[u].billed_cost),
-            (|t| t.1, rows[u].effective_cost),
-        ];
+        let amounts = [rows[u].billed_cost, rows[u].effective_cost];
         let u_slot = slot(&rows[u]);
-        for (b, (basis, amount)) in bases.into_iter().enumerate() {
-            let total = positive(basis);
+        for (b, amount) in amounts.into_iter().enumerate() {
+            let basis = |t: &(f64, f64)| if b == 0 { t.0 } else { t.1 };
+            let total: f64 = teams.values().map(basis).filter(|v| *v > 0.0).sum();
             if total <= 0.0 || amount == 0.0 {
                 continue;
             }
@@ -139,7 +134,7 @@ fn month_of(t: DateTime<Utc>) -> DateTime<Utc> {
 /// Sums daily rows into months (or leaves them daily), ordered by bucket,
 /// fields and currency as the store orders its answers.
 fn bucketed(rows: Vec<SpendRow>, by: Bucket) -> Vec<SpendRow> {
-    let mut out: BTreeMap<(i64, Vec<(String, String)>, String), SpendRow> = BTreeMap::new();
+    let mut out: BTreeMap<Slot, SpendRow> = BTreeMap::new();
     for r in rows {
         let start = if by == Bucket::Month {
             month_of(r.start)

@@ -8,6 +8,7 @@
 //! each (source, billing account, billing period) to the store in one
 //! transaction. Raw rows are never kept. docs/bills.md is the user's guide.
 
+pub mod advice;
 pub mod aggregate;
 pub mod allocation;
 pub mod charge;
@@ -17,6 +18,7 @@ pub mod files;
 mod focus;
 pub mod gpus;
 pub mod load;
+pub mod owned;
 pub mod query;
 pub mod read;
 #[cfg(feature = "aws")]

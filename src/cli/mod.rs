@@ -28,6 +28,7 @@ use crate::planning::{self, Input, Overrides, PlanError, PlanRequest, PlanServic
 use crate::store::{Location, Pool, Prunable, Store, StoreError};
 use crate::telemetry::LogFormat;
 
+mod advise;
 mod alerts;
 mod bills;
 mod config_cmd;
@@ -117,6 +118,9 @@ pub enum Command {
     Commitments(CommitmentsArgs),
     /// Committed share of on-demand plus committed GPU usage, per instance type.
     Coverage(CommitmentsArgs),
+    /// Per team: the steady on-demand GPU load of the bills, what to buy for
+    /// it, and the saving against going on as billed.
+    Advise(advise::AdviseArgs),
     /// Each budget of the config: actual and forecast spend, and its thresholds.
     Budgets {
         #[arg(long)]
@@ -204,6 +208,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Spend(args) => run_spend(&load_config(cli.config.as_deref())?, &args),
         Command::Commitments(args) => run_commitments(&load_config(cli.config.as_deref())?, &args),
         Command::Coverage(args) => run_coverage(&load_config(cli.config.as_deref())?, &args),
+        Command::Advise(args) => {
+            advise::run_advise(&load_config(cli.config.as_deref())?, &args).await
+        }
         Command::Budgets { json } => run_budgets(&load_config(cli.config.as_deref())?, json),
     }
 }

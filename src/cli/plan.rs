@@ -32,6 +32,11 @@ pub struct PlanArgs {
     /// With --usage-from-bills: only this team's usage (repeatable).
     #[arg(long = "team", requires = "usage_from_bills")]
     teams: Vec<String>,
+    /// Count the reservations the bills show as owned (those of a known
+    /// instance type and region); savings plans and other spend-based
+    /// commitments are listed as held but not modelled.
+    #[arg(long, conflicts_with = "problem")]
+    owned_from_bills: bool,
     /// With --usage-from-bills: days of complete bills to forecast from.
     #[arg(long, default_value_t = crate::bills::demand::DEFAULT_DAYS, requires = "usage_from_bills")]
     usage_days: u32,
@@ -132,6 +137,19 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
     };
     let mut forecast_info = None;
     let mut bills_usage = None;
+    let from_bills = if args.owned_from_bills {
+        let pool = open_store(config)?;
+        Some(
+            pool.read(crate::bills::owned::owned_from_bills)
+                .map_err(|e| CliError::Failed(e.into()))?,
+        )
+    } else {
+        None
+    };
+    let found = from_bills
+        .as_ref()
+        .map(|f| f.owned.clone())
+        .unwrap_or_default();
     let (name, input) = match (&args.problem, &args.demand, &args.usage) {
         (Some(path), _, _) => {
             let shown = path.display().to_string();
@@ -153,7 +171,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
                 Ok(c) => c,
                 Err(e) => return refuse(e.to_string()),
             };
-            match catalog_input(classes, args) {
+            match catalog_input(classes, found.clone(), args) {
                 Ok(input) => (Some(args.catalog.name.clone()), input),
                 Err(message) => return refuse(message),
             }
@@ -206,7 +224,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
             };
             let classes = vec![optimizer::DemandClass::default_class(f.gpus.clone())];
             forecast_info = Some(f);
-            match catalog_input(classes, args) {
+            match catalog_input(classes, found.clone(), args) {
                 Ok(input) => (Some(args.catalog.name.clone()), input),
                 Err(message) => return refuse(message),
             }
@@ -270,6 +288,9 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
         if let Some(u) = &bills_usage {
             doc["forecast"]["usage"] = json!(u);
         }
+        if let Some(f) = &from_bills {
+            doc["owned_from_bills"] = json!(f);
+        }
         print_json(&doc)?;
         return Ok(plan_exit(&planned.result));
     }
@@ -318,6 +339,12 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
             f.trend_per_hour
         );
     }
+    if let Some(f) = &from_bills {
+        print!("{}", held_report(f));
+    }
+    for skipped in &planned.prepared.owned_skipped {
+        println!("Owned, not in this plan: {skipped}");
+    }
     print!("{}", plan_report(&planned.result));
     if let Some(r) = &planned.saved {
         match &r.change {
@@ -331,6 +358,36 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
         }
     }
     Ok(plan_exit(&planned.result))
+}
+
+/// What `--owned-from-bills` found: the reservations counted as owned, and
+/// every commitment held but not modelled, with its hourly amount.
+fn held_report(f: &crate::bills::owned::FromBills) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    if f.modelled.is_empty() && f.not_modelled.is_empty() {
+        out.push_str("Owned from the bills: the bills show no commitment still held.\n");
+    }
+    for m in &f.modelled {
+        let _ = writeln!(
+            out,
+            "Owned from the bills: {} x {} ({}), remaining term: {}",
+            m.count, m.offer, m.commitment, m.remaining
+        );
+    }
+    for h in &f.not_modelled {
+        let _ = writeln!(
+            out,
+            "Held, not modelled: {} ({}, {}): {:.2} {}/hour; {}",
+            h.commitment,
+            h.kind.as_deref().unwrap_or("commitment"),
+            h.provider,
+            h.hourly_amount,
+            h.currency,
+            h.why
+        );
+    }
+    out
 }
 
 /// 0 for a plan or a proven infeasibility; 1 for a plan the time limit cut
@@ -373,7 +430,11 @@ fn plan_overrides(args: &PlanArgs) -> Result<Overrides, String> {
 
 /// The catalog input of `--demand` / `--usage`: the policy and offer filters
 /// of the flags, each checked, and `--owned`.
-fn catalog_input(classes: Vec<optimizer::DemandClass>, args: &PlanArgs) -> Result<Input, String> {
+fn catalog_input(
+    classes: Vec<optimizer::DemandClass>,
+    found: Vec<optimizer::Owned>,
+    args: &PlanArgs,
+) -> Result<Input, String> {
     let a = &args.catalog;
     let owned = match &args.owned {
         Some(path) => Some(plan_inputs::read_owned(path).map_err(|e| e.to_string())?),
@@ -403,6 +464,7 @@ fn catalog_input(classes: Vec<optimizer::DemandClass>, args: &PlanArgs) -> Resul
     Ok(Input::Catalog {
         classes,
         owned,
+        found,
         policy,
         gpus: a.gpus.clone(),
         clouds: a.clouds.clone(),

@@ -302,6 +302,18 @@ pub struct CommitmentRecord {
     pub currency: String,
 }
 
+/// A commitment's latest hour in the bills.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatestCommitmentHour {
+    pub source: String,
+    pub id: String,
+    pub start: i64,
+    pub used_quantity: Option<f64>,
+    pub unused_quantity: Option<f64>,
+    pub used_cost: f64,
+    pub unused_cost: f64,
+}
+
 /// Committed share of one instance type's usage.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CoverageRow {
@@ -406,6 +418,13 @@ pub trait Bills {
     /// # Errors
     /// On a database error.
     fn bill_usage_span(&self) -> Result<Option<(i64, i64)>, StoreError>;
+
+    /// Per commitment: its latest stored hour, summed over the periods that
+    /// hold it.
+    ///
+    /// # Errors
+    /// On a database error.
+    fn bill_commitment_latest(&self) -> Result<Vec<LatestCommitmentHour>, StoreError>;
 
     /// Per source: the first and last day of stored spend.
     ///
@@ -1307,6 +1326,33 @@ pub(super) fn usage_span(db: &dyn Db) -> Result<Option<(i64, i64)>, StoreError> 
         Some(r) => Ok(r[0].opt_int()?.zip(r[1].opt_int()?)),
         None => Ok(None),
     }
+}
+
+pub(super) fn commitment_latest(db: &dyn Db) -> Result<Vec<LatestCommitmentHour>, StoreError> {
+    db.rows(
+        "SELECT h.source, h.commitment_id, h.start, SUM(h.used_quantity), SUM(h.unused_quantity),
+                SUM(h.used_cost), SUM(h.unused_cost)
+         FROM bill_commitment_hours h
+         JOIN (SELECT source, commitment_id, max(start) AS last
+               FROM bill_commitment_hours GROUP BY source, commitment_id) l
+           ON h.source = l.source AND h.commitment_id = l.commitment_id AND h.start = l.last
+         GROUP BY h.source, h.commitment_id, h.start
+         ORDER BY h.source, h.commitment_id",
+        &[],
+    )?
+    .into_iter()
+    .map(|r| {
+        Ok(LatestCommitmentHour {
+            source: r[0].text()?,
+            id: r[1].text()?,
+            start: r[2].int()?,
+            used_quantity: r[3].opt_real()?,
+            unused_quantity: r[4].opt_real()?,
+            used_cost: r[5].real()?,
+            unused_cost: r[6].real()?,
+        })
+    })
+    .collect()
 }
 
 /// Per source, the first and last day of stored spend.

@@ -265,6 +265,12 @@ impl Bills for PgStore<'_> {
         bills::spend_span(self)
     }
 
+    fn bill_commitment_latest(
+        &self,
+    ) -> Result<Vec<crate::store::bills::LatestCommitmentHour>, StoreError> {
+        bills::commitment_latest(self)
+    }
+
     fn gpu_catalog(&self, provider: &str) -> Result<GpuCatalog, StoreError> {
         bills::gpu_catalog(self, provider)
     }

@@ -179,6 +179,12 @@ impl Bills for SqliteStore {
         bills::spend_span(&SqliteDb(&self.conn))
     }
 
+    fn bill_commitment_latest(
+        &self,
+    ) -> Result<Vec<crate::store::bills::LatestCommitmentHour>, StoreError> {
+        bills::commitment_latest(&SqliteDb(&self.conn))
+    }
+
     fn gpu_catalog(&self, provider: &str) -> Result<GpuCatalog, StoreError> {
         bills::gpu_catalog(&SqliteDb(&self.conn), provider)
     }
