@@ -183,7 +183,15 @@ fn bills_sync_and_every_answer_have_the_documented_shapes() {
     );
     assert_eq!(
         keys(&spend[0]),
-        set(&["start", "team", "billed_cost", "effective_cost", "currency"])
+        set(&[
+            "start",
+            "team",
+            "billed_cost",
+            "effective_cost",
+            "allocated_billed_cost",
+            "allocated_effective_cost",
+            "currency"
+        ])
     );
 
     let commitments = w.json(&[&["commitments", "--json"][..], &OCTOBER].concat());
