@@ -23,6 +23,84 @@ const SHEET: &str = "region,instance_type,gpu_model,gpu_count,price_kind,usd_per
     onprem-fra,<script>alert(1)</script>,X9000,4,on_demand,2.1,,0\n\
     onprem-fra,\"l4,box\",L4,1,on_demand,0.6,24,0\n";
 
+const BILL_HEADER: &str = "BillingAccountId,BillingPeriodStart,BillingPeriodEnd,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,ChargeClass,PricingCategory,BilledCost,EffectiveCost,BillingCurrency,ConsumedQuantity,ConsumedUnit,CommitmentDiscountId,CommitmentDiscountType,CommitmentDiscountCategory,CommitmentDiscountStatus,CommitmentDiscountQuantity,CommitmentDiscountUnit,RegionId,SubAccountId,ServiceCategory,SkuPriceDetails,Tags";
+
+/// Ten days of October as an AWS FOCUS export writes them, a row per day and
+/// resource: ml runs a p5 on demand, research one on a reservation that
+/// goes half unused from the 6th, web an m5, and storage carries no tag.
+fn bills_month() -> String {
+    let ri = "arn:aws:ec2:us-east-1:111111111111:reserved-instances/ri-p5";
+    let mut rows = vec![BILL_HEADER.to_owned()];
+    for day in 1..=10 {
+        let (start, end) = (
+            format!("2026-10-{day:02}T00:00:00Z"),
+            format!("2026-10-{:02}T00:00:00Z", day + 1),
+        );
+        let row = |pricing: &str,
+                   cost: f64,
+                   hours: f64,
+                   c: &str,
+                   instance: &str,
+                   service: &str,
+                   team: &str| {
+            let tags = if team.is_empty() {
+                "{}".to_owned()
+            } else {
+                format!("{{\"\"team\"\":\"\"{team}\"\"}}")
+            };
+            let sku = if instance.is_empty() {
+                "{}".to_owned()
+            } else {
+                format!("{{\"\"InstanceType\"\":\"\"{instance}\"\"}}")
+            };
+            format!(
+                "111111111111,2026-10-01T00:00:00Z,2026-11-01T00:00:00Z,{start},{end},Usage,,{pricing},{cost},{cost},USD,{hours},Hrs,{c},us-east-1,222222222222,{service},\"{sku}\",\"{tags}\""
+            )
+        };
+        rows.push(row(
+            "Standard",
+            2359.68,
+            24.0,
+            ",,,,,",
+            "p5.48xlarge",
+            "Compute",
+            "ml",
+        ));
+        let used = if day <= 5 { 24.0 } else { 12.0 };
+        rows.push(row(
+            "Committed",
+            60.0 * used,
+            used,
+            &format!("{ri},Reserved Instance,Usage,Used,{used},Hours"),
+            "p5.48xlarge",
+            "Compute",
+            "research",
+        ));
+        if used < 24.0 {
+            rows.push(row(
+                "Committed",
+                60.0 * (24.0 - used),
+                24.0 - used,
+                &format!("{ri},Reserved Instance,Usage,Unused,{},Hours", 24.0 - used),
+                "",
+                "Compute",
+                "research",
+            ));
+        }
+        rows.push(row(
+            "Standard",
+            9.22,
+            24.0,
+            ",,,,,",
+            "m5.xlarge",
+            "Compute",
+            "web",
+        ));
+        rows.push(row("Standard", 40.0, 1.0, ",,,,,", "", "Storage", ""));
+    }
+    rows.join("\n") + "\n"
+}
+
 struct Daemon {
     base: String,
     http: reqwest::Client,
@@ -36,7 +114,13 @@ struct Daemon {
 async fn start(token: Option<&str>) -> Daemon {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("sheet.csv"), SHEET).unwrap();
+    std::fs::create_dir_all(dir.path().join("bills")).unwrap();
+    std::fs::write(dir.path().join("bills/focus-2026-10.csv"), bills_month()).unwrap();
     let text = "[store]\npath = \"catalog.db\"\n\
+        [bills.aws-payer]\nformat = \"focus\"\nprovider = \"aws\"\npath = \"bills\"\nteam_tags = [\"team\"]\n\
+        [allocation]\nunallocated = \"proportional\"\n\
+        [[budgets]]\nname = \"ml-monthly\"\namount = 60000.0\ncurrency = \"USD\"\nteams = [\"ml\"]\n\
+        thresholds = [{ percent = 80, on = \"forecast\" }]\nchannels = [\"log\"]\n\
         [fx]\nCNY = 7.0\n\
         [providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
         [providers.file.onprem]\npath = \"sheet.csv\"\n\
@@ -79,11 +163,26 @@ async fn start(token: Option<&str>) -> Daemon {
             && let Ok(v) = r.json::<Value>().await
             && v.as_array().is_some_and(|a| a.len() == 4)
         {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // And the bills' first load.
+    for _ in 0..500 {
+        let r = d.http.get(format!("{}/v1/bills", d.base));
+        let r = match token {
+            Some(t) => r.bearer_auth(t),
+            None => r,
+        };
+        if let Ok(r) = r.send().await
+            && let Ok(v) = r.json::<Value>().await
+            && v.as_array().is_some_and(|a| !a.is_empty())
+        {
             return d;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("the sheet never synced");
+    panic!("the sheet or the bills never loaded");
 }
 
 fn seed_spot(path: &std::path::Path) {
@@ -241,7 +340,15 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
     let d = start(None).await;
 
     let overview = d.page("/").await;
-    for link in ["/ui/prices", "/ui/spot", "/ui/plans/latest", "/ui/alerts"] {
+    for link in [
+        "/ui/prices",
+        "/ui/spot",
+        "/ui/plans/latest",
+        "/ui/spend",
+        "/ui/usage",
+        "/ui/commitments",
+        "/ui/alerts",
+    ] {
         assert!(
             overview.contains(&format!("href=\"{link}\"")),
             "no link to {link}"
@@ -359,6 +466,65 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
     let alerts = d.page("/ui/alerts").await;
     assert!(alerts.contains("cheap-h100") && alerts.contains("price_below"));
 
+    // Spend: the table is the API's answer summed per team, direct and
+    // allocated; the exports hold the same rows.
+    let overview = d.page("/").await;
+    assert!(overview.contains("Bill sources") && overview.contains("aws-payer"));
+    assert!(overview.contains("ml-monthly"));
+    let spend = d.page("/ui/spend").await;
+    assert!(spend.contains("id=\"spend-data\"") && spend.contains("id=\"spend-chart\""));
+    assert!(
+        spend.contains("2026-10-01 to 2026-10-31"),
+        "the month of the complete day"
+    );
+    let api = d
+        .json("/v1/spend?since=2026-10-01&until=2026-11-01&group=team")
+        .await;
+    let mut by_team: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+    for r in api.as_array().unwrap() {
+        let e = by_team
+            .entry(r["team"].as_str().unwrap().to_owned())
+            .or_default();
+        e.0 += r["effective_cost"].as_f64().unwrap();
+        e.1 += r["allocated_effective_cost"].as_f64().unwrap();
+    }
+    let shown = rows(&spend, "spend");
+    assert_eq!(shown.len(), by_team.len(), "{shown:?}");
+    for row in &shown {
+        let (direct, allocated) = by_team[&row[0]];
+        assert_eq!(row[2], format!("{direct:.2}"), "{row:?}");
+        assert_eq!(row[4], format!("{allocated:.2}"), "{row:?}");
+    }
+    // The untagged 40 a day is split: nothing stays unallocated.
+    assert_eq!(by_team["unallocated"].1, 0.0);
+    let csv = d.get("/ui/spend?format=csv").await.text().await.unwrap();
+    assert_eq!(csv.lines().count() - 1, shown.len());
+    let json_rows = d.json("/ui/spend?format=json").await;
+    assert_eq!(json_rows.as_array().unwrap().len(), shown.len());
+    assert!(rows(&spend, "budgets")[0][0].contains("ml-monthly"));
+
+    let usage = d.page("/ui/usage").await;
+    assert!(usage.contains("id=\"usage-data\""));
+    let teams = rows(&usage, "usage");
+    // ml on demand and research committed, 24 p5-hours (8 GPUs) a day.
+    let ml = teams.iter().find(|r| r[0] == "ml").unwrap();
+    assert_eq!((ml[1].as_str(), ml[3].as_str()), ("1920.0", "0.0"));
+    let research = teams.iter().find(|r| r[0] == "research").unwrap();
+    assert_eq!(
+        research[3],
+        format!("{:.1}", (5.0 * 24.0 + 5.0 * 12.0) * 8.0)
+    );
+    let one = d.page("/ui/usage?team=ml").await;
+    assert_eq!(rows(&one, "usage").len(), 1);
+
+    let commitments = d.page("/ui/commitments").await;
+    assert!(commitments.contains("id=\"commitments-data\""));
+    let c = rows(&commitments, "commitments");
+    assert_eq!(c.len(), 1);
+    assert_eq!((c[0][0].as_str(), c[0][5].as_str()), ("ri-p5", "75.0%"));
+    let cover = rows(&commitments, "coverage");
+    assert_eq!(cover.len(), 1, "{cover:?}");
+
     for (path, parameter) in [
         ("/ui/prices?unit=furlong", "unit"),
         ("/ui/prices?sort=nope", "sort"),
@@ -366,6 +532,11 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
         ("/ui/prices?bogus=1", "bogus"),
         ("/ui/prices?page=0", "page"),
         ("/ui/prices?per_page=100000", "per_page"),
+        ("/ui/spend?by=week", "by"),
+        ("/ui/spend?format=xml", "format"),
+        ("/ui/usage?since=soon", "since"),
+        ("/ui/commitments?since=2026-10-05&until=2026-10-01", "since"),
+        ("/ui/spend?since=2000-01-01&until=2026-01-01", "since"),
     ] {
         let r = d.get(path).await;
         assert_eq!(r.status(), 400, "{path}");

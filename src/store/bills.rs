@@ -302,6 +302,30 @@ pub struct CommitmentRecord {
     pub currency: String,
 }
 
+/// One day of a commitment's use.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommitmentDay {
+    pub source: String,
+    pub id: String,
+    pub day: i64,
+    pub used_quantity: Option<f64>,
+    pub unused_quantity: Option<f64>,
+    pub used_cost: f64,
+    pub unused_cost: f64,
+}
+
+impl CommitmentDay {
+    /// Used over used + unused: quantities where the bill has them, else cost.
+    #[must_use]
+    pub fn utilization(&self) -> Option<f64> {
+        let (used, unused) = match (self.used_quantity, self.unused_quantity) {
+            (None, None) => (self.used_cost, self.unused_cost),
+            (u, n) => (u.unwrap_or(0.0), n.unwrap_or(0.0)),
+        };
+        (used + unused > 0.0).then(|| used / (used + unused))
+    }
+}
+
 /// A commitment's latest hour in the bills.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LatestCommitmentHour {
@@ -425,6 +449,16 @@ pub trait Bills {
     /// # Errors
     /// On a database error.
     fn bill_commitment_latest(&self) -> Result<Vec<LatestCommitmentHour>, StoreError>;
+
+    /// Each commitment's use per UTC day over `[since, until)`.
+    ///
+    /// # Errors
+    /// On a database error.
+    fn bill_commitment_days(
+        &self,
+        since: i64,
+        until: i64,
+    ) -> Result<Vec<CommitmentDay>, StoreError>;
 
     /// Per source: the first and last day of stored spend.
     ///
@@ -1326,6 +1360,34 @@ pub(super) fn usage_span(db: &dyn Db) -> Result<Option<(i64, i64)>, StoreError> 
         Some(r) => Ok(r[0].opt_int()?.zip(r[1].opt_int()?)),
         None => Ok(None),
     }
+}
+
+pub(super) fn commitment_days(
+    db: &dyn Db,
+    since: i64,
+    until: i64,
+) -> Result<Vec<CommitmentDay>, StoreError> {
+    db.rows(
+        "SELECT source, commitment_id, (start / 86400) * 86400 AS day, SUM(used_quantity),
+                SUM(unused_quantity), SUM(used_cost), SUM(unused_cost)
+         FROM bill_commitment_hours WHERE start >= $1 AND start < $2
+         GROUP BY source, commitment_id, (start / 86400) * 86400
+         ORDER BY source, commitment_id, day",
+        &[since.into(), until.into()],
+    )?
+    .into_iter()
+    .map(|r| {
+        Ok(CommitmentDay {
+            source: r[0].text()?,
+            id: r[1].text()?,
+            day: r[2].int()?,
+            used_quantity: r[3].opt_real()?,
+            unused_quantity: r[4].opt_real()?,
+            used_cost: r[5].real()?,
+            unused_cost: r[6].real()?,
+        })
+    })
+    .collect()
 }
 
 pub(super) fn commitment_latest(db: &dyn Db) -> Result<Vec<LatestCommitmentHour>, StoreError> {

@@ -7,6 +7,7 @@
 
 mod alerts;
 mod assets;
+mod bills;
 mod login;
 mod overview;
 mod plans;
@@ -44,6 +45,9 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/ui/plans/latest", get(plans::latest))
         .route("/ui/plans/{id}", get(plans::by_id))
         .route("/ui/alerts", get(alerts::page))
+        .route("/ui/spend", get(bills::spend))
+        .route("/ui/usage", get(bills::usage))
+        .route("/ui/commitments", get(bills::commitments))
         .route("/ui/login", get(login::page).post(login::submit))
         .route("/ui/assets/{name}", get(assets::serve))
         .layer(middleware::from_fn(secure_headers))
@@ -88,6 +92,9 @@ fn layout(title: &str, current: &str, body: &Markup) -> Response {
         ("/ui/prices", "Prices"),
         ("/ui/spot", "Spot history"),
         ("/ui/plans/latest", "Plans"),
+        ("/ui/spend", "Spend"),
+        ("/ui/usage", "Usage"),
+        ("/ui/commitments", "Commitments"),
         ("/ui/alerts", "Alerts"),
     ];
     let markup = html! {

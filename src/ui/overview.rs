@@ -42,6 +42,14 @@ fn cheapest(records: &[CatalogRecord]) -> Cheapest {
     out
 }
 
+/// A bill source's freshness: the newest day of spend it delivered.
+struct BillSource {
+    name: String,
+    provider: &'static str,
+    newest_day: Option<i64>,
+    loaded_at: Option<String>,
+}
+
 /// One source's freshness row.
 struct Source {
     name: String,
@@ -91,10 +99,30 @@ pub async fn page(State(state): State<Arc<AppState>>) -> Result<Response, PageEr
                 name,
             })
             .collect::<Vec<_>>();
-        Ok((now, day, week, (sources, fresh.now)))
+        let statuses = crate::alerts::bills::budget_statuses(store, &state.bills)?;
+        let spans = store.bill_spend_span()?;
+        let mut loaded: BTreeMap<String, String> = BTreeMap::new();
+        for l in store.bill_loads(None)? {
+            let e = loaded.entry(l.source).or_default();
+            if l.loaded_at > *e {
+                *e = l.loaded_at;
+            }
+        }
+        let bills: Vec<BillSource> = state
+            .bills
+            .sources
+            .iter()
+            .map(|s| BillSource {
+                name: s.name.clone(),
+                provider: s.provider.as_str(),
+                newest_day: spans.get(&s.name).map(|(_, hi)| *hi),
+                loaded_at: loaded.get(&s.name).cloned(),
+            })
+            .collect();
+        Ok((now, day, week, (sources, fresh.now, statuses, bills)))
     })
     .await?;
-    let (sources, at) = sources;
+    let (sources, at, statuses, bills) = sources;
     let models: Vec<&String> = {
         let mut m: Vec<&String> = now.keys().map(|(model, _)| model).collect();
         m.dedup();
@@ -135,10 +163,50 @@ pub async fn page(State(state): State<Arc<AppState>>) -> Result<Response, PageEr
                 }
             }
         }
+        @if !statuses.is_empty() {
+            h2 { "Budgets" }
+            table.budgets {
+                thead { tr { th { "budget" } th { "period" } th { "complete to" } th { "actual" } th { "forecast" } } }
+                tbody {
+                    @for b in &statuses {
+                        tr {
+                            td { a href="/ui/spend" { (b.name) } }
+                            td { (b.period.clone().unwrap_or_else(|| "—".into())) }
+                            td { @if let Some(d) = b.complete_to { (d) } @else { span.missing title=[b.waiting.clone()] { "—" } } }
+                            td.num class=[b.actual_percent.filter(|p| *p >= 100.0).map(|_| "up")] {
+                                (b.actual_percent.map_or("—".to_owned(), |p| format!("{p:.1}%")))
+                            }
+                            td.num class=[b.forecast_percent.filter(|p| *p >= 100.0).map(|_| "up")] {
+                                (b.forecast_percent.map_or("—".to_owned(), |p| format!("{p:.1}%")))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if !bills.is_empty() {
+            h2 { "Bill sources" }
+            table.sources {
+                thead { tr { th { "source" } th { "provider" } th { "newest day" } th { "age" } th { "last loaded" } } }
+                tbody {
+                    @for b in &bills {
+                        tr {
+                            td { (b.name) } td { (b.provider) }
+                            td { @if let Some(d) = b.newest_day.and_then(|d| chrono::DateTime::<Utc>::from_timestamp(d, 0)) { (d.format("%Y-%m-%d")) } @else { "nothing loaded" } }
+                            td { @if let Some(d) = b.newest_day.and_then(|d| chrono::DateTime::<Utc>::from_timestamp(d, 0)) { (age(at, d)) } @else { "—" } }
+                            td { (b.loaded_at.clone().unwrap_or_else(|| "never".into())) }
+                        }
+                    }
+                }
+            }
+        }
         p.links {
             a href="/ui/prices" { "All prices" } " · "
             a href="/ui/spot" { "Spot history" } " · "
             a href="/ui/plans/latest" { "The latest plan" } " · "
+            a href="/ui/spend" { "Spend" } " · "
+            a href="/ui/usage" { "Usage" } " · "
+            a href="/ui/commitments" { "Commitments" } " · "
             a href="/ui/alerts" { "Alerts" }
         }
     };

@@ -368,7 +368,7 @@ fn csv(view: &View, rows: &[&CatalogRecord]) -> Response {
 /// A CSV field, quoted when it holds a comma, quote or line break, and with
 /// a leading `=`, `+`, `-` or `@` defused so that a spreadsheet does not run
 /// a provider's string as a formula.
-fn csv_field(s: &str) -> String {
+pub(super) fn csv_field(s: &str) -> String {
     let s = if s.starts_with(['=', '+', '-', '@']) {
         format!("'{s}")
     } else {

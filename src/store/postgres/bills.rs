@@ -271,6 +271,14 @@ impl Bills for PgStore<'_> {
         bills::commitment_latest(self)
     }
 
+    fn bill_commitment_days(
+        &self,
+        since: i64,
+        until: i64,
+    ) -> Result<Vec<crate::store::bills::CommitmentDay>, StoreError> {
+        bills::commitment_days(self, since, until)
+    }
+
     fn gpu_catalog(&self, provider: &str) -> Result<GpuCatalog, StoreError> {
         bills::gpu_catalog(self, provider)
     }

@@ -185,6 +185,14 @@ impl Bills for SqliteStore {
         bills::commitment_latest(&SqliteDb(&self.conn))
     }
 
+    fn bill_commitment_days(
+        &self,
+        since: i64,
+        until: i64,
+    ) -> Result<Vec<crate::store::bills::CommitmentDay>, StoreError> {
+        bills::commitment_days(&SqliteDb(&self.conn), since, until)
+    }
+
     fn gpu_catalog(&self, provider: &str) -> Result<GpuCatalog, StoreError> {
         bills::gpu_catalog(&SqliteDb(&self.conn), provider)
     }

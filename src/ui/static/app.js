@@ -13,6 +13,7 @@
     return Math.max(320, Math.min(el.clientWidth || 900, 1200));
   }
 
+  var DARK = ["#000", "#b3261e", "#555", "#1e7b34"];
   var COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 
   // Spot prices hold until the next report: each zone's line is a step
@@ -84,6 +85,40 @@
       axes: [{ label: "hour of the horizon" }, { label: "GPUs", size: 60 }],
       // GPUs from zero, so that the reserved baseline is drawn to scale.
       scales: { x: { time: false }, y: { range: function (u, min, max) { return [0, Math.max(1, max * 1.05)]; } } }
+    }, columns, el);
+  }
+
+  // Bands stacked bottom to top in the order given, each drawn as the sum
+  // of itself and those below (filled, so each band shows its own share),
+  // then lines on top (budgets, forecasts, utilization), null where absent.
+  function stackedChart(el, data) {
+    var series = [{ label: data.time ? "day" : "x" }];
+    var columns = [data.x];
+    var running = data.x.map(function () { return 0; });
+    var bands = data.stacks.map(function (s) {
+      running = running.map(function (v, i) { return v + s.values[i]; });
+      return { label: s.label, values: running.slice() };
+    });
+    bands.reverse().forEach(function (b, i) {
+      var c = COLORS[(bands.length - 1 - i) % COLORS.length];
+      series.push({ label: b.label, stroke: c, fill: c + "99", width: 1, points: { show: false } });
+      columns.push(b.values);
+    });
+    data.lines.forEach(function (l, i) {
+      series.push({
+        // Over stacks, lines come in pairs (a budget and its forecast): one
+        // dark colour each pair.
+        label: l.label, stroke: data.stacks.length ? DARK[Math.floor(i / 2) % DARK.length] : COLORS[i % COLORS.length], width: 2,
+        dash: l.dash ? [6, 4] : undefined, spanGaps: false, points: { show: data.x.length < 40 }
+      });
+      columns.push(l.values);
+    });
+    return new uPlot({
+      width: width(el),
+      height: 340,
+      series: series,
+      axes: [{}, { label: data.y_label, size: 80 }],
+      scales: { x: { time: data.time }, y: { range: function (u, min, max) { return [0, Math.max(1, max * 1.05)]; } } }
     }, columns, el);
   }
 
@@ -176,6 +211,11 @@
     var plan = island("plan-data");
     var planEl = document.getElementById("plan-chart");
     if (plan && planEl) { planChart(planEl, plan); }
+    ["spend", "usage", "commitments"].forEach(function (name) {
+      var d = island(name + "-data");
+      var el = document.getElementById(name + "-chart");
+      if (d && el) { stackedChart(el, d); }
+    });
     var pf = document.getElementById("plan-form");
     if (pf) { planForm(pf); }
     var lf = document.getElementById("login-form");
