@@ -682,7 +682,16 @@ async fn a_real_browser_loads_every_page_draws_the_charts_filters_and_exports() 
     );
     assert!(run.status.success(), "{stdout}\n{stderr}");
     eprintln!("browser suite: {stdout}screenshots in {}", out.display());
-    for shot in ["overview", "prices", "spot", "plan", "alerts"] {
+    for shot in [
+        "overview",
+        "prices",
+        "spot",
+        "plan",
+        "alerts",
+        "spend",
+        "usage",
+        "commitments",
+    ] {
         let png = std::fs::read(out.join(format!("{shot}.png"))).unwrap();
         assert!(
             png.starts_with(b"\x89PNG") && png.len() > 10_000,

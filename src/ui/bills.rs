@@ -89,7 +89,7 @@ fn window(p: &Params, complete_to: Option<i64>) -> Result<Window, ApiError> {
 /// The window's links: the same page over the previous and next window, and
 /// by day or by month.
 fn window_links(path: &str, w: &Window, extra: &[(&str, String)]) -> maud::Markup {
-    let len = w.until - w.since;
+    let (earlier, later) = shifted(w.since, w.until);
     let link = |since: i64, until: i64, by: &str| {
         let mut pairs: Vec<(&str, String)> = vec![
             ("since", date(since)),
@@ -112,8 +112,8 @@ fn window_links(path: &str, w: &Window, extra: &[(&str, String)]) -> maud::Marku
     html! {
         p.ranges {
             (date(w.since)) " to " (date(w.until - 1)) " · "
-            a rel="prev" href=(link(w.since - len, w.since, by)) { "earlier" } " · "
-            a rel="next" href=(link(w.until, w.until + len, by)) { "later" } " · "
+            a rel="prev" href=(link(earlier.0, earlier.1, by)) { "earlier" } " · "
+            a rel="next" href=(link(later.0, later.1, by)) { "later" } " · "
             @if w.by == Bucket::Month {
                 a href=(link(w.since, w.until, "day")) { "by day" } " · " strong { "by month" }
             } @else {
@@ -121,6 +121,25 @@ fn window_links(path: &str, w: &Window, extra: &[(&str, String)]) -> maud::Marku
             }
         }
     }
+}
+
+/// The windows before and after `[since, until)`: whole calendar months
+/// when it is whole months, else the same length.
+fn shifted(since: i64, until: i64) -> ((i64, i64), (i64, i64)) {
+    use chrono::{Datelike, Months};
+    let at = |t: i64| DateTime::<Utc>::from_timestamp(t, 0).unwrap_or_default();
+    let (a, b) = (at(since), at(until));
+    let month_start = |d: DateTime<Utc>| d.day() == 1 && d.timestamp().rem_euclid(DAY) == 0;
+    let months = (b.year() - a.year()) * 12 + i32::try_from(b.month()).unwrap_or(0)
+        - i32::try_from(a.month()).unwrap_or(0);
+    if month_start(a) && month_start(b) && months > 0 {
+        let n = Months::new(months.unsigned_abs());
+        if let (Some(before), Some(after)) = (a.checked_sub_months(n), b.checked_add_months(n)) {
+            return ((before.timestamp(), since), (until, after.timestamp()));
+        }
+    }
+    let len = until - since;
+    ((since - len, since), (until, until + len))
 }
 
 fn money(v: f64) -> String {
@@ -246,7 +265,7 @@ pub async fn spend(
         } @else {
             div.chart id="spend-chart" data-kind="stacked" {}
             (data_island("spend-data", &chart))
-            p.meta { "Effective (amortized) cost in " (main_currency) ", "
+            p.meta { "Effective (amortized) cost in " (main_currency) " with each team's share of unallocated spend, "
                 @if w.by == Bucket::Day { "summed from the window's first day" } @else { "per month" }
                 "; each budget's amount and its forecast to the end of its period are lines." }
         }
@@ -311,31 +330,55 @@ fn spend_chart(
     statuses: &[BudgetStatus],
     currency: &str,
 ) -> Value {
-    let xs: Vec<i64> = rows
+    let cumulative = w.by == Bucket::Day;
+    // By day, every day of the window, so that a forecast reaches the
+    // period's end; bands stop at the last day with spend.
+    let xs: Vec<i64> = if cumulative {
+        (0..(w.until - w.since) / DAY)
+            .map(|i| w.since + i * DAY)
+            .collect()
+    } else {
+        rows.iter()
+            .map(|r| r.start.timestamp())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    };
+    let at: BTreeMap<i64, usize> = xs.iter().enumerate().map(|(i, x)| (*x, i)).collect();
+    let last = rows
         .iter()
         .map(|r| r.start.timestamp())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let at: BTreeMap<i64, usize> = xs.iter().enumerate().map(|(i, x)| (*x, i)).collect();
+        .max()
+        .and_then(|t| at.get(&t).copied())
+        .unwrap_or(0);
     let mut teams: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.currency == currency) {
         let team = r.fields.get("team").cloned().unwrap_or_default();
         let v = teams.entry(team).or_insert_with(|| vec![0.0; xs.len()]);
         if let Some(i) = at.get(&r.start.timestamp()) {
-            v[*i] += r.effective_cost;
+            v[*i] += r.allocated_effective_cost.unwrap_or(r.effective_cost);
         }
     }
-    let cumulative = w.by == Bucket::Day;
-    if cumulative {
-        for v in teams.values_mut() {
-            let mut sum = 0.0;
-            for x in v.iter_mut() {
-                sum += *x;
-                *x = sum;
+    // A team the split left with nothing is no band.
+    teams.retain(|_, v| v.iter().any(|x| *x != 0.0));
+    let stacks: Vec<Value> = teams
+        .into_iter()
+        .map(|(label, mut values)| {
+            if cumulative {
+                let mut sum = 0.0;
+                for x in &mut values {
+                    sum += *x;
+                    *x = sum;
+                }
             }
-        }
-    }
+            let values: Vec<Value> = values
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| if i <= last { json!(v) } else { Value::Null })
+                .collect();
+            json!({"label": label, "values": values})
+        })
+        .collect();
     let mut lines = Vec::new();
     if cumulative {
         for b in statuses.iter().filter(|b| b.currency == currency) {
@@ -378,8 +421,8 @@ fn spend_chart(
     json!({
         "x": xs,
         "time": true,
-        "y_label": format!("{currency}, effective"),
-        "stacks": teams.into_iter().map(|(label, values)| json!({"label": label, "values": values})).collect::<Vec<_>>(),
+        "y_label": format!("{currency}, effective, allocated"),
+        "stacks": stacks,
         "lines": lines,
     })
 }
@@ -596,4 +639,35 @@ fn short_id(id: &str) -> &str {
         .next()
         .filter(|s| !s.is_empty())
         .unwrap_or(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> i64 {
+        s.parse::<DateTime<Utc>>().unwrap().timestamp()
+    }
+
+    #[test]
+    fn a_month_window_moves_by_calendar_months_and_others_by_their_length() {
+        let (earlier, later) = shifted(t("2026-10-01T00:00:00Z"), t("2026-11-01T00:00:00Z"));
+        assert_eq!(
+            earlier,
+            (t("2026-09-01T00:00:00Z"), t("2026-10-01T00:00:00Z"))
+        );
+        assert_eq!(
+            later,
+            (t("2026-11-01T00:00:00Z"), t("2026-12-01T00:00:00Z"))
+        );
+        let (earlier, _) = shifted(t("2026-10-05T00:00:00Z"), t("2026-10-15T00:00:00Z"));
+        assert_eq!(
+            earlier,
+            (t("2026-09-25T00:00:00Z"), t("2026-10-05T00:00:00Z"))
+        );
+        assert_eq!(
+            short_id("arn:aws:ec2:us-east-1:1:reserved-instances/ri-p5"),
+            "ri-p5"
+        );
+    }
 }

@@ -74,7 +74,7 @@ def main():
 
         # The overview links to every other page.
         visit("/", "overview")
-        for link in ["/ui/prices", "/ui/spot", "/ui/plans/latest", "/ui/alerts"]:
+        for link in ["/ui/prices", "/ui/spot", "/ui/plans/latest", "/ui/spend", "/ui/usage", "/ui/commitments", "/ui/alerts"]:
             check(page.locator(f"header nav a[href='{link}']").count() == 1, f"no link to {link}")
         check(page.locator(".card").count() >= 1, "no price cards")
 
@@ -124,7 +124,48 @@ def main():
         visit("/ui/alerts", "alerts")
         check(page.locator("text=cheap-h100").count() >= 1, "the rule is not listed")
 
-        report = {"pages": 6, "rows": all_rows, "filtered_rows": filtered, "csv_rows": len(exported) - 1}
+        # Spend: the chart draws, the CSV holds the table's rows, and the
+        # window's links move the URL; back restores it.
+        visit("/ui/spend", "spend")
+        check(canvas_has_data(page, "#spend-chart"), "the spend chart did not draw")
+        spend_rows = page.locator("#spend tbody tr").count()
+        check(spend_rows >= 3, f"{spend_rows} spend rows")
+        with page.expect_download() as download:
+            page.click("p.export a >> text=CSV")
+        spend_csv = list(csv.reader(io.StringIO(open(download.value.path(), encoding="utf-8").read())))
+        check(len(spend_csv) - 1 == spend_rows, f"spend CSV has {len(spend_csv) - 1} rows, the table {spend_rows}")
+        start_url = page.url
+        page.click("p.ranges a >> text=by month")
+        page.wait_for_load_state("networkidle")
+        check("by=month" in page.url, f"by month is not in the URL: {page.url}")
+        check(canvas_has_data(page, "#spend-chart"), "the monthly spend chart did not draw")
+        page.click("p.ranges a >> text=earlier")
+        page.wait_for_load_state("networkidle")
+        check("since=2026-09" in page.url, f"earlier did not move the window: {page.url}")
+        page.go_back()
+        page.go_back()
+        page.wait_for_load_state("networkidle")
+        check(page.url == start_url and page.locator("#spend tbody tr").count() == spend_rows, f"back did not restore: {page.url}")
+        check(not problems, f"spend: {problems}")
+
+        visit("/ui/usage", "usage")
+        check(canvas_has_data(page, "#usage-chart"), "the usage chart did not draw")
+        page.click("#usage tbody a >> text=ml")
+        page.wait_for_load_state("networkidle")
+        check("team=ml" in page.url and page.locator("#usage tbody tr").count() == 1, f"the team link: {page.url}")
+
+        visit("/ui/commitments", "commitments")
+        check(canvas_has_data(page, "#commitments-chart"), "the utilization chart did not draw")
+        check(page.locator("#commitments tbody tr").count() == 1, "the reservation is not listed")
+
+        # Narrow window: a long error or id wraps instead of widening the page.
+        page.set_viewport_size({"width": 700, "height": 900})
+        visit("/", "overview-narrow")
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        check(wide <= 720, f"the overview is {wide}px wide in a 700px window")
+
+        report = {"pages": 10, "rows": all_rows, "filtered_rows": filtered, "csv_rows": len(exported) - 1,
+                  "spend_rows": spend_rows}
         browser.close()
     print(json.dumps(report))
 

@@ -96,7 +96,7 @@
     var columns = [data.x];
     var running = data.x.map(function () { return 0; });
     var bands = data.stacks.map(function (s) {
-      running = running.map(function (v, i) { return v + s.values[i]; });
+      running = running.map(function (v, i) { return s.values[i] == null ? null : (v || 0) + s.values[i]; });
       return { label: s.label, values: running.slice() };
     });
     bands.reverse().forEach(function (b, i) {
