@@ -194,7 +194,12 @@ pub async fn page(State(state): State<Arc<AppState>>) -> Result<Response, PageEr
                             td { (b.name) } td { (b.provider) }
                             td { @if let Some(d) = b.newest_day.and_then(|d| chrono::DateTime::<Utc>::from_timestamp(d, 0)) { (d.format("%Y-%m-%d")) } @else { "nothing loaded" } }
                             td { @if let Some(d) = b.newest_day.and_then(|d| chrono::DateTime::<Utc>::from_timestamp(d, 0)) { (age(at, d)) } @else { "—" } }
-                            td { (b.loaded_at.clone().unwrap_or_else(|| "never".into())) }
+                            td {
+                                @match b.loaded_at.as_deref().and_then(|t| t.parse::<chrono::DateTime<Utc>>().ok()) {
+                                    Some(t) => (t.format("%Y-%m-%d %H:%M UTC")),
+                                    None => "never",
+                                }
+                            }
                         }
                     }
                 }
