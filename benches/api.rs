@@ -37,6 +37,7 @@ fn instance_types() -> Vec<InstanceType> {
     let gpus = ["H100-80GB", "A100-80GB", "A100-40GB", "L4", "A10G", "T4"];
     (0..TYPES)
         .map(|i| InstanceType {
+            gpu_form_factor: None,
             instance_type: format!("g{i}.{}xlarge", 1 << (i % 5)),
             gpu_model: gpus[i % gpus.len()].to_owned(),
             gpu_count: 1 << (i % 4),

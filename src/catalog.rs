@@ -101,6 +101,8 @@ pub struct CatalogRecord {
     pub gpu_model: String,
     pub gpu_count: u32,
     pub gpu_memory_gib: Option<f64>,
+    /// `sxm`, `pcie` or `nvl` where the model is sold in several forms.
+    pub gpu_form_factor: Option<String>,
     pub vcpus: Option<u32>,
     pub memory_gib: Option<f64>,
     pub price_kind: String,
@@ -167,6 +169,8 @@ pub struct PriceFilter {
     pub kinds: Vec<PriceKind>,
     /// What the prices buy; empty matches both.
     pub scopes: Vec<PriceScope>,
+    /// GPU form factors; empty matches every record, with or without one.
+    pub form_factors: Vec<gpuplan_providers::FormFactor>,
     pub max_usd_per_gpu_hour: Option<f64>,
 }
 
@@ -189,6 +193,11 @@ impl PriceFilter {
             })
             && (self.kinds.is_empty() || self.kinds.iter().any(|k| k.to_string() == r.price_kind))
             && (self.scopes.is_empty() || self.scopes.iter().any(|s| s.as_str() == r.price_scope))
+            && (self.form_factors.is_empty()
+                || self
+                    .form_factors
+                    .iter()
+                    .any(|f| r.gpu_form_factor.as_deref() == Some(f.as_str())))
             && self
                 .max_usd_per_gpu_hour
                 .is_none_or(|max| r.usd_per_gpu_hour <= max)
@@ -276,6 +285,7 @@ fn record(p: CurrentPrice, fresh: &Freshness) -> CatalogRecord {
         gpu_model: p.gpu_model,
         gpu_count: p.gpu_count,
         gpu_memory_gib: p.gpu_memory_gib,
+        gpu_form_factor: p.gpu_form_factor,
         vcpus: p.vcpus,
         memory_gib: p.memory_gib,
         price_kind: p.price_kind,

@@ -167,6 +167,7 @@ pub fn build_problem(
             cloud,
             region,
             gpu_model: first.gpu_model.clone(),
+            gpu_form_factor: first.gpu_form_factor.clone(),
             gpu_memory_gib: first.gpu_memory_gib,
             gpus_per_instance: first.gpu_count.max(1),
             on_demand_price: median(

@@ -991,6 +991,7 @@ fn owned_workspace() -> Workspace {
     };
     let snapshot = Snapshot {
         instance_types: vec![InstanceType {
+            gpu_form_factor: None,
             instance_type: "p5.48xlarge".into(),
             gpu_model: "H100-80GB".into(),
             gpu_count: 8,

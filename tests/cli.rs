@@ -286,6 +286,7 @@ fn spot_history_summarizes_each_zone() {
     let snapshot = Snapshot {
         scope: Scope::SpotHistory,
         instance_types: vec![InstanceType {
+            gpu_form_factor: None,
             instance_type: "g6.xlarge".into(),
             gpu_model: "L4".into(),
             gpu_count: 1,
@@ -412,5 +413,56 @@ fn config_validate_warns_about_a_channel_variable_this_environment_lacks() {
         err.contains("alerts.channels.chat.url_env")
             && err.contains("GPUPLAN_TEST_SURELY_UNSET_SLACK_URL is not set"),
         "{err}"
+    );
+}
+
+#[test]
+fn the_form_factor_tells_an_h100_sxm_from_a_pcie_and_filters_by_it() {
+    let ws = Workspace::new(&[("lab", "lab.csv")]);
+    // One form given in a column, one read from the GPU's name, one model
+    // with a single form (none).
+    ws.write(
+        "lab.csv",
+        "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,gpu_form_factor\n\
+         fra,hgx-h100,H100,8,on_demand,24.0,sxm\n\
+         fra,pcie-h100,H100 PCIe,2,on_demand,4.4,\n\
+         fra,l4-box,L4,1,on_demand,0.6,\n",
+    );
+    assert!(ws.run(&["sync"]).status.success());
+    let all = ws.json(&["prices", "--json"]);
+    let form = |t: &str| {
+        all.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["instance_type"] == t)
+            .map(|r| r["gpu_form_factor"].clone())
+            .unwrap()
+    };
+    assert_eq!(form("hgx-h100"), "sxm");
+    assert_eq!(form("pcie-h100"), "pcie");
+    assert_eq!(form("l4-box"), Value::Null);
+    let pcie = ws.json(&["prices", "--form-factor", "pcie", "--json"]);
+    assert_eq!(pcie.as_array().unwrap().len(), 1);
+    assert_eq!(pcie[0]["gpu_model"], "H100-80GB");
+    let table = text(&ws.run(&["prices", "--gpu", "H100"]).stdout);
+    assert!(
+        table.contains("H100-80GB sxm") && table.contains("H100-80GB pcie"),
+        "{table}"
+    );
+    let bad = ws.run(&["prices", "--form-factor", "oam"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("not a GPU form factor"));
+    // A sheet with a form factor it cannot read names the line and column.
+    ws.write(
+        "lab.csv",
+        "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,gpu_form_factor\n\
+         fra,hgx-h100,H100,8,on_demand,24.0,oam\n",
+    );
+    let failed = ws.run(&["sync"]);
+    assert!(!failed.status.success());
+    assert!(
+        text(&failed.stderr).contains("gpu_form_factor"),
+        "{}",
+        text(&failed.stderr)
     );
 }

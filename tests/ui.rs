@@ -199,6 +199,7 @@ fn seed_spot(path: &std::path::Path) {
     };
     let snapshot = Snapshot {
         instance_types: vec![InstanceType {
+            gpu_form_factor: None,
             instance_type: "p5.48xlarge".into(),
             gpu_model: "H100-80GB".into(),
             gpu_count: 8,
@@ -532,6 +533,7 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
         ("/ui/prices?bogus=1", "bogus"),
         ("/ui/prices?page=0", "page"),
         ("/ui/prices?per_page=100000", "per_page"),
+        ("/ui/prices?form_factor=oam", "form_factor"),
         ("/ui/spend?by=week", "by"),
         ("/ui/spend?format=xml", "format"),
         ("/ui/usage?since=soon", "since"),

@@ -34,6 +34,7 @@ pub const COLUMNS: &[&str] = &[
     "available_regions",
     "max_instances",
     "price_scope",
+    "gpu_form_factor",
 ];
 const REQUIRED: usize = 6;
 
@@ -417,6 +418,7 @@ fn parse_row(c: &mut Cells<'_>) -> Option<(InstanceType, PriceRecord)> {
     let price_scope = c
         .parsed::<crate::PriceScope>("price_scope", "a price scope")
         .unwrap_or_default();
+    let form_factor = c.parsed::<crate::FormFactor>("gpu_form_factor", "a GPU form factor");
     let available_regions: Vec<String> = c
         .text("available_regions")
         .map(|s| {
@@ -458,6 +460,7 @@ fn parse_row(c: &mut Cells<'_>) -> Option<(InstanceType, PriceRecord)> {
         tracing::warn!(file = c.file, line = c.row.line, gpu_model = %model.name, "GPU model is not in the normalization table; keeping it as written.");
     }
     let instance = InstanceType {
+        gpu_form_factor: form_factor.or_else(|| gpu::form_factor(&model.name, &gpu_name)),
         instance_type: instance_type.clone(),
         gpu_model: model.name,
         gpu_count,

@@ -40,6 +40,9 @@ const MODELS: &[(&str, f64)] = &[
     ("K80", 12.0),
     ("M60", 8.0),
     ("RTX6000", 24.0),
+    ("RTX3090", 24.0),
+    ("RTX4090", 24.0),
+    ("RTX5090", 32.0),
     ("RTX6000-ADA", 48.0),
     ("RTX-PRO-6000", 96.0),
     ("MI300X", 192.0),
@@ -81,6 +84,12 @@ const ALIASES: &[(&str, &str)] = &[
     ("k80", "K80"),
     ("m60", "M60"),
     ("rtx6000", "RTX6000"),
+    ("rtx3090", "RTX3090"),
+    ("geforcertx3090", "RTX3090"),
+    ("rtx4090", "RTX4090"),
+    ("geforcertx4090", "RTX4090"),
+    ("rtx5090", "RTX5090"),
+    ("geforcertx5090", "RTX5090"),
     ("quadrortx6000", "RTX6000"),
     ("rtx6000ada", "RTX6000-ADA"),
     ("rtxpro6000", "RTX-PRO-6000"),
@@ -143,6 +152,50 @@ pub fn normalize(provider_name: &str, memory_hint_gib: Option<f64>) -> GpuModel 
     }
 }
 
+/// Models sold in more than one form: only these carry a form factor.
+const MULTI_FORM: &[&str] = &[
+    "A100-40GB",
+    "A100-80GB",
+    "H100-80GB",
+    "H100-94GB",
+    "H200-141GB",
+    "V100",
+    "V100-32GB",
+];
+
+/// The form factor of normalized model `model` as a provider's `text` (its
+/// GPU name or description) says it: `nvl` for an H100 or H200 NVL, `sxm`
+/// for SXM modules (and an H100 80GB HBM3 or a plain H200, which are only
+/// made so), `pcie` for a PCIe card. `None` for single-form models and for
+/// names that do not say.
+#[must_use]
+pub fn form_factor(model: &str, text: &str) -> Option<crate::FormFactor> {
+    use crate::FormFactor::{Nvl, Pcie, Sxm};
+    if !MULTI_FORM.contains(&model) {
+        return None;
+    }
+    let t = text.to_ascii_lowercase();
+    let words: Vec<&str> = t
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let has = |w: &str| words.iter().any(|x| x.starts_with(w));
+    if model == "H100-94GB" || (has("nvl") && matches!(model, "H200-141GB" | "H100-80GB")) {
+        return Some(Nvl);
+    }
+    if has("sxm") || has("hgx") {
+        return Some(Sxm);
+    }
+    if has("pcie") {
+        return Some(Pcie);
+    }
+    match model {
+        "H100-80GB" if has("hbm3") => Some(Sxm),
+        "H200-141GB" => Some(Sxm),
+        _ => None,
+    }
+}
+
 /// Looks up a canonical name exactly as the catalog spells it (case-insensitive).
 #[must_use]
 pub fn canonical(name: &str) -> Option<&'static str> {
@@ -189,6 +242,26 @@ fn key(name: &str) -> (String, Option<f64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn form_factors_come_from_the_name_for_models_sold_in_several_forms() {
+        use crate::FormFactor::{Nvl, Pcie, Sxm};
+        assert_eq!(form_factor("H100-80GB", "NVIDIA H100 80GB HBM3"), Some(Sxm));
+        assert_eq!(form_factor("H100-80GB", "H100 SXM"), Some(Sxm));
+        assert_eq!(form_factor("H100-80GB", "NVIDIA H100 PCIe"), Some(Pcie));
+        assert_eq!(form_factor("H100-94GB", "H100 NVL"), Some(Nvl));
+        assert_eq!(form_factor("H200-141GB", "NVIDIA H200"), Some(Sxm));
+        assert_eq!(form_factor("H200-141GB", "NVIDIA H200 NVL"), Some(Nvl));
+        assert_eq!(form_factor("A100-40GB", "A100 (40 GB SXM4)"), Some(Sxm));
+        assert_eq!(form_factor("A100-80GB", "A100 80GB PCIe"), Some(Pcie));
+        // Names that do not say, and single-form models.
+        assert_eq!(form_factor("V100", "Tesla V100"), None);
+        assert_eq!(form_factor("L40S", "L40S PCIe"), None);
+        assert_eq!(form_factor("MI300X", "MI300X OAM"), None);
+        assert_eq!(name("GeForce RTX 4090", None), "RTX4090");
+        assert_eq!(name("RTX 5090", None), "RTX5090");
+        assert_eq!(name("NVIDIA GeForce RTX 3090", None), "RTX3090");
+    }
 
     fn name(raw: &str, hint: Option<f64>) -> String {
         normalize(raw, hint).name

@@ -165,6 +165,7 @@ fn build_snapshot(response: Response) -> Snapshot {
             price_scope: crate::PriceScope::Instance,
         });
         snap.instance_types.push(InstanceType {
+            gpu_form_factor: gpu::form_factor(&model.name, &spec.gpu_description),
             instance_type: spec.name,
             gpu_model: model.name,
             gpu_count: spec.specs.gpus,
@@ -286,6 +287,12 @@ mod tests {
             ("H100-80GB", 8)
         );
         assert_eq!(spec("gpu_8x_v100").gpu_model, "V100");
+        // The description says the form: "H100 (80 GB SXM5)".
+        assert_eq!(
+            spec("gpu_8x_h100_sxm5").gpu_form_factor,
+            Some(crate::FormFactor::Sxm)
+        );
+        assert_eq!(spec("gpu_1x_a10").gpu_form_factor, None);
     }
 
     #[tokio::test]

@@ -34,8 +34,9 @@ pub mod test_server;
 
 pub use error::ProviderError;
 pub use snapshot::{
-    AvailabilityRecord, AvailabilitySignal, Currency, FetchContext, InstanceType, OfferingClass,
-    PriceKind, PriceRecord, PriceScope, Scope, Snapshot, SpotObservation, Term, Upfront,
+    AvailabilityRecord, AvailabilitySignal, Currency, FetchContext, FormFactor, InstanceType,
+    OfferingClass, PriceKind, PriceRecord, PriceScope, Scope, Snapshot, SpotObservation, Term,
+    Upfront,
 };
 
 pub use async_trait::async_trait;

@@ -122,6 +122,49 @@ pub struct InstanceType {
     pub gpu_memory_gib: Option<f64>,
     pub vcpus: Option<u32>,
     pub memory_gib: Option<f64>,
+    /// Which form of a model sold in several (see [`crate::gpu::form_factor`]).
+    #[serde(default)]
+    pub gpu_form_factor: Option<FormFactor>,
+}
+
+/// The form a GPU model is sold in, where it is sold in more than one:
+/// an SXM module, a PCIe card, or an NVL board.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FormFactor {
+    Sxm,
+    Pcie,
+    Nvl,
+}
+
+impl FormFactor {
+    pub const ALL: [Self; 3] = [Self::Sxm, Self::Pcie, Self::Nvl];
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sxm => "sxm",
+            Self::Pcie => "pcie",
+            Self::Nvl => "nvl",
+        }
+    }
+}
+
+impl fmt::Display for FormFactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for FormFactor {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| format!("`{s}` is not a GPU form factor; one of: sxm, pcie, nvl"))
+    }
 }
 
 /// One price of one instance type in one region (or zone).

@@ -400,6 +400,7 @@ pub(crate) const PRICE_FILTERS: &[&str] = &[
     "region",
     "kind",
     "scope",
+    "form_factor",
     "max_usd_per_gpu_hour",
 ];
 
@@ -424,6 +425,14 @@ pub(crate) fn price_filter(p: &Params) -> Result<PriceFilter, ApiError> {
                 .map_err(|e| ApiError::bad_parameter("kind", e.to_string()))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let form_factors = p
+        .all("form_factor")
+        .iter()
+        .map(|f| {
+            f.parse::<gpuplan_providers::FormFactor>()
+                .map_err(|e| ApiError::bad_parameter("form_factor", e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let max = p.parsed::<f64>("max_usd_per_gpu_hour", "a price in USD")?;
     if max.is_some_and(|m| !m.is_finite() || m < 0.0) {
         return Err(ApiError::bad_parameter(
@@ -437,6 +446,7 @@ pub(crate) fn price_filter(p: &Params) -> Result<PriceFilter, ApiError> {
         regions: p.all("region"),
         kinds,
         scopes,
+        form_factors,
         max_usd_per_gpu_hour: max,
     })
 }

@@ -20,6 +20,9 @@ pub struct PricesArgs {
     /// machine they attach to (repeatable; default both).
     #[arg(long = "scope", value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<PriceScope>()))]
     scopes: Vec<PriceScope>,
+    /// GPU form factor: `sxm`, `pcie` or `nvl` (repeatable; default any).
+    #[arg(long = "form-factor", value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<gpuplan_providers::FormFactor>()))]
+    form_factors: Vec<gpuplan_providers::FormFactor>,
     /// Only prices at or below this many USD per GPU-hour.
     #[arg(long, value_parser = parse_price)]
     max_usd_per_gpu_hour: Option<f64>,
@@ -64,6 +67,7 @@ pub(super) fn run_prices(config: &Config, args: PricesArgs) -> Result<ExitCode, 
         regions: args.regions,
         kinds: args.kinds,
         scopes: args.scopes,
+        form_factors: args.form_factors,
         max_usd_per_gpu_hour: args.max_usd_per_gpu_hour,
     };
     let mut records = pool

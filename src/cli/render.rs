@@ -56,7 +56,10 @@ pub(super) fn prices_table(records: &[CatalogRecord], now: DateTime<Utc>) -> Str
                 } else {
                     r.instance_type.clone()
                 },
-                r.gpu_model.clone(),
+                match &r.gpu_form_factor {
+                    Some(f) => format!("{} {f}", r.gpu_model),
+                    None => r.gpu_model.clone(),
+                },
                 r.gpu_count.to_string(),
                 kind,
                 format!(

@@ -159,7 +159,7 @@ impl<'a> Setup<'a> {
                     Some(reason) => Err(reason),
                     None => match &class.perf {
                         None => Ok(1.0),
-                        Some(perf) => perf.get(&o.gpu_model).copied().ok_or("perf"),
+                        Some(perf) => o.perf_in(perf).ok_or("perf"),
                     },
                 };
                 match factor {

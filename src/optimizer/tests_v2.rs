@@ -421,3 +421,40 @@ fn one_class_with_owned_and_hourly_spot_decomposes_to_the_milps_optimum() {
     }
     assert!(decomposed >= 8, "only {decomposed} problems decomposed");
 }
+
+#[test]
+fn a_form_factor_key_gives_sxm_and_pcie_their_own_rates_and_changes_the_plan() {
+    // An H100 PCIe at 3.0 an hour against an SXM at 4.0. Keyed by the model
+    // alone they are the same GPU and the PCIe wins; keyed by form factor the
+    // PCIe trains at 0.6 of the SXM, so its unit of work costs 5.0: the SXM
+    // wins. The specific key beats the model's; the SXM, with no key of its
+    // own, takes the model's 1.0.
+    let mut sxm = gpu("sxm", "H100-80GB", Some(4.0));
+    sxm["gpu_form_factor"] = json!("sxm");
+    let mut pcie = gpu("pcie", "H100-80GB", Some(3.0));
+    pcie["gpu_form_factor"] = json!("pcie");
+    let plan = |perf: Value| {
+        let doc = json!({"schema_version": 2,
+            "classes": [{"id": "train", "demand": [4, 4], "perf": perf}],
+            "offers": [sxm.clone(), pcie.clone()]});
+        run(&doc).1
+    };
+    let by_model = plan(json!({"H100-80GB": 1.0}));
+    assert_eq!(
+        by_model["hourly"]["on_demand_instances"]["pcie"],
+        json!([4.0, 4.0])
+    );
+    assert!(near(by_model["objective"].as_f64(), 24.0));
+    let by_form = plan(json!({"H100-80GB": 1.0, "H100-80GB/pcie": 0.6}));
+    assert_eq!(
+        by_form["hourly"]["on_demand_instances"]["sxm"],
+        json!([4.0, 4.0]),
+        "{by_form:#}"
+    );
+    assert!(near(by_form["objective"].as_f64(), 32.0));
+    // A bad form factor in a problem file is refused by its path.
+    let mut bad = gpu("x", "H100-80GB", Some(1.0));
+    bad["gpu_form_factor"] = json!("oam");
+    let e = Problem::from_json(&json!({"demand": [1], "offers": [bad]})).unwrap_err();
+    assert_eq!(e.path, "offers[0].gpu_form_factor");
+}

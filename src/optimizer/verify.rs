@@ -36,7 +36,7 @@ fn factor(o: &Offer, c: &DemandClass, p: &Policy) -> Option<f64> {
     }
     match &c.perf {
         None => Some(1.0),
-        Some(perf) => perf.get(&o.gpu_model).copied(),
+        Some(perf) => o.perf_in(perf),
     }
 }
 

@@ -24,6 +24,7 @@ macro_rules! all_steps {
             "0010_add_currency",
             "0011_create_leases",
             "0012_create_bills",
+            "0013_add_gpu_form_factor",
         )
     };
 }

@@ -34,6 +34,8 @@ pub struct CurrentPrice {
     /// The source's currency and the rate (its units per USD) that converted it.
     pub currency: String,
     pub fx_rate: f64,
+    /// `sxm`, `pcie` or `nvl` where the model is sold in several forms.
+    pub gpu_form_factor: Option<String>,
 }
 
 /// One stored spot observation.

@@ -88,6 +88,7 @@ pub fn snapshot(n: usize, base: f64) -> Snapshot {
     for i in 0..n {
         let name = format!("gpu{i}.xlarge");
         s.instance_types.push(InstanceType {
+            gpu_form_factor: None,
             instance_type: name.clone(),
             gpu_model: "L4".into(),
             gpu_count: 1,

@@ -24,6 +24,7 @@ const COLUMNS: &[(&str, &str)] = &[
     ("zone", "Zone"),
     ("instance_type", "Instance"),
     ("gpu_model", "GPU"),
+    ("gpu_form_factor", "Form"),
     ("gpu_count", "GPUs"),
     ("gpu_memory_gib", "GiB/GPU"),
     ("vcpus", "vCPUs"),
@@ -41,6 +42,7 @@ const DEFAULT_COLUMNS: &[&str] = &[
     "zone",
     "instance_type",
     "gpu_model",
+    "gpu_form_factor",
     "gpu_count",
     "price_kind",
     "price",
@@ -248,6 +250,7 @@ fn cell(view: &View, r: &CatalogRecord, column: &str) -> Value {
         "zone" => json!(r.zone),
         "instance_type" => json!(r.instance_type),
         "gpu_model" => json!(r.gpu_model),
+        "gpu_form_factor" => json!(r.gpu_form_factor),
         "gpu_count" => json!(r.gpu_count),
         "gpu_memory_gib" => json!(r.gpu_memory_gib),
         "vcpus" => json!(r.vcpus),
@@ -453,6 +456,7 @@ fn html_page(
             label { "Provider " input name="provider" value=(value("provider")) placeholder="aws, azure"; }
             label { "Region " input name="region" value=(value("region")); }
             label { "Kind " input name="kind" value=(value("kind")) placeholder="on_demand, spot"; }
+            label { "Form " input name="form_factor" value=(value("form_factor")) placeholder="sxm, pcie, nvl" size="6"; }
             label { "Max USD/GPU-h " input name="max_usd_per_gpu_hour" value=(value("max_usd_per_gpu_hour")) size="6"; }
             label { "GPUs " input name="min_gpus" value=(value("min_gpus")) size="3"; " – " input name="max_gpus" value=(value("max_gpus")) size="3"; }
             label { "GiB/GPU " input name="min_gpu_memory_gib" value=(value("min_gpu_memory_gib")) size="4"; " – " input name="max_gpu_memory_gib" value=(value("max_gpu_memory_gib")) size="4"; }

@@ -123,6 +123,7 @@ fn describe(info: &wire::InstanceTypeInfo) -> Result<InstanceType, &'static str>
         tracing::warn!(provider = PROVIDER, instance_type = %info.instance_type_id, gpu = %spec, "GPU model is not in the normalization table; keeping it as written.");
     }
     Ok(InstanceType {
+        gpu_form_factor: gpu::form_factor(&model.name, spec),
         instance_type: info.instance_type_id.clone(),
         gpu_model: model.name,
         gpu_count: amount as u32,

@@ -103,6 +103,17 @@ pub fn family(instance_type: &str) -> &str {
     instance_type.split('.').next().unwrap_or_default()
 }
 
+/// The form of the GPUs of a family: AWS's A100, H100, H200 and V100
+/// instances are all HGX boards of SXM modules.
+#[must_use]
+pub fn form_factor(family: &str) -> Option<crate::FormFactor> {
+    matches!(
+        family,
+        "p3" | "p3dn" | "p4d" | "p4de" | "p5" | "p5e" | "p5en"
+    )
+    .then_some(crate::FormFactor::Sxm)
+}
+
 /// The catalog GPU name of an instance family (`p4de` -> `A100-80GB`).
 #[must_use]
 pub fn model(family: &str) -> Option<&'static str> {

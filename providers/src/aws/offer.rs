@@ -253,6 +253,7 @@ impl Collector {
                         .map_or_else(|| format!("unknown ({family})"), |m| m.name.clone()),
                     gpu_count: count,
                     gpu_memory_gib: normalized.and_then(|m| m.memory_gib),
+                    gpu_form_factor: gpus::form_factor(family),
                     vcpus: attr("vcpu").parse().ok(),
                     memory_gib: attr("memory")
                         .split_whitespace()

@@ -434,6 +434,7 @@ fn describe(info: &InstanceTypeInfo) -> Option<InstanceType> {
         normalized = crate::gpu::normalize(table, None);
     }
     Some(InstanceType {
+        gpu_form_factor: gpus::form_factor(gpus::family(&name)),
         instance_type: name,
         gpu_model: normalized.name,
         gpu_count: count,

@@ -351,6 +351,19 @@ fn classify(item: &Item, snap: &mut Snapshot) -> Option<Vec<PriceRecord>> {
     }
 }
 
+/// Azure's N-series by their family: ND sizes are HGX boards (SXM modules),
+/// NC sizes PCIe cards, and the NC H100 v5's H100 NVL is its own model.
+fn form_factor(sku: &str, model: &str) -> Option<crate::FormFactor> {
+    let named = if sku.starts_with("Standard_ND") {
+        "sxm"
+    } else if sku.starts_with("Standard_NC") {
+        "pcie"
+    } else {
+        ""
+    };
+    crate::gpu::form_factor(model, named)
+}
+
 fn instance_type(
     sku: &str,
     snap: &mut Snapshot,
@@ -363,6 +376,7 @@ fn instance_type(
                 gpu_model: spec.gpu_model.to_owned(),
                 gpu_count: n,
                 gpu_memory_gib: crate::gpu::normalize(spec.gpu_model, None).memory_gib,
+                gpu_form_factor: form_factor(sku, spec.gpu_model),
                 vcpus: Some(spec.vcpus),
                 memory_gib: Some(spec.memory_gib),
             }),
@@ -378,6 +392,7 @@ fn instance_type(
                 gpu_model: format!("unknown ({sku})"),
                 gpu_count: 1,
                 gpu_memory_gib: None,
+                gpu_form_factor: None,
                 vcpus: None,
                 memory_gib: None,
             })

@@ -91,6 +91,8 @@ async fn a_sync_follows_every_page_and_classifies_each_row() {
         (a100.gpu_model.as_str(), a100.gpu_count, a100.gpu_memory_gib),
         ("A100-80GB", 1, Some(80.0))
     );
+    // NC A100 v4 sizes carry the PCIe card.
+    assert_eq!(a100.gpu_form_factor, Some(crate::FormFactor::Pcie));
     // A GPU size missing from the table is still stored, under its own name.
     let unknown = snap
         .instance_types

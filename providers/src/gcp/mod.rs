@@ -527,6 +527,8 @@ fn build_snapshot(
             gpu_model: model.name.clone(),
             gpu_count: 1,
             gpu_memory_gib: model.memory_gib,
+            // GCP attaches its A100s and H100s as the SXM modules of a2 and a3.
+            gpu_form_factor: gpu::form_factor(&model.name, "sxm"),
             vcpus: None,
             memory_gib: None,
         });
@@ -620,6 +622,7 @@ fn add_machine_types(
         if priced {
             let model = gpu::normalize(&shape.accelerator, None);
             snap.instance_types.push(InstanceType {
+                gpu_form_factor: gpu::form_factor(&model.name, "sxm"),
                 instance_type: name,
                 gpu_model: model.name,
                 gpu_count: shape.accelerator_count,

@@ -148,6 +148,10 @@ async fn gpu_skus_and_composed_machine_types_from_the_built_in_shapes() {
         ("A100-40GB", 1)
     );
     assert_eq!(spec("nvidia-h100-mega-80gb").gpu_model, "H100-80GB");
+    assert_eq!(
+        spec("a2-highgpu-8g").gpu_form_factor,
+        Some(crate::FormFactor::Sxm)
+    );
 
     let skipped: Vec<(&str, u64)> = snap.skipped.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     assert_eq!(

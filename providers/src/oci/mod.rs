@@ -278,6 +278,8 @@ fn build_snapshot(items: &[Item]) -> Result<Snapshot, String> {
             gpu_model: shape.gpu_model.to_owned(),
             gpu_count: shape.gpus,
             gpu_memory_gib: Some(shape.gpu_memory_gib),
+            // OCI's A100, H100, H200 and V100 shapes are HGX boards.
+            gpu_form_factor: crate::gpu::form_factor(shape.gpu_model, "sxm"),
             vcpus: None,
             memory_gib: None,
         });

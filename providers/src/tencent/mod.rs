@@ -248,6 +248,7 @@ impl TencentProvider {
             tracing::warn!(provider = PROVIDER, instance_type = %quota.instance_type, gpu = %spec, "GPU model is not in the normalization table; keeping it as written.");
         }
         Some(InstanceType {
+            gpu_form_factor: gpu::form_factor(&model.name, spec),
             instance_type: quota.instance_type.clone(),
             gpu_model: model.name,
             gpu_count: count as u32,

@@ -147,6 +147,8 @@ pub struct Offer {
     pub region: String,
     pub instance_type: String,
     pub gpu_model: String,
+    /// `sxm`, `pcie` or `nvl`, where the model is sold in several forms.
+    pub gpu_form_factor: Option<String>,
     pub gpu_memory_gib: Option<f64>,
     pub gpus_per_instance: u32,
     pub on_demand_price: Option<f64>,
@@ -209,6 +211,17 @@ impl Default for Policy {
 }
 
 impl Offer {
+    /// The factor a class's `perf` map gives this offer: the key of its
+    /// model and form factor (`H100-80GB/sxm`) wins over its model's.
+    #[must_use]
+    pub fn perf_in(&self, perf: &BTreeMap<String, f64>) -> Option<f64> {
+        self.gpu_form_factor
+            .as_ref()
+            .and_then(|f| perf.get(&format!("{}/{f}", self.gpu_model)))
+            .or_else(|| perf.get(&self.gpu_model))
+            .copied()
+    }
+
     /// Spot yield `γ_k = (1 − ρ_k) / (1 + h)`.
     #[must_use]
     pub fn spot_yield(&self, overhead: f64) -> f64 {
@@ -297,7 +310,7 @@ impl Problem {
             .map(|o| {
                 serde_json::json!({
                     "id": o.id, "cloud": o.cloud, "region": o.region, "instance_type": o.instance_type,
-                    "gpu_model": o.gpu_model, "gpu_memory_gib": o.gpu_memory_gib, "gpus_per_instance": o.gpus_per_instance,
+                    "gpu_model": o.gpu_model, "gpu_form_factor": o.gpu_form_factor, "gpu_memory_gib": o.gpu_memory_gib, "gpus_per_instance": o.gpus_per_instance,
                     "on_demand_price": o.on_demand_price, "spot_price": v2::spot_price_json(&o.spot_price),
                     "spot_interruption_rate": o.spot_interruption_rate, "spot_pool": o.spot_pool,
                     "max_spot_instances": o.max_spot_instances, "max_on_demand_instances": o.max_on_demand_instances,
@@ -562,6 +575,16 @@ fn offer(
         None | Some(Value::Null) => None,
         Some(v) => Some(number(&format!("{path}.gpu_memory_gib"), v)?),
     };
+    let gpu_form_factor = match o.get("gpu_form_factor") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(f)) if matches!(f.as_str(), "sxm" | "pcie" | "nvl") => Some(f.clone()),
+        Some(v) => {
+            return err(
+                format!("{path}.gpu_form_factor"),
+                format!("must be \"sxm\", \"pcie\", \"nvl\" or null, found {v}"),
+            );
+        }
+    };
     let rate = non_negative(o, path, "spot_interruption_rate")?.unwrap_or(0.0);
     if rate > 1.0 {
         return err(
@@ -628,6 +651,7 @@ fn offer(
         region,
         instance_type,
         gpu_model,
+        gpu_form_factor,
         gpu_memory_gib,
         gpus_per_instance,
         on_demand_price: non_negative(o, path, "on_demand_price")?,

@@ -64,6 +64,7 @@ fn any_problem() -> impl Strategy<Value = Problem> {
                 region: region.to_owned(),
                 instance_type: format!("{gpu}x{gpus}"),
                 gpu_model: gpu.to_owned(),
+                gpu_form_factor: None,
                 gpu_memory_gib: Some(if gpu == "L4" { 24.0 } else { 80.0 }),
                 gpus_per_instance: gpus,
                 on_demand_price: od.or(Some(60.0)),

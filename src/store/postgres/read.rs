@@ -41,6 +41,7 @@ fn read_price(r: &Row) -> Result<CurrentPrice, StoreError> {
         price_scope: get(r, 18)?,
         currency: get(r, 19)?,
         fx_rate: get(r, 20)?,
+        gpu_form_factor: get(r, 21)?,
     };
     let observed: Option<String> = get(r, 12)?;
     let regions: String = get(r, 10)?;
@@ -62,7 +63,7 @@ impl Reads for PgStore<'_> {
                     v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour, v.source,
                     v.available_regions, v.max_instances, NULL::text AS observed_at,
                     t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
-                    s.price_scope, v.currency, v.fx_rate
+                    s.price_scope, v.currency, v.fx_rate, t.gpu_form_factor
              FROM price_series s
              JOIN price_versions v
                ON v.id = (SELECT max(id) FROM price_versions
@@ -76,7 +77,7 @@ impl Reads for PgStore<'_> {
              SELECT ss.provider, ss.region, ss.zone, ss.instance_type, 'spot', '',
                     o.usd_per_hour, 0.0, o.usd_per_hour, NULL, '[]', NULL, o.observed_at,
                     t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
-                    'instance', ss.currency, coalesce(o.fx_rate, 1.0)
+                    'instance', ss.currency, coalesce(o.fx_rate, 1.0), t.gpu_form_factor
              FROM spot_series ss
              JOIN spot_observations o
                ON o.provider = ss.provider AND o.instance_type = ss.instance_type AND o.zone = ss.zone

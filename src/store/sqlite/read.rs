@@ -20,7 +20,7 @@ use crate::store::{
 /// instance_type, price_kind, offering_class, usd_per_hour, upfront_usd,
 /// recurring_usd_per_hour, source, available_regions, max_instances,
 /// observed_at, gpu_model, gpu_count, gpu_memory_gib, vcpus, memory_gib,
-/// price_scope, currency, fx_rate.
+/// price_scope, currency, fx_rate, gpu_form_factor.
 fn read_price(r: &Row<'_>) -> rusqlite::Result<(CurrentPrice, Option<String>, String)> {
     let price = CurrentPrice {
         provider: r.get(0)?,
@@ -44,6 +44,7 @@ fn read_price(r: &Row<'_>) -> rusqlite::Result<(CurrentPrice, Option<String>, St
         price_scope: r.get(18)?,
         currency: r.get(19)?,
         fx_rate: r.get(20)?,
+        gpu_form_factor: r.get(21)?,
     };
     Ok((price, r.get(12)?, r.get(10)?))
 }
@@ -62,7 +63,7 @@ impl Reads for SqliteStore {
                     v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour, v.source,
                     v.available_regions, v.max_instances, NULL AS observed_at,
                     t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
-                    s.price_scope, v.currency, v.fx_rate
+                    s.price_scope, v.currency, v.fx_rate, t.gpu_form_factor
              FROM price_series s
              JOIN price_versions v
                ON v.id = (SELECT max(id) FROM price_versions
@@ -76,7 +77,7 @@ impl Reads for SqliteStore {
              SELECT ss.provider, ss.region, ss.zone, ss.instance_type, 'spot', '',
                     o.usd_per_hour, 0.0, o.usd_per_hour, NULL, '[]', NULL, o.observed_at,
                     t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
-                    'instance', ss.currency, coalesce(o.fx_rate, 1.0)
+                    'instance', ss.currency, coalesce(o.fx_rate, 1.0), t.gpu_form_factor
              FROM spot_series ss
              JOIN spot_observations o
                ON o.provider = ss.provider AND o.instance_type = ss.instance_type AND o.zone = ss.zone

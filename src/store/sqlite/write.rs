@@ -146,12 +146,12 @@ impl SnapshotTx for SqliteTx<'_> {
         self.0
             .prepare_cached(
                 "INSERT INTO instance_types
-                     (provider, instance_type, gpu_model, gpu_count, gpu_memory_gib, vcpus, memory_gib, first_seen_run)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                     (provider, instance_type, gpu_model, gpu_count, gpu_memory_gib, vcpus, memory_gib, first_seen_run, gpu_form_factor)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                  ON CONFLICT (provider, instance_type) DO UPDATE SET
                      gpu_model = excluded.gpu_model, gpu_count = excluded.gpu_count,
                      gpu_memory_gib = excluded.gpu_memory_gib, vcpus = excluded.vcpus,
-                     memory_gib = excluded.memory_gib",
+                     memory_gib = excluded.memory_gib, gpu_form_factor = excluded.gpu_form_factor",
             )?
             .execute(params![
                 provider,
@@ -161,7 +161,8 @@ impl SnapshotTx for SqliteTx<'_> {
                 t.gpu_memory_gib,
                 t.vcpus,
                 t.memory_gib,
-                run_id
+                run_id,
+                t.gpu_form_factor.map(|f| f.as_str())
             ])?;
         Ok(())
     }
