@@ -25,6 +25,8 @@ pub mod json;
 pub mod lambda;
 #[cfg(feature = "oci")]
 pub mod oci;
+#[cfg(feature = "runpod")]
+pub mod runpod;
 pub mod secret;
 pub mod snapshot;
 #[cfg(feature = "tencent")]

@@ -298,8 +298,12 @@ impl AvailabilitySignal {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Term {
-    /// Only monthly prepaid subscriptions (`prepaid_1m`) have it.
+    /// The short terms are prepaid only (`prepaid_1w` .. `prepaid_6m`: RunPod's
+    /// savings plans, Alibaba and Tencent monthly subscriptions).
+    OneWeek,
     OneMonth,
+    ThreeMonths,
+    SixMonths,
     OneYear,
     ThreeYears,
 }
@@ -308,7 +312,10 @@ impl Term {
     #[must_use]
     pub fn hours(self) -> f64 {
         match self {
+            Self::OneWeek => 168.0,
             Self::OneMonth => HOURS_1M,
+            Self::ThreeMonths => 3.0 * HOURS_1M,
+            Self::SixMonths => 6.0 * HOURS_1M,
             Self::OneYear => HOURS_1Y,
             Self::ThreeYears => HOURS_3Y,
         }
@@ -316,7 +323,10 @@ impl Term {
 
     fn tag(self) -> &'static str {
         match self {
+            Self::OneWeek => "1w",
             Self::OneMonth => "1m",
+            Self::ThreeMonths => "3m",
+            Self::SixMonths => "6m",
             Self::OneYear => "1y",
             Self::ThreeYears => "3y",
         }
@@ -372,7 +382,14 @@ impl PriceKind {
             kinds.push(make(Term::OneYear));
             kinds.push(make(Term::ThreeYears));
         }
-        for term in [Term::OneMonth, Term::OneYear, Term::ThreeYears] {
+        for term in [
+            Term::OneWeek,
+            Term::OneMonth,
+            Term::ThreeMonths,
+            Term::SixMonths,
+            Term::OneYear,
+            Term::ThreeYears,
+        ] {
             kinds.push(Self::Prepaid(term));
         }
         kinds
@@ -499,6 +516,19 @@ mod tests {
         assert!(names.contains(&"savings_plan_1y".to_owned()));
         assert!(names.contains(&"prepaid_1m".to_owned()));
         assert_eq!(PriceKind::Prepaid(Term::OneMonth).term_hours(), Some(730.0));
+        assert_eq!(PriceKind::Prepaid(Term::OneWeek).term_hours(), Some(168.0));
+        assert_eq!(
+            PriceKind::Prepaid(Term::ThreeMonths).term_hours(),
+            Some(2190.0)
+        );
+        assert_eq!(
+            PriceKind::Prepaid(Term::SixMonths).term_hours(),
+            Some(4380.0)
+        );
+        assert_eq!(
+            "prepaid_1w".parse::<PriceKind>().unwrap().to_string(),
+            "prepaid_1w"
+        );
         for kind in PriceKind::all() {
             assert_eq!(kind.to_string().parse::<PriceKind>().unwrap(), kind);
         }

@@ -97,3 +97,13 @@ pub fn fast_retry() -> crate::http::RetryPolicy {
 pub fn status(code: u16, body: &str) -> Response {
     (StatusCode::from_u16(code).unwrap(), body.to_owned()).into_response()
 }
+
+/// A JSON body with any status: APIs that answer errors as JSON.
+pub fn status_json(code: u16, body: &str) -> Response {
+    (
+        StatusCode::from_u16(code).unwrap(),
+        [("content-type", "application/json")],
+        body.to_owned(),
+    )
+        .into_response()
+}

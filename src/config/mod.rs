@@ -57,6 +57,8 @@ pub use sources::GcpSourceConfig;
 pub use sources::LambdaSourceConfig;
 #[cfg(feature = "oci")]
 pub use sources::OciSourceConfig;
+#[cfg(feature = "runpod")]
+pub use sources::RunpodSourceConfig;
 #[cfg(feature = "tencent")]
 pub use sources::TencentSourceConfig;
 pub use sources::{ProvidersConfig, SyncConfig};
@@ -184,6 +186,10 @@ impl Config {
         #[cfg(feature = "oci")]
         if p.oci.enabled {
             out.push(("oci".to_owned(), &p.oci.schedule));
+        }
+        #[cfg(feature = "runpod")]
+        if let Some(runpod) = p.runpod.as_ref().filter(|r| r.enabled) {
+            out.push(("runpod".to_owned(), &runpod.schedule));
         }
         #[cfg(feature = "alibaba")]
         if let Some(alibaba) = p.alibaba.as_ref().filter(|a| a.enabled) {

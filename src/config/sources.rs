@@ -16,6 +16,8 @@ use gpuplan_providers::http::RetryPolicy;
 use gpuplan_providers::lambda::{self, LambdaConfig};
 #[cfg(feature = "oci")]
 use gpuplan_providers::oci::OciConfig;
+#[cfg(feature = "runpod")]
+use gpuplan_providers::runpod::{self, RunpodConfig};
 #[cfg(feature = "tencent")]
 use gpuplan_providers::tencent::{self, TencentConfig};
 use gpuplan_providers::{Provider, ProviderError};
@@ -58,6 +60,10 @@ pub struct ProvidersConfig {
     /// `None` when the config has no `[providers.lambda]` (it needs an API key).
     #[cfg(feature = "lambda")]
     pub lambda: Option<LambdaSourceConfig>,
+    /// Off unless `[providers.runpod] enabled = true`: RunPod's terms restrict
+    /// automated collection.
+    #[cfg(feature = "runpod")]
+    pub runpod: Option<RunpodSourceConfig>,
     /// Oracle's public price list: on unless `enabled = false`.
     #[cfg(feature = "oci")]
     pub oci: OciSourceConfig,
@@ -109,6 +115,15 @@ pub struct LambdaSourceConfig {
     pub enabled: bool,
     pub schedule: Schedule,
     pub provider: LambdaConfig,
+}
+
+#[cfg(feature = "runpod")]
+/// RunPod; its optional API key is read from the environment when it is built.
+#[derive(Debug, Clone)]
+pub struct RunpodSourceConfig {
+    pub enabled: bool,
+    pub schedule: Schedule,
+    pub provider: RunpodConfig,
 }
 
 #[cfg(feature = "oci")]
@@ -165,6 +180,7 @@ pub(super) struct RawProviders {
     azure: AzureSection,
     gcp: Option<GcpSection>,
     lambda: Option<LambdaSection>,
+    runpod: Option<RunpodSection>,
     #[serde(default)]
     oci: OciSection,
     alibaba: Option<AlibabaSection>,
@@ -191,6 +207,10 @@ type GcpSection = toml::Table;
 type LambdaSection = gpuplan_providers::lambda::Section;
 #[cfg(not(feature = "lambda"))]
 type LambdaSection = toml::Table;
+#[cfg(feature = "runpod")]
+type RunpodSection = gpuplan_providers::runpod::Section;
+#[cfg(not(feature = "runpod"))]
+type RunpodSection = toml::Table;
 #[cfg(feature = "oci")]
 type OciSection = gpuplan_providers::oci::Section;
 #[cfg(not(feature = "oci"))]
@@ -270,6 +290,13 @@ pub(super) fn validate(
     );
     #[cfg(not(feature = "oci"))]
     unbuilt(c, "oci", !raw.oci.is_empty(), off(&raw.oci));
+    #[cfg(not(feature = "runpod"))]
+    unbuilt(
+        c,
+        "runpod",
+        raw.runpod.is_some(),
+        raw.runpod.as_ref().and_then(off).or(Some(false)),
+    );
     #[cfg(not(feature = "alibaba"))]
     unbuilt(
         c,
@@ -294,7 +321,8 @@ pub(super) fn validate(
         feature = "oci",
         feature = "alibaba",
         feature = "tencent",
-        feature = "file"
+        feature = "file",
+        feature = "runpod"
     ))]
     let _ = (unbuilt, off);
     // A build with few providers may use neither.
@@ -308,6 +336,8 @@ pub(super) fn validate(
         gcp: raw.gcp.as_ref().map(|g| validate_gcp(g, retry, c)),
         #[cfg(feature = "lambda")]
         lambda: raw.lambda.as_ref().map(|l| validate_lambda(l, retry, c)),
+        #[cfg(feature = "runpod")]
+        runpod: raw.runpod.as_ref().map(|r| validate_runpod(r, retry, c)),
         #[cfg(feature = "oci")]
         oci: validate_oci(&raw.oci, retry, c),
         #[cfg(feature = "alibaba")]
@@ -430,6 +460,23 @@ fn validate_lambda(
     }
 }
 
+#[cfg(feature = "runpod")]
+fn validate_runpod(
+    raw: &RunpodSection,
+    retry: &RetryPolicy,
+    c: &mut Checker,
+) -> RunpodSourceConfig {
+    let mut problems = Problems::new("providers.runpod");
+    let provider = raw.config(retry.clone(), &mut problems);
+    c.absorb(problems);
+    RunpodSourceConfig {
+        // Off unless asked for: the terms restrict automated collection.
+        enabled: raw.enabled.unwrap_or(false),
+        provider,
+        schedule: c.schedule("providers.runpod.schedule", raw.schedule.as_deref()),
+    }
+}
+
 #[cfg(feature = "file")]
 fn validate_files(
     raw: BTreeMap<String, FileSection>,
@@ -541,6 +588,14 @@ impl ProvidersConfig {
         #[cfg(feature = "oci")]
         if self.oci.enabled {
             out.push(Box::new(self.oci.provider.clone().build()?));
+        }
+        #[cfg(feature = "runpod")]
+        if let Some(runpod) = self.runpod.as_ref().filter(|r| r.enabled) {
+            let keyed = RunpodConfig {
+                api_key: Secret::from_env(runpod::API_KEY_ENV),
+                ..runpod.provider.clone()
+            };
+            out.push(Box::new(keyed.build()?));
         }
         #[cfg(feature = "alibaba")]
         if let Some(alibaba) = self.alibaba.as_ref().filter(|a| a.enabled) {

@@ -648,3 +648,25 @@ fn rules_over_the_bills_take_percent_days_and_amount_and_others_refuse_them() {
     let r = &ok.alerts.rules[0];
     assert_eq!((r.amount, r.percent, r.days), (Some(500.0), None, 7));
 }
+
+#[test]
+fn runpod_is_off_unless_enabled_and_its_section_is_checked() {
+    let names = |text: &str| -> Vec<String> {
+        Config::parse(text, Path::new(""))
+            .unwrap()
+            .enabled_sources()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect()
+    };
+    assert!(!names("[providers.runpod]\n").contains(&"runpod".to_owned()));
+    assert!(names("[providers.runpod]\nenabled = true\n").contains(&"runpod".to_owned()));
+    let errors = errors_of(
+        "[providers.runpod]\nenabled = true\nendpoint = \"ftp://x\"\nschedule = \"often\"\n",
+    )
+    .join("\n");
+    assert_named(
+        &errors,
+        &["providers.runpod.endpoint", "providers.runpod.schedule"],
+    );
+}
