@@ -27,6 +27,8 @@ pub mod lambda;
 pub mod oci;
 #[cfg(feature = "runpod")]
 pub mod runpod;
+#[cfg(feature = "vast")]
+pub mod vast;
 pub mod secret;
 pub mod snapshot;
 #[cfg(feature = "tencent")]

@@ -59,6 +59,8 @@ pub use sources::LambdaSourceConfig;
 pub use sources::OciSourceConfig;
 #[cfg(feature = "runpod")]
 pub use sources::RunpodSourceConfig;
+#[cfg(feature = "vast")]
+pub use sources::VastSourceConfig;
 #[cfg(feature = "tencent")]
 pub use sources::TencentSourceConfig;
 pub use sources::{ProvidersConfig, SyncConfig};
@@ -190,6 +192,10 @@ impl Config {
         #[cfg(feature = "runpod")]
         if let Some(runpod) = p.runpod.as_ref().filter(|r| r.enabled) {
             out.push(("runpod".to_owned(), &runpod.schedule));
+        }
+        #[cfg(feature = "vast")]
+        if let Some(vast) = p.vast.as_ref().filter(|v| v.enabled) {
+            out.push(("vast".to_owned(), &vast.schedule));
         }
         #[cfg(feature = "alibaba")]
         if let Some(alibaba) = p.alibaba.as_ref().filter(|a| a.enabled) {

@@ -18,6 +18,8 @@ use gpuplan_providers::lambda::{self, LambdaConfig};
 use gpuplan_providers::oci::OciConfig;
 #[cfg(feature = "runpod")]
 use gpuplan_providers::runpod::{self, RunpodConfig};
+#[cfg(feature = "vast")]
+use gpuplan_providers::vast::{self, VastConfig};
 #[cfg(feature = "tencent")]
 use gpuplan_providers::tencent::{self, TencentConfig};
 use gpuplan_providers::{Provider, ProviderError};
@@ -64,6 +66,9 @@ pub struct ProvidersConfig {
     /// automated collection.
     #[cfg(feature = "runpod")]
     pub runpod: Option<RunpodSourceConfig>,
+    /// Off unless `[providers.vast] enabled = true`, for the same reason.
+    #[cfg(feature = "vast")]
+    pub vast: Option<VastSourceConfig>,
     /// Oracle's public price list: on unless `enabled = false`.
     #[cfg(feature = "oci")]
     pub oci: OciSourceConfig,
@@ -126,6 +131,15 @@ pub struct RunpodSourceConfig {
     pub provider: RunpodConfig,
 }
 
+#[cfg(feature = "vast")]
+/// Vast.ai; its optional API key is read from the environment when it is built.
+#[derive(Debug, Clone)]
+pub struct VastSourceConfig {
+    pub enabled: bool,
+    pub schedule: Schedule,
+    pub provider: VastConfig,
+}
+
 #[cfg(feature = "oci")]
 #[derive(Debug, Clone)]
 pub struct OciSourceConfig {
@@ -181,6 +195,7 @@ pub(super) struct RawProviders {
     gcp: Option<GcpSection>,
     lambda: Option<LambdaSection>,
     runpod: Option<RunpodSection>,
+    vast: Option<VastSection>,
     #[serde(default)]
     oci: OciSection,
     alibaba: Option<AlibabaSection>,
@@ -211,6 +226,10 @@ type LambdaSection = toml::Table;
 type RunpodSection = gpuplan_providers::runpod::Section;
 #[cfg(not(feature = "runpod"))]
 type RunpodSection = toml::Table;
+#[cfg(feature = "vast")]
+type VastSection = gpuplan_providers::vast::Section;
+#[cfg(not(feature = "vast"))]
+type VastSection = toml::Table;
 #[cfg(feature = "oci")]
 type OciSection = gpuplan_providers::oci::Section;
 #[cfg(not(feature = "oci"))]
@@ -290,6 +309,13 @@ pub(super) fn validate(
     );
     #[cfg(not(feature = "oci"))]
     unbuilt(c, "oci", !raw.oci.is_empty(), off(&raw.oci));
+    #[cfg(not(feature = "vast"))]
+    unbuilt(
+        c,
+        "vast",
+        raw.vast.is_some(),
+        raw.vast.as_ref().and_then(off).or(Some(false)),
+    );
     #[cfg(not(feature = "runpod"))]
     unbuilt(
         c,
@@ -322,7 +348,8 @@ pub(super) fn validate(
         feature = "alibaba",
         feature = "tencent",
         feature = "file",
-        feature = "runpod"
+        feature = "runpod",
+        feature = "vast"
     ))]
     let _ = (unbuilt, off);
     // A build with few providers may use neither.
@@ -338,6 +365,8 @@ pub(super) fn validate(
         lambda: raw.lambda.as_ref().map(|l| validate_lambda(l, retry, c)),
         #[cfg(feature = "runpod")]
         runpod: raw.runpod.as_ref().map(|r| validate_runpod(r, retry, c)),
+        #[cfg(feature = "vast")]
+        vast: raw.vast.as_ref().map(|v| validate_vast(v, retry, c)),
         #[cfg(feature = "oci")]
         oci: validate_oci(&raw.oci, retry, c),
         #[cfg(feature = "alibaba")]
@@ -477,6 +506,22 @@ fn validate_runpod(
     }
 }
 
+#[cfg(feature = "vast")]
+fn validate_vast(raw: &VastSection, retry: &RetryPolicy, c: &mut Checker) -> VastSourceConfig {
+    let mut problems = Problems::new("providers.vast");
+    let provider = raw.config(retry.clone(), &mut problems);
+    c.absorb(problems);
+    VastSourceConfig {
+        enabled: raw.enabled.unwrap_or(false),
+        provider,
+        // A marketplace changes by the minute: its own, shorter default.
+        schedule: c.schedule(
+            "providers.vast.schedule",
+            Some(raw.schedule.as_deref().unwrap_or(vast::DEFAULT_SCHEDULE)),
+        ),
+    }
+}
+
 #[cfg(feature = "file")]
 fn validate_files(
     raw: BTreeMap<String, FileSection>,
@@ -588,6 +633,14 @@ impl ProvidersConfig {
         #[cfg(feature = "oci")]
         if self.oci.enabled {
             out.push(Box::new(self.oci.provider.clone().build()?));
+        }
+        #[cfg(feature = "vast")]
+        if let Some(v) = self.vast.as_ref().filter(|v| v.enabled) {
+            let keyed = VastConfig {
+                api_key: Secret::from_env(vast::API_KEY_ENV),
+                ..v.provider.clone()
+            };
+            out.push(Box::new(keyed.build()?));
         }
         #[cfg(feature = "runpod")]
         if let Some(runpod) = self.runpod.as_ref().filter(|r| r.enabled) {

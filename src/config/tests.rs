@@ -670,3 +670,16 @@ fn runpod_is_off_unless_enabled_and_its_section_is_checked() {
         &["providers.runpod.endpoint", "providers.runpod.schedule"],
     );
 }
+
+#[test]
+fn vast_is_off_unless_enabled_and_syncs_every_ten_minutes_by_default() {
+    let config = Config::parse("[providers.vast]\n", Path::new("")).unwrap();
+    assert!(!config.enabled_sources().iter().any(|(n, _)| n == "vast"));
+    let config = Config::parse("[providers.vast]\nenabled = true\n", Path::new("")).unwrap();
+    let now = Utc::now();
+    let intervals = config.source_intervals(now);
+    assert_eq!(intervals["vast"], std::time::Duration::from_secs(600));
+    let errors = errors_of("[providers.vast]\nenabled = true\nendpoint = \"x\"\n").join("\n");
+    assert_named(&errors, &["providers.vast.endpoint"]);
+}
+
