@@ -66,7 +66,11 @@ fn run(dir: &std::path::Path, args: &[&str]) -> Output {
 }
 
 fn json_of(out: &Output) -> Value {
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -89,21 +93,37 @@ async fn runpod_and_vast_fill_the_catalog_when_enabled() {
         let sync = json_of(&run(&d, &["sync", "--json"]));
         let runpod = json_of(&run(&d, &["prices", "--provider", "runpod", "--json"]));
         let vast = json_of(&run(&d, &["prices", "--provider", "vast", "--json"]));
-        let sxm = json_of(&run(&d, &["prices", "--provider", "vast", "--form-factor", "sxm", "--json"]));
+        let sxm = json_of(&run(
+            &d,
+            &[
+                "prices",
+                "--provider",
+                "vast",
+                "--form-factor",
+                "sxm",
+                "--json",
+            ],
+        ));
         (sync, runpod, vast, sxm)
     })
     .await
     .unwrap();
     let requests = server.requests();
     let graphql = requests.iter().filter(|r| r.uri == "/graphql").count();
-    let bundles = requests.iter().filter(|r| r.uri == "/api/v0/bundles/").count();
+    let bundles = requests
+        .iter()
+        .filter(|r| r.uri == "/api/v0/bundles/")
+        .count();
     println!("one sync: {graphql} RunPod requests, {bundles} Vast request(s)");
     assert_eq!((graphql, bundles), (9, 1), "{sync}");
 
     let runpod = runpod.as_array().unwrap();
     let year = runpod
         .iter()
-        .find(|r| r["instance_type"] == "8x NVIDIA H100 80GB HBM3 (secure)" && r["price_kind"] == "prepaid_1y")
+        .find(|r| {
+            r["instance_type"] == "8x NVIDIA H100 80GB HBM3 (secure)"
+                && r["price_kind"] == "prepaid_1y"
+        })
         .expect("a one-year savings plan");
     assert!((year["usd_per_hour"].as_f64().unwrap() - 2.09 * 8.0).abs() < 1e-9);
     assert_eq!(year["gpu_form_factor"], "sxm");
@@ -116,8 +136,19 @@ async fn runpod_and_vast_fill_the_catalog_when_enabled() {
         .iter()
         .find(|r| r["instance_type"] == "8x H100-80GB sxm" && r["price_kind"] == "on_demand")
         .unwrap();
-    assert_eq!((h100["region"].as_str(), h100["usd_per_hour"].as_f64()), (Some("US"), Some(21.0)));
-    assert!(vast.iter().any(|r| r["instance_type"] == "1x H100-80GB pcie" && r["price_kind"] == "spot"));
-    assert!(sxm.as_array().unwrap().iter().all(|r| r["gpu_form_factor"] == "sxm"));
+    assert_eq!(
+        (h100["region"].as_str(), h100["usd_per_hour"].as_f64()),
+        (Some("US"), Some(21.0))
+    );
+    assert!(
+        vast.iter()
+            .any(|r| r["instance_type"] == "1x H100-80GB pcie" && r["price_kind"] == "spot")
+    );
+    assert!(
+        sxm.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["gpu_form_factor"] == "sxm")
+    );
     assert_eq!(sxm.as_array().unwrap().len(), 2);
 }

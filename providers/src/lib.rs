@@ -27,14 +27,14 @@ pub mod lambda;
 pub mod oci;
 #[cfg(feature = "runpod")]
 pub mod runpod;
-#[cfg(feature = "vast")]
-pub mod vast;
 pub mod secret;
 pub mod snapshot;
 #[cfg(feature = "tencent")]
 pub mod tencent;
 #[cfg(any(test, feature = "testing"))]
 pub mod test_server;
+#[cfg(feature = "vast")]
+pub mod vast;
 
 pub use error::ProviderError;
 pub use snapshot::{

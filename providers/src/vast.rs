@@ -154,9 +154,17 @@ impl Provider for VastProvider {
 /// A group's key: GPU model, form factor, GPUs per offer, country.
 type Group = (String, Option<FormFactor>, u32, String);
 
+/// A group's prices, and its model's memory.
+#[derive(Default)]
+struct Prices {
+    on_demand: Vec<f64>,
+    bids: Vec<f64>,
+    memory_gib: Option<f64>,
+}
+
 fn build_snapshot(offers: Vec<Offer>) -> Snapshot {
     let mut snap = Snapshot::default();
-    let mut groups: BTreeMap<Group, (Vec<f64>, Vec<f64>, Option<f64>)> = BTreeMap::new();
+    let mut groups: BTreeMap<Group, Prices> = BTreeMap::new();
     for o in offers {
         if o.verification.as_deref() != Some("verified") {
             snap.skip("unverified");
@@ -181,14 +189,17 @@ fn build_snapshot(offers: Vec<Offer>) -> Snapshot {
         let form = gpu::form_factor(&model.name, &o.gpu_name);
         let g = groups
             .entry((model.name, form, o.num_gpus, country))
-            .or_insert_with(|| (Vec::new(), Vec::new(), model.memory_gib));
-        g.0.push(o.dph_total);
+            .or_insert_with(|| Prices {
+                memory_gib: model.memory_gib,
+                ..Prices::default()
+            });
+        g.on_demand.push(o.dph_total);
         if let Some(bid) = o.min_bid.filter(|b| b.is_finite() && *b > 0.0) {
-            g.1.push(bid);
+            g.bids.push(bid);
         }
     }
     let mut types: BTreeMap<String, InstanceType> = BTreeMap::new();
-    for ((model, form, n, country), (mut od, mut bids, memory)) in groups {
+    for ((model, form, n, country), mut prices) in groups {
         let instance_type = match form {
             Some(f) => format!("{n}x {model} {f}"),
             None => format!("{n}x {model}"),
@@ -207,10 +218,10 @@ fn build_snapshot(offers: Vec<Offer>) -> Snapshot {
             max_instances: None,
             price_scope: crate::PriceScope::Instance,
         };
-        if let Some(usd) = median(&mut od) {
+        if let Some(usd) = median(&mut prices.on_demand) {
             snap.prices.push(record(PriceKind::OnDemand, usd));
         }
-        if let Some(usd) = median(&mut bids) {
+        if let Some(usd) = median(&mut prices.bids) {
             snap.prices.push(record(PriceKind::Spot, usd));
         }
         types
@@ -219,7 +230,7 @@ fn build_snapshot(offers: Vec<Offer>) -> Snapshot {
                 instance_type,
                 gpu_model: model,
                 gpu_count: n,
-                gpu_memory_gib: memory,
+                gpu_memory_gib: prices.memory_gib,
                 vcpus: None,
                 memory_gib: None,
                 gpu_form_factor: form,

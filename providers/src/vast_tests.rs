@@ -21,7 +21,14 @@ fn market() -> Value {
         offer("H100 SXM", 8, 81559.0, 20.0, Some(10.0), Some("Texas, US")),
         offer("H100 SXM", 8, 81559.0, 24.0, Some(14.0), Some("US")),
         offer("H100 SXM", 8, 81559.0, 30.0, None, Some("Oregon, US")),
-        offer("H100 SXM", 8, 81559.0, 22.0, Some(12.0), Some("California, US")),
+        offer(
+            "H100 SXM",
+            8,
+            81559.0,
+            22.0,
+            Some(12.0),
+            Some("California, US"),
+        ),
         // One H100 PCIe beside one SXM: never one median.
         offer("H100 PCIE", 1, 81559.0, 2.0, None, Some("US")),
         offer("H100 PCIE", 1, 81559.0, 2.4, None, Some("Quebec, CA")),
@@ -59,7 +66,12 @@ fn provider(server: &FixtureServer, key: Option<&str>) -> VastProvider {
     .unwrap()
 }
 
-fn price<'a>(snap: &'a Snapshot, instance: &str, region: &str, kind: PriceKind) -> Option<&'a PriceRecord> {
+fn price<'a>(
+    snap: &'a Snapshot,
+    instance: &str,
+    region: &str,
+    kind: PriceKind,
+) -> Option<&'a PriceRecord> {
     snap.prices
         .iter()
         .find(|p| p.instance_type == instance && p.region == region && p.price_kind == kind)
@@ -89,27 +101,81 @@ async fn verified_rentable_offers_become_medians_per_model_form_size_and_country
         [("no_country", 1), ("not_rentable", 2), ("unverified", 2)]
     );
     let sxm8 = "8x H100-80GB sxm";
-    assert_eq!(price(&snap, sxm8, "US", PriceKind::OnDemand).unwrap().usd_per_hour, 23.0);
-    assert_eq!(price(&snap, sxm8, "US", PriceKind::Spot).unwrap().usd_per_hour, 12.0);
+    assert_eq!(
+        price(&snap, sxm8, "US", PriceKind::OnDemand)
+            .unwrap()
+            .usd_per_hour,
+        23.0
+    );
+    assert_eq!(
+        price(&snap, sxm8, "US", PriceKind::Spot)
+            .unwrap()
+            .usd_per_hour,
+        12.0
+    );
     // SXM and PCIe never share a median; a group without bids has no spot.
-    assert_eq!(price(&snap, "1x H100-80GB sxm", "US", PriceKind::OnDemand).unwrap().usd_per_hour, 2.5);
-    assert_eq!(price(&snap, "1x H100-80GB pcie", "US", PriceKind::OnDemand).unwrap().usd_per_hour, 2.0);
+    assert_eq!(
+        price(&snap, "1x H100-80GB sxm", "US", PriceKind::OnDemand)
+            .unwrap()
+            .usd_per_hour,
+        2.5
+    );
+    assert_eq!(
+        price(&snap, "1x H100-80GB pcie", "US", PriceKind::OnDemand)
+            .unwrap()
+            .usd_per_hour,
+        2.0
+    );
     assert!(price(&snap, "1x H100-80GB pcie", "US", PriceKind::Spot).is_none());
     let ca = price(&snap, "1x H100-80GB pcie", "CA", PriceKind::OnDemand).unwrap();
-    assert!((ca.usd_per_hour - 2.3).abs() < 1e-12, "the mean of the middle two");
-    assert_eq!(price(&snap, "1x H100-80GB pcie", "CA", PriceKind::Spot).unwrap().usd_per_hour, 1.0);
+    assert!(
+        (ca.usd_per_hour - 2.3).abs() < 1e-12,
+        "the mean of the middle two"
+    );
+    assert_eq!(
+        price(&snap, "1x H100-80GB pcie", "CA", PriceKind::Spot)
+            .unwrap()
+            .usd_per_hour,
+        1.0
+    );
     // The part of a larger host counts: median of 0.35 and 0.45.
     let rtx = price(&snap, "1x RTX4090", "PL", PriceKind::OnDemand).unwrap();
     assert!((rtx.usd_per_hour - 0.40).abs() < 1e-12);
-    assert!(snap.prices.iter().all(|p| p.zone.is_none() && p.available_regions.is_empty()));
+    assert!(
+        snap.prices
+            .iter()
+            .all(|p| p.zone.is_none() && p.available_regions.is_empty())
+    );
 
-    let spec = |name: &str| snap.instance_types.iter().find(|t| t.instance_type == name).unwrap();
+    let spec = |name: &str| {
+        snap.instance_types
+            .iter()
+            .find(|t| t.instance_type == name)
+            .unwrap()
+    };
     let l40s = spec("2x L40S");
-    assert_eq!((l40s.gpu_model.as_str(), l40s.gpu_memory_gib, l40s.gpu_form_factor), ("L40S", Some(48.0), None));
+    assert_eq!(
+        (
+            l40s.gpu_model.as_str(),
+            l40s.gpu_memory_gib,
+            l40s.gpu_form_factor
+        ),
+        ("L40S", Some(48.0), None)
+    );
     let h = spec(sxm8);
-    assert_eq!((h.gpu_count, h.gpu_memory_gib, h.gpu_form_factor), (8, Some(80.0), Some(FormFactor::Sxm)));
-    assert_eq!(spec("1x V100").gpu_form_factor, None, "Tesla V100 does not say");
-    assert_eq!((spec("1x RTX4090").vcpus, spec("1x RTX4090").memory_gib), (None, None));
+    assert_eq!(
+        (h.gpu_count, h.gpu_memory_gib, h.gpu_form_factor),
+        (8, Some(80.0), Some(FormFactor::Sxm))
+    );
+    assert_eq!(
+        spec("1x V100").gpu_form_factor,
+        None,
+        "Tesla V100 does not say"
+    );
+    assert_eq!(
+        (spec("1x RTX4090").vcpus, spec("1x RTX4090").memory_gib),
+        (None, None)
+    );
 }
 
 #[tokio::test]
@@ -129,7 +195,9 @@ async fn a_key_is_sent_and_an_unreadable_answer_fails_the_sync() {
 
     for bad in [
         market().to_string()[..200].to_owned(),
-        market().to_string().replace("\"dph_total\"", "\"price_total\""),
+        market()
+            .to_string()
+            .replace("\"dph_total\"", "\"price_total\""),
         "{\"success\": false, \"error\": \"invalid filters\"}".to_owned(),
     ] {
         let server = test_server::serve(move |_, base, _| test_server::json(&bad, base)).await;

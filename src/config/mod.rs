@@ -59,10 +59,10 @@ pub use sources::LambdaSourceConfig;
 pub use sources::OciSourceConfig;
 #[cfg(feature = "runpod")]
 pub use sources::RunpodSourceConfig;
-#[cfg(feature = "vast")]
-pub use sources::VastSourceConfig;
 #[cfg(feature = "tencent")]
 pub use sources::TencentSourceConfig;
+#[cfg(feature = "vast")]
+pub use sources::VastSourceConfig;
 pub use sources::{ProvidersConfig, SyncConfig};
 pub use store::{STORE_URL_ENV, StoreConfig};
 

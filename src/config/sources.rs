@@ -18,10 +18,10 @@ use gpuplan_providers::lambda::{self, LambdaConfig};
 use gpuplan_providers::oci::OciConfig;
 #[cfg(feature = "runpod")]
 use gpuplan_providers::runpod::{self, RunpodConfig};
-#[cfg(feature = "vast")]
-use gpuplan_providers::vast::{self, VastConfig};
 #[cfg(feature = "tencent")]
 use gpuplan_providers::tencent::{self, TencentConfig};
+#[cfg(feature = "vast")]
+use gpuplan_providers::vast::{self, VastConfig};
 use gpuplan_providers::{Provider, ProviderError};
 
 use super::*;

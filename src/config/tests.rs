@@ -682,4 +682,3 @@ fn vast_is_off_unless_enabled_and_syncs_every_ten_minutes_by_default() {
     let errors = errors_of("[providers.vast]\nenabled = true\nendpoint = \"x\"\n").join("\n");
     assert_named(&errors, &["providers.vast.endpoint"]);
 }
-
