@@ -13,8 +13,10 @@ use crate::store::bills::{BillQuery, Bucket, SpendRow};
 use crate::store::{Store, StoreError};
 
 /// Daily rows an allocated answer may read before it is bucketed and
-/// limited: a year of days for 2,700 team-and-field combinations.
-const MAX_DAILY_ROWS: usize = 1_000_000;
+/// limited: a year of days for 540 team-and-field combinations. It bounds
+/// what one request can make the daemon hold (about 60 MB); more is
+/// refused as too large, naming a shorter window or fewer fields.
+const MAX_DAILY_ROWS: usize = 200_000;
 
 /// A row's identity apart from its team: day, the other fields, currency.
 type Slot = (i64, Vec<(String, String)>, String);
