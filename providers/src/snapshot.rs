@@ -511,7 +511,7 @@ mod tests {
     #[test]
     fn every_price_kind_round_trips_through_its_contract_name() {
         let names: Vec<String> = PriceKind::all().iter().map(ToString::to_string).collect();
-        assert_eq!(names.len(), 17);
+        assert_eq!(names.len(), 20);
         assert!(names.contains(&"reserved_3y_partial_upfront".to_owned()));
         assert!(names.contains(&"savings_plan_1y".to_owned()));
         assert!(names.contains(&"prepaid_1m".to_owned()));
