@@ -466,3 +466,67 @@ fn the_form_factor_tells_an_h100_sxm_from_a_pcie_and_filters_by_it() {
         text(&failed.stderr)
     );
 }
+
+#[test]
+fn completions_load_in_bash_and_the_man_pages_render() {
+    let ws = Workspace::new(&[]);
+    let bash = ws.run(&["completions", "bash"]);
+    assert!(bash.status.success());
+    let script = ws.path("gpuplan.bash");
+    std::fs::write(&script, &bash.stdout).unwrap();
+    // Bash itself reads the script and completes a subcommand with it.
+    let probe = format!(
+        "source {}; COMP_WORDS=(gpuplan bud); COMP_CWORD=1; _gpuplan gpuplan bud gpuplan; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script.display()
+    );
+    let out = Command::new("bash").args(["-c", &probe]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).lines().any(|l| l == "budgets"),
+        "{}",
+        text(&out.stdout)
+    );
+    for (shell, marker) in [
+        ("zsh", "#compdef gpuplan"),
+        ("fish", "complete -c gpuplan"),
+        ("elvish", "edit:completion:arg-completer[gpuplan]"),
+        ("powershell", "Register-ArgumentCompleter"),
+    ] {
+        let out = ws.run(&["completions", shell]);
+        assert!(
+            out.status.success() && text(&out.stdout).contains(marker),
+            "{shell}"
+        );
+    }
+    assert_eq!(ws.run(&["completions", "tcsh"]).status.code(), Some(2));
+
+    // groff renders the page, and it names the commands.
+    let page = ws.run(&["man"]);
+    assert!(page.status.success());
+    let roff = ws.path("gpuplan.1");
+    std::fs::write(&roff, &page.stdout).unwrap();
+    let rendered = Command::new("groff")
+        .args(["-man", "-Tutf8", "-ww"])
+        .arg(&roff)
+        .output()
+        .unwrap();
+    assert!(
+        rendered.status.success() && rendered.stderr.is_empty(),
+        "{}",
+        text(&rendered.stderr)
+    );
+    let rendered = text(&rendered.stdout);
+    assert!(
+        rendered.contains("gpuplan") && rendered.contains("budgets"),
+        "{rendered}"
+    );
+    let dir = ws.path("man");
+    assert!(
+        ws.run(&["man", "--out-dir", dir.to_str().unwrap()])
+            .status
+            .success()
+    );
+    for page in ["gpuplan.1", "gpuplan-plan.1", "gpuplan-bills-sync.1"] {
+        assert!(dir.join(page).exists(), "{page}");
+    }
+}

@@ -36,6 +36,7 @@ mod plan;
 mod prices;
 mod render;
 mod serve;
+mod shell;
 mod spot_history;
 mod store;
 mod sync;
@@ -121,6 +122,17 @@ pub enum Command {
     /// Per team: the steady on-demand GPU load of the bills, what to buy for
     /// it, and the saving against going on as billed.
     Advise(advise::AdviseArgs),
+    /// Print a completion script for a shell: bash, zsh, fish, elvish or powershell.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), or write one page per command into a folder.
+    Man {
+        /// Write gpuplan.1, gpuplan-plan.1, ... here instead of printing gpuplan.1.
+        #[arg(long)]
+        out_dir: Option<PathBuf>,
+    },
     /// Each budget of the config: actual and forecast spend, and its thresholds.
     Budgets {
         #[arg(long)]
@@ -159,6 +171,8 @@ impl From<anyhow::Error> for CliError {
 /// `BadInput` for a bad config or argument, `Failed` for everything else.
 pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
+        Command::Completions { shell } => Ok(shell::completions(shell)),
+        Command::Man { out_dir } => shell::man(out_dir.as_deref()),
         Command::Config(ConfigCommand::Example) => {
             print!("{}", config::EXAMPLE);
             Ok(ExitCode::SUCCESS)
