@@ -159,11 +159,7 @@ pub fn rule_name(budget: &str) -> String {
 /// A threshold's state key within its period.
 #[must_use]
 pub fn threshold_key(on: ThresholdOn, percent: f64, period: &str) -> String {
-    let on = match on {
-        ThresholdOn::Actual => "actual",
-        ThresholdOn::Forecast => "forecast",
-    };
-    format!("{on}:{percent}:{period}")
+    format!("{}:{percent}:{period}", on.as_str())
 }
 
 fn date(t: i64) -> Option<NaiveDate> {

@@ -30,6 +30,56 @@ fn usage_row(hour: u32, instance_type: &str, team: &str, cost: f64) -> String {
     )
 }
 
+/// The daemon in-process over a workspace's config, on a free port.
+struct Daemon {
+    base: String,
+    http: reqwest::Client,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Daemon {
+    async fn start(w: &Workspace) -> Self {
+        let config = Config::load(&w.path("gpuplan.toml")).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(daemon::run(
+            config,
+            listener,
+            Options {
+                grace: Duration::from_secs(5),
+                token: None,
+            },
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Self {
+            base,
+            http: reqwest::Client::new(),
+            stop,
+            task,
+        }
+    }
+
+    /// A GET's status and JSON body.
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json::<Value>().await.unwrap())
+    }
+
+    async fn stop(self) {
+        self.stop.send(()).unwrap();
+        self.task.await.unwrap().unwrap();
+    }
+}
+
 struct Workspace {
     dir: tempfile::TempDir,
 }
@@ -388,33 +438,10 @@ fn a_plan_forecasts_from_the_bills_up_to_their_last_complete_hour() {
 async fn the_daemon_loads_bills_on_start_and_serves_them_bounded() {
     let w = Workspace::new("");
     w.write("bills/focus-2026-10.csv", &fixture());
-    let config = Config::load(&w.path("gpuplan.toml")).unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(daemon::run(
-        config,
-        listener,
-        Options {
-            grace: Duration::from_secs(5),
-            token: None,
-        },
-        async move {
-            let _ = stopped.await;
-        },
-    ));
-    let http = reqwest::Client::new();
-    let get = |path: &str| {
-        let (http, url) = (http.clone(), format!("{base}{path}"));
-        async move {
-            let r = http.get(url).send().await.unwrap();
-            let status = r.status().as_u16();
-            (status, r.json::<Value>().await.unwrap())
-        }
-    };
+    let d = Daemon::start(&w).await;
     let mut loaded = Value::Null;
     for _ in 0..500 {
-        let (status, body) = get("/v1/bills").await;
+        let (status, body) = d.get("/v1/bills").await;
         if status == 200 && body.as_array().is_some_and(|a| !a.is_empty()) {
             loaded = body;
             break;
@@ -424,8 +451,9 @@ async fn the_daemon_loads_bills_on_start_and_serves_them_bounded() {
     assert_eq!(loaded[0]["generation"], 1, "{loaded}");
     assert_eq!(loaded[0]["gpu_hours"], 28.0);
 
-    let (status, usage) =
-        get("/v1/usage?since=2026-10-01&until=2026-11-01&by=month&group=team").await;
+    let (status, usage) = d
+        .get("/v1/usage?since=2026-10-01&until=2026-11-01&by=month&group=team")
+        .await;
     assert_eq!(status, 200);
     let total: f64 = usage
         .as_array()
@@ -434,11 +462,17 @@ async fn the_daemon_loads_bills_on_start_and_serves_them_bounded() {
         .map(|r| r["gpu_hours"].as_f64().unwrap())
         .sum();
     assert!((total - 28.0).abs() < 1e-9);
-    let (_, spend) = get("/v1/spend?since=2026-10-01&until=2026-11-01&gpu_only=true").await;
+    let (_, spend) = d
+        .get("/v1/spend?since=2026-10-01&until=2026-11-01&gpu_only=true")
+        .await;
     assert!(!spend.as_array().unwrap().is_empty());
-    let (status, c) = get("/v1/commitments?since=2026-10-01&until=2026-11-01").await;
+    let (status, c) = d
+        .get("/v1/commitments?since=2026-10-01&until=2026-11-01")
+        .await;
     assert_eq!((status, c[0]["type"].as_str()), (200, Some("savings_plan")));
-    let (status, _) = get("/v1/coverage?since=2026-10-01&until=2026-11-01&provider=aws").await;
+    let (status, _) = d
+        .get("/v1/coverage?since=2026-10-01&until=2026-11-01&provider=aws")
+        .await;
     assert_eq!(status, 200);
 
     for (query, parameter) in [
@@ -453,7 +487,7 @@ async fn the_daemon_loads_bills_on_start_and_serves_them_bounded() {
         ("/v1/commitments?until=soon", "until"),
         ("/v1/bills?source=a&source=b", "source"),
     ] {
-        let (status, body) = get(query).await;
+        let (status, body) = d.get(query).await;
         assert_eq!(
             (status, body["parameter"].as_str()),
             (400, Some(parameter)),
@@ -461,13 +495,13 @@ async fn the_daemon_loads_bills_on_start_and_serves_them_bounded() {
         );
     }
     // More rows than the limit: refused, not cut.
-    let (status, body) =
-        get("/v1/usage?since=2026-10-01&until=2026-11-01&by=hour&group=team&limit=1").await;
+    let (status, body) = d
+        .get("/v1/usage?since=2026-10-01&until=2026-11-01&by=hour&group=team&limit=1")
+        .await;
     assert_eq!(status, 400, "{body}");
     assert!(body["error"].as_str().unwrap().contains("more than 1"));
 
-    stop.send(()).unwrap();
-    task.await.unwrap().unwrap();
+    d.stop().await;
 }
 
 /// The stored generation and its GPU-hours, and the GPU-hours its usage
@@ -803,32 +837,10 @@ fn two_days(w: &Workspace) {
 async fn the_daemon_evaluates_budgets_after_a_load_and_tells_their_channels_once() {
     let w = Workspace::new(BUDGETS);
     two_days(&w);
-    let config = Config::load(&w.path("gpuplan.toml")).unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(daemon::run(
-        config,
-        listener,
-        Options {
-            grace: Duration::from_secs(5),
-            token: None,
-        },
-        async move {
-            let _ = stopped.await;
-        },
-    ));
-    let http = reqwest::Client::new();
-    let get = |path: &str| {
-        let (http, url) = (http.clone(), format!("{base}{path}"));
-        async move {
-            let r = http.get(url).send().await.unwrap();
-            (r.status().as_u16(), r.json::<Value>().await.unwrap())
-        }
-    };
+    let d = Daemon::start(&w).await;
     let mut messages = Value::Null;
     for _ in 0..500 {
-        let (_, alerts) = get("/v1/alerts").await;
+        let (_, alerts) = d.get("/v1/alerts").await;
         if alerts["messages"].as_array().is_some_and(|m| !m.is_empty()) {
             messages = alerts["messages"].clone();
             break;
@@ -842,7 +854,7 @@ async fn the_daemon_evaluates_budgets_after_a_load_and_tells_their_channels_once
     assert_eq!(m["key"], "actual:10:2026-10");
     assert_eq!(m["details"]["complete_to"], "2026-10-01");
 
-    let (status, budgets) = get("/v1/budgets").await;
+    let (status, budgets) = d.get("/v1/budgets").await;
     assert_eq!(status, 200);
     let b = &budgets[0];
     assert_eq!(b["period"], "2026-10");
@@ -851,11 +863,10 @@ async fn the_daemon_evaluates_budgets_after_a_load_and_tells_their_channels_once
     assert_eq!(b["thresholds"][0]["state"], "crossed");
     assert!(b["thresholds"][0]["fired_at"].is_string());
     assert_eq!(b["thresholds"][1]["state"], "ok");
-    let (status, body) = get("/v1/budgets?name=x").await;
+    let (status, body) = d.get("/v1/budgets?name=x").await;
     assert_eq!((status, body["parameter"].as_str()), (400, Some("name")));
 
-    stop.send(()).unwrap();
-    task.await.unwrap().unwrap();
+    d.stop().await;
 }
 
 #[test]

@@ -191,3 +191,21 @@ mod tests {
         );
     }
 }
+
+/// `[providers.NAME]` of a source whose one setting of its own is its
+/// endpoint (Lambda, RunPod, Vast.ai). `enabled` and `schedule` are the
+/// daemon's.
+#[derive(Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointSection {
+    pub enabled: Option<bool>,
+    pub schedule: Option<String>,
+    endpoint: Option<String>,
+}
+
+impl EndpointSection {
+    /// The endpoint given, or `default`; a bad one is noted in `p`.
+    pub fn endpoint(&self, p: &mut Problems, default: &str) -> String {
+        p.endpoint("endpoint", self.endpoint.clone(), default)
+    }
+}

@@ -194,23 +194,20 @@ fn parse_gpu_description(text: &str) -> (String, Option<f64>) {
 
 pub const DEFAULT_ENDPOINT: &str = "https://cloud.lambda.ai";
 
-/// `[providers.lambda]` as written. `enabled` and `schedule` are the daemon's.
-#[derive(Debug, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Section {
-    pub enabled: Option<bool>,
-    pub schedule: Option<String>,
-    endpoint: Option<String>,
-}
+/// `[providers.lambda]` as written.
+pub type Section = crate::config::EndpointSection;
 
-impl Section {
-    /// The provider's config without its key, with each problem noted in `p`.
-    pub fn config(&self, retry: RetryPolicy, p: &mut crate::config::Problems) -> LambdaConfig {
-        LambdaConfig {
-            endpoint: p.endpoint("endpoint", self.endpoint.clone(), DEFAULT_ENDPOINT),
-            api_key: None,
-            retry,
-        }
+/// The provider's config from its section, without its key, with each
+/// problem noted in `p`.
+pub fn config(
+    section: &Section,
+    retry: RetryPolicy,
+    p: &mut crate::config::Problems,
+) -> LambdaConfig {
+    LambdaConfig {
+        endpoint: section.endpoint(p, DEFAULT_ENDPOINT),
+        api_key: None,
+        retry,
     }
 }
 

@@ -388,23 +388,20 @@ fn build_snapshot(
     snap
 }
 
-/// `[providers.runpod]` as written. `enabled` and `schedule` are the daemon's.
-#[derive(Debug, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Section {
-    pub enabled: Option<bool>,
-    pub schedule: Option<String>,
-    endpoint: Option<String>,
-}
+/// `[providers.runpod]` as written.
+pub type Section = crate::config::EndpointSection;
 
-impl Section {
-    /// The provider's config without its key, with each problem noted in `p`.
-    pub fn config(&self, retry: RetryPolicy, p: &mut crate::config::Problems) -> RunpodConfig {
-        RunpodConfig {
-            endpoint: p.endpoint("endpoint", self.endpoint.clone(), DEFAULT_ENDPOINT),
-            api_key: None,
-            retry,
-        }
+/// The provider's config from its section, without its key, with each
+/// problem noted in `p`.
+pub fn config(
+    section: &Section,
+    retry: RetryPolicy,
+    p: &mut crate::config::Problems,
+) -> RunpodConfig {
+    RunpodConfig {
+        endpoint: section.endpoint(p, DEFAULT_ENDPOINT),
+        api_key: None,
+        retry,
     }
 }
 

@@ -8,8 +8,9 @@ use serde_json::{Value, json};
 
 use super::{Observation, any_glob, crossing};
 use crate::bills::allocation;
+use crate::bills::time::day_name as day;
 use crate::budgets::{self, BillSourceRef, BudgetStatus, DataDays};
-use crate::config::{BudgetConfig, CostBasis, RuleConfig, RuleKind, ThresholdOn};
+use crate::config::{BudgetConfig, RuleConfig, RuleKind, ThresholdOn};
 use crate::store::bills::{BillQuery, Bucket};
 use crate::store::{Store, StoreError};
 
@@ -59,10 +60,7 @@ pub fn budget_observations(status: &BudgetStatus) -> Vec<Observation> {
     else {
         return Vec::new();
     };
-    let basis = match status.basis {
-        CostBasis::Effective => "effective",
-        CostBasis::Billed => "billed",
-    };
+    let basis = status.basis.as_str();
     let complete_to = status
         .complete_to
         .map(|d| d.to_string())
@@ -72,10 +70,11 @@ pub fn budget_observations(status: &BudgetStatus) -> Vec<Observation> {
         .thresholds
         .iter()
         .map(|t| {
-            let (figure, word) = match t.on {
-                ThresholdOn::Actual => (actual, "actual"),
-                ThresholdOn::Forecast => (forecast, "forecast"),
+            let figure = match t.on {
+                ThresholdOn::Actual => actual,
+                ThresholdOn::Forecast => forecast,
             };
+            let word = t.on.as_str();
             let crossed = t.state == "crossed";
             let pct = 100.0 * figure / status.amount;
             Observation {
@@ -125,12 +124,6 @@ pub fn budget_statuses(
             budgets::status(store, b, &bills.sources, bills.proportional, &states)
         })
         .collect()
-}
-
-fn day(t: i64) -> String {
-    DateTime::<Utc>::from_timestamp(t, 0)
-        .map(|d| d.date_naive().to_string())
-        .unwrap_or_default()
 }
 
 /// What a rule over the bills watches now.

@@ -13,7 +13,7 @@ use crate::bills::aggregate::{
 };
 use crate::bills::{BillProvider, UNALLOCATED, UsageKind};
 use crate::catalog::Freshness;
-use crate::config::{BudgetPeriod, BudgetScope, BudgetThreshold};
+use crate::config::{BudgetPeriod, BudgetScope, BudgetThreshold, CostBasis};
 use crate::store::Pool;
 use crate::store::test_support::{TestDb, on_both_backends};
 

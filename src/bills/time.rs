@@ -78,6 +78,11 @@ pub(crate) fn to_utc(t: i64) -> DateTime<Utc> {
 }
 
 /// The billing period's name: the year and month it starts in (`2026-10`).
+/// The UTC day of `t`, as `2026-10-01`.
+pub(crate) fn day_name(t: i64) -> String {
+    to_utc(t).format("%Y-%m-%d").to_string()
+}
+
 pub(crate) fn period_name(start: i64) -> String {
     let d = to_utc(start);
     format!("{:04}-{:02}", d.year(), d.month())

@@ -439,22 +439,13 @@ pub(super) fn run_budgets(config: &Config, json: bool) -> Result<ExitCode, CliEr
             let thresholds: Vec<String> = b
                 .thresholds
                 .iter()
-                .map(|t| {
-                    let on = match t.on {
-                        crate::config::ThresholdOn::Actual => "actual",
-                        crate::config::ThresholdOn::Forecast => "forecast",
-                    };
-                    format!("{}% {on}: {}", t.percent, t.state)
-                })
+                .map(|t| format!("{}% {}: {}", t.percent, t.on.as_str(), t.state))
                 .collect();
             vec![
                 b.name.clone(),
                 b.period.clone().unwrap_or_else(|| "-".into()),
                 b.complete_to.map_or_else(|| "-".into(), |d| d.to_string()),
-                match b.basis {
-                    crate::config::CostBasis::Effective => "effective".into(),
-                    crate::config::CostBasis::Billed => "billed".into(),
-                },
+                b.basis.as_str().to_owned(),
                 money(b.amount),
                 figure(b.actual),
                 pct(b.actual_percent),

@@ -24,12 +24,32 @@ pub enum CostBasis {
     Billed,
 }
 
+impl CostBasis {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Effective => "effective",
+            Self::Billed => "billed",
+        }
+    }
+}
+
 /// What a threshold compares against the amount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ThresholdOn {
     Actual,
     Forecast,
+}
+
+impl ThresholdOn {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Actual => "actual",
+            Self::Forecast => "forecast",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -480,7 +480,7 @@ fn validate_lambda(
     c: &mut Checker,
 ) -> LambdaSourceConfig {
     let mut problems = Problems::new("providers.lambda");
-    let provider = raw.config(retry.clone(), &mut problems);
+    let provider = lambda::config(raw, retry.clone(), &mut problems);
     c.absorb(problems);
     LambdaSourceConfig {
         enabled: raw.enabled.unwrap_or(true),
@@ -496,7 +496,7 @@ fn validate_runpod(
     c: &mut Checker,
 ) -> RunpodSourceConfig {
     let mut problems = Problems::new("providers.runpod");
-    let provider = raw.config(retry.clone(), &mut problems);
+    let provider = runpod::config(raw, retry.clone(), &mut problems);
     c.absorb(problems);
     RunpodSourceConfig {
         // Off unless asked for: the terms restrict automated collection.
@@ -509,7 +509,7 @@ fn validate_runpod(
 #[cfg(feature = "vast")]
 fn validate_vast(raw: &VastSection, retry: &RetryPolicy, c: &mut Checker) -> VastSourceConfig {
     let mut problems = Problems::new("providers.vast");
-    let provider = raw.config(retry.clone(), &mut problems);
+    let provider = vast::config(raw, retry.clone(), &mut problems);
     c.absorb(problems);
     VastSourceConfig {
         enabled: raw.enabled.unwrap_or(false),

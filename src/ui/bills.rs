@@ -20,6 +20,7 @@ use crate::api::params::Params;
 use crate::api::{ApiError, AppState, read};
 use crate::bills::allocation;
 use crate::bills::query::{self, MAX_DAYS};
+use crate::bills::time::day_name as date;
 use crate::bills::{UNALLOCATED, UsageKind};
 use crate::budgets::{self, BudgetStatus};
 use crate::store::bills::{BillQuery, Bucket};
@@ -34,12 +35,6 @@ struct Window {
     since: i64,
     until: i64,
     by: Bucket,
-}
-
-fn date(t: i64) -> String {
-    DateTime::<Utc>::from_timestamp(t, 0)
-        .map(|d| d.format("%Y-%m-%d").to_string())
-        .unwrap_or_default()
 }
 
 fn window(p: &Params, complete_to: Option<i64>) -> Result<Window, ApiError> {
@@ -66,23 +61,29 @@ fn window(p: &Params, complete_to: Option<i64>) -> Result<Window, ApiError> {
             )
         }
     };
-    let since = match p.one("since")? {
-        Some(t) => query::parse_time("since", &t)?,
-        None => default_since,
-    };
+    // The query's own rules bound the window, as the API's answers are.
+    let since = p.one("since")?;
     let until = match p.one("until")? {
-        Some(t) => query::parse_time("until", &t)?,
-        None => default_until.max(since + DAY),
+        Some(t) => t,
+        None => {
+            let from = match since.as_deref() {
+                Some(t) => query::parse_time("since", t)?,
+                None => default_since,
+            };
+            DateTime::<Utc>::from_timestamp(default_until.max(from + DAY), 0)
+                .unwrap_or_default()
+                .to_rfc3339()
+        }
     };
-    if since >= until {
-        return Err(ApiError::bad_parameter("since", "must be before until"));
-    }
-    if until - since > MAX_DAYS * DAY {
-        return Err(ApiError::bad_parameter(
-            "since",
-            format!("the window is longer than {MAX_DAYS} days; narrow it"),
-        ));
-    }
+    let (since, until) = query::window(
+        &query::Params {
+            since: Some(since.unwrap_or_else(|| date(default_since))),
+            until: Some(until),
+            ..query::Params::default()
+        },
+        Utc::now(),
+        MAX_DAYS,
+    )?;
     Ok(Window { since, until, by })
 }
 
@@ -448,7 +449,7 @@ fn budgets_table(statuses: &[BudgetStatus]) -> maud::Markup {
                             td {
                                 @for t in &b.thresholds {
                                     span class={ "badge " @if t.state == "crossed" { "stale" } @else { "ok" } } {
-                                        (format!("{}% {}", t.percent, match t.on { crate::config::ThresholdOn::Actual => "actual", crate::config::ThresholdOn::Forecast => "forecast" }))
+                                        (format!("{}% {}", t.percent, t.on.as_str()))
                                     }
                                     " "
                                 }

@@ -46,8 +46,8 @@ fn cheapest(records: &[CatalogRecord]) -> Cheapest {
 struct BillSource {
     name: String,
     provider: &'static str,
-    newest_day: Option<i64>,
-    loaded_at: Option<String>,
+    newest_day: Option<chrono::DateTime<Utc>>,
+    loaded_at: Option<chrono::DateTime<Utc>>,
 }
 
 /// One source's freshness row.
@@ -115,8 +115,10 @@ pub async fn page(State(state): State<Arc<AppState>>) -> Result<Response, PageEr
             .map(|s| BillSource {
                 name: s.name.clone(),
                 provider: s.provider.as_str(),
-                newest_day: spans.get(&s.name).map(|(_, hi)| *hi),
-                loaded_at: loaded.get(&s.name).cloned(),
+                newest_day: spans
+                    .get(&s.name)
+                    .and_then(|(_, hi)| chrono::DateTime::<Utc>::from_timestamp(*hi, 0)),
+                loaded_at: loaded.get(&s.name).and_then(|t| t.parse().ok()),
             })
             .collect();
         Ok((now, day, week, (sources, fresh.now, statuses, bills)))
@@ -173,12 +175,8 @@ pub async fn page(State(state): State<Arc<AppState>>) -> Result<Response, PageEr
                             td { a href="/ui/spend" { (b.name) } }
                             td { (b.period.clone().unwrap_or_else(|| "—".into())) }
                             td { @if let Some(d) = b.complete_to { (d) } @else { span.missing title=[b.waiting.clone()] { "—" } } }
-                            td.num class=[b.actual_percent.filter(|p| *p >= 100.0).map(|_| "up")] {
-                                (b.actual_percent.map_or("—".to_owned(), |p| format!("{p:.1}%")))
-                            }
-                            td.num class=[b.forecast_percent.filter(|p| *p >= 100.0).map(|_| "up")] {
-                                (b.forecast_percent.map_or("—".to_owned(), |p| format!("{p:.1}%")))
-                            }
+                            (percent_cell(b.actual_percent))
+                            (percent_cell(b.forecast_percent))
                         }
                     }
                 }
@@ -192,14 +190,9 @@ pub async fn page(State(state): State<Arc<AppState>>) -> Result<Response, PageEr
                     @for b in &bills {
                         tr {
                             td { (b.name) } td { (b.provider) }
-                            td { @if let Some(d) = b.newest_day.and_then(|d| chrono::DateTime::<Utc>::from_timestamp(d, 0)) { (d.format("%Y-%m-%d")) } @else { "nothing loaded" } }
-                            td { @if let Some(d) = b.newest_day.and_then(|d| chrono::DateTime::<Utc>::from_timestamp(d, 0)) { (age(at, d)) } @else { "—" } }
-                            td {
-                                @match b.loaded_at.as_deref().and_then(|t| t.parse::<chrono::DateTime<Utc>>().ok()) {
-                                    Some(t) => (t.format("%Y-%m-%d %H:%M UTC")),
-                                    None => "never",
-                                }
-                            }
+                            td { @if let Some(d) = b.newest_day { (d.format("%Y-%m-%d")) } @else { "nothing loaded" } }
+                            td { @if let Some(d) = b.newest_day { (age(at, d)) } @else { "—" } }
+                            td { @if let Some(t) = b.loaded_at { (t.format("%Y-%m-%d %H:%M UTC")) } @else { "never" } }
                         }
                     }
                 }
@@ -216,6 +209,15 @@ pub async fn page(State(state): State<Arc<AppState>>) -> Result<Response, PageEr
         }
     };
     Ok(layout("Overview", "/", &body))
+}
+
+/// A budget's percent, marked when it is over the amount.
+fn percent_cell(percent: Option<f64>) -> Markup {
+    html! {
+        td.num class=[percent.filter(|p| *p >= 100.0).map(|_| "up")] {
+            (percent.map_or("—".to_owned(), |p| format!("{p:.1}%")))
+        }
+    }
 }
 
 fn card_row(
