@@ -31,6 +31,14 @@ pub enum ProviderError {
         url: String,
         detail: String,
     },
+    /// A gRPC call's non-OK status (`code` as gRPC spells it, `UNAVAILABLE`).
+    #[error("{provider}: {url} answered gRPC {code}: {message}")]
+    Grpc {
+        provider: String,
+        url: String,
+        code: String,
+        message: String,
+    },
     #[error("{provider}: cannot decode {location}: {detail}")]
     Decode {
         provider: String,
@@ -75,6 +83,10 @@ impl ProviderError {
         match self {
             Self::RateLimited { .. } | Self::Transport { .. } => true,
             Self::Http { status, .. } => *status >= 500,
+            Self::Grpc { code, .. } => matches!(
+                code.as_str(),
+                "UNAVAILABLE" | "RESOURCE_EXHAUSTED" | "DEADLINE_EXCEEDED" | "ABORTED" | "CANCELLED"
+            ),
             Self::Auth { .. }
             | Self::Decode { .. }
             | Self::Io { .. }

@@ -23,6 +23,8 @@ pub mod http;
 pub mod json;
 #[cfg(feature = "lambda")]
 pub mod lambda;
+#[cfg(feature = "nebius")]
+pub mod nebius;
 #[cfg(feature = "oci")]
 pub mod oci;
 #[cfg(feature = "runpod")]

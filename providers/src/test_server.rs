@@ -4,6 +4,8 @@
 #[cfg(feature = "alibaba")]
 pub mod alibaba;
 pub mod aws;
+#[cfg(feature = "nebius")]
+pub mod nebius;
 #[cfg(feature = "tencent")]
 pub mod tencent;
 
