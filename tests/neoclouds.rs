@@ -1,10 +1,12 @@
-//! `gpuplan sync` against local stand-ins of RunPod's GraphQL API and
-//! Vast.ai's bundles search, then `gpuplan prices --json` on what was stored:
-//! pod sizes and prepaid terms, marketplace medians, form factors, and the
+//! `gpuplan sync` against local stand-ins of RunPod's GraphQL API,
+//! Vast.ai's bundles search and Nebius's gRPC services, then `gpuplan
+//! prices --json` on what was stored: pod sizes and prepaid terms,
+//! marketplace medians, preemptible observations, form factors, and the
 //! requests one sync makes.
 
 use std::process::{Command, Output};
 
+use gpuplan_providers::test_server::nebius::{Market, NebiusStandIn};
 use gpuplan_providers::test_server::{self, FixtureServer, Seen};
 use serde_json::{Value, json};
 
@@ -53,16 +55,20 @@ async fn neoclouds() -> FixtureServer {
     .await
 }
 
-fn run(dir: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-        .arg("--config")
+fn command(dir: &std::path::Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
+    c.arg("--config")
         .arg(dir.join("gpuplan.toml"))
         .args(args)
         .env("RUST_LOG", "warn")
         .env_remove("GPUPLAN_RUNPOD_API_KEY")
         .env_remove("GPUPLAN_VAST_API_KEY")
-        .output()
-        .unwrap()
+        .env_remove("GPUPLAN_NEBIUS_CREDENTIALS");
+    c
+}
+
+fn run(dir: &std::path::Path, args: &[&str]) -> Output {
+    command(dir, args).output().unwrap()
 }
 
 fn json_of(out: &Output) -> Value {
@@ -151,4 +157,103 @@ async fn runpod_and_vast_fill_the_catalog_when_enabled() {
             .all(|r| r["gpu_form_factor"] == "sxm")
     );
     assert_eq!(sxm.as_array().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nebius_prices_presets_over_grpc_and_keeps_them_through_a_bad_sync() {
+    let stand_in = NebiusStandIn::start(Market::sample(), 3600).await;
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = dir.path().join("nebius.json");
+    std::fs::write(&credentials, &stand_in.credentials_json).unwrap();
+    std::fs::write(
+        dir.path().join("gpuplan.toml"),
+        format!(
+            "[store]\npath = \"{}\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n{}",
+            dir.path().join("catalog.db").display(),
+            stand_in.config_toml(&credentials.display().to_string())
+        ),
+    )
+    .unwrap();
+    let d = dir.path().to_path_buf();
+    let (sync, prices) = tokio::task::spawn_blocking(move || {
+        let sync = json_of(&run(&d, &["sync", "--json"]));
+        let prices = json_of(&run(&d, &["prices", "--provider", "nebius", "--json"]));
+        (sync, prices)
+    })
+    .await
+    .unwrap();
+    println!(
+        "one sync: {} token exchange(s), {} gRPC calls",
+        stand_in.exchanges(),
+        stand_in.calls()
+    );
+    assert_eq!((stand_in.exchanges(), stand_in.calls()), (1, 5), "{sync}");
+    let prices = prices.as_array().unwrap();
+    let find = |region: &str, kind: &str| {
+        prices
+            .iter()
+            .find(|r| {
+                r["instance_type"] == "gpu-h100-sxm_8gpu-128vcpu-1600gb"
+                    && r["region"] == region
+                    && r["price_kind"] == kind
+            })
+            .unwrap_or_else(|| panic!("{region} {kind} in {prices:?}"))
+    };
+    let od = find("eu-north1", "on_demand");
+    assert_eq!(od["usd_per_hour"], 23.6);
+    assert_eq!(od["usd_per_gpu_hour"], 2.95);
+    assert_eq!(od["gpu_form_factor"], "sxm");
+    assert_eq!(od["gpu_model"], "H100-80GB");
+    assert_eq!(
+        (od["vcpus"].as_u64(), od["memory_gib"].as_f64()),
+        (Some(128), Some(1600.0))
+    );
+    assert!(od["zone"].is_null() && od["observed_at"].is_null());
+    let spot = find("us-central1", "spot");
+    assert_eq!(spot["usd_per_hour"], 10.0);
+    assert_eq!(spot["zone"], "us-central1");
+    assert!(spot["observed_at"].is_string());
+    assert!(
+        !prices.iter().any(
+            |r| r["instance_type"] == "gpu-l40s-a_1gpu-8vcpu-32gb" && r["price_kind"] == "spot"
+        )
+    );
+    let before = prices.len();
+    assert_eq!(before, 5 + 4);
+
+    // A price the adapter cannot read fails the sync; the stored catalog stays.
+    let mut bad = Market::sample();
+    bad.costs.get_mut("gpu-l40s-a_1gpu-8vcpu-32gb").unwrap().0 = "1,5".to_owned();
+    stand_in.set_market(bad);
+    let d = dir.path().to_path_buf();
+    let (failed, after) = tokio::task::spawn_blocking(move || {
+        let failed = run(&d, &["sync"]);
+        let after = json_of(&run(&d, &["prices", "--provider", "nebius", "--json"]));
+        (failed, after)
+    })
+    .await
+    .unwrap();
+    assert_eq!(failed.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&failed.stdout).to_string()
+        + &String::from_utf8_lossy(&failed.stderr);
+    assert!(
+        err.contains("gpu-l40s-a_1gpu-8vcpu-32gb on-demand"),
+        "{err}"
+    );
+    assert_eq!(after.as_array().unwrap().len(), before);
+
+    // The environment's credentials file wins over the config's.
+    let d = dir.path().to_path_buf();
+    let env_wins = tokio::task::spawn_blocking(move || {
+        command(&d, &["sync"])
+            .env("GPUPLAN_NEBIUS_CREDENTIALS", d.join("missing.json"))
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(env_wins.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&env_wins.stdout).to_string()
+        + &String::from_utf8_lossy(&env_wins.stderr);
+    assert!(err.contains("missing.json"), "{err}");
 }

@@ -85,7 +85,11 @@ impl ProviderError {
             Self::Http { status, .. } => *status >= 500,
             Self::Grpc { code, .. } => matches!(
                 code.as_str(),
-                "UNAVAILABLE" | "RESOURCE_EXHAUSTED" | "DEADLINE_EXCEEDED" | "ABORTED" | "CANCELLED"
+                "UNAVAILABLE"
+                    | "RESOURCE_EXHAUSTED"
+                    | "DEADLINE_EXCEEDED"
+                    | "ABORTED"
+                    | "CANCELLED"
             ),
             Self::Auth { .. }
             | Self::Decode { .. }

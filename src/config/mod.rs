@@ -55,6 +55,8 @@ pub use sources::FileSourceConfig;
 pub use sources::GcpSourceConfig;
 #[cfg(feature = "lambda")]
 pub use sources::LambdaSourceConfig;
+#[cfg(feature = "nebius")]
+pub use sources::NebiusSourceConfig;
 #[cfg(feature = "oci")]
 pub use sources::OciSourceConfig;
 #[cfg(feature = "runpod")]
@@ -196,6 +198,10 @@ impl Config {
         #[cfg(feature = "vast")]
         if let Some(vast) = p.vast.as_ref().filter(|v| v.enabled) {
             out.push(("vast".to_owned(), &vast.schedule));
+        }
+        #[cfg(feature = "nebius")]
+        if let Some(n) = p.nebius.as_ref().filter(|n| n.enabled) {
+            out.push(("nebius".to_owned(), &n.schedule));
         }
         #[cfg(feature = "alibaba")]
         if let Some(alibaba) = p.alibaba.as_ref().filter(|a| a.enabled) {

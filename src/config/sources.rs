@@ -14,6 +14,8 @@ use gpuplan_providers::gcp::{self, GcpConfig};
 use gpuplan_providers::http::RetryPolicy;
 #[cfg(feature = "lambda")]
 use gpuplan_providers::lambda::{self, LambdaConfig};
+#[cfg(feature = "nebius")]
+use gpuplan_providers::nebius::{self, NebiusConfig};
 #[cfg(feature = "oci")]
 use gpuplan_providers::oci::OciConfig;
 #[cfg(feature = "runpod")]
@@ -69,6 +71,10 @@ pub struct ProvidersConfig {
     /// Off unless `[providers.vast] enabled = true`, for the same reason.
     #[cfg(feature = "vast")]
     pub vast: Option<VastSourceConfig>,
+    /// `None` when the config has no `[providers.nebius]` (it needs a
+    /// service account and the projects to price).
+    #[cfg(feature = "nebius")]
+    pub nebius: Option<NebiusSourceConfig>,
     /// Oracle's public price list: on unless `enabled = false`.
     #[cfg(feature = "oci")]
     pub oci: OciSourceConfig,
@@ -129,6 +135,15 @@ pub struct RunpodSourceConfig {
     pub enabled: bool,
     pub schedule: Schedule,
     pub provider: RunpodConfig,
+}
+
+#[cfg(feature = "nebius")]
+/// Nebius; its credentials file is named by the environment when it is built.
+#[derive(Debug, Clone)]
+pub struct NebiusSourceConfig {
+    pub enabled: bool,
+    pub schedule: Schedule,
+    pub provider: NebiusConfig,
 }
 
 #[cfg(feature = "vast")]
@@ -196,6 +211,7 @@ pub(super) struct RawProviders {
     lambda: Option<LambdaSection>,
     runpod: Option<RunpodSection>,
     vast: Option<VastSection>,
+    nebius: Option<NebiusSection>,
     #[serde(default)]
     oci: OciSection,
     alibaba: Option<AlibabaSection>,
@@ -230,6 +246,10 @@ type RunpodSection = toml::Table;
 type VastSection = gpuplan_providers::vast::Section;
 #[cfg(not(feature = "vast"))]
 type VastSection = toml::Table;
+#[cfg(feature = "nebius")]
+type NebiusSection = gpuplan_providers::nebius::Section;
+#[cfg(not(feature = "nebius"))]
+type NebiusSection = toml::Table;
 #[cfg(feature = "oci")]
 type OciSection = gpuplan_providers::oci::Section;
 #[cfg(not(feature = "oci"))]
@@ -316,6 +336,13 @@ pub(super) fn validate(
         raw.vast.is_some(),
         raw.vast.as_ref().and_then(off).or(Some(false)),
     );
+    #[cfg(not(feature = "nebius"))]
+    unbuilt(
+        c,
+        "nebius",
+        raw.nebius.is_some(),
+        raw.nebius.as_ref().and_then(off),
+    );
     #[cfg(not(feature = "runpod"))]
     unbuilt(
         c,
@@ -349,7 +376,8 @@ pub(super) fn validate(
         feature = "tencent",
         feature = "file",
         feature = "runpod",
-        feature = "vast"
+        feature = "vast",
+        feature = "nebius"
     ))]
     let _ = (unbuilt, off);
     // A build with few providers may use neither.
@@ -367,6 +395,8 @@ pub(super) fn validate(
         runpod: raw.runpod.as_ref().map(|r| validate_runpod(r, retry, c)),
         #[cfg(feature = "vast")]
         vast: raw.vast.as_ref().map(|v| validate_vast(v, retry, c)),
+        #[cfg(feature = "nebius")]
+        nebius: raw.nebius.as_ref().map(|n| validate_nebius(n, retry, c)),
         #[cfg(feature = "oci")]
         oci: validate_oci(&raw.oci, retry, c),
         #[cfg(feature = "alibaba")]
@@ -522,6 +552,22 @@ fn validate_vast(raw: &VastSection, retry: &RetryPolicy, c: &mut Checker) -> Vas
     }
 }
 
+#[cfg(feature = "nebius")]
+fn validate_nebius(
+    raw: &NebiusSection,
+    retry: &RetryPolicy,
+    c: &mut Checker,
+) -> NebiusSourceConfig {
+    let mut problems = Problems::new("providers.nebius");
+    let provider = nebius::config(raw, retry.clone(), &mut problems);
+    c.absorb(problems);
+    NebiusSourceConfig {
+        enabled: raw.enabled.unwrap_or(true),
+        provider,
+        schedule: c.schedule("providers.nebius.schedule", raw.schedule.as_deref()),
+    }
+}
+
 #[cfg(feature = "file")]
 fn validate_files(
     raw: BTreeMap<String, FileSection>,
@@ -639,6 +685,15 @@ impl ProvidersConfig {
             let keyed = VastConfig {
                 api_key: Secret::from_env(vast::API_KEY_ENV),
                 ..v.provider.clone()
+            };
+            out.push(Box::new(keyed.build()?));
+        }
+        #[cfg(feature = "nebius")]
+        if let Some(n) = self.nebius.as_ref().filter(|n| n.enabled) {
+            let keyed = NebiusConfig {
+                credentials_file: nebius::credentials_from_env()
+                    .or_else(|| n.provider.credentials_file.clone()),
+                ..n.provider.clone()
             };
             out.push(Box::new(keyed.build()?));
         }

@@ -672,6 +672,43 @@ fn runpod_is_off_unless_enabled_and_its_section_is_checked() {
 }
 
 #[test]
+fn nebius_needs_its_projects_and_is_on_when_its_section_exists() {
+    let config = Config::parse(
+        "[providers.nebius]\nprojects = { eu-north1 = \"project-e00a\" }\ncredentials_file = \"/etc/nebius.json\"\n",
+        Path::new(""),
+    )
+    .unwrap();
+    assert!(config.enabled_sources().iter().any(|(n, _)| n == "nebius"));
+    assert!(
+        !Config::parse("", Path::new(""))
+            .unwrap()
+            .enabled_sources()
+            .iter()
+            .any(|(n, _)| n == "nebius")
+    );
+    let errors = errors_of(
+        "[providers.nebius]\nprojects = { \"EU\" = \"p\", eu-west1 = \"\" }\ncalculator_endpoint = \"calc:443\"\nschedule = \"often\"\nregion = \"x\"\n",
+    )
+    .join("\n");
+    assert_named(&errors, &["providers.nebius", "region"]);
+    let errors = errors_of(
+        "[providers.nebius]\nprojects = { \"EU\" = \"p\", eu-west1 = \"\" }\ncalculator_endpoint = \"calc:443\"\nschedule = \"often\"\n",
+    )
+    .join("\n");
+    assert_named(
+        &errors,
+        &[
+            "providers.nebius.projects.EU",
+            "providers.nebius.projects.eu-west1",
+            "providers.nebius.calculator_endpoint",
+            "providers.nebius.schedule",
+        ],
+    );
+    let errors = errors_of("[providers.nebius]\n").join("\n");
+    assert_named(&errors, &["providers.nebius.projects"]);
+}
+
+#[test]
 fn vast_is_off_unless_enabled_and_syncs_every_ten_minutes_by_default() {
     let config = Config::parse("[providers.vast]\n", Path::new("")).unwrap();
     assert!(!config.enabled_sources().iter().any(|(n, _)| n == "vast"));

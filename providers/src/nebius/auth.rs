@@ -105,7 +105,7 @@ impl Credentials {
             Ok(PrivateKeyDer::Pkcs1(der)) => RsaKeyPair::from_der(der.secret_pkcs1_der()),
             Ok(_) => {
                 return Err(bad(
-                    "`subject-credentials.private-key` is not an RSA key".to_owned(),
+                    "`subject-credentials.private-key` is not an RSA key".to_owned()
                 ));
             }
             Err(_) => {

@@ -53,7 +53,8 @@ const MAX_PAGES: usize = 50;
 /// Instance specs priced per calculator request.
 const SPECS_PER_ESTIMATE: usize = 50;
 /// The calculator's type URL of the spec it prices.
-const CREATE_INSTANCE_TYPE_URL: &str = "type.googleapis.com/nebius.compute.v1.CreateInstanceRequest";
+const CREATE_INSTANCE_TYPE_URL: &str =
+    "type.googleapis.com/nebius.compute.v1.CreateInstanceRequest";
 
 #[derive(Debug, Clone)]
 pub struct NebiusConfig {
@@ -264,7 +265,8 @@ impl NebiusProvider {
             "{}/nebius.billing.v1.CalculatorService/EstimateBatch",
             self.config.calculator_endpoint.trim_end_matches('/')
         );
-        let client = billing::calculator_service_client::CalculatorServiceClient::new(channel.clone());
+        let client =
+            billing::calculator_service_client::CalculatorServiceClient::new(channel.clone());
         let mut out = Vec::with_capacity(specs.len());
         for chunk in specs.chunks(SPECS_PER_ESTIMATE) {
             let request = billing::EstimateBatchRequest {
@@ -303,7 +305,11 @@ struct Spec {
 impl Spec {
     /// The name the spec carries, which the answer's metadata echoes.
     fn key(&self) -> String {
-        let kind = if self.preemptible { "preemptible" } else { "on-demand" };
+        let kind = if self.preemptible {
+            "preemptible"
+        } else {
+            "on-demand"
+        };
         format!("{}_{} {kind}", self.platform, self.preset)
     }
 
@@ -337,7 +343,10 @@ impl Spec {
 
 /// The hourly cost of each spec of `specs` in `answer`: one hourly cost per
 /// spec, in order, in USD; anything else fails the sync.
-fn hourly_costs(answer: &billing::EstimateBatchResponse, specs: &[Spec]) -> Result<Vec<f64>, String> {
+fn hourly_costs(
+    answer: &billing::EstimateBatchResponse,
+    specs: &[Spec],
+) -> Result<Vec<f64>, String> {
     if !answer.currency.is_empty() && !answer.currency.eq_ignore_ascii_case("usd") {
         return Err(format!(
             "the estimate is in `{}`, not the USD asked for",
@@ -379,7 +388,8 @@ fn hourly_costs(answer: &billing::EstimateBatchResponse, specs: &[Spec]) -> Resu
             let text = breakdown
                 .map(|b| b.cost.as_str())
                 .ok_or_else(|| format!("the cost of `{key}` has no total"))?;
-            decimal(text).ok_or_else(|| format!("the cost of `{key}` is `{text}`, not a decimal amount"))
+            decimal(text)
+                .ok_or_else(|| format!("the cost of `{key}` is `{text}`, not a decimal amount"))
         })
         .collect()
 }
@@ -388,10 +398,16 @@ fn hourly_costs(answer: &billing::EstimateBatchResponse, specs: &[Spec]) -> Resu
 fn decimal(text: &str) -> Option<f64> {
     let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
     let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty() || !digits(whole) || !digits(fraction) || (text.contains('.') && fraction.is_empty()) {
+    if whole.is_empty()
+        || !digits(whole)
+        || !digits(fraction)
+        || (text.contains('.') && fraction.is_empty())
+    {
         return None;
     }
-    text.parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0)
+    text.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0)
 }
 
 fn decode(url: &str, detail: String) -> ProviderError {
@@ -453,12 +469,21 @@ fn offers(platforms: &[compute::Platform], snap: &mut Snapshot) -> Result<Offers
             return Err(format!("platform `{name}` has no `spec`"));
         };
         // `gpu-h100-sxm`: the GPU is the word after `gpu`.
-        let gpu_word = name.strip_prefix("gpu-").and_then(|rest| rest.split('-').next());
-        let preemptible = p.status.as_ref().is_some_and(|s| s.allowed_for_preemptibles);
-        let memory_hint = (spec.gpu_memory_gigabytes > 0).then(|| f64::from(spec.gpu_memory_gigabytes));
+        let gpu_word = name
+            .strip_prefix("gpu-")
+            .and_then(|rest| rest.split('-').next());
+        let preemptible = p
+            .status
+            .as_ref()
+            .is_some_and(|s| s.allowed_for_preemptibles);
+        let memory_hint =
+            (spec.gpu_memory_gigabytes > 0).then(|| f64::from(spec.gpu_memory_gigabytes));
         for preset in &spec.presets {
             let Some(r) = preset.resources.as_ref() else {
-                return Err(format!("preset `{}` of `{name}` has no `resources`", preset.name));
+                return Err(format!(
+                    "preset `{}` of `{name}` has no `resources`",
+                    preset.name
+                ));
             };
             let (Some(word), Ok(gpus @ 1..)) = (gpu_word, u32::try_from(r.gpu_count)) else {
                 snap.skip("no_gpu");
@@ -469,7 +494,11 @@ fn offers(platforms: &[compute::Platform], snap: &mut Snapshot) -> Result<Offers
             }
             let model = gpu::normalize(word, memory_hint);
             if !model.known {
-                tracing::warn!(provider = PROVIDER, platform = name, "GPU model is not in the normalization table; keeping it as written.");
+                tracing::warn!(
+                    provider = PROVIDER,
+                    platform = name,
+                    "GPU model is not in the normalization table; keeping it as written."
+                );
             }
             let form = gpu::form_factor(&model.name, name);
             out.types.push(InstanceType {
@@ -518,7 +547,10 @@ impl Provider for NebiusProvider {
             let platforms = self.platforms(&credentials, &compute, project).await?;
             let offers = offers(&platforms, &mut snap).map_err(|detail| {
                 decode(
-                    &format!("{}/nebius.compute.v1.PlatformService/List", self.config.compute_endpoint),
+                    &format!(
+                        "{}/nebius.compute.v1.PlatformService/List",
+                        self.config.compute_endpoint
+                    ),
                     format!("project {project} ({region}): {detail}"),
                 )
             })?;
@@ -585,7 +617,11 @@ pub struct Section {
 
 /// The provider's config from its section, without its credentials, with
 /// each problem noted in `p`.
-pub fn config(section: &Section, retry: RetryPolicy, p: &mut crate::config::Problems) -> NebiusConfig {
+pub fn config(
+    section: &Section,
+    retry: RetryPolicy,
+    p: &mut crate::config::Problems,
+) -> NebiusConfig {
     let projects = section.projects.clone().unwrap_or_default();
     if projects.is_empty() {
         p.fail(
@@ -613,7 +649,11 @@ pub fn config(section: &Section, retry: RetryPolicy, p: &mut crate::config::Prob
     }
     NebiusConfig {
         projects,
-        auth_endpoint: p.endpoint("auth_endpoint", section.auth_endpoint.clone(), DEFAULT_AUTH_ENDPOINT),
+        auth_endpoint: p.endpoint(
+            "auth_endpoint",
+            section.auth_endpoint.clone(),
+            DEFAULT_AUTH_ENDPOINT,
+        ),
         compute_endpoint: p.endpoint(
             "compute_endpoint",
             section.compute_endpoint.clone(),

@@ -18,7 +18,8 @@ struct Setup {
 async fn setup(market: Market, expires_in: u64) -> Setup {
     let stand_in = NebiusStandIn::start(market, expires_in).await;
     let mut file = tempfile::NamedTempFile::new().unwrap();
-    file.write_all(stand_in.credentials_json.as_bytes()).unwrap();
+    file.write_all(stand_in.credentials_json.as_bytes())
+        .unwrap();
     let provider = NebiusProvider::new(config_for(&stand_in, Some(file.path().into()))).unwrap();
     Setup {
         stand_in,
@@ -137,7 +138,11 @@ async fn keeps_its_token_and_exchanges_a_new_one_when_the_server_expires_it() {
 
     s.stand_in.expire_tokens();
     s.provider.fetch(&FetchContext::default()).await.unwrap();
-    assert_eq!(s.stand_in.exchanges(), 2, "an expired token is exchanged anew");
+    assert_eq!(
+        s.stand_in.exchanges(),
+        2,
+        "an expired token is exchanged anew"
+    );
 }
 
 #[tokio::test]
@@ -157,31 +162,54 @@ async fn a_token_refused_twice_is_an_auth_error_without_the_token() {
         tonic::Status::unauthenticated("token is expired"),
         tonic::Status::unauthenticated("token is expired"),
     ]);
-    let err = s.provider.fetch(&FetchContext::default()).await.unwrap_err();
+    let err = s
+        .provider
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
     assert!(matches!(err, ProviderError::Auth { .. }), "{err}");
     let text = err.to_string();
-    assert!(text.contains("UNAUTHENTICATED") && text.contains(CREDENTIALS_ENV), "{text}");
+    assert!(
+        text.contains("UNAUTHENTICATED") && text.contains(CREDENTIALS_ENV),
+        "{text}"
+    );
     assert!(!text.contains("nebius-token-"), "{text}");
     assert_eq!(s.stand_in.exchanges(), 2);
 
-    s.stand_in.fail_next([tonic::Status::permission_denied("no access to project")]);
-    let err = s.provider.fetch(&FetchContext::default()).await.unwrap_err();
+    s.stand_in
+        .fail_next([tonic::Status::permission_denied("no access to project")]);
+    let err = s
+        .provider
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
     assert!(matches!(err, ProviderError::Auth { .. }), "{err}");
 }
 
 #[tokio::test]
 async fn unavailable_is_retried_and_a_lasting_outage_fails_the_sync() {
     let s = setup(Market::sample(), 3600).await;
-    s.stand_in.fail_next([tonic::Status::unavailable("overloaded")]);
+    s.stand_in
+        .fail_next([tonic::Status::unavailable("overloaded")]);
     s.provider.fetch(&FetchContext::default()).await.unwrap();
 
-    s.stand_in.fail_next((0..3).map(|_| tonic::Status::unavailable("down")));
-    let err = s.provider.fetch(&FetchContext::default()).await.unwrap_err();
+    s.stand_in
+        .fail_next((0..3).map(|_| tonic::Status::unavailable("down")));
+    let err = s
+        .provider
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
     assert!(err.is_retryable(), "{err}");
     assert!(err.to_string().contains("UNAVAILABLE"), "{err}");
 
-    s.stand_in.fail_next([tonic::Status::invalid_argument("bad parent_id")]);
-    let err = s.provider.fetch(&FetchContext::default()).await.unwrap_err();
+    s.stand_in
+        .fail_next([tonic::Status::invalid_argument("bad parent_id")]);
+    let err = s
+        .provider
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
     assert!(!err.is_retryable(), "{err}");
     assert!(err.to_string().contains("PlatformService/List"), "{err}");
 }
@@ -190,12 +218,21 @@ async fn unavailable_is_retried_and_a_lasting_outage_fails_the_sync() {
 async fn a_cost_that_is_not_a_decimal_string_fails_the_sync_naming_the_preset() {
     for bad in ["", "12,5", "1e3", "-1.0", "NaN", "0.000"] {
         let mut market = Market::sample();
-        market.costs.get_mut("gpu-l40s-a_1gpu-8vcpu-32gb").unwrap().0 = bad.to_owned();
+        market
+            .costs
+            .get_mut("gpu-l40s-a_1gpu-8vcpu-32gb")
+            .unwrap()
+            .0 = bad.to_owned();
         let s = setup(market, 3600).await;
-        let err = s.provider.fetch(&FetchContext::default()).await.unwrap_err();
+        let err = s
+            .provider
+            .fetch(&FetchContext::default())
+            .await
+            .unwrap_err();
         assert!(matches!(err, ProviderError::Decode { .. }), "{bad}: {err}");
         assert!(
-            err.to_string().contains("gpu-l40s-a_1gpu-8vcpu-32gb on-demand"),
+            err.to_string()
+                .contains("gpu-l40s-a_1gpu-8vcpu-32gb on-demand"),
             "{bad}: {err}"
         );
     }
@@ -242,12 +279,16 @@ fn hourly(name: &str, cost: &str) -> billing::ResourceCost {
 
 #[test]
 fn estimates_that_do_not_match_their_specs_are_refused() {
-    let specs = [spec("gpu-h100-sxm", "1gpu", false), spec("gpu-h100-sxm", "1gpu", true)];
-    let answer = |costs: Vec<billing::ResourceCost>, currency: &str| billing::EstimateBatchResponse {
-        resource_costs: costs,
-        total_costs: Vec::new(),
-        currency: currency.to_owned(),
-    };
+    let specs = [
+        spec("gpu-h100-sxm", "1gpu", false),
+        spec("gpu-h100-sxm", "1gpu", true),
+    ];
+    let answer =
+        |costs: Vec<billing::ResourceCost>, currency: &str| billing::EstimateBatchResponse {
+            resource_costs: costs,
+            total_costs: Vec::new(),
+            currency: currency.to_owned(),
+        };
     let good = answer(
         vec![
             hourly("gpu-h100-sxm_1gpu on-demand", "3"),
@@ -261,7 +302,11 @@ fn estimates_that_do_not_match_their_specs_are_refused() {
     assert_eq!(hourly_costs(&unnamed, &specs), Ok(vec![3.0, 1.5]));
 
     let short = answer(vec![hourly("gpu-h100-sxm_1gpu on-demand", "3")], "usd");
-    assert!(hourly_costs(&short, &specs).unwrap_err().contains("1 hourly costs for 2"));
+    assert!(
+        hourly_costs(&short, &specs)
+            .unwrap_err()
+            .contains("1 hourly costs for 2")
+    );
     let swapped = answer(
         vec![
             hourly("gpu-h100-sxm_1gpu preemptible", "1.5"),
@@ -269,13 +314,21 @@ fn estimates_that_do_not_match_their_specs_are_refused() {
         ],
         "usd",
     );
-    assert!(hourly_costs(&swapped, &specs).unwrap_err().contains("answered as"));
+    assert!(
+        hourly_costs(&swapped, &specs)
+            .unwrap_err()
+            .contains("answered as")
+    );
     let euros = answer(vec![hourly("", "3"), hourly("", "1.5")], "eur");
     assert!(hourly_costs(&euros, &specs).unwrap_err().contains("`eur`"));
     let mut no_total = hourly("", "3");
     no_total.cost_type = None;
     let missing = answer(vec![no_total, hourly("", "1.5")], "usd");
-    assert!(hourly_costs(&missing, &specs).unwrap_err().contains("no total"));
+    assert!(
+        hourly_costs(&missing, &specs)
+            .unwrap_err()
+            .contains("no total")
+    );
 }
 
 #[tokio::test]
@@ -283,7 +336,11 @@ async fn a_platform_listing_that_loops_or_never_ends_fails_the_sync() {
     let mut market = Market::sample();
     market.stuck_page_token = true;
     let s = setup(market, 3600).await;
-    let err = s.provider.fetch(&FetchContext::default()).await.unwrap_err();
+    let err = s
+        .provider
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("came back twice"), "{err}");
 
     let mut market = Market::sample();
@@ -292,7 +349,11 @@ async fn a_platform_listing_that_loops_or_never_ends_fails_the_sync() {
     market.projects.insert("project-e00north".to_owned(), many);
     market.page_size = 1;
     let s = setup(market, 3600).await;
-    let err = s.provider.fetch(&FetchContext::default()).await.unwrap_err();
+    let err = s
+        .provider
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("more than 50 pages"), "{err}");
 }
 
@@ -305,14 +366,22 @@ async fn bad_credentials_are_named_and_never_quoted() {
 
     let cases = [
         ("{", "not a Nebius credentials file"),
-        (r#"{"subject-credentials": {"alg": "RS256", "private-key": "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleS1ieXRlcw==\n-----END PRIVATE KEY-----\n", "kid": "k", "iss": "a", "sub": "a"}}"#,
-         "not a usable RSA key"),
-        (r#"{"subject-credentials": {"alg": "RS256", "private-key": "nope", "kid": "k", "iss": "a", "sub": "a"}}"#,
-         "not a PEM private key"),
-        (r#"{"subject-credentials": {"alg": "ES256", "private-key": "", "kid": "k", "iss": "a", "sub": "a"}}"#,
-         "only RS256"),
-        (r#"{"subject-credentials": {"alg": "RS256", "private-key": "", "kid": " ", "iss": "a", "sub": "a"}}"#,
-         "`subject-credentials.kid` is empty"),
+        (
+            r#"{"subject-credentials": {"alg": "RS256", "private-key": "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleS1ieXRlcw==\n-----END PRIVATE KEY-----\n", "kid": "k", "iss": "a", "sub": "a"}}"#,
+            "not a usable RSA key",
+        ),
+        (
+            r#"{"subject-credentials": {"alg": "RS256", "private-key": "nope", "kid": "k", "iss": "a", "sub": "a"}}"#,
+            "not a PEM private key",
+        ),
+        (
+            r#"{"subject-credentials": {"alg": "ES256", "private-key": "", "kid": "k", "iss": "a", "sub": "a"}}"#,
+            "only RS256",
+        ),
+        (
+            r#"{"subject-credentials": {"alg": "RS256", "private-key": "", "kid": " ", "iss": "a", "sub": "a"}}"#,
+            "`subject-credentials.kid` is empty",
+        ),
     ];
     for (text, want) in cases {
         let mut file = tempfile::NamedTempFile::new().unwrap();
@@ -322,15 +391,24 @@ async fn bad_credentials_are_named_and_never_quoted() {
         let err = provider.fetch(&FetchContext::default()).await.unwrap_err();
         let shown = err.to_string();
         assert!(shown.contains(want), "{text}: {shown}");
-        assert!(shown.contains(&file.path().display().to_string()), "{shown}");
+        assert!(
+            shown.contains(&file.path().display().to_string()),
+            "{shown}"
+        );
         assert!(!shown.contains("c2VjcmV0"), "{shown}");
     }
-    let missing = NebiusProvider::new(config_for(&stand_in, Some("/nonexistent/creds.json".into())))
-        .unwrap()
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap_err();
-    assert!(missing.to_string().contains("/nonexistent/creds.json"), "{missing}");
+    let missing = NebiusProvider::new(config_for(
+        &stand_in,
+        Some("/nonexistent/creds.json".into()),
+    ))
+    .unwrap()
+    .fetch(&FetchContext::default())
+    .await
+    .unwrap_err();
+    assert!(
+        missing.to_string().contains("/nonexistent/creds.json"),
+        "{missing}"
+    );
     assert_eq!(stand_in.exchanges(), 0);
 }
 
@@ -341,11 +419,13 @@ async fn a_key_the_exchange_does_not_know_is_refused_with_its_reason() {
     let other = NebiusStandIn::start(Market::sample(), 3600).await;
     let mut file = tempfile::NamedTempFile::new().unwrap();
     file.write_all(other.credentials_json.as_bytes()).unwrap();
-    let provider =
-        NebiusProvider::new(config_for(&s.stand_in, Some(file.path().into()))).unwrap();
+    let provider = NebiusProvider::new(config_for(&s.stand_in, Some(file.path().into()))).unwrap();
     let err = provider.fetch(&FetchContext::default()).await.unwrap_err();
     assert!(matches!(err, ProviderError::Auth { .. }), "{err}");
-    assert!(err.to_string().contains("invalid_grant: bad signature"), "{err}");
+    assert!(
+        err.to_string().contains("invalid_grant: bad signature"),
+        "{err}"
+    );
     assert_eq!(s.stand_in.calls(), 0);
 }
 

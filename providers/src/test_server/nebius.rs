@@ -59,8 +59,16 @@ impl Market {
         projects.insert("project-u00central".to_owned(), platforms[..1].to_vec());
         let mut costs = BTreeMap::new();
         for (key, od, pre) in [
-            ("gpu-h100-sxm_1gpu-16vcpu-200gb", "2.950000000", "1.250000000"),
-            ("gpu-h100-sxm_8gpu-128vcpu-1600gb", "23.600000000", "10.000000000"),
+            (
+                "gpu-h100-sxm_1gpu-16vcpu-200gb",
+                "2.950000000",
+                "1.250000000",
+            ),
+            (
+                "gpu-h100-sxm_8gpu-128vcpu-1600gb",
+                "23.600000000",
+                "10.000000000",
+            ),
             ("gpu-l40s-a_1gpu-8vcpu-32gb", "1.5456", "0.9"),
             ("cpu-d3_4vcpu-16gb", "0.1", "0.05"),
         ] {
@@ -105,7 +113,14 @@ impl State {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .ok_or_else(|| Status::unauthenticated("no bearer token"))?;
-        if self.tokens.lock().unwrap().valid.iter().any(|t| t == bearer) {
+        if self
+            .tokens
+            .lock()
+            .unwrap()
+            .valid
+            .iter()
+            .any(|t| t == bearer)
+        {
             Ok(())
         } else {
             Err(Status::unauthenticated("token is expired or unknown"))
@@ -120,7 +135,10 @@ impl State {
             .map(|(k, v)| (k, unescape(v)))
             .collect();
         let want = [
-            ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange"),
+            (
+                "grant_type",
+                "urn:ietf:params:oauth:grant-type:token-exchange",
+            ),
             ("subject_token_type", "urn:ietf:params:oauth:token-type:jwt"),
             (
                 "requested_token_type",
@@ -153,7 +171,9 @@ impl State {
         {
             return Err(format!("unexpected claims {claims_doc}"));
         }
-        let signature = URL_SAFE_NO_PAD.decode(signature).map_err(|e| e.to_string())?;
+        let signature = URL_SAFE_NO_PAD
+            .decode(signature)
+            .map_err(|e| e.to_string())?;
         UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, &self.public_key)
             .verify(format!("{header}.{claims}").as_bytes(), &signature)
             .map_err(|_| "bad signature".to_owned())?;
@@ -204,7 +224,10 @@ impl compute::platform_service_server::PlatformService for Service {
         let r = request.into_inner();
         let market = self.0.market.lock().unwrap().clone();
         let Some(all) = market.projects.get(&r.parent_id) else {
-            return Err(Status::not_found(format!("project {} not found", r.parent_id)));
+            return Err(Status::not_found(format!(
+                "project {} not found",
+                r.parent_id
+            )));
         };
         let start: usize = if r.page_token.is_empty() {
             0
@@ -296,9 +319,14 @@ impl billing::calculator_service_server::CalculatorService for Service {
         let market = self.0.market.lock().unwrap().clone();
         let mut costs = Vec::new();
         for spec in r.resource_specs {
-            let any = spec.spec.ok_or_else(|| Status::invalid_argument("no spec"))?;
+            let any = spec
+                .spec
+                .ok_or_else(|| Status::invalid_argument("no spec"))?;
             if any.type_url != "type.googleapis.com/nebius.compute.v1.CreateInstanceRequest" {
-                return Err(Status::invalid_argument(format!("cannot price {}", any.type_url)));
+                return Err(Status::invalid_argument(format!(
+                    "cannot price {}",
+                    any.type_url
+                )));
             }
             let create = compute::CreateInstanceRequest::decode(any.value.as_slice())
                 .map_err(|e| Status::invalid_argument(e.to_string()))?;
@@ -313,7 +341,11 @@ impl billing::calculator_service_server::CalculatorService for Service {
                 .costs
                 .get(&key)
                 .ok_or_else(|| Status::invalid_argument(format!("unknown preset {key}")))?;
-            let cost = if instance.preemptible.is_some() { pre } else { od };
+            let cost = if instance.preemptible.is_some() {
+                pre
+            } else {
+                od
+            };
             let unit = |unit: &str, kind: billing::aggregation_unit::UnitType| {
                 Some(billing::AggregationUnit {
                     unit: unit.to_owned(),
@@ -416,12 +448,10 @@ impl NebiusStandIn {
         let grpc = format!("http://{}", listener.local_addr().unwrap());
         let service = Service(state.clone());
         let router = tonic::transport::Server::builder()
-            .add_service(compute::platform_service_server::PlatformServiceServer::new(
-                service.clone(),
-            ))
-            .add_service(billing::calculator_service_server::CalculatorServiceServer::new(
-                service,
-            ));
+            .add_service(
+                compute::platform_service_server::PlatformServiceServer::new(service.clone()),
+            )
+            .add_service(billing::calculator_service_server::CalculatorServiceServer::new(service));
         tokio::spawn(async move {
             router
                 .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
