@@ -157,6 +157,38 @@ pub fn convert(records: &mut [CatalogRecord], currency: &Currency) {
     }
 }
 
+/// The groups the overview and the metrics compare: on demand, spot, and
+/// every committed or prepaid kind together.
+pub const PRICE_GROUPS: [&str; 3] = ["on_demand", "spot", "committed"];
+
+/// The group of [`PRICE_GROUPS`] a price kind belongs to.
+#[must_use]
+pub fn price_group(kind: &str) -> &'static str {
+    match kind {
+        "on_demand" => "on_demand",
+        "spot" => "spot",
+        _ => "committed",
+    }
+}
+
+/// The cheapest record per (GPU model, price group), by USD per GPU-hour.
+pub type Cheapest = BTreeMap<(String, &'static str), CatalogRecord>;
+
+#[must_use]
+pub fn cheapest(records: &[CatalogRecord]) -> Cheapest {
+    let mut out: Cheapest = BTreeMap::new();
+    for r in records {
+        let key = (r.gpu_model.clone(), price_group(&r.price_kind));
+        if out
+            .get(&key)
+            .is_none_or(|best| r.usd_per_gpu_hour < best.usd_per_gpu_hour)
+        {
+            out.insert(key, r.clone());
+        }
+    }
+    out
+}
+
 /// Which prices to list. Each list matches any of its values; empty lists match all.
 #[derive(Debug, Clone, Default)]
 pub struct PriceFilter {

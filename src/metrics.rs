@@ -1,6 +1,7 @@
 //! Prometheus metrics, kept in memory and rendered as the text exposition format:
 //! per source the sync duration, rows, failures and data age; per route the HTTP
-//! request counts and latency.
+//! request counts and latency; and figures read at scrape time (the cheapest
+//! price per GPU model, stale sources, budgets, commitment use).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -41,6 +42,131 @@ struct Histogram {
     counts: [u64; BUCKETS.len()],
     count: u64,
     sum: f64,
+}
+
+/// Figures read from the catalog and the bills at scrape time. Every label
+/// set is bounded: GPU models by the normalization table, price groups by
+/// three, sources, budgets and bill sources by the config, commitment types
+/// by what the bills name.
+#[derive(Debug, Default)]
+pub struct Figures {
+    /// (canonical GPU model, price group, cheapest USD per GPU-hour).
+    pub cheapest: Vec<(String, &'static str, f64)>,
+    /// Each source and whether its data is stale.
+    pub stale: Vec<(String, bool)>,
+    pub budgets: Vec<BudgetFigure>,
+    pub commitments: Vec<crate::bills::health::CommitmentHealth>,
+}
+
+#[derive(Debug)]
+pub struct BudgetFigure {
+    pub name: String,
+    pub currency: String,
+    pub amount: f64,
+    /// `None` until a day of the budget's bills is complete.
+    pub actual: Option<f64>,
+    pub forecast: Option<f64>,
+}
+
+/// A label value as the exposition format quotes it.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+impl Figures {
+    /// The exposition text of the figures.
+    #[must_use]
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let mut family = |name: &str, help: &str, rows: Vec<(String, f64)>| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for (labels, v) in rows {
+                let _ = writeln!(out, "{name}{{{labels}}} {v}");
+            }
+        };
+        family(
+            "gpuplan_cheapest_usd_per_gpu_hour",
+            "The cheapest instance price per GPU-hour now, by GPU model and kind (committed = any reserved, commit, savings-plan or prepaid kind).",
+            self.cheapest
+                .iter()
+                .map(|(m, k, v)| (format!("gpu_model=\"{}\",kind=\"{k}\"", label(m)), *v))
+                .collect(),
+        );
+        family(
+            "gpuplan_source_stale",
+            "1 when the source's data is older than its schedule allows, else 0.",
+            self.stale
+                .iter()
+                .map(|(s, stale)| {
+                    (
+                        format!("source=\"{}\"", label(s)),
+                        f64::from(u8::from(*stale)),
+                    )
+                })
+                .collect(),
+        );
+        let budget = |f: &dyn Fn(&BudgetFigure) -> Option<f64>| -> Vec<(String, f64)> {
+            self.budgets
+                .iter()
+                .filter_map(|b| {
+                    f(b).map(|v| {
+                        (
+                            format!(
+                                "budget=\"{}\",currency=\"{}\"",
+                                label(&b.name),
+                                label(&b.currency)
+                            ),
+                            v,
+                        )
+                    })
+                })
+                .collect()
+        };
+        family(
+            "gpuplan_budget_amount",
+            "A budget's amount for its period.",
+            budget(&|b| Some(b.amount)),
+        );
+        family(
+            "gpuplan_budget_actual",
+            "A budget's spend this period up to the last complete day of its bills.",
+            budget(&|b| b.actual),
+        );
+        family(
+            "gpuplan_budget_forecast",
+            "A budget's spend forecast to the end of its period.",
+            budget(&|b| b.forecast),
+        );
+        let commitments = |f: &dyn Fn(&crate::bills::health::CommitmentHealth) -> f64| {
+            self.commitments
+                .iter()
+                .map(|c| {
+                    (
+                        format!(
+                            "source=\"{}\",type=\"{}\"",
+                            label(&c.source),
+                            label(&c.kind)
+                        ),
+                        f(c),
+                    )
+                })
+                .collect()
+        };
+        family(
+            "gpuplan_commitment_lowest_utilization_ratio",
+            "The lowest utilization (0 to 1) of any commitment of the source and type over the last 7 complete days of the bills.",
+            commitments(&|c| c.lowest_utilization),
+        );
+        family(
+            "gpuplan_commitments",
+            "Commitments of the source and type with a utilization over the last 7 complete days.",
+            commitments(&|c| c.count as f64),
+        );
+        out
+    }
 }
 
 impl Metrics {
@@ -253,5 +379,36 @@ mod tests {
         assert!(text.contains(
             "gpuplan_http_request_duration_seconds_bucket{route=\"/v1/prices\",le=\"0.0025\"} 0"
         ));
+    }
+
+    #[test]
+    fn figures_quote_their_labels_and_leave_out_what_is_unknown() {
+        let figures = Figures {
+            cheapest: vec![("H100-80GB".into(), "spot", 1.5)],
+            stale: vec![("aws".into(), true), ("azure".into(), false)],
+            budgets: vec![BudgetFigure {
+                name: "ml \"q4\"\\x".into(),
+                currency: "USD".into(),
+                amount: 100.0,
+                actual: None,
+                forecast: Some(120.0),
+            }],
+            commitments: Vec::new(),
+        };
+        let text = figures.render();
+        assert!(text.contains(
+            "gpuplan_cheapest_usd_per_gpu_hour{gpu_model=\"H100-80GB\",kind=\"spot\"} 1.5"
+        ));
+        assert!(text.contains(
+            "gpuplan_source_stale{source=\"aws\"} 1\ngpuplan_source_stale{source=\"azure\"} 0"
+        ));
+        assert!(
+            text.contains(
+                "gpuplan_budget_amount{budget=\"ml \\\"q4\\\"\\\\x\",currency=\"USD\"} 100"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("gpuplan_budget_actual{"));
+        assert!(text.contains("# TYPE gpuplan_commitments gauge"));
     }
 }

@@ -983,7 +983,12 @@ const COMMITTED_HEADER: &str = "BillingAccountId,BillingPeriodStart,BillingPerio
 /// ml runs two p5s every hour for three days and two hours: one on demand,
 /// one on a reservation; a savings plan goes unused at 5 an hour.
 fn owned_workspace() -> Workspace {
-    let w = Workspace::new("");
+    owned_workspace_with("")
+}
+
+/// [`owned_workspace`] with more config.
+fn owned_workspace_with(extra: &str) -> Workspace {
+    let w = Workspace::new(extra);
     // AWS's catalog as its price source writes it: the bills name AWS offers.
     let now = chrono::Utc::now();
     let price = |kind: PriceKind, usd: f64| PriceRecord {
@@ -1146,4 +1151,143 @@ fn advise_reserves_the_steady_on_demand_load_and_says_what_it_saves() {
     );
     let bad = w.run(&["advise", "--days", "0"]);
     assert_eq!(bad.status.code(), Some(2));
+}
+
+/// `promtool`, or `None` to skip its checks, which CI does not allow.
+fn promtool() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("promtool"))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() && std::env::var_os("GPUPLAN_PROMTOOL_REQUIRED").is_some() {
+        panic!("GPUPLAN_PROMTOOL_REQUIRED is set but promtool is not on PATH");
+    }
+    found
+}
+
+/// Metric names an expression text uses, histogram series folded into
+/// their family.
+fn metric_names(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("gpuplan_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        let name = &tail[..end];
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(name);
+        out.insert(family.to_owned());
+        rest = &tail[end..];
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_pass_promtool_and_every_rule_and_dashboard_query_names_an_exported_metric() {
+    let w = owned_workspace_with(BUDGETS);
+    let d = Daemon::start(&w).await;
+    let mut text = String::new();
+    for _ in 0..500 {
+        text = d
+            .http
+            .get(format!("{}/metrics", d.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if text.contains("gpuplan_budget_actual{") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // 98.32 and 45 an hour for 8 GPUs; a savings plan never used, a
+    // reservation always; the budget of ml's October.
+    for line in [
+        "gpuplan_cheapest_usd_per_gpu_hour{gpu_model=\"H100-80GB\",kind=\"on_demand\"} 12.29",
+        "gpuplan_cheapest_usd_per_gpu_hour{gpu_model=\"H100-80GB\",kind=\"committed\"} 5.625",
+        "gpuplan_budget_amount{budget=\"ml-monthly\",currency=\"USD\"} 1000",
+        "gpuplan_commitment_lowest_utilization_ratio{source=\"aws\",type=\"savings_plan\"} 0",
+        "gpuplan_commitment_lowest_utilization_ratio{source=\"aws\",type=\"reservation\"} 1",
+        "gpuplan_commitments{source=\"aws\",type=\"reservation\"} 1",
+    ] {
+        assert!(text.contains(line), "missing {line} in:\n{text}");
+    }
+    assert!(text.contains("gpuplan_budget_forecast{budget=\"ml-monthly\",currency=\"USD\"}"));
+    d.stop().await;
+
+    let exported: BTreeSet<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rules_path = root.join("config/prometheus/gpuplan.rules.yml");
+    let rules = std::fs::read_to_string(&rules_path).unwrap();
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("config/grafana/gpuplan.json")).unwrap(),
+    )
+    .unwrap();
+    let mut queries = String::new();
+    let mut panels = 0;
+    for p in dashboard["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            queries.push_str(t["expr"].as_str().unwrap());
+            queries.push('\n');
+            panels += 1;
+        }
+    }
+    for v in dashboard["templating"]["list"].as_array().unwrap() {
+        queries.push_str(v["definition"].as_str().unwrap());
+    }
+    assert!(panels >= 10, "{panels} queries");
+    assert_eq!(dashboard["__inputs"][0]["pluginId"], "prometheus");
+    for (what, used) in [
+        ("rules", metric_names(&rules)),
+        ("dashboard", metric_names(&queries)),
+    ] {
+        assert!(!used.is_empty());
+        let missing: Vec<&String> = used.difference(&exported).collect();
+        assert!(
+            missing.is_empty(),
+            "the {what} name metrics gpuplan does not export: {missing:?}"
+        );
+    }
+
+    let Some(promtool) = promtool() else {
+        eprintln!("promtool is not on PATH: its checks are skipped");
+        return;
+    };
+    let rules_check = Command::new(&promtool)
+        .args(["check", "rules"])
+        .arg(&rules_path)
+        .output()
+        .unwrap();
+    assert!(
+        rules_check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rules_check.stdout)
+    );
+    let mut check = Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut check.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -345,6 +345,32 @@ pub(crate) fn cached_records(
     Ok(records)
 }
 
+/// The cheapest instance price per (GPU model, price group) now, or `back`
+/// before now. Only those records are cached, per catalog state and minute:
+/// the overview and each scrape of `/metrics` read the whole catalog once a
+/// minute at most.
+///
+/// # Errors
+/// On a store error.
+pub(crate) fn cheapest_at(
+    store: &dyn crate::store::Store,
+    fresh: &Freshness,
+    state: &AppState,
+    back: Option<chrono::Duration>,
+) -> Result<catalog::Cheapest, StoreError> {
+    let filter = catalog::PriceFilter {
+        scopes: vec![gpuplan_providers::PriceScope::Instance],
+        ..catalog::PriceFilter::default()
+    };
+    let minute = fresh.now.timestamp() / 60;
+    let key = format!("cheapest:{minute}:{}", back.map_or(0, |b| b.num_hours()));
+    let kept = cached_records(fresh, state, key, || {
+        let records = catalog::prices_at(store, fresh, &filter, back.map(|b| fresh.now - b))?;
+        Ok(catalog::cheapest(&records).into_values().collect())
+    })?;
+    Ok(catalog::cheapest(&kept))
+}
+
 /// Bytes of cached answers kept at most, so distinct queries cannot grow memory.
 const CACHE_BUDGET_BYTES: usize = 16 << 20;
 
@@ -383,13 +409,60 @@ fn lock(m: &Mutex<CatalogCache>) -> std::sync::MutexGuard<'_, CatalogCache> {
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
     let metrics = state.metrics.clone();
-    let text = read(&state, move |_, fresh, state| {
+    let text = read(&state, move |store, fresh, state| {
         let solver = state.planning.solver();
+        let figures = scrape_figures(store, &fresh, state)?;
         Ok(metrics.render(&fresh.last_good, fresh.now)
-            + &Metrics::render_solves(solver.running(), solver.refused()))
+            + &Metrics::render_solves(solver.running(), solver.refused())
+            + &figures.render())
     })
     .await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+}
+
+/// What `/metrics` reads from the catalog and the bills. Only canonical GPU
+/// models get a series: a provider's unknown GPU names would make the
+/// label set unbounded.
+fn scrape_figures(
+    store: &dyn crate::store::Store,
+    fresh: &Freshness,
+    state: &AppState,
+) -> Result<crate::metrics::Figures, StoreError> {
+    let cheapest = cheapest_at(store, fresh, state, None)?
+        .into_iter()
+        .filter_map(|((model, group), r)| {
+            gpuplan_providers::gpu::canonical(&model)
+                .map(|m| (m.to_owned(), group, r.usd_per_gpu_hour))
+        })
+        .collect();
+    let mut names: Vec<String> = state.intervals.keys().cloned().collect();
+    names.extend(fresh.last_good.keys().cloned());
+    names.sort();
+    names.dedup();
+    let stale = names
+        .into_iter()
+        .map(|n| {
+            let stale = fresh.is_stale(&n);
+            (n, stale)
+        })
+        .collect();
+    let budgets = crate::alerts::bills::budget_statuses(store, &state.bills)?
+        .into_iter()
+        .map(|b| crate::metrics::BudgetFigure {
+            name: b.name,
+            currency: b.currency,
+            amount: b.amount,
+            actual: b.actual,
+            forecast: b.forecast,
+        })
+        .collect();
+    let commitments = crate::bills::health::commitment_health(store, &state.bills.sources)?;
+    Ok(crate::metrics::Figures {
+        cheapest,
+        stale,
+        budgets,
+        commitments,
+    })
 }
 
 /// The query parameters that filter prices, as `/v1/prices` and the

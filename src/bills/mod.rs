@@ -17,6 +17,7 @@ pub mod demand;
 pub mod files;
 mod focus;
 pub mod gpus;
+pub mod health;
 pub mod load;
 pub mod owned;
 pub mod query;

@@ -10,37 +10,11 @@ use chrono::{Duration, Utc};
 use maud::{Markup, html};
 
 use super::{PageError, age, layout, money};
-use crate::api::{AppState, cached_records, read};
-use crate::catalog::{self, CatalogRecord, PriceFilter};
-use gpuplan_providers::PriceScope;
+use crate::api::{AppState, cheapest_at, read};
+use crate::catalog::{self, Cheapest};
 
 /// The three prices a card shows.
-const GROUPS: [&str; 3] = ["on_demand", "spot", "committed"];
-
-fn group(record: &CatalogRecord) -> &'static str {
-    match record.price_kind.as_str() {
-        "on_demand" => "on_demand",
-        "spot" => "spot",
-        _ => "committed",
-    }
-}
-
-/// The cheapest USD per GPU-hour of each (GPU model, group), with the offer.
-type Cheapest = BTreeMap<(String, &'static str), CatalogRecord>;
-
-fn cheapest(records: &[CatalogRecord]) -> Cheapest {
-    let mut out: Cheapest = BTreeMap::new();
-    for r in records.iter().cloned() {
-        let key = (r.gpu_model.clone(), group(&r));
-        if out
-            .get(&key)
-            .is_none_or(|best| r.usd_per_gpu_hour < best.usd_per_gpu_hour)
-        {
-            out.insert(key, r);
-        }
-    }
-    out
-}
+const GROUPS: [&str; 3] = catalog::PRICE_GROUPS;
 
 /// A bill source's freshness: the newest day of spend it delivered.
 struct BillSource {
@@ -60,22 +34,7 @@ struct Source {
 
 pub async fn page(State(state): State<Arc<AppState>>) -> Result<Response, PageError> {
     let (now, then_day, then_week, sources) = read(&state, |store, fresh, state| {
-        let filter = PriceFilter {
-            scopes: vec![PriceScope::Instance],
-            ..PriceFilter::default()
-        };
-        // Only the cheapest records are kept, for this catalog state and
-        // minute: the whole catalog is read once a minute at most.
-        let minute = fresh.now.timestamp() / 60;
-        let at = |back: Option<Duration>| {
-            let key = format!("overview:{minute}:{}", back.map_or(0, |b| b.num_hours()));
-            let cheapest_then = cached_records(&fresh, state, key, || {
-                let records =
-                    catalog::prices_at(store, &fresh, &filter, back.map(|b| fresh.now - b))?;
-                Ok(cheapest(&records).into_values().collect())
-            })?;
-            Ok::<_, crate::store::StoreError>(cheapest(&cheapest_then))
-        };
+        let at = |back: Option<Duration>| cheapest_at(store, &fresh, state, back);
         let now = at(None)?;
         let (day, week) = (at(Some(Duration::hours(24)))?, at(Some(Duration::days(7)))?);
         let errors: BTreeMap<String, (String, Option<String>)> = store

@@ -24,11 +24,14 @@ use crate::nebius::proto::nebius::compute::v1 as compute;
 /// One preset: name, vCPUs, memory GiB, GPUs.
 pub type Preset = (&'static str, i32, i32, i32);
 
+/// One platform: name, GPU GB, preemptibles allowed, presets.
+pub type Platform = (String, i32, bool, Vec<Preset>);
+
 /// What the stand-in lists and prices.
 #[derive(Debug, Clone)]
 pub struct Market {
-    /// Project id to its platforms: (name, GPU GB, preemptibles allowed, presets).
-    pub projects: BTreeMap<String, Vec<(String, i32, bool, Vec<Preset>)>>,
+    /// Project id to its platforms.
+    pub projects: BTreeMap<String, Vec<Platform>>,
     /// `platform_preset` to its hourly (on-demand, preemptible) costs as the
     /// calculator writes them.
     pub costs: BTreeMap<String, (String, String)>,
