@@ -18,13 +18,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::alerts::deliver;
-use crate::api::{self, AppState};
 use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::planning::PlanService;
 use crate::scheduler::{self, AlertHook, Backoff, Clock, Source};
 use crate::store::{Location, Pool};
+use crate::web::AppState;
 
 /// The environment variable holding the API's bearer token.
 pub const TOKEN_ENV: &str = "GPUPLAN_API_TOKEN";
@@ -240,7 +240,7 @@ pub async fn run_with_providers(
         bill_grace: config.bill_grace(),
         bills: over_bills,
     });
-    let server = axum::serve(listener, api::router(state))
+    let server = axum::serve(listener, crate::server::router(state))
         .with_graceful_shutdown(cancel.clone().cancelled_owned());
     tracker.spawn(async move {
         if let Err(e) = server.await {

@@ -135,6 +135,64 @@ fn prices_json_round_trips_the_normalized_fields() {
 }
 
 #[test]
+fn listings_print_csv_with_the_json_fields_as_columns() {
+    let ws = Workspace::new(&[("onprem", "onprem.csv")]);
+    ws.write("onprem.csv", SHEET);
+    assert!(ws.run(&["sync"]).status.success());
+    let records = ws.json(&["prices", "--json"]);
+    let out = ws.run(&["prices", "--csv"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut reader = csv::Reader::from_reader(out.stdout.as_slice());
+    let header: Vec<String> = reader
+        .headers()
+        .unwrap()
+        .iter()
+        .map(str::to_owned)
+        .collect();
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let records = records.as_array().unwrap();
+    assert_eq!(rows.len(), records.len());
+    for key in records[0].as_object().unwrap().keys() {
+        assert!(header.contains(key), "no column {key} in {header:?}");
+    }
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    for (row, record) in rows.iter().zip(records) {
+        assert_eq!(
+            row[col("instance_type")],
+            *record["instance_type"].as_str().unwrap()
+        );
+        assert_eq!(
+            row[col("usd_per_hour")].parse::<f64>().unwrap(),
+            record["usd_per_hour"].as_f64().unwrap()
+        );
+        // null is an empty cell; a list is its JSON.
+        if record["zone"].is_null() {
+            assert_eq!(&row[col("zone")], "");
+        }
+        let regions: Value = serde_json::from_str(&row[col("available_regions")]).unwrap();
+        assert_eq!(regions, record["available_regions"]);
+    }
+
+    // Every listing takes it; with --json it is refused as bad input.
+    for args in [
+        &["alerts", "list", "--csv"][..],
+        &["alerts", "history", "--csv"],
+        &["bills", "status", "--csv"],
+        &["budgets", "--csv"],
+    ] {
+        let out = ws.run(args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    }
+    let both = ws.run(&["prices", "--csv", "--json"]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(
+        text(&both.stderr).contains("--json"),
+        "{}",
+        text(&both.stderr)
+    );
+}
+
+#[test]
 fn filters_select_by_gpu_family_kind_region_and_price() {
     let ws = Workspace::new(&[("onprem", "onprem.csv")]);
     ws.write("onprem.csv", SHEET);
@@ -340,6 +398,28 @@ fn spot_history_summarizes_each_zone() {
     assert!(
         table.contains("us-east-1b") && table.lines().any(|l| l.starts_with("all")),
         "{table}"
+    );
+    // CSV lists the observations, one row each.
+    let csv = text(
+        &ws.run(&[
+            "spot-history",
+            "--instance",
+            "g6.xlarge",
+            "--since",
+            "1d",
+            "--csv",
+        ])
+        .stdout,
+    );
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        lines[0],
+        "provider,region,zone,instance_type,observed_at,usd_per_hour"
+    );
+    assert_eq!(lines.len(), 1 + 3, "{csv}");
+    assert!(
+        lines[1].starts_with("aws,us-east-1,us-east-1a,g6.xlarge,"),
+        "{csv}"
     );
 }
 

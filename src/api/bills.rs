@@ -9,11 +9,11 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 
-use super::params::Params;
-use super::{ApiError, AppState, read};
 use crate::bills::query::{self, QueryError};
 use crate::bills::{allocation, load};
 use crate::store::{Store, StoreError};
+use crate::web::params::Params;
+use crate::web::{ApiError, AppState, read};
 
 const WINDOW: &[&str] = &["since", "until", "provider", "limit"];
 

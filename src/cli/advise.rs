@@ -16,8 +16,8 @@ pub struct AdviseArgs {
     /// Hours the recommendation is planned and compared over.
     #[arg(long, default_value_t = 720)]
     horizon_hours: usize,
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    format: Format,
 }
 
 /// One piece of advice.
@@ -157,8 +157,8 @@ pub(super) async fn run_advise(config: &Config, args: &AdviseArgs) -> Result<Exi
     for load in loads {
         out.push(advise_one(&service, load, args.horizon_hours).await?);
     }
-    if args.json {
-        return print_json(&out).map(|()| ExitCode::SUCCESS);
+    if args.format.print(&out)? {
+        return Ok(ExitCode::SUCCESS);
     }
     if out.is_empty() {
         eprintln!(

@@ -6,15 +6,15 @@ use super::*;
 pub enum AlertsCommand {
     /// The configured rules and the state of each of their keys.
     List {
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        format: Format,
     },
     /// Alerts queued and sent, newest first.
     History {
         #[arg(long, default_value_t = 50)]
         limit: u32,
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        format: Format,
     },
     /// Send a test message through a rule's channels now.
     Test { rule: String },
@@ -25,11 +25,11 @@ pub(super) async fn run_alerts(
     command: AlertsCommand,
 ) -> Result<ExitCode, CliError> {
     match command {
-        AlertsCommand::List { json } => {
+        AlertsCommand::List { format } => {
             let states = open_store(config)?
                 .read(|s| s.alert_states(None))
                 .map_err(|e| CliError::Failed(e.into()))?;
-            if json {
+            if format.json || format.csv {
                 let rules: Vec<serde_json::Value> = config
                     .alerts
                     .rules
@@ -39,7 +39,7 @@ pub(super) async fn run_alerts(
                         json!({"name": r.name, "kind": r.kind.as_str(), "channels": r.channels, "state": keys})
                     })
                     .collect();
-                print_json(&rules)?;
+                format.print(&rules)?;
             } else if config.alerts.rules.is_empty() {
                 eprintln!("No alert rules are configured ([[alerts.rules]]).");
             } else {
@@ -47,13 +47,11 @@ pub(super) async fn run_alerts(
             }
             Ok(ExitCode::SUCCESS)
         }
-        AlertsCommand::History { limit, json } => {
+        AlertsCommand::History { limit, format } => {
             let messages = open_store(config)?
                 .read(|s| s.message_history(limit))
                 .map_err(|e| CliError::Failed(e.into()))?;
-            if json {
-                print_json(&messages)?;
-            } else {
+            if !format.print(&messages)? {
                 print!("{}", history_table(&messages));
             }
             Ok(ExitCode::SUCCESS)

@@ -19,8 +19,8 @@ pub enum BillsCommand {
     },
     /// What is loaded: one row per source, billing account and period.
     Status {
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        format: Format,
     },
 }
 
@@ -39,8 +39,8 @@ pub struct WindowArgs {
     /// Most rows to print; more is refused (narrow the question).
     #[arg(long)]
     limit: Option<usize>,
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    format: Format,
 }
 
 #[derive(Debug, Args)]
@@ -120,15 +120,16 @@ pub(super) async fn run_bills(
 ) -> Result<ExitCode, CliError> {
     match command {
         BillsCommand::Sync { source, json } => bills_sync(config, source.as_deref(), json).await,
-        BillsCommand::Status { json } => {
+        BillsCommand::Status { format } => {
             let pool = open_store(config)?;
             let loads = pool
                 .read(|s| s.bill_loads(None))
                 .map_err(|e| CliError::Failed(e.into()))?;
             let rows = load::status_rows(loads, &config.bill_grace(), Utc::now());
-            if json {
-                print_json(&rows)?;
-            } else if rows.is_empty() {
+            if format.print(&rows)? {
+                return Ok(ExitCode::SUCCESS);
+            }
+            if rows.is_empty() {
                 eprintln!("No bills are loaded yet; run `gpuplan bills sync`.");
             } else {
                 print!("{}", status_table(&rows));
@@ -315,8 +316,8 @@ pub(super) fn run_usage(config: &Config, args: &UsageArgs) -> Result<ExitCode, C
     };
     let q = query::usage(&p, Utc::now()).map_err(bad_flag)?;
     let rows: Vec<UsageRow> = read_with(config, |s| s.bill_usage(&q))?;
-    if args.window.json {
-        return print_json(&rows).map(|()| ExitCode::SUCCESS);
+    if args.window.format.print(&rows)? {
+        return Ok(ExitCode::SUCCESS);
     }
     let mut header: Vec<String> = vec!["START".into()];
     header.extend(q.group.iter().map(|g| g.to_ascii_uppercase()));
@@ -353,8 +354,8 @@ pub(super) fn run_spend(config: &Config, args: &SpendArgs) -> Result<ExitCode, C
     let q = query::spend(&p, Utc::now()).map_err(bad_flag)?;
     let proportional = config.allocation.proportional;
     let rows: Vec<SpendRow> = read_with(config, |s| allocation::spend(s, &q, proportional))?;
-    if args.window.json {
-        return print_json(&rows).map(|()| ExitCode::SUCCESS);
+    if args.window.format.print(&rows)? {
+        return Ok(ExitCode::SUCCESS);
     }
     let by_team = q.group.iter().any(|g| g == "team");
     let mut header: Vec<String> = vec!["START".into()];
@@ -404,13 +405,13 @@ pub(super) fn run_spend(config: &Config, args: &SpendArgs) -> Result<ExitCode, C
 }
 
 /// `gpuplan budgets`: each budget's figures and thresholds.
-pub(super) fn run_budgets(config: &Config, json: bool) -> Result<ExitCode, CliError> {
+pub(super) fn run_budgets(config: &Config, format: Format) -> Result<ExitCode, CliError> {
     let over_bills = config.bill_alerts();
     let statuses = read_with(config, |s| {
         crate::alerts::bills::budget_statuses(s, &over_bills)
     })?;
-    if json {
-        return print_json(&statuses).map(|()| ExitCode::SUCCESS);
+    if format.print(&statuses)? {
+        return Ok(ExitCode::SUCCESS);
     }
     if statuses.is_empty() {
         eprintln!("No budgets are configured; add [[budgets]] to the config.");
@@ -485,8 +486,8 @@ pub(super) fn run_commitments(
         query::window_of(&params(&args.window), Utc::now()).map_err(bad_flag)?;
     let rows: Vec<CommitmentRecord> =
         read_with(config, |s| s.bill_commitments(&providers, since, until))?;
-    if args.window.json {
-        return print_json(&rows).map(|()| ExitCode::SUCCESS);
+    if args.window.format.print(&rows)? {
+        return Ok(ExitCode::SUCCESS);
     }
     let header = [
         "ID",
@@ -531,8 +532,8 @@ pub(super) fn run_coverage(config: &Config, args: &CommitmentsArgs) -> Result<Ex
     let (providers, since, until) =
         query::window_of(&params(&args.window), Utc::now()).map_err(bad_flag)?;
     let rows: Vec<CoverageRow> = read_with(config, |s| s.bill_coverage(&providers, since, until))?;
-    if args.window.json {
-        return print_json(&rows).map(|()| ExitCode::SUCCESS);
+    if args.window.format.print(&rows)? {
+        return Ok(ExitCode::SUCCESS);
     }
     let header = [
         "PROVIDER",

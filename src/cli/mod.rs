@@ -24,7 +24,8 @@ use crate::daemon;
 use crate::forecast;
 use crate::optimizer::{self, OptimizeError, PlanResult, Problem};
 use crate::plan_inputs;
-use crate::planning::{self, Input, Overrides, PlanError, PlanRequest, PlanService};
+use crate::plan_settings::{self, Overrides};
+use crate::planning::{Input, PlanError, PlanRequest, PlanService};
 use crate::store::{Location, Pool, Prunable, Store, StoreError};
 use crate::telemetry::LogFormat;
 
@@ -135,8 +136,8 @@ pub enum Command {
     },
     /// Each budget of the config: actual and forecast spend, and its thresholds.
     Budgets {
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        format: Format,
     },
 }
 
@@ -225,7 +226,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Advise(args) => {
             advise::run_advise(&load_config(cli.config.as_deref())?, &args).await
         }
-        Command::Budgets { json } => run_budgets(&load_config(cli.config.as_deref())?, json),
+        Command::Budgets { format } => run_budgets(&load_config(cli.config.as_deref())?, format),
     }
 }
 
@@ -260,9 +261,121 @@ pub(super) fn in_range(flag: &str, value: f64, min: f64, max: f64) -> Result<f64
     }
 }
 
+/// How a listing prints: a table for people (the default), `--json` as the
+/// API answers, or `--csv` for spreadsheets.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct Format {
+    /// Print JSON, in the API's shapes.
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print CSV with a header row: one row per record, nested fields as
+    /// dotted columns (`converted.per_hour`), lists as JSON text.
+    #[arg(long)]
+    csv: bool,
+}
+
+impl Format {
+    /// Prints `rows` as JSON or CSV when either was asked for; `false`
+    /// leaves the table to the caller.
+    pub(super) fn print<T: serde::Serialize>(self, rows: &T) -> Result<bool, CliError> {
+        if self.json {
+            print_json(rows)?;
+        } else if self.csv {
+            let value = serde_json::to_value(rows).context("Failed to encode the output.")?;
+            print!("{}", csv_text(&value)?);
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
+    }
+}
+
+/// A list of JSON records as CSV. Columns are every field any record has,
+/// in the order first seen; an object field becomes `field.key` columns,
+/// a list (or a deeper object) one cell of JSON, null an empty cell.
+fn csv_text(value: &serde_json::Value) -> Result<String, CliError> {
+    use serde_json::Value;
+    fn cell(v: &Value) -> String {
+        match v {
+            Value::Null => String::new(),
+            Value::String(s) => s.clone(),
+            Value::Bool(_) | Value::Number(_) => v.to_string(),
+            Value::Array(_) | Value::Object(_) => v.to_string(),
+        }
+    }
+    fn flatten(record: &Value) -> Vec<(String, String)> {
+        let Value::Object(fields) = record else {
+            return vec![("value".to_owned(), cell(record))];
+        };
+        let mut out = Vec::new();
+        for (k, v) in fields {
+            match v {
+                Value::Object(inner) => {
+                    for (ik, iv) in inner {
+                        out.push((format!("{k}.{ik}"), cell(iv)));
+                    }
+                }
+                other => out.push((k.clone(), cell(other))),
+            }
+        }
+        out
+    }
+    let records: Vec<Vec<(String, String)>> = match value {
+        Value::Array(items) => items.iter().map(flatten).collect(),
+        other => vec![flatten(other)],
+    };
+    if records.is_empty() {
+        return Ok(String::new());
+    }
+    let mut columns: Vec<String> = Vec::new();
+    for r in &records {
+        for (k, _) in r {
+            if !columns.contains(k) {
+                columns.push(k.clone());
+            }
+        }
+    }
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let failed = |e: csv::Error| CliError::Failed(anyhow::anyhow!("Failed to write CSV: {e}"));
+    w.write_record(&columns).map_err(failed)?;
+    for r in &records {
+        let row = columns.iter().map(|c| {
+            r.iter()
+                .find(|(k, _)| k == c)
+                .map_or("", |(_, v)| v.as_str())
+        });
+        w.write_record(row).map_err(failed)?;
+    }
+    let bytes = w
+        .into_inner()
+        .map_err(|e| CliError::Failed(anyhow::anyhow!("Failed to write CSV: {e}")))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 pub(super) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
     let text =
         serde_json::to_string_pretty(value).context("Failed to encode the output as JSON.")?;
     println!("{text}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_quotes_cells_flattens_one_level_and_leaves_missing_fields_empty() {
+        let rows = serde_json::json!([
+            {"name": "a, \"b\"", "n": 1, "converted": {"per_hour": 2.5, "currency": "CNY"}, "list": ["x", "y"]},
+            {"name": "c", "extra": true, "converted": null}
+        ]);
+        let text = csv_text(&rows).unwrap();
+        assert_eq!(
+            text,
+            "name,n,converted.per_hour,converted.currency,list,extra,converted\n\
+             \"a, \"\"b\"\"\",1,2.5,CNY,\"[\"\"x\"\",\"\"y\"\"]\",,\n\
+             c,,,,,true,\n"
+        );
+        assert_eq!(csv_text(&serde_json::json!([])).unwrap(), "");
+    }
 }

@@ -409,11 +409,11 @@ fn plan_overrides(args: &PlanArgs) -> Result<Overrides, String> {
         ("--checkpoint-hours", a.checkpoint_hours),
     ] {
         if let Some(v) = value {
-            planning::check_hours(flag, v).map_err(|e| e.to_string())?;
+            plan_settings::check_hours(flag, v).map_err(|e| e.to_string())?;
         }
     }
     if let Some(t) = args.time_limit_secs {
-        planning::check_time_limit("--time-limit-secs", t).map_err(|e| e.to_string())?;
+        plan_settings::check_time_limit("--time-limit-secs", t).map_err(|e| e.to_string())?;
     }
     let spot_window = a
         .spot_window

@@ -29,8 +29,8 @@ pub struct PricesArgs {
     /// Also show each price in this currency (`CNY`), at its `[fx]` rate.
     #[arg(long)]
     currency: Option<String>,
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    format: Format,
 }
 
 fn parse_kind(s: &str) -> Result<PriceKind, String> {
@@ -76,9 +76,10 @@ pub(super) fn run_prices(config: &Config, args: PricesArgs) -> Result<ExitCode, 
     if let Some(currency) = &currency {
         catalog::convert(&mut records, currency);
     }
-    if args.json {
-        print_json(&records)?;
-    } else if records.is_empty() {
+    if args.format.print(&records)? {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if records.is_empty() {
         eprintln!(
             "No prices match. Sources synced: {}.",
             synced_sources(&fresh)

@@ -17,8 +17,8 @@ pub struct SpotHistoryArgs {
     /// (`2026-11-01`) or an RFC 3339 time.
     #[arg(long, default_value = "7d")]
     since: String,
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    format: Format,
 }
 
 pub(super) fn run_spot_history(
@@ -46,9 +46,18 @@ pub(super) fn run_spot_history(
             }
             e => CliError::Failed(e.into()),
         })?;
-    if args.json {
-        print_json(&history)?;
-    } else if history.series.is_empty() {
+    // CSV lists the observations; JSON keeps the series and statistics.
+    let printed = if args.format.json {
+        args.format.print(&history)?
+    } else {
+        let points: Vec<&crate::store::SpotPoint> =
+            history.series.iter().flat_map(|s| &s.points).collect();
+        args.format.print(&points)?
+    };
+    if printed {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if history.series.is_empty() {
         eprintln!(
             "No spot history for {} since {}.",
             args.instance,

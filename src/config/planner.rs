@@ -3,7 +3,7 @@
 use super::*;
 use crate::optimizer::Owned;
 use crate::plan_inputs::OwnedEntry;
-use crate::planning::{self, PlanSettings};
+use crate::plan_settings::{self, PlanSettings};
 
 #[derive(Debug, Clone)]
 pub struct PlannerConfig {
@@ -33,7 +33,7 @@ pub(super) struct RawPlanner {
 pub(super) fn validate(raw: RawPlanner, c: &mut Checker) -> PlannerConfig {
     let mut hours = |key: &str, value: Option<f64>, default: f64| {
         value.map_or(default, |h| {
-            planning::check_hours(&format!("planner.{key}"), h).unwrap_or_else(|e| {
+            plan_settings::check_hours(&format!("planner.{key}"), h).unwrap_or_else(|e| {
                 c.fail(e.path, e.message);
                 default
             })
@@ -43,7 +43,7 @@ pub(super) fn validate(raw: RawPlanner, c: &mut Checker) -> PlannerConfig {
     let checkpoint_hours = hours("checkpoint_hours", raw.checkpoint_hours, 1.0);
     let default_time_limit = Duration::from_secs(300);
     let time_limit = raw.time_limit_secs.map_or(default_time_limit, |t| {
-        planning::check_time_limit("planner.time_limit_secs", t).unwrap_or_else(|e| {
+        plan_settings::check_time_limit("planner.time_limit_secs", t).unwrap_or_else(|e| {
             c.fail(e.path, e.message);
             default_time_limit
         })

@@ -8,7 +8,7 @@ use axum::response::Response;
 use maud::html;
 
 use super::{PageError, layout};
-use crate::api::{AppState, read};
+use crate::web::{AppState, read};
 
 /// The newest messages shown.
 const MESSAGES: u32 = 100;

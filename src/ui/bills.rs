@@ -16,14 +16,14 @@ use serde_json::{Value, json};
 
 use super::{PageError, data_island, layout};
 use crate::alerts::bills::budget_statuses;
-use crate::api::params::Params;
-use crate::api::{ApiError, AppState, read};
 use crate::bills::allocation;
 use crate::bills::query::{self, MAX_DAYS};
 use crate::bills::time::day_name as date;
 use crate::bills::{UNALLOCATED, UsageKind};
 use crate::budgets::{self, BudgetStatus};
 use crate::store::bills::{BillQuery, Bucket};
+use crate::web::params::Params;
+use crate::web::{ApiError, AppState, read};
 
 const DAY: i64 = 86_400;
 /// Rows a page reads at most; a window with more is refused by name.

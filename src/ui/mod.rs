@@ -24,8 +24,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use crate::api::{ApiError, AppState};
 use crate::catalog::age;
+use crate::web::{ApiError, AppState};
 
 pub use assets::{ASSETS, Asset};
 pub use login::TOKEN_COOKIE;

@@ -10,8 +10,8 @@ use chrono::{Duration, Utc};
 use maud::{Markup, html};
 
 use super::{PageError, age, layout, money};
-use crate::api::{AppState, cheapest_at, read};
 use crate::catalog::{self, Cheapest};
+use crate::web::{AppState, cheapest_at, read};
 
 /// The three prices a card shows.
 const GROUPS: [&str; 3] = catalog::PRICE_GROUPS;

@@ -12,9 +12,9 @@ use maud::{Markup, html};
 use serde_json::{Value, json};
 
 use super::{PageError, layout, money};
-use crate::api::params::Params;
-use crate::api::{ApiError, AppState, PRICE_FILTERS, cached_records, price_filter, read};
 use crate::catalog::{self, CatalogRecord};
+use crate::web::params::Params;
+use crate::web::{ApiError, AppState, PRICE_FILTERS, cached_records, price_filter, read};
 
 /// Every column, in order: (name, heading). `price` is in the chosen unit
 /// and period.

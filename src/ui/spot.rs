@@ -12,9 +12,9 @@ use maud::html;
 use serde_json::json;
 
 use super::{PageError, data_island, layout, money};
-use crate::api::params::Params;
-use crate::api::{ApiError, AppState, read};
 use crate::catalog::{self, MAX_SPOT_OBSERVATIONS, PriceFilter, SpotQuery};
+use crate::web::params::Params;
+use crate::web::{ApiError, AppState, read};
 
 const RANGES: [&str; 5] = ["24h", "7d", "30d", "90d", "all"];
 

@@ -10,7 +10,7 @@
 
 use axum::http::{HeaderMap, Method, StatusCode, header};
 
-use super::ApiError;
+use crate::web::ApiError;
 
 /// Checks one request; `loopback` tells whether the daemon listens on loopback.
 ///

@@ -1,0 +1,300 @@
+//! What the HTTP API and the dashboard share: the handlers' state, the
+//! catalog cache, reads off the async runtime, the error answer, the query
+//! parameters, and the token comparison. Both import from here; neither
+//! imports the other, and `server` puts their routes together.
+
+pub(crate) mod params;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use gpuplan_providers::secret::Secret;
+use gpuplan_providers::{PriceKind, PriceScope};
+use serde_json::json;
+use tokio::sync::Notify;
+
+use crate::catalog::{self, Freshness, PriceFilter};
+use crate::config::FxRates;
+use crate::metrics::Metrics;
+use crate::planning::PlanService;
+use crate::store::{Pool, StoreError};
+
+use params::Params;
+
+/// What the handlers share.
+pub struct AppState {
+    pub pool: Arc<Pool>,
+    pub metrics: Arc<Metrics>,
+    /// Per source: the trigger that makes it sync now.
+    pub triggers: BTreeMap<String, Arc<Notify>>,
+    /// Per source: its sync interval, for staleness.
+    pub intervals: BTreeMap<String, Duration>,
+    pub token: Option<Secret>,
+    /// Whether the listener is on loopback: then `Host` must name loopback.
+    pub loopback: bool,
+    pub cache: Mutex<CatalogCache>,
+    /// Plans are made here, on its capped solver pool.
+    pub planning: Arc<PlanService>,
+    /// Rates for showing prices in another currency.
+    pub fx: FxRates,
+    /// The alert rules, for the dashboard to list.
+    pub rules: Vec<crate::config::RuleConfig>,
+    /// This replica's duties, for `GET /v1/cluster`.
+    pub cluster: Arc<crate::cluster::Cluster>,
+    /// Grace days of each bill source, for the state of its periods.
+    pub bill_grace: BTreeMap<String, u32>,
+    /// Budgets, bill sources and allocation, for `/v1/budgets` and `/v1/spend`.
+    pub bills: crate::alerts::bills::BillAlerts,
+}
+
+/// The largest request body read: a problem with the most offers and the
+/// longest horizon the optimizer takes fits in well under this.
+pub const MAX_BODY_BYTES: usize = 4 << 20;
+
+/// An error answer: status and a JSON body naming what was wrong.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    pub parameter: Option<String>,
+}
+
+impl ApiError {
+    pub(crate) fn bad_parameter(parameter: &str, message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: format!("{parameter}: {}", message.into()),
+            parameter: Some(parameter.to_owned()),
+        }
+    }
+
+    pub(crate) fn internal(err: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %err, "Request failed.");
+        Self {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: err.to_string(),
+            parameter: None,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = match &self.parameter {
+            Some(p) => json!({"error": self.message, "parameter": p}),
+            None => json!({"error": self.message}),
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::TooLarge { .. } => Self {
+                status: StatusCode::BAD_REQUEST,
+                message: e.to_string(),
+                parameter: None,
+            },
+            e => Self::internal(&e),
+        }
+    }
+}
+
+/// Compares a presented token with ours in time independent of where they differ.
+pub(crate) fn token_matches(given: &str, token: &Secret) -> bool {
+    constant_time_eq(given.as_bytes(), token.expose().as_bytes())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// What the API remembers between requests for one state of the catalog. The
+/// catalog changes only when a sync commits, and every commit of data marks a
+/// run `ok` in the same transaction, so [`crate::store::Store::catalog_generation`]
+/// identifies the state exactly, whichever process wrote it.
+#[derive(Default)]
+pub struct CatalogCache {
+    generation: Option<(i64, Option<i64>)>,
+    last_good: BTreeMap<String, chrono::DateTime<Utc>>,
+    /// Encoded `/v1/prices` answers by query and by which sources are stale
+    /// (staleness changes with time alone).
+    pub(crate) prices: HashMap<(String, Vec<String>), Bytes>,
+    /// Price records the dashboard asked for, by the same kind of key.
+    records: HashMap<(String, Vec<String>), Arc<Vec<catalog::CatalogRecord>>>,
+    cached_bytes: usize,
+}
+
+/// What one cached record is counted as against the budget.
+const RECORD_BYTES: usize = 600;
+
+impl CatalogCache {
+    fn clear(&mut self) {
+        self.prices.clear();
+        self.records.clear();
+        self.cached_bytes = 0;
+    }
+
+    /// Makes room for `bytes` more, forgetting everything when the budget
+    /// would be passed.
+    pub(crate) fn reserve(&mut self, bytes: usize) {
+        if self.cached_bytes + bytes > CACHE_BUDGET_BYTES {
+            self.clear();
+        }
+        self.cached_bytes += bytes;
+    }
+}
+
+/// Records the dashboard computed with `compute`, from the cache while the
+/// catalog is unchanged. `key` names the question (a query string, say);
+/// which sources are stale is added to it, as their records say so.
+///
+/// # Errors
+/// What `compute` fails with.
+pub(crate) fn cached_records(
+    fresh: &Freshness,
+    state: &AppState,
+    key: String,
+    compute: impl FnOnce() -> Result<Vec<catalog::CatalogRecord>, StoreError>,
+) -> Result<Arc<Vec<catalog::CatalogRecord>>, StoreError> {
+    let key = (key, fresh.stale_sources());
+    if let Some(hit) = lock(&state.cache).records.get(&key) {
+        return Ok(hit.clone());
+    }
+    let records = Arc::new(compute()?);
+    let mut cache = lock(&state.cache);
+    cache.reserve(records.len() * RECORD_BYTES);
+    cache.records.insert(key, records.clone());
+    Ok(records)
+}
+
+/// The cheapest instance price per (GPU model, price group) now, or `back`
+/// before now. Only those records are cached, per catalog state and minute:
+/// the overview and each scrape of `/metrics` read the whole catalog once a
+/// minute at most.
+///
+/// # Errors
+/// On a store error.
+pub(crate) fn cheapest_at(
+    store: &dyn crate::store::Store,
+    fresh: &Freshness,
+    state: &AppState,
+    back: Option<chrono::Duration>,
+) -> Result<catalog::Cheapest, StoreError> {
+    let filter = catalog::PriceFilter {
+        scopes: vec![gpuplan_providers::PriceScope::Instance],
+        ..catalog::PriceFilter::default()
+    };
+    let minute = fresh.now.timestamp() / 60;
+    let key = format!("cheapest:{minute}:{}", back.map_or(0, |b| b.num_hours()));
+    let kept = cached_records(fresh, state, key, || {
+        let records = catalog::prices_at(store, fresh, &filter, back.map(|b| fresh.now - b))?;
+        Ok(catalog::cheapest(&records).into_values().collect())
+    })?;
+    Ok(catalog::cheapest(&kept))
+}
+
+/// Bytes of cached answers kept at most, so distinct queries cannot grow memory.
+const CACHE_BUDGET_BYTES: usize = 16 << 20;
+
+/// Runs a store read off the async runtime, with the catalog's freshness.
+pub(crate) async fn read<T: Send + 'static>(
+    state: &Arc<AppState>,
+    f: impl FnOnce(&dyn crate::store::Store, Freshness, &AppState) -> Result<T, StoreError>
+    + Send
+    + 'static,
+) -> Result<T, ApiError> {
+    let state = state.clone();
+    tokio::task::spawn_blocking(move || {
+        state.pool.read(|store| {
+            let generation = store.catalog_generation()?;
+            let last_good = {
+                let mut cache = lock(&state.cache);
+                if cache.generation != Some(generation) {
+                    cache.last_good = store.last_good_syncs()?;
+                    cache.clear();
+                    cache.generation = Some(generation);
+                }
+                cache.last_good.clone()
+            };
+            let fresh = Freshness::new(last_good, state.intervals.clone(), Utc::now());
+            f(store, fresh, &state)
+        })
+    })
+    .await
+    .map_err(|e| ApiError::internal(&e))?
+    .map_err(ApiError::from)
+}
+
+pub(crate) fn lock(m: &Mutex<CatalogCache>) -> std::sync::MutexGuard<'_, CatalogCache> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The query parameters that filter prices, as `/v1/prices` and the
+/// dashboard's price table take them.
+pub(crate) const PRICE_FILTERS: &[&str] = &[
+    "gpu",
+    "provider",
+    "region",
+    "kind",
+    "scope",
+    "form_factor",
+    "max_usd_per_gpu_hour",
+];
+
+/// The filter [`PRICE_FILTERS`] describe.
+///
+/// # Errors
+/// A 400 naming the parameter that is malformed.
+pub(crate) fn price_filter(p: &Params) -> Result<PriceFilter, ApiError> {
+    let scopes = p
+        .all("scope")
+        .iter()
+        .map(|s| {
+            s.parse::<PriceScope>()
+                .map_err(|e| ApiError::bad_parameter("scope", e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let kinds = p
+        .all("kind")
+        .iter()
+        .map(|k| {
+            k.parse::<PriceKind>()
+                .map_err(|e| ApiError::bad_parameter("kind", e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let form_factors = p
+        .all("form_factor")
+        .iter()
+        .map(|f| {
+            f.parse::<gpuplan_providers::FormFactor>()
+                .map_err(|e| ApiError::bad_parameter("form_factor", e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let max = p.parsed::<f64>("max_usd_per_gpu_hour", "a price in USD")?;
+    if max.is_some_and(|m| !m.is_finite() || m < 0.0) {
+        return Err(ApiError::bad_parameter(
+            "max_usd_per_gpu_hour",
+            "must be a number >= 0",
+        ));
+    }
+    Ok(PriceFilter {
+        gpus: p.all("gpu"),
+        providers: p.all("provider"),
+        regions: p.all("region"),
+        kinds,
+        scopes,
+        form_factors,
+        max_usd_per_gpu_hour: max,
+    })
+}
