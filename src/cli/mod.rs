@@ -281,8 +281,8 @@ impl Format {
         if self.json {
             print_json(rows)?;
         } else if self.csv {
-            let value = serde_json::to_value(rows).context("Failed to encode the output.")?;
-            print!("{}", csv_text(&value)?);
+            let json = serde_json::to_string(rows).context("Failed to encode the output.")?;
+            print!("{}", csv_text(&json)?);
         } else {
             return Ok(false);
         }
@@ -290,40 +290,67 @@ impl Format {
     }
 }
 
-/// A list of JSON records as CSV. Columns are every field any record has,
-/// in the order first seen; an object field becomes `field.key` columns,
-/// a list (or a deeper object) one cell of JSON, null an empty cell.
-fn csv_text(value: &serde_json::Value) -> Result<String, CliError> {
+/// One JSON record with its fields in the order they were written (a
+/// `serde_json::Map` would sort them), so CSV columns follow the struct.
+struct Ordered(Vec<(String, serde_json::Value)>);
+
+impl<'de> serde::Deserialize<'de> for Ordered {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = Ordered;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Ordered, A::Error> {
+                let mut out = Vec::new();
+                while let Some(entry) = m.next_entry::<String, serde_json::Value>()? {
+                    out.push(entry);
+                }
+                Ok(Ordered(out))
+            }
+        }
+        d.deserialize_map(Fields)
+    }
+}
+
+/// JSON records (a list, or one object) as CSV. Columns are every field any
+/// record has, in the order first seen; an object field becomes
+/// `field.key` columns, a list (or a deeper object) one cell of JSON, null
+/// an empty cell.
+fn csv_text(json: &str) -> Result<String, CliError> {
     use serde_json::Value;
     fn cell(v: &Value) -> String {
         match v {
             Value::Null => String::new(),
             Value::String(s) => s.clone(),
-            Value::Bool(_) | Value::Number(_) => v.to_string(),
-            Value::Array(_) | Value::Object(_) => v.to_string(),
+            other => other.to_string(),
         }
     }
-    fn flatten(record: &Value) -> Vec<(String, String)> {
-        let Value::Object(fields) = record else {
-            return vec![("value".to_owned(), cell(record))];
-        };
+    fn flatten(record: Ordered) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        for (k, v) in fields {
+        for (k, v) in record.0 {
             match v {
                 Value::Object(inner) => {
-                    for (ik, iv) in inner {
+                    for (ik, iv) in &inner {
                         out.push((format!("{k}.{ik}"), cell(iv)));
                     }
                 }
-                other => out.push((k.clone(), cell(other))),
+                other => out.push((k, cell(&other))),
             }
         }
         out
     }
-    let records: Vec<Vec<(String, String)>> = match value {
-        Value::Array(items) => items.iter().map(flatten).collect(),
-        other => vec![flatten(other)],
+    let failed =
+        |e: &dyn std::fmt::Display| CliError::Failed(anyhow::anyhow!("Failed to write CSV: {e}"));
+    let records: Vec<Ordered> = match serde_json::from_str::<Vec<Ordered>>(json) {
+        Ok(list) => list,
+        Err(_) => vec![serde_json::from_str::<Ordered>(json).map_err(|e| failed(&e))?],
     };
+    let records: Vec<Vec<(String, String)>> = records.into_iter().map(flatten).collect();
     if records.is_empty() {
         return Ok(String::new());
     }
@@ -336,19 +363,16 @@ fn csv_text(value: &serde_json::Value) -> Result<String, CliError> {
         }
     }
     let mut w = csv::Writer::from_writer(Vec::new());
-    let failed = |e: csv::Error| CliError::Failed(anyhow::anyhow!("Failed to write CSV: {e}"));
-    w.write_record(&columns).map_err(failed)?;
+    w.write_record(&columns).map_err(|e| failed(&e))?;
     for r in &records {
         let row = columns.iter().map(|c| {
             r.iter()
                 .find(|(k, _)| k == c)
                 .map_or("", |(_, v)| v.as_str())
         });
-        w.write_record(row).map_err(failed)?;
+        w.write_record(row).map_err(|e| failed(&e))?;
     }
-    let bytes = w
-        .into_inner()
-        .map_err(|e| CliError::Failed(anyhow::anyhow!("Failed to write CSV: {e}")))?;
+    let bytes = w.into_inner().map_err(|e| failed(&e))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
@@ -365,17 +389,18 @@ mod tests {
 
     #[test]
     fn csv_quotes_cells_flattens_one_level_and_leaves_missing_fields_empty() {
-        let rows = serde_json::json!([
+        let rows = r#"[
             {"name": "a, \"b\"", "n": 1, "converted": {"per_hour": 2.5, "currency": "CNY"}, "list": ["x", "y"]},
             {"name": "c", "extra": true, "converted": null}
-        ]);
-        let text = csv_text(&rows).unwrap();
+        ]"#;
+        let text = csv_text(rows).unwrap();
         assert_eq!(
             text,
-            "name,n,converted.per_hour,converted.currency,list,extra,converted\n\
-             \"a, \"\"b\"\"\",1,2.5,CNY,\"[\"\"x\"\",\"\"y\"\"]\",,\n\
+            "name,n,converted.currency,converted.per_hour,list,extra,converted\n\
+             \"a, \"\"b\"\"\",1,CNY,2.5,\"[\"\"x\"\",\"\"y\"\"]\",,\n\
              c,,,,,true,\n"
         );
-        assert_eq!(csv_text(&serde_json::json!([])).unwrap(), "");
+        assert_eq!(csv_text("[]").unwrap(), "");
+        assert_eq!(csv_text(r#"{"b": 1, "a": 2}"#).unwrap(), "b,a\n1,2\n");
     }
 }
