@@ -220,8 +220,21 @@ pub async fn run(d: Delivery) {
         .await
         .and_then(Result::ok)
         .unwrap_or_default();
-        for message in due {
+        let mut due = due.into_iter();
+        while let Some(message) = due.next() {
             if d.cancel.is_cancelled() {
+                // The rest of the claim is due again now, for the next
+                // daemon or replica, instead of after the hold.
+                let ids: Vec<i64> = std::iter::once(message.id)
+                    .chain(due.map(|m| m.id))
+                    .collect();
+                let released = blocking(&d.pool, move |p| {
+                    p.write(|s| s.release_messages(&ids, Utc::now()))
+                })
+                .await;
+                if !matches!(released, Some(Ok(()))) {
+                    tracing::error!("Could not release the undelivered alerts of this claim.");
+                }
                 return;
             }
             deliver_one(&d, &http, &policy, message).await;

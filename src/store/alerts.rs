@@ -126,6 +126,14 @@ pub trait Alerts {
     /// On a database error.
     fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<(), StoreError>;
 
+    /// Gives claimed, undelivered messages back to be due at `at`, without
+    /// counting an attempt: a daemon stopping mid-batch must not leave the
+    /// rest of its claim held for the whole hold time.
+    ///
+    /// # Errors
+    /// On a database error.
+    fn release_messages(&self, ids: &[i64], at: DateTime<Utc>) -> Result<(), StoreError>;
+
     /// Records a failed attempt and when to try again.
     ///
     /// # Errors

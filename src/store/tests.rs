@@ -312,6 +312,14 @@ fn alerts_queue_once_and_each_due_message_is_claimed_once(db) {
     let history = pool.read(|s| s.message_history(10)).unwrap();
     assert_eq!(history.len(), 3);
     assert_eq!(history[2].delivered_at, Some(at(2)));
+
+    // A claim given back is due at once, without an attempt counted; a
+    // delivered message stays delivered.
+    let ids: Vec<i64> = again.iter().map(|m| m.id).chain([claimed[0].id]).collect();
+    pool.write(|s| s.release_messages(&ids, at(11))).unwrap();
+    let released = pool.write(|s| s.claim_due_messages(at(11), at(30), 50)).unwrap();
+    assert_eq!(released.iter().map(|m| m.idempotency_key.as_str()).collect::<Vec<_>>(), ["k1", "k2"]);
+    assert_eq!(released[0].attempts, 1);
 }
 }
 

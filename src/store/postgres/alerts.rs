@@ -146,6 +146,14 @@ impl Alerts for PgStore<'_> {
         Ok(())
     }
 
+    fn release_messages(&self, ids: &[i64], at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.execute(
+            "UPDATE alert_outbox SET next_attempt_at = $2 WHERE id = ANY($1) AND delivered_at IS NULL",
+            &[&ids, &ts(at)],
+        )?;
+        Ok(())
+    }
+
     fn mark_attempt_failed(
         &self,
         id: i64,

@@ -157,6 +157,16 @@ impl Alerts for SqliteStore {
         Ok(())
     }
 
+    fn release_messages(&self, ids: &[i64], at: DateTime<Utc>) -> Result<(), StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "UPDATE alert_outbox SET next_attempt_at = ?2 WHERE id = ?1 AND delivered_at IS NULL",
+        )?;
+        for id in ids {
+            stmt.execute(params![id, ts(at)])?;
+        }
+        Ok(())
+    }
+
     fn mark_attempt_failed(
         &self,
         id: i64,
