@@ -140,14 +140,15 @@ impl NebiusProvider {
         Ok(e.connect_lazy())
     }
 
-    /// Runs one unary call with the bearer token, retrying what a retry can
-    /// fix. A token the server calls expired or unknown is exchanged anew
-    /// once; refused twice, it is an auth error.
-    async fn call<T, Fut>(
+    /// Sends `message` with `send` and the bearer token, retrying what a
+    /// retry can fix. A token the server calls expired or unknown is
+    /// exchanged anew once; refused twice, it is an auth error.
+    async fn call<M: Clone, T, Fut>(
         &self,
         credentials: &Credentials,
         url: &str,
-        mut call: impl FnMut(MetadataValue<tonic::metadata::Ascii>) -> Fut,
+        message: &M,
+        mut send: impl FnMut(tonic::Request<M>) -> Fut,
     ) -> Result<T, ProviderError>
     where
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
@@ -164,7 +165,9 @@ impl NebiusProvider {
                     detail: "the access token is not printable ASCII".to_owned(),
                 })?;
             value.set_sensitive(true);
-            let status = match call(value).await {
+            let mut request = tonic::Request::new(message.clone());
+            request.metadata_mut().insert("authorization", value);
+            let status = match send(request).await {
                 Ok(answer) => return Ok(answer.into_inner()),
                 Err(status) => status,
             };
@@ -225,11 +228,9 @@ impl NebiusProvider {
                 parent_id: project.to_owned(),
             };
             let page = self
-                .call(credentials, &url, |bearer| {
+                .call(credentials, &url, &request, |r| {
                     let mut client = client.clone();
-                    let mut request = tonic::Request::new(request.clone());
-                    request.metadata_mut().insert("authorization", bearer);
-                    async move { client.list(request).await }
+                    async move { client.list(r).await }
                 })
                 .await?;
             out.extend(page.items);
@@ -281,11 +282,9 @@ impl NebiusProvider {
                 }),
             };
             let answer = self
-                .call(credentials, &url, |bearer| {
+                .call(credentials, &url, &request, |r| {
                     let mut client = client.clone();
-                    let mut request = tonic::Request::new(request.clone());
-                    request.metadata_mut().insert("authorization", bearer);
-                    async move { client.estimate_batch(request).await }
+                    async move { client.estimate_batch(r).await }
                 })
                 .await?;
             out.extend(hourly_costs(&answer, chunk).map_err(|detail| decode(&url, detail))?);
