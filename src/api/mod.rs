@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
+use axum::http::Method;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use axum::{Json, Router};
 use chrono::Utc;
 use serde_json::{Value, json};
@@ -27,27 +28,47 @@ use crate::store::StoreError;
 use crate::web::params::Params;
 use crate::web::{ApiError, AppState, PRICE_FILTERS, cheapest_at, lock, price_filter, read};
 
+/// Every API route as (method, path, handler): one table, so the router
+/// and the list the OpenAPI description is checked against cannot differ.
+fn table() -> Vec<(Method, &'static str, MethodRouter<Arc<AppState>>)> {
+    vec![
+        (Method::GET, "/healthz", get(|| async { "ok\n" })),
+        (Method::GET, "/readyz", get(ready)),
+        (Method::GET, "/metrics", get(metrics)),
+        (Method::GET, "/openapi.json", get(openapi)),
+        (Method::GET, "/v1/prices", get(prices)),
+        (Method::GET, "/v1/spot-history", get(spot_history)),
+        (Method::GET, "/v1/sync-runs", get(sync_runs)),
+        (Method::GET, "/v1/cluster", get(cluster)),
+        (Method::POST, "/v1/sync", post(trigger_sync)),
+        (Method::GET, "/v1/alerts", get(alerts)),
+        (Method::POST, "/v1/plans", post(create_plan)),
+        (Method::GET, "/v1/plans/latest", get(latest_plan)),
+        (Method::GET, "/v1/plans/{id}", get(plan_by_id)),
+        (Method::GET, "/v1/bills", get(bills::bills)),
+        (Method::GET, "/v1/usage", get(bills::usage)),
+        (Method::GET, "/v1/spend", get(bills::spend)),
+        (Method::GET, "/v1/commitments", get(bills::commitments)),
+        (Method::GET, "/v1/coverage", get(bills::coverage)),
+        (Method::GET, "/v1/budgets", get(bills::budgets)),
+    ]
+}
+
 /// The API's routes; [`crate::server::router`] hardens them with the dashboard's.
 pub fn routes() -> Router<Arc<AppState>> {
-    Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(ready))
-        .route("/metrics", get(metrics))
-        .route("/v1/prices", get(prices))
-        .route("/v1/spot-history", get(spot_history))
-        .route("/v1/sync-runs", get(sync_runs))
-        .route("/v1/cluster", get(cluster))
-        .route("/v1/sync", post(trigger_sync))
-        .route("/v1/alerts", get(alerts))
-        .route("/v1/plans", post(create_plan))
-        .route("/v1/plans/latest", get(latest_plan))
-        .route("/v1/plans/{id}", get(plan_by_id))
-        .route("/v1/bills", get(bills::bills))
-        .route("/v1/usage", get(bills::usage))
-        .route("/v1/spend", get(bills::spend))
-        .route("/v1/commitments", get(bills::commitments))
-        .route("/v1/coverage", get(bills::coverage))
-        .route("/v1/budgets", get(bills::budgets))
+    table()
+        .into_iter()
+        .fold(Router::new(), |r, (_, path, handler)| {
+            r.route(path, handler)
+        })
+}
+
+/// The OpenAPI 3.1 description of the JSON routes (all but `/metrics` and
+/// itself), served as written.
+const OPENAPI: &str = include_str!("openapi.json");
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
 /// How long a client refused for busy solvers is asked to wait.
@@ -493,5 +514,40 @@ fn not_found(message: &str) -> ApiError {
         status: StatusCode::NOT_FOUND,
         message: message.to_owned(),
         parameter: None,
+    }
+}
+
+#[cfg(test)]
+mod openapi_tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn the_openapi_description_lists_exactly_the_json_routes() {
+        let doc: Value = serde_json::from_str(OPENAPI).unwrap();
+        assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+        let mut described = BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for method in item.as_object().unwrap().keys() {
+                described.insert((method.to_ascii_uppercase(), path.clone()));
+            }
+        }
+        let served: BTreeSet<(String, String)> = table()
+            .into_iter()
+            .filter(|(_, path, _)| !matches!(*path, "/metrics" | "/openapi.json"))
+            .map(|(method, path, _)| (method.to_string(), path.to_owned()))
+            .collect();
+        assert_eq!(described, served);
+        // Every reference resolves.
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        let text = OPENAPI;
+        for at in text.match_indices("#/components/schemas/") {
+            let name: String = text[at.0 + at.1.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            assert!(schemas.contains_key(&name), "no schema {name}");
+        }
     }
 }

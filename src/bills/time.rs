@@ -44,9 +44,18 @@ fn split_offset(t: &str) -> (&str, i64) {
         return (rest, 0);
     }
     let bytes = t.as_bytes();
-    if bytes.len() > 6 {
-        let at = bytes.len() - 6;
-        let tail = &t[at..];
+    // Only an ASCII tail can be an offset; slicing anything else could cut
+    // a character in two.
+    let tail = bytes
+        .len()
+        .checked_sub(6)
+        .filter(|at| *at > 0)
+        .and_then(|at| {
+            t.get(at..)
+                .filter(|tail| tail.is_ascii())
+                .map(|tail| (at, tail))
+        });
+    if let Some((at, tail)) = tail {
         let sign = match bytes[at] {
             b'+' => 1,
             b'-' => -1,
@@ -104,6 +113,22 @@ pub(crate) fn next_month(t: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_that_is_not_ascii_is_refused_not_split_mid_character() {
+        for text in [
+            "çS¸¿å{",
+            "2026-10-01T00:00:00+01:0¸",
+            "ç2026-10-01",
+            "¸¸¸¸¸¸¸",
+        ] {
+            assert!(parse(text).is_err(), "{text}");
+        }
+        assert_eq!(
+            parse("2026-10-01T01:00:00+01:00"),
+            parse("2026-10-01T00:00:00Z")
+        );
+    }
 
     #[test]
     fn the_date_forms_real_exports_write() {
