@@ -98,8 +98,12 @@ async fn schemathesis_finds_nothing_the_description_does_not_allow() {
         var("GPUPLAN_SCHEMATHESIS_EXAMPLES", "40"),
         var("GPUPLAN_SCHEMATHESIS_SEED", "1"),
     );
+    // Schemathesis keeps a cache where it runs: in the test's folder, not
+    // in the checkout.
+    let workdir = dir.path().to_path_buf();
     let run = tokio::task::spawn_blocking(move || {
         Command::new(tools.join("schemathesis"))
+            .current_dir(workdir)
             .args(["run", &format!("{base}/openapi.json")])
             .args([
                 "--checks",
