@@ -51,6 +51,16 @@ impl Freshness {
         Ok(Self::new(store.last_good_syncs()?, intervals, now))
     }
 
+    /// Every source scheduled or with a good sync, in order.
+    #[must_use]
+    pub fn sources(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.intervals.keys().cloned().collect();
+        names.extend(self.last_good.keys().cloned());
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// The sources whose data is stale now, in order: part of the key of any
     /// cached answer, since records carry their staleness.
     #[must_use]

@@ -102,11 +102,8 @@ fn scrape_figures(
                 .map(|m| (m.to_owned(), group, r.usd_per_gpu_hour))
         })
         .collect();
-    let mut names: Vec<String> = state.intervals.keys().cloned().collect();
-    names.extend(fresh.last_good.keys().cloned());
-    names.sort();
-    names.dedup();
-    let stale = names
+    let stale = fresh
+        .sources()
         .into_iter()
         .map(|n| {
             let stale = fresh.is_stale(&n);

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::bills::time::DAY;
 use crate::budgets::{self, BillSourceRef};
 use crate::store::{Store, StoreError};
 
-const DAY: i64 = 86_400;
 /// Complete days the utilization is taken over, as `commitment_underused`
 /// rules do by default.
 pub const DAYS: i64 = 7;

@@ -42,11 +42,8 @@ pub async fn page(State(state): State<Arc<AppState>>) -> Result<Response, PageEr
             .into_iter()
             .map(|(source, status, error)| (source, (status, error)))
             .collect();
-        let mut names: Vec<String> = state.intervals.keys().cloned().collect();
-        names.extend(fresh.last_good.keys().cloned());
-        names.sort();
-        names.dedup();
-        let sources = names
+        let sources = fresh
+            .sources()
             .into_iter()
             .map(|name| Source {
                 last_good: fresh.last_good.get(&name).copied(),

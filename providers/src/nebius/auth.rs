@@ -219,7 +219,9 @@ pub async fn exchange(
         ("subject_token_type", "urn:ietf:params:oauth:token-type:jwt"),
         ("subject_token", jwt.expose()),
     ];
-    let body = form_urlencoded(&form);
+    let body = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form)
+        .finish();
     let judge = |status: reqwest::StatusCode, bytes: &[u8]| -> Verdict {
         if matches!(status.as_u16(), 400 | 401 | 403) {
             // RFC 6749 §5.2: `error` and `error_description`, never the token.
@@ -277,27 +279,4 @@ pub async fn exchange(
         bearer: Secret::new(answer.access_token),
         renew_at: started + life - margin,
     })
-}
-
-fn form_urlencoded(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-/// `application/x-www-form-urlencoded` escaping of one key or value.
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => {
-                out.push(char::from(b));
-            }
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
 }

@@ -23,15 +23,8 @@ use serde::Deserialize;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
-pub use auth::{CREDENTIALS_ENV, Credentials};
-
-/// The credentials file the environment names, if it names one.
-#[must_use]
-pub fn credentials_from_env() -> Option<PathBuf> {
-    std::env::var_os(CREDENTIALS_ENV)
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-}
+pub use auth::CREDENTIALS_ENV;
+use auth::Credentials;
 use proto::nebius::billing::v1 as billing;
 use proto::nebius::common::v1 as common;
 use proto::nebius::compute::v1 as compute;
@@ -55,6 +48,19 @@ const SPECS_PER_ESTIMATE: usize = 50;
 /// The calculator's type URL of the spec it prices.
 const CREATE_INSTANCE_TYPE_URL: &str =
     "type.googleapis.com/nebius.compute.v1.CreateInstanceRequest";
+
+/// The credentials file the environment names, if it names one.
+#[must_use]
+pub fn credentials_from_env() -> Option<PathBuf> {
+    std::env::var_os(CREDENTIALS_ENV)
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+}
+
+/// A preset's instance type: `gpu-h100-sxm_8gpu-128vcpu-1600gb`.
+fn instance_type(platform: &str, preset: &str) -> String {
+    format!("{platform}_{preset}")
+}
 
 #[derive(Debug, Clone)]
 pub struct NebiusConfig {
@@ -97,6 +103,13 @@ impl NebiusProvider {
             http,
             token: tokio::sync::Mutex::new(None),
         })
+    }
+
+    fn list_url(&self) -> String {
+        format!(
+            "{}/nebius.compute.v1.PlatformService/List",
+            self.config.compute_endpoint.trim_end_matches('/')
+        )
     }
 
     fn exchange_url(&self) -> String {
@@ -213,10 +226,7 @@ impl NebiusProvider {
         channel: &Channel,
         project: &str,
     ) -> Result<Vec<compute::Platform>, ProviderError> {
-        let url = format!(
-            "{}/nebius.compute.v1.PlatformService/List",
-            self.config.compute_endpoint.trim_end_matches('/')
-        );
+        let url = self.list_url();
         let client = compute::platform_service_client::PlatformServiceClient::new(channel.clone());
         let mut out = Vec::new();
         let mut token = String::new();
@@ -309,7 +319,7 @@ impl Spec {
         } else {
             "on-demand"
         };
-        format!("{}_{} {kind}", self.platform, self.preset)
+        format!("{} {kind}", instance_type(&self.platform, &self.preset))
     }
 
     fn resource(&self, project: &str) -> billing::ResourceSpec {
@@ -501,7 +511,7 @@ fn offers(platforms: &[compute::Platform], snap: &mut Snapshot) -> Result<Offers
             }
             let form = gpu::form_factor(&model.name, name);
             out.types.push(InstanceType {
-                instance_type: format!("{name}_{}", preset.name),
+                instance_type: instance_type(name, &preset.name),
                 gpu_model: model.name,
                 gpu_count: gpus,
                 gpu_memory_gib: model.memory_gib,
@@ -546,10 +556,7 @@ impl Provider for NebiusProvider {
             let platforms = self.platforms(&credentials, &compute, project).await?;
             let offers = offers(&platforms, &mut snap).map_err(|detail| {
                 decode(
-                    &format!(
-                        "{}/nebius.compute.v1.PlatformService/List",
-                        self.config.compute_endpoint
-                    ),
+                    &self.list_url(),
                     format!("project {project} ({region}): {detail}"),
                 )
             })?;
@@ -557,7 +564,7 @@ impl Provider for NebiusProvider {
                 .estimate(&credentials, &calculator, project, &offers.specs)
                 .await?;
             for (spec, usd) in offers.specs.iter().zip(costs) {
-                let instance_type = format!("{}_{}", spec.platform, spec.preset);
+                let instance_type = instance_type(&spec.platform, &spec.preset);
                 if spec.preemptible {
                     snap.spot_observations.push(SpotObservation {
                         region: region.clone(),

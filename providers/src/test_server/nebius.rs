@@ -132,10 +132,8 @@ impl State {
 
     /// The token exchange: an access token for a JWT this account signed.
     fn exchange(&self, body: &str) -> Result<String, String> {
-        let form: BTreeMap<&str, String> = body
-            .split('&')
-            .filter_map(|kv| kv.split_once('='))
-            .map(|(k, v)| (k, unescape(v)))
+        let form: BTreeMap<String, String> = form_urlencoded::parse(body.as_bytes())
+            .into_owned()
             .collect();
         let want = [
             (
@@ -186,25 +184,6 @@ impl State {
         tokens.valid.push(token.clone());
         Ok(token)
     }
-}
-
-fn unescape(v: &str) -> String {
-    let b = v.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 3 <= b.len() => {
-                let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("");
-                out.push(u8::from_str_radix(hex, 16).unwrap_or(b'?'));
-                i += 2;
-            }
-            other => out.push(other),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[derive(Clone)]
