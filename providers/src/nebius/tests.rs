@@ -15,6 +15,12 @@ struct Setup {
     _credentials: tempfile::NamedTempFile,
 }
 
+impl Setup {
+    async fn fetch(&self) -> Result<Snapshot, ProviderError> {
+        self.provider.fetch(&FetchContext::default()).await
+    }
+}
+
 async fn setup(market: Market, expires_in: u64) -> Setup {
     let stand_in = NebiusStandIn::start(market, expires_in).await;
     let mut file = tempfile::NamedTempFile::new().unwrap();
@@ -52,7 +58,7 @@ fn price<'a>(snap: &'a Snapshot, region: &str, instance_type: &str) -> Option<&'
 #[tokio::test]
 async fn prices_every_gpu_preset_of_every_project() {
     let s = setup(Market::sample(), 3600).await;
-    let snap = s.provider.fetch(&FetchContext::default()).await.unwrap();
+    let snap = s.fetch().await.unwrap();
 
     // H100 in both regions, L40S in the first; the CPU platform is skipped.
     let mut names: Vec<(&str, &str)> = snap
@@ -132,12 +138,12 @@ async fn prices_every_gpu_preset_of_every_project() {
 #[tokio::test]
 async fn keeps_its_token_and_exchanges_a_new_one_when_the_server_expires_it() {
     let s = setup(Market::sample(), 3600).await;
-    s.provider.fetch(&FetchContext::default()).await.unwrap();
-    s.provider.fetch(&FetchContext::default()).await.unwrap();
+    s.fetch().await.unwrap();
+    s.fetch().await.unwrap();
     assert_eq!(s.stand_in.exchanges(), 1, "a fresh token is kept");
 
     s.stand_in.expire_tokens();
-    s.provider.fetch(&FetchContext::default()).await.unwrap();
+    s.fetch().await.unwrap();
     assert_eq!(
         s.stand_in.exchanges(),
         2,
@@ -149,9 +155,9 @@ async fn keeps_its_token_and_exchanges_a_new_one_when_the_server_expires_it() {
 async fn a_token_near_its_expiry_is_renewed_before_use() {
     // 1 s of life: renewed at once (half its life is the margin).
     let s = setup(Market::sample(), 1).await;
-    s.provider.fetch(&FetchContext::default()).await.unwrap();
+    s.fetch().await.unwrap();
     tokio::time::sleep(Duration::from_millis(600)).await;
-    s.provider.fetch(&FetchContext::default()).await.unwrap();
+    s.fetch().await.unwrap();
     assert_eq!(s.stand_in.exchanges(), 2);
 }
 
@@ -162,11 +168,7 @@ async fn a_token_refused_twice_is_an_auth_error_without_the_token() {
         tonic::Status::unauthenticated("token is expired"),
         tonic::Status::unauthenticated("token is expired"),
     ]);
-    let err = s
-        .provider
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap_err();
+    let err = s.fetch().await.unwrap_err();
     assert!(matches!(err, ProviderError::Auth { .. }), "{err}");
     let text = err.to_string();
     assert!(
@@ -178,11 +180,7 @@ async fn a_token_refused_twice_is_an_auth_error_without_the_token() {
 
     s.stand_in
         .fail_next([tonic::Status::permission_denied("no access to project")]);
-    let err = s
-        .provider
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap_err();
+    let err = s.fetch().await.unwrap_err();
     assert!(matches!(err, ProviderError::Auth { .. }), "{err}");
 }
 
@@ -191,25 +189,17 @@ async fn unavailable_is_retried_and_a_lasting_outage_fails_the_sync() {
     let s = setup(Market::sample(), 3600).await;
     s.stand_in
         .fail_next([tonic::Status::unavailable("overloaded")]);
-    s.provider.fetch(&FetchContext::default()).await.unwrap();
+    s.fetch().await.unwrap();
 
     s.stand_in
         .fail_next((0..3).map(|_| tonic::Status::unavailable("down")));
-    let err = s
-        .provider
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap_err();
+    let err = s.fetch().await.unwrap_err();
     assert!(err.is_retryable(), "{err}");
     assert!(err.to_string().contains("UNAVAILABLE"), "{err}");
 
     s.stand_in
         .fail_next([tonic::Status::invalid_argument("bad parent_id")]);
-    let err = s
-        .provider
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap_err();
+    let err = s.fetch().await.unwrap_err();
     assert!(!err.is_retryable(), "{err}");
     assert!(err.to_string().contains("PlatformService/List"), "{err}");
 }
@@ -224,11 +214,7 @@ async fn a_cost_that_is_not_a_decimal_string_fails_the_sync_naming_the_preset() 
             .unwrap()
             .0 = bad.to_owned();
         let s = setup(market, 3600).await;
-        let err = s
-            .provider
-            .fetch(&FetchContext::default())
-            .await
-            .unwrap_err();
+        let err = s.fetch().await.unwrap_err();
         assert!(matches!(err, ProviderError::Decode { .. }), "{bad}: {err}");
         assert!(
             err.to_string()
@@ -336,11 +322,7 @@ async fn a_platform_listing_that_loops_or_never_ends_fails_the_sync() {
     let mut market = Market::sample();
     market.stuck_page_token = true;
     let s = setup(market, 3600).await;
-    let err = s
-        .provider
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap_err();
+    let err = s.fetch().await.unwrap_err();
     assert!(err.to_string().contains("came back twice"), "{err}");
 
     let mut market = Market::sample();
@@ -349,11 +331,7 @@ async fn a_platform_listing_that_loops_or_never_ends_fails_the_sync() {
     market.projects.insert("project-e00north".to_owned(), many);
     market.page_size = 1;
     let s = setup(market, 3600).await;
-    let err = s
-        .provider
-        .fetch(&FetchContext::default())
-        .await
-        .unwrap_err();
+    let err = s.fetch().await.unwrap_err();
     assert!(err.to_string().contains("more than 50 pages"), "{err}");
 }
 
