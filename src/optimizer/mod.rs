@@ -46,6 +46,7 @@ mod incumbent;
 mod lp;
 mod model;
 mod report;
+mod risk;
 mod setup;
 mod verify;
 
@@ -58,9 +59,11 @@ use serde_json::{Value, json};
 pub use change::{PlanChange, compare};
 pub use lp::{Backend, LpError};
 pub use model::{
-    DemandClass, MAX_CLASSES, MAX_DEMAND_PER_HOUR, MAX_HORIZON_HOURS, MAX_OFFERS, MAX_OWNED, Offer,
-    Owned, Policy, Problem, ReservedOption, SpotPrice, ValidationError,
+    DemandClass, MAX_CLASSES, MAX_DEMAND_PER_HOUR, MAX_HORIZON_HOURS, MAX_OFFERS, MAX_OWNED,
+    MAX_SCENARIO_HOURS, MAX_SCENARIOS, Measure, Offer, Owned, Policy, Problem, Ranges,
+    ReservedOption, Risk, Scenario, SplitMix64, SpotPrice, Stochastic, ValidationError,
 };
+pub use risk::{FrontierPoint, Holding, RiskReport, ScenarioReport, V3Result, cvar, quantile};
 pub use verify::verify;
 
 use build::{Scope, build};
@@ -121,6 +124,9 @@ pub struct PlanResult {
     /// The schema version 2 additions (§10.13); absent from v1 results.
     #[serde(flatten)]
     pub v2: Option<V2Result>,
+    /// The schema version 3 additions (§11.12).
+    #[serde(flatten)]
+    pub v3: Option<V3Result>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -193,13 +199,31 @@ pub struct ReservedPurchase {
     pub break_even_utilization: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Hourly {
     pub spot_instances: BTreeMap<String, Vec<f64>>,
     pub on_demand_instances: BTreeMap<String, Vec<f64>>,
     /// The class split (v2 only).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub classes: Option<BTreeMap<String, ClassHourly>>,
+    /// Each scenario's own recourse (v3 only, which has no top-level counts).
+    pub scenarios: Option<BTreeMap<String, Hourly>>,
+}
+
+impl Serialize for Hourly {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        if let Some(scenarios) = &self.scenarios {
+            m.serialize_entry("scenarios", scenarios)?;
+        } else {
+            m.serialize_entry("spot_instances", &self.spot_instances)?;
+            m.serialize_entry("on_demand_instances", &self.on_demand_instances)?;
+            if let Some(classes) = &self.classes {
+                m.serialize_entry("classes", classes)?;
+            }
+        }
+        m.end()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
@@ -257,6 +281,9 @@ pub enum OptimizeError {
 /// A time limit hit before optimality, or a solver failure. Infeasibility is a
 /// result (`status: "infeasible"`), not an error.
 pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, OptimizeError> {
+    if let Some(st) = &problem.stochastic {
+        return risk::solve(problem, st, opts);
+    }
     let start = Instant::now();
     let mip = !opts.relax;
     let mut setup = Setup::new(problem);

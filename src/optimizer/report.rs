@@ -50,6 +50,7 @@ pub(super) fn empty(setup: &Setup<'_>, opts: &SolveOptions) -> PlanResult {
         best_bound: None,
         gap: None,
         v2: v2.then(|| v2_base(setup)),
+        v3: None,
     }
 }
 
@@ -281,6 +282,7 @@ pub(super) fn extract(
         spot_instances: spot_series.into_iter().map(|(k, v)| (name(k), v)).collect(),
         on_demand_instances: od_series.into_iter().map(|(k, v)| (name(k), v)).collect(),
         classes: None,
+        scenarios: None,
     };
 
     let mut served = vec![Served::default(); problem.classes.len()];

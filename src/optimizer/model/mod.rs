@@ -2,7 +2,12 @@
 //! version 2) and its validation. Input is checked field by field so every
 //! error names the field it is about.
 
+mod generator;
 mod v2;
+mod v3;
+
+pub use generator::{Ranges, SplitMix64};
+pub use v3::{MAX_SCENARIO_HOURS, MAX_SCENARIOS, Measure, Risk, Scenario, Stochastic};
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -28,7 +33,7 @@ pub const MAX_OWNED: usize = 10_000;
 /// class, `default`, with no filters and no perf map, and nothing owned.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Problem {
-    /// 1 or 2: which rules and which result shape apply.
+    /// 1, 2 or 3: which rules and which result shape apply.
     pub schema_version: u32,
     pub name: Option<String>,
     /// At least one; every class's demand has the horizon's length.
@@ -36,6 +41,8 @@ pub struct Problem {
     pub offers: Vec<Offer>,
     pub owned: Vec<Owned>,
     pub policy: Policy,
+    /// Scenarios and the risk objective: version 3 only.
+    pub stochastic: Option<Box<Stochastic>>,
 }
 
 /// A workload with its own demand, in its own work units per hour (§10.2).
@@ -269,6 +276,7 @@ impl Problem {
             offers,
             owned: Vec::new(),
             policy,
+            stochastic: None,
         }
     }
 
@@ -291,6 +299,48 @@ impl Problem {
             offers,
             owned,
             policy,
+            stochastic: None,
+        }
+    }
+
+    /// Scenario `s` of a version 3 problem as the version 2 problem it is
+    /// once the reservations are fixed (§11.2): its own demand, and no spot
+    /// price where its pool is unavailable.
+    #[must_use]
+    pub fn scenario(&self, s: &Scenario) -> Problem {
+        let hours = self.horizon();
+        let classes = self
+            .classes
+            .iter()
+            .zip(&s.demand)
+            .map(|(c, d)| DemandClass {
+                demand: d.clone(),
+                ..c.clone()
+            })
+            .collect();
+        let offers = self
+            .offers
+            .iter()
+            .map(|o| match s.available.get(&o.spot_pool) {
+                Some(up) if !o.spot_price.is_none() => Offer {
+                    spot_price: SpotPrice::Hourly(
+                        (0..hours)
+                            .map(|t| if up[t] { o.spot_price.at(t) } else { None })
+                            .collect(),
+                    ),
+                    ..o.clone()
+                },
+                _ => o.clone(),
+            })
+            .collect();
+        Problem {
+            schema_version: 2,
+            name: self.name.clone(),
+            classes,
+            offers,
+            owned: self.owned.clone(),
+            policy: self.policy.clone(),
+            stochastic: None,
         }
     }
 
@@ -333,6 +383,11 @@ impl Problem {
         if p.schema_version >= 2 {
             doc["classes"] = p.classes.iter().map(v2::class_json).collect();
             doc["owned"] = p.owned.iter().map(v2::owned_json).collect();
+            if let Some(st) = &p.stochastic {
+                for (k, v) in &st.source {
+                    doc[k] = v.clone();
+                }
+            }
         } else {
             doc["demand"] = serde_json::json!(p.classes[0].demand);
         }
@@ -354,8 +409,17 @@ impl Problem {
             None | Some(Value::Null) => 1,
             Some(v) if v.as_u64() == Some(1) => 1,
             Some(v) if v.as_u64() == Some(2) => 2,
-            Some(v) => return err("schema_version", format!("must be 1 or 2, found {v}")),
+            Some(v) if v.as_u64() == Some(3) => 3,
+            Some(v) => return err("schema_version", format!("must be 1, 2 or 3, found {v}")),
         };
+        if schema_version < 3 {
+            // Ignoring them would present a risk-neutral plan as a risk-aware one.
+            for key in v3::V3_KEYS {
+                if top.contains_key(key) {
+                    return err(key, "requires \"schema_version\": 3");
+                }
+            }
+        }
         if schema_version == 1 {
             // Planning without them silently would leave commitments or
             // workloads out of the plan without telling anyone.
@@ -407,6 +471,16 @@ impl Problem {
             Some(Value::Object(p)) => policy(p)?,
             Some(v) => return err("policy", format!("must be an object, found {v}")),
         };
+        let stochastic = if schema_version == 3 {
+            Some(Box::new(v3::stochastic(
+                top,
+                &classes,
+                &offers,
+                policy.budget.is_some(),
+            )?))
+        } else {
+            None
+        };
         let problem = Self {
             schema_version,
             name,
@@ -414,6 +488,7 @@ impl Problem {
             offers,
             owned,
             policy,
+            stochastic,
         };
         problem.check_size()?;
         Ok(problem)

@@ -27,7 +27,11 @@ const CLASS_KEYS: &[&str] = &[
 
 const OWNED_KEYS: &[&str] = &["offer", "option", "count", "remaining_hours", "description"];
 
-fn known_keys(obj: &Map<String, Value>, path: &str, known: &[&str]) -> Result<(), ValidationError> {
+pub(super) fn known_keys(
+    obj: &Map<String, Value>,
+    path: &str,
+    known: &[&str],
+) -> Result<(), ValidationError> {
     match obj.keys().find(|k| !known.contains(&k.as_str())) {
         Some(unknown) => err(
             format!("{path}.{unknown}"),

@@ -1,0 +1,811 @@
+//! The parts of a schema version 3 document (docs/planning-model.md §11.11):
+//! scenarios, or the generator that makes them, and the risk objective.
+//! Every object refuses unknown keys: a misspelt `p_down` or `lambda` would
+//! otherwise present a risk-neutral plan as a risk-aware one.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use serde_json::{Map, Value};
+
+use super::generator::{Chain, DemandPaths, Generator, Initial, Ranges, Residuals};
+use super::v2::known_keys;
+use super::{DemandClass, Offer, ValidationError, demand, err, number};
+
+/// Scenarios a problem may hold (§11.11).
+pub const MAX_SCENARIOS: usize = 1000;
+
+/// Scenario-hours (`N·T`) a problem may hold: 1000 × 168 or 200 × 720.
+pub const MAX_SCENARIO_HOURS: usize = 200_000;
+
+/// The λ values solved when `risk.frontier` is not given.
+const DEFAULT_FRONTIER: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 1.0];
+
+/// Top-level keys only a version 3 document may have.
+pub(super) const V3_KEYS: [&str; 3] = ["scenarios", "scenario_generator", "risk"];
+
+const SCENARIO_KEYS: &[&str] = &[
+    "id",
+    "probability",
+    "demand",
+    "classes",
+    "spot_available",
+    "description",
+];
+const GENERATOR_KEYS: &[&str] = &["seed", "count", "demand", "spot", "description"];
+const DEMAND_KEYS: &[&str] = &[
+    "residuals",
+    "block_hours",
+    "bucket_hours",
+    "level",
+    "range_levels",
+    "description",
+];
+const SPOT_KEYS: &[&str] = &["pools", "shocks", "description"];
+const CHAIN_KEYS: &[&str] = &["pool", "p_down", "p_up", "initial", "description"];
+const SHOCK_KEYS: &[&str] = &["id", "pools", "p_down", "p_up", "initial", "description"];
+const RISK_KEYS: &[&str] = &["lambda", "beta", "measure", "frontier", "flat_tolerance"];
+
+/// What the risk is measured on (§11.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measure {
+    /// `L_ω = C_ω`.
+    Cost,
+    /// `L_ω = C_ω − B_ω`: savings lost against the scenario's baseline.
+    SavingsShortfall,
+}
+
+impl Measure {
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Measure::Cost => "cost",
+            Measure::SavingsShortfall => "savings_shortfall",
+        }
+    }
+}
+
+/// The risk objective `(1−λ)·E[L] + λ·CVaR_β[L]` and its frontier.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Risk {
+    pub lambda: f64,
+    pub beta: f64,
+    pub measure: Measure,
+    /// The λ values solved: the frontier list and `lambda`, ascending, without repeats.
+    pub frontier: Vec<f64>,
+    pub flat_tolerance: f64,
+}
+
+impl Default for Risk {
+    fn default() -> Self {
+        Self {
+            lambda: 0.0,
+            beta: 0.95,
+            measure: Measure::Cost,
+            frontier: DEFAULT_FRONTIER.to_vec(),
+            flat_tolerance: 0.01,
+        }
+    }
+}
+
+/// One scenario: its probability, demand per class and hour, and the pools
+/// that are unavailable in some hour (`available[pool][t]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    pub id: String,
+    pub probability: f64,
+    pub demand: Vec<Vec<f64>>,
+    pub available: BTreeMap<String, Vec<bool>>,
+}
+
+/// The version 3 part of a problem.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stochastic {
+    pub scenarios: Vec<Scenario>,
+    pub risk: Risk,
+    /// The demand ranges, when the generator made demand paths (§11.7.4).
+    pub ranges: Option<Ranges>,
+    /// The document's `scenarios`, `scenario_generator` and `risk` as given,
+    /// so a saved problem keeps its generator rather than its draws.
+    pub source: Map<String, Value>,
+}
+
+/// Reads the version 3 keys of `top`, for a problem of `classes` and `offers`.
+pub(super) fn stochastic(
+    top: &Map<String, Value>,
+    classes: &[DemandClass],
+    offers: &[Offer],
+    has_budget: bool,
+) -> Result<Stochastic, ValidationError> {
+    let hours = classes[0].demand.len();
+    let pools: BTreeSet<&str> = offers.iter().map(|o| o.spot_pool.as_str()).collect();
+    let base: Vec<Vec<f64>> = classes.iter().map(|c| c.demand.clone()).collect();
+    let risk = match top.get("risk") {
+        None | Some(Value::Null) => Risk::default(),
+        Some(Value::Object(r)) => risk(r)?,
+        Some(v) => return err("risk", format!("must be an object, found {v}")),
+    };
+    if has_budget && risk.measure == Measure::SavingsShortfall {
+        return err(
+            "policy.budget",
+            "cannot be combined with risk.measure \"savings_shortfall\": that objective is not a cost",
+        );
+    }
+    let (scenarios, ranges) = match (top.get("scenarios"), top.get("scenario_generator")) {
+        (Some(s), Some(g)) if !s.is_null() && !g.is_null() => {
+            return err(
+                "scenario_generator",
+                "give either `scenarios` or `scenario_generator`, not both",
+            );
+        }
+        (Some(s), _) if !s.is_null() => (explicit(s, classes, &pools)?, None),
+        (_, Some(g)) if !g.is_null() => {
+            let generator = generator(g, classes, &pools)?;
+            let ranges = generator.demand.as_ref().map(|d| {
+                let ids: Vec<String> = classes.iter().map(|c| c.id.clone()).collect();
+                d.ranges(&ids, &base)
+            });
+            let n = generator.count;
+            let scenarios = generator
+                .generate(&base)
+                .into_iter()
+                .enumerate()
+                .map(|(i, g)| Scenario {
+                    id: format!("s{i}"),
+                    probability: 1.0 / n as f64,
+                    demand: g.demand,
+                    available: g.available,
+                })
+                .collect();
+            (scenarios, ranges)
+        }
+        _ => (
+            vec![Scenario {
+                id: "nominal".to_owned(),
+                probability: 1.0,
+                demand: base,
+                available: BTreeMap::new(),
+            }],
+            None,
+        ),
+    };
+    if scenarios.len() * hours > MAX_SCENARIO_HOURS {
+        return err(
+            "scenarios",
+            format!(
+                "{} scenarios of {hours} hours make {} scenario-hours; at most {MAX_SCENARIO_HOURS} are allowed",
+                scenarios.len(),
+                scenarios.len() * hours
+            ),
+        );
+    }
+    let source = V3_KEYS
+        .iter()
+        .filter_map(|k| top.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+        .collect();
+    Ok(Stochastic {
+        scenarios,
+        risk,
+        ranges,
+        source,
+    })
+}
+
+fn probability_like(path: &str, v: Option<&Value>, default: f64) -> Result<f64, ValidationError> {
+    match v {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => {
+            let x = number(path, v)?;
+            if !(0.0..=1.0).contains(&x) {
+                return err(path, format!("must be between 0 and 1, found {x}"));
+            }
+            Ok(x)
+        }
+    }
+}
+
+fn risk(r: &Map<String, Value>) -> Result<Risk, ValidationError> {
+    known_keys(r, "risk", RISK_KEYS)?;
+    let defaults = Risk::default();
+    let lambda = probability_like("risk.lambda", r.get("lambda"), defaults.lambda)?;
+    let beta = probability_like("risk.beta", r.get("beta"), defaults.beta)?;
+    if beta >= 1.0 {
+        return err(
+            "risk.beta",
+            "must be below 1 (CVaR at 1 is the worst case alone)",
+        );
+    }
+    let measure = match r.get("measure") {
+        None | Some(Value::Null) => Measure::Cost,
+        Some(Value::String(s)) if s == "cost" => Measure::Cost,
+        Some(Value::String(s)) if s == "savings_shortfall" => Measure::SavingsShortfall,
+        Some(v) => {
+            return err(
+                "risk.measure",
+                format!("must be \"cost\" or \"savings_shortfall\", found {v}"),
+            );
+        }
+    };
+    let mut frontier = match r.get("frontier") {
+        None | Some(Value::Null) => defaults.frontier,
+        Some(Value::Array(items)) if (1..=11).contains(&items.len()) => {
+            let mut out: Vec<f64> = Vec::with_capacity(items.len());
+            for (i, v) in items.iter().enumerate() {
+                let path = format!("risk.frontier[{i}]");
+                let x = probability_like(&path, Some(v), 0.0)?;
+                if out.contains(&x) {
+                    return err(path, format!("{x} is listed twice"));
+                }
+                out.push(x);
+            }
+            out
+        }
+        Some(v) => {
+            return err(
+                "risk.frontier",
+                format!("must be a list of 1 to 11 distinct values in [0, 1], found {v}"),
+            );
+        }
+    };
+    if !frontier.contains(&lambda) {
+        frontier.push(lambda);
+    }
+    frontier.sort_by(f64::total_cmp);
+    let flat_tolerance = match r.get("flat_tolerance") {
+        None | Some(Value::Null) => defaults.flat_tolerance,
+        Some(v) => {
+            let x = number("risk.flat_tolerance", v)?;
+            if x < 0.0 {
+                return err("risk.flat_tolerance", format!("must be >= 0, found {x}"));
+            }
+            x
+        }
+    };
+    Ok(Risk {
+        lambda,
+        beta,
+        measure,
+        frontier,
+        flat_tolerance,
+    })
+}
+
+fn class_index(classes: &[DemandClass], path: &str, id: &str) -> Result<usize, ValidationError> {
+    classes.iter().position(|c| c.id == id).map_or_else(
+        || err(path, format!("`{id}` is not a class of this problem")),
+        Ok,
+    )
+}
+
+fn known_pool(pools: &BTreeSet<&str>, path: &str, pool: &str) -> Result<(), ValidationError> {
+    if pools.contains(pool) {
+        Ok(())
+    } else {
+        err(
+            path,
+            format!("`{pool}` is not the spot_pool of any offer in this problem"),
+        )
+    }
+}
+
+fn explicit(
+    v: &Value,
+    classes: &[DemandClass],
+    pools: &BTreeSet<&str>,
+) -> Result<Vec<Scenario>, ValidationError> {
+    let items = match v {
+        Value::Array(items) if !items.is_empty() => items,
+        _ => return err("scenarios", format!("must be a non-empty list, found {v}")),
+    };
+    if items.len() > MAX_SCENARIOS {
+        return err(
+            "scenarios",
+            format!(
+                "has {} scenarios; at most {MAX_SCENARIOS} are allowed",
+                items.len()
+            ),
+        );
+    }
+    let hours = classes[0].demand.len();
+    let mut out = Vec::with_capacity(items.len());
+    let mut ids = HashSet::new();
+    let mut given: Vec<Option<f64>> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("scenarios[{i}]");
+        let Some(s) = item.as_object() else {
+            return err(path, "must be an object");
+        };
+        known_keys(s, &path, SCENARIO_KEYS)?;
+        let id = match s.get("id") {
+            Some(Value::String(id)) if !id.is_empty() => id.clone(),
+            Some(v) => {
+                return err(
+                    format!("{path}.id"),
+                    format!("must be a non-empty string, found {v}"),
+                );
+            }
+            None => return err(format!("{path}.id"), "is required"),
+        };
+        if !ids.insert(id.clone()) {
+            return err(
+                format!("{path}.id"),
+                format!("`{id}` is used by an earlier scenario"),
+            );
+        }
+        given.push(match s.get("probability") {
+            None | Some(Value::Null) => None,
+            Some(v) => {
+                let p = number(&format!("{path}.probability"), v)?;
+                if p <= 0.0 {
+                    return err(
+                        format!("{path}.probability"),
+                        format!("must be > 0, found {p}"),
+                    );
+                }
+                Some(p)
+            }
+        });
+        let mut demand_of: Vec<Vec<f64>> = classes.iter().map(|c| c.demand.clone()).collect();
+        match (s.get("demand"), s.get("classes")) {
+            (Some(_), Some(_)) => {
+                return err(
+                    format!("{path}.classes"),
+                    "give either `demand` or `classes`, not both",
+                );
+            }
+            (Some(d), None) => {
+                if classes.len() != 1 {
+                    return err(
+                        format!("{path}.demand"),
+                        "is allowed only with one class; give `classes` {id: demand}",
+                    );
+                }
+                demand_of[0] = hourly(&format!("{path}.demand"), d, hours)?;
+            }
+            (None, Some(Value::Object(m))) => {
+                for (cid, d) in m {
+                    let cpath = format!("{path}.classes.{cid}");
+                    let c = class_index(classes, &cpath, cid)?;
+                    demand_of[c] = hourly(&cpath, d, hours)?;
+                }
+            }
+            (None, Some(v)) => {
+                return err(
+                    format!("{path}.classes"),
+                    format!("must be an object {{class: demand}}, found {v}"),
+                );
+            }
+            (None, None) => {}
+        }
+        let mut available = BTreeMap::new();
+        match s.get("spot_available") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(m)) => {
+                for (pool, a) in m {
+                    let apath = format!("{path}.spot_available.{pool}");
+                    known_pool(pools, &apath, pool)?;
+                    let path_of = availability(&apath, a, hours)?;
+                    if path_of.iter().any(|up| !up) {
+                        available.insert(pool.clone(), path_of);
+                    }
+                }
+            }
+            Some(v) => {
+                return err(
+                    format!("{path}.spot_available"),
+                    format!("must be an object {{pool: 0 | 1 | [0 or 1 per hour]}}, found {v}"),
+                );
+            }
+        }
+        out.push(Scenario {
+            id,
+            probability: 0.0,
+            demand: demand_of,
+            available,
+        });
+    }
+    let n = out.len();
+    if given.iter().all(Option::is_none) {
+        for s in &mut out {
+            s.probability = 1.0 / n as f64;
+        }
+    } else if let Some(i) = given.iter().position(Option::is_none) {
+        return err(
+            format!("scenarios[{i}].probability"),
+            "is missing; give a probability for every scenario or for none",
+        );
+    } else {
+        let sum: f64 = given.iter().flatten().sum();
+        if (sum - 1.0).abs() > 1e-6 {
+            return err("scenarios", format!("probabilities sum to {sum}, not 1"));
+        }
+        for (s, p) in out.iter_mut().zip(given) {
+            s.probability = p.unwrap_or(0.0) / sum;
+        }
+    }
+    Ok(out)
+}
+
+fn hourly(path: &str, v: &Value, hours: usize) -> Result<Vec<f64>, ValidationError> {
+    let d = demand(path, Some(v))?;
+    if d.len() != hours {
+        return err(
+            path,
+            format!("has {} hours; the problem's demand has {hours}", d.len()),
+        );
+    }
+    Ok(d)
+}
+
+fn bit(path: &str, v: &Value) -> Result<bool, ValidationError> {
+    match v.as_u64() {
+        Some(0) if !v.is_boolean() => Ok(false),
+        Some(1) if !v.is_boolean() => Ok(true),
+        _ => err(path, format!("must be 0 or 1, found {v}")),
+    }
+}
+
+fn availability(path: &str, v: &Value, hours: usize) -> Result<Vec<bool>, ValidationError> {
+    match v {
+        Value::Array(items) => {
+            if items.len() != hours {
+                return err(
+                    path,
+                    format!(
+                        "has {} hours; the problem's demand has {hours}",
+                        items.len()
+                    ),
+                );
+            }
+            items
+                .iter()
+                .enumerate()
+                .map(|(t, a)| bit(&format!("{path}[{t}]"), a))
+                .collect()
+        }
+        _ => Ok(vec![bit(path, v)?; hours]),
+    }
+}
+
+fn whole(
+    path: &str,
+    v: Option<&Value>,
+    min: u64,
+    max: u64,
+    default: u64,
+) -> Result<u64, ValidationError> {
+    match v {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => match v.as_u64() {
+            Some(n) if (min..=max).contains(&n) && !v.is_boolean() => Ok(n),
+            _ => err(
+                path,
+                format!("must be an integer from {min} to {max}, found {v}"),
+            ),
+        },
+    }
+}
+
+fn generator(
+    v: &Value,
+    classes: &[DemandClass],
+    pools: &BTreeSet<&str>,
+) -> Result<Generator, ValidationError> {
+    let Some(g) = v.as_object() else {
+        return err(
+            "scenario_generator",
+            format!("must be an object, found {v}"),
+        );
+    };
+    known_keys(g, "scenario_generator", GENERATOR_KEYS)?;
+    let seed = match g.get("seed") {
+        None => return err("scenario_generator.seed", "is required"),
+        v => whole("scenario_generator.seed", v, 0, (1 << 53) - 1, 0)?,
+    };
+    let count = match g.get("count") {
+        None => return err("scenario_generator.count", "is required"),
+        v => whole("scenario_generator.count", v, 1, MAX_SCENARIOS as u64, 1)? as usize,
+    };
+    let demand = match g.get("demand") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(d)) => Some(demand_paths(d, classes)?),
+        Some(v) => {
+            return err(
+                "scenario_generator.demand",
+                format!("must be an object, found {v}"),
+            );
+        }
+    };
+    let (mut chains, mut shocks) = (Vec::new(), Vec::new());
+    match g.get("spot") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(s)) => {
+            known_keys(s, "scenario_generator.spot", SPOT_KEYS)?;
+            for (i, c) in list(s.get("pools"), "scenario_generator.spot.pools")?
+                .iter()
+                .enumerate()
+            {
+                let path = format!("scenario_generator.spot.pools[{i}]");
+                let Some(c) = c.as_object() else {
+                    return err(path, "must be an object");
+                };
+                known_keys(c, &path, CHAIN_KEYS)?;
+                let pool = match c.get("pool") {
+                    Some(Value::String(p)) => p.clone(),
+                    Some(v) => {
+                        return err(
+                            format!("{path}.pool"),
+                            format!("must be a string, found {v}"),
+                        );
+                    }
+                    None => return err(format!("{path}.pool"), "is required"),
+                };
+                known_pool(pools, &format!("{path}.pool"), &pool)?;
+                if chains.iter().any(|(p, _)| *p == pool) {
+                    return err(
+                        format!("{path}.pool"),
+                        format!("`{pool}` already has a chain"),
+                    );
+                }
+                chains.push((pool, chain(c, &path)?));
+            }
+            let mut ids = HashSet::new();
+            for (i, c) in list(s.get("shocks"), "scenario_generator.spot.shocks")?
+                .iter()
+                .enumerate()
+            {
+                let path = format!("scenario_generator.spot.shocks[{i}]");
+                let Some(c) = c.as_object() else {
+                    return err(path, "must be an object");
+                };
+                known_keys(c, &path, SHOCK_KEYS)?;
+                match c.get("id") {
+                    Some(Value::String(id)) if !id.is_empty() => {
+                        if !ids.insert(id.clone()) {
+                            return err(
+                                format!("{path}.id"),
+                                format!("`{id}` is used by an earlier shock"),
+                            );
+                        }
+                    }
+                    Some(v) => {
+                        return err(
+                            format!("{path}.id"),
+                            format!("must be a non-empty string, found {v}"),
+                        );
+                    }
+                    None => return err(format!("{path}.id"), "is required"),
+                }
+                let members = match c.get("pools") {
+                    Some(Value::Array(items)) if !items.is_empty() => items,
+                    Some(v) => {
+                        return err(
+                            format!("{path}.pools"),
+                            format!("must be a non-empty list of pools, found {v}"),
+                        );
+                    }
+                    None => return err(format!("{path}.pools"), "is required"),
+                };
+                let mut names: Vec<String> = Vec::with_capacity(members.len());
+                for (j, p) in members.iter().enumerate() {
+                    let ppath = format!("{path}.pools[{j}]");
+                    let Some(p) = p.as_str() else {
+                        return err(ppath, format!("must be a string, found {p}"));
+                    };
+                    known_pool(pools, &ppath, p)?;
+                    if names.iter().any(|n| n == p) {
+                        return err(ppath, format!("`{p}` is listed twice"));
+                    }
+                    names.push(p.to_owned());
+                }
+                shocks.push((names, chain(c, &path)?));
+            }
+        }
+        Some(v) => {
+            return err(
+                "scenario_generator.spot",
+                format!("must be an object, found {v}"),
+            );
+        }
+    }
+    Ok(Generator {
+        seed,
+        count,
+        demand,
+        pools: chains,
+        shocks,
+    })
+}
+
+fn list<'a>(v: Option<&'a Value>, path: &str) -> Result<&'a [Value], ValidationError> {
+    match v {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(items)) => Ok(items),
+        Some(v) => err(path, format!("must be a list, found {v}")),
+    }
+}
+
+fn chain(c: &Map<String, Value>, path: &str) -> Result<Chain, ValidationError> {
+    let rate = |key: &str| -> Result<f64, ValidationError> {
+        let p = format!("{path}.{key}");
+        match c.get(key) {
+            None => err(p, "is required"),
+            v => probability_like(&p, v, 0.0),
+        }
+    };
+    let initial = match c.get("initial") {
+        None | Some(Value::Null) => Initial::Stationary,
+        Some(Value::String(s)) if s == "stationary" => Initial::Stationary,
+        Some(Value::String(s)) if s == "up" => Initial::Up,
+        Some(Value::String(s)) if s == "down" => Initial::Down,
+        Some(v) => {
+            return err(
+                format!("{path}.initial"),
+                format!("must be \"stationary\", \"up\" or \"down\", found {v}"),
+            );
+        }
+    };
+    Ok(Chain {
+        p_down: rate("p_down")?,
+        p_up: rate("p_up")?,
+        initial,
+    })
+}
+
+fn demand_paths(
+    d: &Map<String, Value>,
+    classes: &[DemandClass],
+) -> Result<DemandPaths, ValidationError> {
+    let at = "scenario_generator.demand";
+    known_keys(d, at, DEMAND_KEYS)?;
+    let residuals = match d.get("residuals") {
+        Some(Value::Object(m)) if !m.is_empty() => m,
+        Some(v) => {
+            return err(
+                format!("{at}.residuals"),
+                format!("must be a non-empty object {{class: matrix}}, found {v}"),
+            );
+        }
+        None => return err(format!("{at}.residuals"), "is required"),
+    };
+    let mut out: Vec<Residuals> = Vec::with_capacity(residuals.len());
+    let mut shape: Option<(usize, usize, String)> = None;
+    for (cid, m) in residuals {
+        let path = format!("{at}.residuals.{cid}");
+        let class = class_index(classes, &path, cid)?;
+        let rows = match m {
+            Value::Array(rows) if !rows.is_empty() => rows,
+            _ => {
+                return err(
+                    path,
+                    format!(
+                        "must be a non-empty list of folds, each a list of errors per lead hour, found {m}"
+                    ),
+                );
+            }
+        };
+        let mut errors = Vec::with_capacity(rows.len());
+        for (i, row) in rows.iter().enumerate() {
+            let rpath = format!("{path}[{i}]");
+            let cells = match row {
+                Value::Array(cells) if !cells.is_empty() => cells,
+                _ => {
+                    return err(
+                        rpath,
+                        format!("must be a non-empty list of errors, found {row}"),
+                    );
+                }
+            };
+            if cells.len() > super::MAX_HORIZON_HOURS {
+                return err(
+                    rpath,
+                    format!(
+                        "has {} lead hours; at most {}",
+                        cells.len(),
+                        super::MAX_HORIZON_HOURS
+                    ),
+                );
+            }
+            let values = cells
+                .iter()
+                .enumerate()
+                .map(|(h, e)| number(&format!("{rpath}[{h}]"), e))
+                .collect::<Result<Vec<f64>, _>>()?;
+            if let Some(first) = errors.first().map(Vec::len)
+                && first != values.len()
+            {
+                return err(
+                    rpath,
+                    format!(
+                        "has {} lead hours; the first fold has {first}",
+                        values.len()
+                    ),
+                );
+            }
+            errors.push(values);
+        }
+        if errors.len() > MAX_SCENARIOS {
+            return err(
+                path,
+                format!("has {} folds; at most {MAX_SCENARIOS}", errors.len()),
+            );
+        }
+        let (k, h) = (errors.len(), errors[0].len());
+        match &shape {
+            Some((k0, h0, first)) if (*k0, *h0) != (k, h) => {
+                return err(
+                    path,
+                    format!(
+                        "is {k} × {h}; `{first}` is {k0} × {h0}, and every class shares the fold draws"
+                    ),
+                );
+            }
+            Some(_) => {}
+            None => shape = Some((k, h, cid.clone())),
+        }
+        out.push(Residuals { class, errors });
+    }
+    let block_hours = whole(
+        &format!("{at}.block_hours"),
+        d.get("block_hours"),
+        1,
+        1 << 32,
+        24,
+    )? as usize;
+    let bucket_hours = match d.get("bucket_hours") {
+        None | Some(Value::Null) => None,
+        v => Some(whole(&format!("{at}.bucket_hours"), v, 1, 1 << 32, 1)? as usize),
+    };
+    let open_level = |path: &str, v: &Value| -> Result<f64, ValidationError> {
+        let x = number(path, v)?;
+        if x <= 0.0 || x >= 1.0 {
+            return err(path, format!("must be strictly between 0 and 1, found {x}"));
+        }
+        Ok(x)
+    };
+    let level = match d.get("level") {
+        None | Some(Value::Null) => 0.8,
+        Some(v) => open_level(&format!("{at}.level"), v)?,
+    };
+    let range_levels = match d.get("range_levels") {
+        None | Some(Value::Null) => vec![level],
+        Some(Value::Array(items)) if !items.is_empty() && items.len() <= 11 => {
+            let mut out: Vec<f64> = Vec::with_capacity(items.len());
+            for (i, v) in items.iter().enumerate() {
+                let path = format!("{at}.range_levels[{i}]");
+                let x = open_level(&path, v)?;
+                if out.contains(&x) {
+                    return err(path, format!("{x} is listed twice"));
+                }
+                out.push(x);
+            }
+            out
+        }
+        Some(v) => {
+            return err(
+                format!("{at}.range_levels"),
+                format!("must be a list of 1 to 11 distinct levels in (0, 1), found {v}"),
+            );
+        }
+    };
+    let paths = DemandPaths {
+        residuals: out,
+        block_hours,
+        bucket_hours,
+        level,
+        range_levels,
+    };
+    if let Err(few) = paths.check() {
+        let n = few.scores as f64;
+        return err(
+            format!("{at}.level"),
+            format!(
+                "too few residuals for level {level}: class `{}` has {} scores in bucket {}, which allow a level of at most {}",
+                classes[few.class].id,
+                few.scores,
+                few.bucket,
+                n / (n + 1.0)
+            ),
+        );
+    }
+    Ok(paths)
+}
