@@ -549,3 +549,5 @@ fn ms(d: Duration) -> f64 {
 mod tests;
 #[cfg(test)]
 mod tests_v2;
+#[cfg(test)]
+mod tests_v3;

@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::model::{DemandClass, Offer, Policy, Problem};
+use super::model::{DemandClass, Measure, Offer, Policy, Problem, Stochastic};
 
 fn allowed(list: &Option<Vec<String>>, v: &str) -> bool {
     list.as_ref().is_none_or(|l| l.iter().any(|x| x == v))
@@ -78,6 +78,9 @@ fn close(a: f64, b: f64) -> bool {
 pub fn verify(problem: &Problem, result: &Value, relax: bool) -> Result<(), String> {
     if result["status"] != "optimal" && result["status"] != "time_limit" {
         return Ok(());
+    }
+    if let Some(st) = &problem.stochastic {
+        return verify_scenarios(problem, st, result, relax);
     }
     let p = &problem.policy;
     let t_len = problem.horizon();
@@ -316,6 +319,113 @@ pub fn verify(problem: &Problem, result: &Value, relax: bool) -> Result<(), Stri
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// `Q_α` of §11.6 over `(value, probability)`, written again here so the
+/// check does not trust the solver's.
+fn quantile_of(xs: &[(f64, f64)], alpha: f64) -> f64 {
+    let mut sorted = xs.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut reached = 0.0;
+    sorted
+        .iter()
+        .find(|(_, p)| {
+            reached += p;
+            reached >= alpha - 1e-9
+        })
+        .or(sorted.last())
+        .map_or(0.0, |(x, _)| *x)
+}
+
+fn tail_mean(xs: &[(f64, f64)], beta: f64) -> f64 {
+    let q = quantile_of(xs, beta);
+    q + xs.iter().map(|(x, p)| p * (x - q).max(0.0)).sum::<f64>() / (1.0 - beta)
+}
+
+/// A version 3 plan (§11.12): each scenario's recourse is a version 2 plan
+/// of that scenario with the shared purchases, and the risk figures and the
+/// objective are recomputed from the scenario costs.
+fn verify_scenarios(
+    problem: &Problem,
+    st: &Stochastic,
+    result: &Value,
+    relax: bool,
+) -> Result<(), String> {
+    let reports = result["scenarios"].as_array().ok_or("no scenarios list")?;
+    if reports.len() != st.scenarios.len() {
+        return Err(format!(
+            "{} scenarios reported, {} in the problem",
+            reports.len(),
+            st.scenarios.len()
+        ));
+    }
+    let mut costs = Vec::with_capacity(reports.len());
+    let mut losses = Vec::with_capacity(reports.len());
+    for (s, report) in st.scenarios.iter().zip(reports) {
+        if report["id"] != s.id.as_str() {
+            return Err(format!("scenario {} reported as {}", s.id, report["id"]));
+        }
+        let cost = report["cost"]
+            .as_f64()
+            .ok_or(format!("scenario {}: no cost", s.id))?;
+        let one = json!({
+            "status": "optimal", "reserved": result["reserved"], "objective": cost,
+            "hourly": result["hourly"]["scenarios"][&s.id], "sunk_cost": result["sunk_cost"],
+        });
+        verify(&problem.scenario(s), &one, relax).map_err(|e| format!("scenario {}: {e}", s.id))?;
+        costs.push((cost, s.probability));
+        let loss = match st.risk.measure {
+            Measure::Cost => cost,
+            Measure::SavingsShortfall => {
+                cost - report["baseline_on_demand_cost"]
+                    .as_f64()
+                    .ok_or(format!("scenario {}: no baseline", s.id))?
+            }
+        };
+        losses.push((loss, s.probability));
+    }
+    let (beta, lambda) = (st.risk.beta, st.risk.lambda);
+    let mean = |xs: &[(f64, f64)]| xs.iter().map(|(x, p)| x * p).sum::<f64>();
+    let figures = [
+        ("expected_cost", mean(&costs)),
+        ("p95_cost", quantile_of(&costs, 0.95)),
+        ("cvar_cost", tail_mean(&costs, beta)),
+        (
+            "objective",
+            (1.0 - lambda) * mean(&losses) + lambda * tail_mean(&losses, beta),
+        ),
+    ];
+    for (key, want) in figures {
+        let got = result[key].as_f64().ok_or(format!("no {key}"))?;
+        if !close(got, want) {
+            return Err(format!("{key} {got} != recomputed {want}"));
+        }
+    }
+    let points = result["frontier"].as_array().ok_or("no frontier")?;
+    let figure = |p: &Value, key: &str| {
+        p[key]
+            .as_f64()
+            .ok_or(format!("frontier point without {key}"))
+    };
+    let (p95_key, cvar_key) = match st.risk.measure {
+        Measure::Cost => ("p95_cost", "cvar_cost"),
+        Measure::SavingsShortfall => ("p95_shortfall", "cvar_shortfall"),
+    };
+    let first = points.first().ok_or("an empty frontier")?;
+    let mut flat = true;
+    for p in points {
+        flat &= figure(first, p95_key)? - figure(p, p95_key)?
+            <= st.risk.flat_tolerance * figure(first, "p95_cost")?
+            && figure(first, cvar_key)? - figure(p, cvar_key)?
+                <= st.risk.flat_tolerance * figure(first, "cvar_cost")?;
+    }
+    if result["frontier_flat"] != flat {
+        return Err(format!(
+            "frontier_flat is {}, recomputed {flat}",
+            result["frontier_flat"]
+        ));
     }
     Ok(())
 }
