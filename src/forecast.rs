@@ -106,6 +106,97 @@ fn fit(y: &[f64], period: usize, offset: usize) -> Fit {
     }
 }
 
+/// The hour of the week (Monday 00:00 = 0) of `usage`'s first hour; 0 when
+/// the history has no timestamps.
+fn first_slot(usage: &Demand) -> usize {
+    usage.start.map_or(0, |t| {
+        use chrono::{Datelike, Timelike};
+        t.weekday().num_days_from_monday() as usize * 24 + t.hour() as usize
+    })
+}
+
+/// Folds of rolling-origin errors when a request does not say (§11.8.2).
+pub const DEFAULT_FOLDS: usize = 4;
+
+/// The point forecast and the out-of-sample errors of rolling origins
+/// (docs/planning-model.md §11.8): every fit, the point forecast's included,
+/// uses a window of the same `window` hours, so the backtest errors are
+/// exchangeable with the error of the forecast used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rolling {
+    pub point: Vec<f64>,
+    /// `errors[fold][lead]`: actual − forecast.
+    pub errors: Vec<Vec<f64>>,
+    pub window: usize,
+}
+
+impl Rolling {
+    /// Leave-one-fold-out coverage of the conformal range at `level`: the
+    /// share of each fold's hours inside the half-width the other folds
+    /// give. `None` with one fold, or when the others allow no finite range.
+    #[must_use]
+    pub fn coverage(&self, level: f64) -> Option<f64> {
+        if self.errors.len() < 2 {
+            return None;
+        }
+        let (mut inside, mut total) = (0usize, 0usize);
+        for (i, fold) in self.errors.iter().enumerate() {
+            let mut others: Vec<f64> = self
+                .errors
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .flat_map(|(_, row)| row.iter().map(|e| e.abs()))
+                .collect();
+            others.sort_by(f64::total_cmp);
+            let q = crate::optimizer::half_width(&others, level)?;
+            inside += fold.iter().filter(|e| e.abs() <= q).count();
+            total += fold.len();
+        }
+        Some(inside as f64 / total as f64)
+    }
+}
+
+/// Rolling origins over `usage` for a horizon of `horizon` hours and `folds` folds.
+///
+/// # Errors
+/// A message when the history leaves a fit window shorter than 24 hours.
+pub fn rolling(usage: &Demand, horizon: usize, folds: usize) -> Result<Rolling, String> {
+    let y = &usage.gpus;
+    let len = y.len();
+    let window = len
+        .checked_sub(folds * horizon)
+        .filter(|w| *w >= 24)
+        .ok_or_else(|| {
+            format!(
+                "history too short for {folds} folds of {horizon} hours: it has {len} hours, and {} are needed (a fit window of at least 24 hours before the folds)",
+                folds * horizon + 24
+            )
+        })?;
+    let s0 = first_slot(usage);
+    let forecaster = |from: usize| {
+        let period = period_for(window);
+        let offset = (s0 + from) % 168 % period;
+        let model = fit(&y[from..from + window], period, offset);
+        move |t: usize| model.at(t, t + offset)
+    };
+    let errors = (0..folds)
+        .map(|i| {
+            let origin = len - (folds - i) * horizon;
+            let f = forecaster(origin - window);
+            (0..horizon)
+                .map(|h| y[origin + h] - f(window + h))
+                .collect()
+        })
+        .collect();
+    let f = forecaster(len - window);
+    Ok(Rolling {
+        point: (0..horizon).map(|t| f(window + t)).collect(),
+        errors,
+        window,
+    })
+}
+
 /// Forecasts `horizon` hours after `usage`. `start` is the time of the first
 /// usage hour, when known, so the week's slots follow the calendar.
 ///
@@ -121,11 +212,7 @@ pub fn forecast(usage: &Demand, horizon: usize) -> Result<Forecast, String> {
     }
     let period = period_for(y.len());
     // Slot of the first hour: hour of the week (Monday 00:00 = 0) or of the day.
-    let offset = usage.start.map_or(0, |t| {
-        use chrono::{Datelike, Timelike};
-        let hour_of_week = t.weekday().num_days_from_monday() as usize * 24 + t.hour() as usize;
-        hour_of_week % period.max(1)
-    });
+    let offset = first_slot(usage) % period.max(1);
     let model = fit(y, period, offset);
     let gpus = (0..horizon)
         .map(|k| model.at(y.len() + k, y.len() + k + offset))
@@ -201,6 +288,54 @@ mod tests {
         assert!((f.trend_per_hour - 0.01).abs() < 1e-3);
         let bt = f.backtest.unwrap();
         assert!(bt.wape.unwrap() < 0.02, "{bt:?}");
+    }
+
+    #[test]
+    fn x8_rolling_origins_give_out_of_sample_errors() {
+        let mut usage = Demand {
+            gpus: (0..30).map(|t| 5.0 + 0.5 * f64::from(t)).collect(),
+            start: None,
+        };
+        let r = rolling(&usage, 2, 2).unwrap();
+        assert_eq!(r.window, 26);
+        for e in r.errors.iter().flatten() {
+            assert!(e.abs() < 1e-9, "{:?}", r.errors);
+        }
+        usage.gpus[29] = 30.0;
+        let r = rolling(&usage, 2, 2).unwrap();
+        assert!(r.errors[0].iter().all(|e| e.abs() < 1e-9));
+        assert!(r.errors[1][0].abs() < 1e-9 && (r.errors[1][1] - 10.5).abs() < 1e-9);
+        let mut scores: Vec<f64> = r.errors.iter().flatten().map(|e| e.abs()).collect();
+        scores.sort_by(f64::total_cmp);
+        assert_eq!(crate::optimizer::half_width(&scores, 0.8), Some(scores[3]));
+        assert!((scores[3] - 10.5).abs() < 1e-9);
+        let short = Demand {
+            gpus: vec![1.0; 30],
+            start: None,
+        };
+        assert!(
+            rolling(&short, 4, 2)
+                .unwrap_err()
+                .contains("history too short for 2 folds of 4 hours")
+        );
+    }
+
+    #[test]
+    fn leave_one_fold_out_coverage_counts_held_out_hours() {
+        let r = Rolling {
+            point: vec![0.0; 2],
+            errors: vec![
+                vec![1.0, 2.0],
+                vec![1.0, 1.0],
+                vec![3.0, 1.0],
+                vec![1.0, 9.0],
+            ],
+            window: 24,
+        };
+        // Each fold against the other six scores at 0.5: k = ⌈3.5⌉ = 4.
+        let c = r.coverage(0.5).unwrap();
+        assert!((c - 5.0 / 8.0).abs() < 1e-12, "{c}");
+        assert_eq!(r.coverage(0.99), None);
     }
 
     #[test]

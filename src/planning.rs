@@ -63,6 +63,10 @@ pub struct PlanRequest {
     /// The duty a scheduled plan is saved under: on a shared catalog the save
     /// is refused once another replica has taken the duty.
     pub fence: Option<crate::store::Fence>,
+    /// Planning-model version 3 keys (`risk`, `scenario_generator`,
+    /// `scenarios`) to add to the problem, which then plans as version 3.
+    /// A `risk` object here is merged key by key over the problem's own.
+    pub scenario_keys: serde_json::Map<String, Value>,
 }
 
 /// A problem ready to solve.
@@ -221,6 +225,9 @@ impl PlanService {
         if let Some(name) = &req.name {
             problem.name = Some(name.clone());
         }
+        if !req.scenario_keys.is_empty() {
+            problem = with_scenarios(&problem, &req.scenario_keys)?;
+        }
         problem.check_size()?;
         Ok(Prepared {
             problem,
@@ -282,6 +289,33 @@ impl PlanService {
             saved,
         })
     }
+}
+
+/// `problem` as a version 3 problem with `keys` added, validated as a
+/// document so every error names its field.
+fn with_scenarios(
+    problem: &Problem,
+    keys: &serde_json::Map<String, Value>,
+) -> Result<Problem, ValidationError> {
+    let mut doc = problem.to_json();
+    doc["schema_version"] = json!(3);
+    for (key, value) in keys {
+        match (doc.get_mut(key), value) {
+            (Some(Value::Object(mine)), Value::Object(given)) if key == "risk" => {
+                for (k, v) in given {
+                    mine.insert(k.clone(), v.clone());
+                }
+            }
+            _ => doc[key] = value.clone(),
+        }
+    }
+    if keys.contains_key("scenario_generator") {
+        doc.as_object_mut().map(|d| d.remove("scenarios"));
+    }
+    if keys.contains_key("scenarios") {
+        doc.as_object_mut().map(|d| d.remove("scenario_generator"));
+    }
+    Problem::from_json(&doc)
 }
 
 /// A plan saved, and how it compares with the previous plan of the same name.

@@ -617,6 +617,41 @@ async fn plans_are_solved_saved_and_fetched_over_the_api() {
         (200, second["objective"].clone())
     );
     assert_eq!(d.get("/v1/plans/999").await.0, 404);
+
+    // Version 3: a problem with scenarios, and a catalog plan with risk keys.
+    let x1 = serde_json::json!({"schema_version": 3, "demand": [2, 2],
+        "offers": [{"id": "a", "cloud": "aws", "region": "r1", "instance_type": "a", "gpu_model": "H100",
+                    "gpus_per_instance": 1, "on_demand_price": 1.0, "spot_price": 0.3,
+                    "reserved": [{"id": "1y", "term_hours": 8760, "hourly_price": 0.5}]}],
+        "scenarios": [{"id": "up", "probability": 0.8},
+                      {"id": "down", "probability": 0.2, "spot_available": {"aws/r1/a": 0}}],
+        "risk": {"beta": 0.9, "lambda": 0.25}});
+    let (status, r) = post("/v1/plans", x1).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["schema_version"], 3);
+    assert_eq!(r["frontier"].as_array().unwrap().len(), 5);
+    assert_eq!(r["frontier_flat"], false);
+    assert_eq!(r["reserved"][0]["count"], 2.0);
+    let (status, r) = post(
+        "/v1/plans",
+        serde_json::json!({"demand": [16, 16, 8], "gpu": ["H100"],
+                           "scenarios": [{"id": "low", "demand": [8, 8, 8]}, {"id": "high", "demand": [16, 16, 16]}],
+                           "risk": {"lambda": 0.5, "frontier": [0]}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["risk"]["frontier"], serde_json::json!([0.0, 0.5]));
+    assert_eq!(r["scenarios"][1]["id"], "high");
+    let (status, bad) = post(
+        "/v1/plans",
+        serde_json::json!({"demand": [16], "gpu": ["H100"], "risk": {"lambda": 2}}),
+    )
+    .await;
+    assert_eq!(
+        (status, bad["parameter"].as_str()),
+        (400, Some("risk.lambda")),
+        "{bad}"
+    );
     assert_eq!(d.get("/v1/plans/abc").await.1["parameter"], "id");
 
     // Bad input names its field.

@@ -541,3 +541,167 @@ fn a_monthly_prepaid_price_becomes_a_reserved_option_with_its_term() {
     assert!((bought["horizon_cost"].as_f64().unwrap() - 2304.0).abs() < 1e-6);
     assert!((bought["commitment_liability"].as_f64().unwrap() - 2336.0).abs() < 1e-6);
 }
+
+#[test]
+fn usage_plans_against_demand_scenarios_with_calibrated_ranges_and_a_frontier() {
+    let dir = synced_sheet(
+        "",
+        "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,max_instances\n\
+         us-east-1,h1,H100,1,on_demand,4,\n\
+         us-east-1,h1,H100,1,spot,1.5,\n\
+         us-east-1,h1,H100,1,reserved_1y_no_upfront,2.6,\n",
+        "hour,gpus\n0,1\n",
+    );
+    // Four weeks and a day of a daily cycle with deterministic noise.
+    let usage = hourly_csv("hour,gpus", 696, |h| {
+        let noise = ((h * 7919) % 13) as f64 - 6.0;
+        format!(
+            "{h},{}",
+            if h % 24 < 12 {
+                30.0 + noise
+            } else {
+                12.0 + noise / 2.0
+            }
+        )
+    });
+    std::fs::write(dir.path().join("usage.csv"), usage).unwrap();
+    let args = [
+        "--config",
+        "gpuplan.toml",
+        "plan",
+        "--usage",
+        "usage.csv",
+        "--horizon-hours",
+        "24",
+        "--gpu",
+        "H100",
+        "--scenarios",
+        "30",
+        "--risk-beta",
+        "0.9",
+        "--range-levels",
+        "0.8,0.95",
+        "--write-problem",
+        "v3.json",
+    ];
+    let out = gpuplan(dir.path(), &[&args[..], &["--json"]].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let r = stdout_json(&out);
+    assert_eq!(
+        (r["schema_version"].clone(), r["status"].clone()),
+        (3.into(), "optimal".into()),
+        "{r}"
+    );
+    assert_eq!(r["scenarios"].as_array().unwrap().len(), 30);
+    assert_eq!(r["frontier"].as_array().unwrap().len(), 5);
+    let class = &r["ranges"]["classes"]["default"];
+    assert_eq!(class["folds"], 4);
+    assert_eq!(class["scores"], serde_json::json!([96]));
+    assert_eq!(r["forecast"]["range_coverage"][0][0], 0.8);
+    let coverage = r["forecast"]["range_coverage"][0][1].as_f64().unwrap();
+    assert!((0.5..=1.0).contains(&coverage), "{coverage}");
+    // The written problem is the v3 problem solved: the plan checks out on it.
+    let problem = gpuplan::optimizer::Problem::from_json(
+        &serde_json::from_str(&std::fs::read_to_string(dir.path().join("v3.json")).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    gpuplan::optimizer::verify(&problem, &r, false).unwrap();
+    // The same seed gives the same plan.
+    let again = stdout_json(&gpuplan(dir.path(), &[&args[..], &["--json"]].concat()));
+    assert_eq!(again["frontier"], r["frontier"]);
+
+    let text = gpuplan(dir.path(), &args);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("Risk frontier over 30 scenarios"), "{text}");
+    assert!(text.contains("<- this plan"), "{text}");
+    assert!(text.contains("Range at 80%: ±"), "{text}");
+    assert!(text.contains("Expected cost over the horizon"), "{text}");
+
+    // Scenarios need a history to be made from, and a history long enough.
+    let out = gpuplan(
+        dir.path(),
+        &[
+            "--config",
+            "gpuplan.toml",
+            "plan",
+            "--demand",
+            "demand.csv",
+            "--scenarios",
+            "5",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--scenarios"));
+    let out = gpuplan(
+        dir.path(),
+        &[
+            "--config",
+            "gpuplan.toml",
+            "plan",
+            "--usage",
+            "usage.csv",
+            "--horizon-hours",
+            "168",
+            "--scenarios",
+            "5",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("history too short for 4 folds of 168 hours")
+    );
+    let out = gpuplan(
+        dir.path(),
+        &[
+            "--config",
+            "gpuplan.toml",
+            "plan",
+            "--usage",
+            "usage.csv",
+            "--horizon-hours",
+            "24",
+            "--risk-lambda",
+            "3",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("risk.lambda"));
+}
+
+#[test]
+fn a_v3_problem_file_prints_its_frontier() {
+    let dir = tempfile::tempdir().unwrap();
+    let x1 = serde_json::json!({"schema_version": 3, "demand": [2, 2],
+        "offers": [{"id": "a", "cloud": "aws", "region": "r1", "instance_type": "a", "gpu_model": "H100",
+                    "gpus_per_instance": 1, "on_demand_price": 1.0, "spot_price": 0.3,
+                    "reserved": [{"id": "1y", "term_hours": 8760, "hourly_price": 0.5}]}],
+        "scenarios": [{"id": "up", "probability": 0.8},
+                      {"id": "down", "probability": 0.2, "spot_available": {"aws/r1/a": 0}}],
+        "risk": {"beta": 0.9}});
+    std::fs::write(dir.path().join("x1.json"), x1.to_string()).unwrap();
+    let out = gpuplan(dir.path(), &["plan", "--problem", "x1.json"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("Not flat"), "{text}");
+    assert!(text.contains("2 x a (1y)"), "{text}");
+    // A risk flag overrides the file's risk.
+    let out = stdout_json(&gpuplan(
+        dir.path(),
+        &[
+            "plan",
+            "--problem",
+            "x1.json",
+            "--risk-lambda",
+            "0.5",
+            "--json",
+        ],
+    ));
+    assert_eq!(out["risk"]["lambda"], 0.5);
+    assert_eq!(out["risk"]["beta"], 0.9);
+    assert_eq!(out["reserved"][0]["count"], 2.0);
+}

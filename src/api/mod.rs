@@ -291,6 +291,9 @@ const CATALOG_PLAN_KEYS: &[&str] = &[
     "spot_window",
     "restart_hours",
     "checkpoint_hours",
+    "risk",
+    "scenarios",
+    "scenario_generator",
 ];
 
 /// `POST /v1/plans`: a full problem document (with `offers`), or demand and
@@ -313,6 +316,15 @@ async fn create_plan(
         time_limit,
         ..Overrides::default()
     };
+    // A catalog plan with version 3 keys plans as version 3 on the offers
+    // the catalog gives (its scenarios may name their spot pools).
+    let scenario_keys: serde_json::Map<String, Value> = match (&doc, doc.get("offers")) {
+        (Value::Object(obj), None) => ["risk", "scenarios", "scenario_generator"]
+            .iter()
+            .filter_map(|k| obj.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+            .collect(),
+        _ => serde_json::Map::new(),
+    };
     let (name, input) = if doc.get("offers").is_none() {
         catalog_plan(&doc, &mut overrides)?
     } else {
@@ -328,6 +340,7 @@ async fn create_plan(
         save,
         wait: false,
         fence: None,
+        scenario_keys,
     };
     match state.planning.plan(request).await {
         Ok(planned) => {

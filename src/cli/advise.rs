@@ -82,6 +82,7 @@ async fn advise_one(
         save: false,
         wait: true,
         fence: None,
+        scenario_keys: serde_json::Map::new(),
     };
     let planned = match service.prepare(&request).await {
         Ok(p) => service.finish(p, &request).await,

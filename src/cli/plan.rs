@@ -53,6 +53,35 @@ pub struct PlanArgs {
     /// MIP solver: `microlp` (default), or `cbc` in builds with the `cbc` feature.
     #[arg(long, default_value = "microlp", value_parser = parse_backend)]
     solver: optimizer::Backend,
+    /// With --usage or --usage-from-bills: plan against this many demand
+    /// scenarios bootstrapped from the forecast's out-of-sample errors
+    /// (planning model version 3), with a risk frontier.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    scenarios: Option<u64>,
+    /// Seed of the scenario generator: the same seed gives the same scenarios.
+    #[arg(long, default_value_t = 1, requires = "scenarios")]
+    scenario_seed: u64,
+    /// With --usage or --usage-from-bills: folds of the rolling-origin backtest
+    /// the ranges and scenarios are calibrated on.
+    #[arg(long, default_value_t = crate::forecast::DEFAULT_FOLDS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=100))]
+    folds: u64,
+    /// Levels of the demand ranges to report, e.g. `0.8,0.9` [default: 0.8].
+    #[arg(long, value_delimiter = ',')]
+    range_levels: Vec<f64>,
+    /// Weight of the tail in the objective `(1−λ)·mean + λ·CVaR`, 0..1 (the
+    /// primary plan's λ) [default: 0].
+    #[arg(long)]
+    risk_lambda: Option<f64>,
+    /// Level of the CVaR tail, 0..1 (0.95: the worst 5% of scenarios).
+    #[arg(long)]
+    risk_beta: Option<f64>,
+    /// The λ values of the risk frontier, comma-separated [default: 0,0.25,0.5,0.75,1].
+    #[arg(long, value_delimiter = ',')]
+    frontier: Vec<f64>,
+    /// What the risk is measured on: `cost` or `savings_shortfall`.
+    #[arg(long)]
+    risk_measure: Option<String>,
     /// Print the result JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -137,6 +166,22 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
     };
     let mut forecast_info = None;
     let mut bills_usage = None;
+    let mut ranges_info: Option<RangesInfo> = None;
+    let mut scenario_keys = match risk_keys(args) {
+        Ok(k) => k,
+        Err(message) => return refuse(message),
+    };
+    if let Some(l) = args.range_levels.iter().find(|l| !(**l > 0.0 && **l < 1.0)) {
+        return refuse(format!(
+            "--range-levels: {l} is out of range; levels are strictly between 0 and 1"
+        ));
+    }
+    if args.scenarios.is_some() && args.usage.is_none() && !args.usage_from_bills {
+        return refuse(
+            "--scenarios: needs --usage or --usage-from-bills, whose out-of-sample errors the scenarios are made from"
+                .to_owned(),
+        );
+    }
     let from_bills = if args.owned_from_bills {
         let pool = open_store(config)?;
         Some(
@@ -222,7 +267,26 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
                 Ok(f) => f,
                 Err(e) => return refuse(format!("{label}: {e}")),
             };
-            let classes = vec![optimizer::DemandClass::default_class(f.gpus.clone())];
+            let rolling = forecast::rolling(&usage, args.horizon_hours, args.folds as usize);
+            let demand = match (&rolling, args.scenarios) {
+                (Ok(r), Some(count)) => {
+                    let mut demand = json!({"residuals": {"default": r.errors}});
+                    if !args.range_levels.is_empty() {
+                        demand["range_levels"] = json!(args.range_levels);
+                    }
+                    scenario_keys.insert(
+                        "scenario_generator".to_owned(),
+                        json!({"seed": args.scenario_seed, "count": count, "demand": demand}),
+                    );
+                    r.point.clone()
+                }
+                (Err(e), Some(_)) => return refuse(format!("--scenarios: {label}: {e}")),
+                _ => f.gpus.clone(),
+            };
+            ranges_info = rolling
+                .ok()
+                .and_then(|r| RangesInfo::new(&r, &demand, &args.range_levels));
+            let classes = vec![optimizer::DemandClass::default_class(demand)];
             forecast_info = Some(f);
             match catalog_input(classes, found.clone(), args) {
                 Ok(input) => (Some(args.catalog.name.clone()), input),
@@ -254,6 +318,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
         save: args.save,
         wait: true,
         fence: None,
+        scenario_keys,
     };
     let prepared = match service.prepare(&request).await {
         Ok(p) => p,
@@ -287,6 +352,10 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
         }
         if let Some(u) = &bills_usage {
             doc["forecast"]["usage"] = json!(u);
+        }
+        if let Some(r) = &ranges_info {
+            doc["forecast"]["ranges"] = json!(r.ranges);
+            doc["forecast"]["range_coverage"] = json!(r.coverage);
         }
         if let Some(f) = &from_bills {
             doc["owned_from_bills"] = json!(f);
@@ -338,6 +407,9 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
             f.method,
             f.trend_per_hour
         );
+        if let Some(r) = &ranges_info {
+            print!("{}", r.report());
+        }
     }
     if let Some(f) = &from_bills {
         print!("{}", held_report(f));
@@ -358,6 +430,94 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
         }
     }
     Ok(plan_exit(&planned.result))
+}
+
+/// The forecast's calibrated ranges (docs/planning-model.md §11.7) around
+/// the demand planned, with how often they held out of sample.
+struct RangesInfo {
+    ranges: optimizer::Ranges,
+    /// `(level, leave-one-fold-out coverage)`.
+    coverage: Vec<(f64, Option<f64>)>,
+    folds: usize,
+}
+
+impl RangesInfo {
+    fn new(r: &forecast::Rolling, demand: &[f64], levels: &[f64]) -> Option<Self> {
+        let levels = if levels.is_empty() {
+            vec![0.8]
+        } else {
+            levels.to_vec()
+        };
+        let paths = optimizer::DemandPaths {
+            residuals: vec![optimizer::Residuals {
+                class: 0,
+                errors: r.errors.clone(),
+            }],
+            block_hours: 24,
+            bucket_hours: None,
+            level: levels[0],
+            range_levels: levels.clone(),
+        };
+        let ranges = paths.ranges(&["default".to_owned()], &[demand.to_vec()]);
+        Some(Self {
+            coverage: levels.iter().map(|l| (*l, r.coverage(*l))).collect(),
+            ranges,
+            folds: r.errors.len(),
+        })
+    }
+
+    fn report(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let Some(class) = self.ranges.classes.get("default") else {
+            return out;
+        };
+        for (band, (_, coverage)) in class.bands.iter().zip(&self.coverage) {
+            let width = match band.half_width.first().copied().flatten() {
+                Some(q) => format!("±{q:.2} GPUs"),
+                None => "unbounded (too few backtest errors for this level)".to_owned(),
+            };
+            let held = coverage.map_or_else(
+                || "coverage not measurable".to_owned(),
+                |c| format!("held {:.1}% of backtest hours out of fold", c * 100.0),
+            );
+            let _ = writeln!(
+                out,
+                "Range at {:.0}%: {width}, from {} out-of-sample errors ({} folds); {held}",
+                band.level * 100.0,
+                class.scores.iter().sum::<usize>(),
+                self.folds
+            );
+        }
+        out
+    }
+}
+
+/// The `risk` object the risk flags make, as planning-model keys.
+fn risk_keys(args: &PlanArgs) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let mut risk = serde_json::Map::new();
+    if let Some(l) = args.risk_lambda {
+        risk.insert("lambda".to_owned(), json!(l));
+    }
+    if let Some(b) = args.risk_beta {
+        risk.insert("beta".to_owned(), json!(b));
+    }
+    if !args.frontier.is_empty() {
+        risk.insert("frontier".to_owned(), json!(args.frontier));
+    }
+    if let Some(m) = &args.risk_measure {
+        if m != "cost" && m != "savings_shortfall" {
+            return Err(format!(
+                "--risk-measure: `{m}` is not a measure; use cost or savings_shortfall"
+            ));
+        }
+        risk.insert("measure".to_owned(), json!(m));
+    }
+    let mut keys = serde_json::Map::new();
+    if !risk.is_empty() {
+        keys.insert("risk".to_owned(), serde_json::Value::Object(risk));
+    }
+    Ok(keys)
 }
 
 /// What `--owned-from-bills` found: the reservations counted as owned, and

@@ -242,11 +242,22 @@ pub(super) fn plan_report(r: &PlanResult) -> String {
             render_table(&["OFFER", "KIND", "MEDIAN", "PEAK"], &rows, &[2, 3])
         );
     }
-    if let (Some(total), Some(c)) = (r.objective, &r.cost_breakdown) {
+    if let Some(v3) = &r.v3 {
+        out.push_str(&frontier_report(v3));
+    }
+    let expected = r.v3.as_ref().and_then(|v| v.expected_cost);
+    if let (Some(total), Some(c)) = (expected.or(r.objective), &r.cost_breakdown) {
         let _ = writeln!(
             out,
-            "\nCost over the horizon: {total:.2} USD (reserved {:.2}, spot {:.2}, on-demand {:.2})",
-            c.reserved, c.spot, c.on_demand
+            "\n{} over the horizon: {total:.2} USD (reserved {:.2}, spot {:.2}, on-demand {:.2})",
+            if expected.is_some() {
+                "Expected cost"
+            } else {
+                "Cost"
+            },
+            c.reserved,
+            c.spot,
+            c.on_demand
         );
     }
     if let (Some(gap), Some(bound)) = (r.gap, r.best_bound) {
@@ -292,6 +303,70 @@ pub(super) fn plan_report(r: &PlanResult) -> String {
             let _ = writeln!(out, "On-demand alone cannot cover this demand.");
         }
         _ => {}
+    }
+    out
+}
+
+/// The risk frontier (docs/planning-model.md §11.6) as a table, and what it says.
+fn frontier_report(v3: &crate::optimizer::V3Result) -> String {
+    let mut out = String::new();
+    let beta = v3.risk.beta;
+    let cvar = format!("CVAR {:.0}%", beta * 100.0);
+    let header = [
+        "λ",
+        "RESERVED PURCHASES",
+        "MEAN USD",
+        "P95 USD",
+        cvar.as_str(),
+        "",
+    ];
+    let rows: Vec<[String; 6]> = v3
+        .frontier
+        .iter()
+        .map(|p| {
+            let bought = if p.reserved.is_empty() {
+                "none".to_owned()
+            } else {
+                p.reserved
+                    .iter()
+                    .map(|h| format!("{} x {} ({})", h.count, h.offer, h.option))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            [
+                format!("{}", p.lambda),
+                bought,
+                format!("{:.2}", p.expected_cost),
+                format!("{:.2}", p.p95_cost),
+                format!("{:.2}", p.cvar_cost),
+                if p.primary { "<- this plan" } else { "" }.to_owned(),
+            ]
+        })
+        .collect();
+    let _ = write!(
+        out,
+        "\nRisk frontier over {} scenarios (measure {}, the tail is the worst {:.0}%)\n{}",
+        v3.scenarios.len(),
+        v3.risk.measure,
+        (1.0 - beta) * 100.0,
+        render_table(&header, &rows, &[2, 3, 4])
+    );
+    match v3.frontier_flat {
+        Some(true) => {
+            let _ = writeln!(
+                out,
+                "Flat frontier: risk does not change the purchase (no risk-averse plan lowers P95 or CVaR by more than {:.0}%); the risk-neutral plan is the recommendation.",
+                v3.risk.flat_tolerance * 100.0
+            );
+        }
+        Some(false) => {
+            let _ = writeln!(
+                out,
+                "Not flat: a higher λ pays more on average for a thinner tail (up to {:.1}% off P95 or CVaR); how much to pay is your call.",
+                v3.frontier_tail_gain.unwrap_or(0.0) * 100.0
+            );
+        }
+        None => {}
     }
     out
 }

@@ -66,9 +66,14 @@ fn outstanding(previous: &Value, new: &Value) -> BTreeMap<String, f64> {
     expected
 }
 
-/// `objective + sunk_cost`, the cost compared (sunk cost 0 when absent).
+/// `objective + sunk_cost`, the cost compared (sunk cost 0 when absent); for
+/// a v3 plan `expected_cost + sunk_cost`, since its objective may be a
+/// risk-adjusted figure or a shortfall (§11.12).
 fn cost(result: &Value) -> Option<f64> {
-    Some(result["objective"].as_f64()? + result["sunk_cost"].as_f64().unwrap_or(0.0))
+    let cost = result["expected_cost"]
+        .as_f64()
+        .or_else(|| result["objective"].as_f64())?;
+    Some(cost + result["sunk_cost"].as_f64().unwrap_or(0.0))
 }
 
 /// Compares result documents `previous` and `new`; `cost_change_pct` is the

@@ -59,9 +59,10 @@ use serde_json::{Value, json};
 pub use change::{PlanChange, compare};
 pub use lp::{Backend, LpError};
 pub use model::{
-    DemandClass, MAX_CLASSES, MAX_DEMAND_PER_HOUR, MAX_HORIZON_HOURS, MAX_OFFERS, MAX_OWNED,
-    MAX_SCENARIO_HOURS, MAX_SCENARIOS, Measure, Offer, Owned, Policy, Problem, Ranges,
-    ReservedOption, Risk, Scenario, SplitMix64, SpotPrice, Stochastic, ValidationError,
+    DemandClass, DemandPaths, MAX_CLASSES, MAX_DEMAND_PER_HOUR, MAX_HORIZON_HOURS, MAX_OFFERS,
+    MAX_OWNED, MAX_SCENARIO_HOURS, MAX_SCENARIOS, Measure, Offer, Owned, Policy, Problem, Ranges,
+    ReservedOption, Residuals, Risk, Scenario, SplitMix64, SpotPrice, Stochastic, ValidationError,
+    half_width,
 };
 pub use risk::{FrontierPoint, Holding, RiskReport, ScenarioReport, V3Result, cvar, quantile};
 pub use verify::verify;

@@ -131,12 +131,18 @@ struct Bucket {
     scores: Vec<f64>,
 }
 
+/// The split-conformal half-width `q(ℓ) = e_(k)`, `k = ⌈(n+1)·ℓ − 1e-9⌉`,
+/// of scores sorted ascending; `None` when `k > n` (unbounded).
+#[must_use]
+pub fn half_width(sorted: &[f64], level: f64) -> Option<f64> {
+    let n = sorted.len();
+    let k = ((n as f64 + 1.0) * level - CONFORMAL_GUARD).ceil().max(1.0) as usize;
+    (k <= n).then(|| sorted[k - 1])
+}
+
 impl Bucket {
-    /// `q(ℓ) = e_(k)`, `k = ⌈(n+1)·ℓ − 1e-9⌉`; `None` when `k > n` (unbounded).
     fn half_width(&self, level: f64) -> Option<f64> {
-        let n = self.scores.len();
-        let k = ((n as f64 + 1.0) * level - CONFORMAL_GUARD).ceil().max(1.0) as usize;
-        (k <= n).then(|| self.scores[k - 1])
+        half_width(&self.scores, level)
     }
 
     /// The empirical quantile `e_(k')`, `k' = max(1, ⌈n·ℓ − 1e-9⌉)`.

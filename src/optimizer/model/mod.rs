@@ -6,7 +6,7 @@ mod generator;
 mod v2;
 mod v3;
 
-pub use generator::{Ranges, SplitMix64};
+pub use generator::{DemandPaths, Ranges, Residuals, SplitMix64, half_width};
 pub use v3::{MAX_SCENARIO_HOURS, MAX_SCENARIOS, Measure, Risk, Scenario, Stochastic};
 
 use std::collections::{BTreeMap, HashSet};

@@ -303,7 +303,7 @@ fn a_valid_problem_parses_with_defaults() {
 #[test]
 fn every_rule_of_the_schema_names_its_field() {
     assert_eq!(
-        error_path(|d| d["schema_version"] = json!(3)),
+        error_path(|d| d["schema_version"] = json!(4)),
         "schema_version"
     );
     assert_eq!(error_path(|d| d["demand"] = json!([])), "demand");
