@@ -5,8 +5,13 @@
 //!
 //! The problems: v1 at 50 x 168 and 200 x 720; v2 with 3 classes x 60 offers
 //! x 168 h and 2 classes x 150 offers x 720 h (perf maps, class filters, owned
-//! reservations, hourly spot prices); and the one-class week with whole hourly
-//! counts (tests/fixtures/heavy-integer-week.json).
+//! reservations, hourly spot prices); the one-class week with whole hourly
+//! counts (tests/fixtures/heavy-integer-week.json); and the two large version 3
+//! cases of the planning model (one offer, and 20 offers, over a week with 50
+//! generated scenarios of demand and spot outages).
+//!
+//! The reference runs on `GPUPLAN_BENCH_PYTHON` (default `python3`) when that
+//! Python has scipy.
 //!
 //!     cargo bench --bench plan [-- FILTER]   # only the cases whose label contains FILTER
 
@@ -164,9 +169,69 @@ fn timed(cmd: &[&str]) -> (f64, Option<u64>, String) {
     (secs, rss, String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// `doc` as a version 3 problem: `count` scenarios from the generator, demand
+/// errors of four weekly folds (noise that grows with the lead, and a daily
+/// swing) and outages of every spot pool, with the frontier `lambdas`.
+fn scenarios(mut doc: Value, count: usize, lambdas: &[f64], seed: u64) -> Value {
+    let mut r = Lcg(seed);
+    let hours = doc["demand"].as_array().map_or(168, Vec::len);
+    let residuals: Vec<Vec<f64>> = (0..4)
+        .map(|_| {
+            let swing = 4.0 * (r.next() - 0.5);
+            (0..hours)
+                .map(|h| {
+                    let daily = swing * ((h % 24) as f64 / 24.0 * std::f64::consts::TAU).sin();
+                    daily + (r.next() - 0.5) * (2.0 + h as f64 / 48.0)
+                })
+                .collect()
+        })
+        .collect();
+    let mut pools: Vec<String> = doc["offers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| !o["spot_price"].is_null())
+        .map(|o| {
+            o["spot_pool"].as_str().map_or_else(
+                || {
+                    format!(
+                        "{}/{}/{}",
+                        o["cloud"].as_str().unwrap(),
+                        o["region"].as_str().unwrap(),
+                        o["instance_type"].as_str().unwrap()
+                    )
+                },
+                str::to_owned,
+            )
+        })
+        .collect();
+    pools.sort();
+    pools.dedup();
+    let chains: Vec<Value> = pools
+        .iter()
+        .map(|p| json!({"pool": p, "p_down": 0.02, "p_up": 0.1}))
+        .collect();
+    doc["schema_version"] = json!(3);
+    doc["scenario_generator"] = json!({"seed": seed, "count": count,
+        "demand": {"residuals": {"default": residuals}},
+        "spot": {"pools": chains}});
+    doc["risk"] = json!({"beta": 0.9, "frontier": lambdas});
+    doc
+}
+
+/// One offer with spot and a one-year reservation, over a week of a daily cycle.
+fn one_offer_week() -> Value {
+    json!({"demand": (0..168).map(|h| if h % 24 < 12 { 24 } else { 10 }).collect::<Vec<_>>(),
+           "offers": [{"id": "h100", "cloud": "aws", "region": "us-east-1", "instance_type": "p5.48xlarge",
+                       "gpu_model": "H100-80GB", "gpus_per_instance": 8, "on_demand_price": 98.32,
+                       "spot_price": 45.0, "spot_interruption_rate": 0.1,
+                       "reserved": [{"id": "1y", "term_hours": 8760, "hourly_price": 62.0}]}]})
+}
+
 fn main() {
     let dir = tempfile::tempdir().unwrap();
-    let scipy = Command::new("python3")
+    let python = std::env::var("GPUPLAN_BENCH_PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    let scipy = Command::new(&python)
         .args(["-c", "import scipy"])
         .status()
         .is_ok_and(|s| s.success());
@@ -188,6 +253,14 @@ fn main() {
             classes(problem(150, 720, 4), 2, 4),
         ),
         ("integer_hourly 20 offers x 168 h", heavy),
+        (
+            "v3 1 offer x 168 h x 50 scenarios x 5 λ",
+            scenarios(one_offer_week(), 50, &[0.0, 0.25, 0.5, 0.75, 1.0], 7),
+        ),
+        (
+            "v3 20 offers x 168 h x 50 scenarios x 2 λ",
+            scenarios(problem(20, 168, 5), 50, &[0.0, 0.5], 8),
+        ),
     ];
     let filters: Vec<String> = std::env::args()
         .skip(1)
@@ -240,13 +313,28 @@ fn main() {
             ms("total_ms"),
         );
         if scipy {
-            let (secs, _, out) = timed(&["python3", reference, file]);
+            let (secs, _, out) = timed(&[python.as_str(), reference, file]);
             let reference: Value = serde_json::from_str(out.trim()).unwrap_or(Value::Null);
             println!(
-                "    reference scipy/HiGHS {secs:.3} s (solve {:.3} s), objective {:.4}",
+                "    reference scipy/HiGHS {secs:.3} s (solve {:.3} s), objective {:.4}; speed-up {:.1}x",
                 reference["solve_s"].as_f64().unwrap_or(f64::NAN),
                 reference["objective"].as_f64().unwrap_or(f64::NAN),
+                secs / runs[1],
             );
+            // Version 3: every frontier point's objective, both ways.
+            for (ours, theirs) in result["frontier"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .zip(reference["frontier"].as_array().into_iter().flatten())
+            {
+                println!(
+                    "    λ {}: gpuplan {:.4}, reference {:.4}",
+                    ours["lambda"],
+                    ours["objective"].as_f64().unwrap_or(f64::NAN),
+                    theirs["objective"].as_f64().unwrap_or(f64::NAN),
+                );
+            }
         }
     }
 }

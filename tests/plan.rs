@@ -646,14 +646,14 @@ fn usage_plans_against_demand_scenarios_with_calibrated_ranges_and_a_frontier() 
             "--usage",
             "usage.csv",
             "--horizon-hours",
-            "168",
+            "169",
             "--scenarios",
             "5",
         ],
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("history too short for 4 folds of 168 hours")
+        String::from_utf8_lossy(&out.stdout).contains("history too short for 4 folds of 169 hours")
     );
     let out = gpuplan(
         dir.path(),

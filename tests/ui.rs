@@ -464,6 +464,28 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
     assert_eq!(by_id, plan);
     assert_eq!(d.get("/ui/plans/999999").await.status(), 404);
 
+    // A version 3 plan draws its risk frontier.
+    let r = d
+        .http
+        .post(format!("{}/v1/plans?save=true", d.base))
+        .header("content-type", "application/json")
+        .body(
+            json!({"name": "risky", "gpu": ["H100"], "demand": [8.0, 8.0],
+                   "scenarios": [{"id": "low", "demand": [0.0, 0.0]}, {"id": "high", "demand": [16.0, 16.0]}],
+                   "risk": {"beta": 0.5}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let risky = d.page("/ui/plans/latest?name=risky").await;
+    assert!(
+        risky.contains("Risk frontier") && risky.contains("<svg"),
+        "{risky}"
+    );
+    assert!(risky.contains("expected total") && risky.contains("<polyline"));
+
     let alerts = d.page("/ui/alerts").await;
     assert!(alerts.contains("cheap-h100") && alerts.contains("price_below"));
 

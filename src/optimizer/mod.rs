@@ -47,6 +47,7 @@ mod lp;
 mod model;
 mod report;
 mod risk;
+mod scan;
 mod setup;
 mod verify;
 

@@ -118,6 +118,7 @@ fn v2_base(setup: &Setup<'_>) -> V2Result {
 }
 
 /// A solved plan as reported.
+#[derive(Clone)]
 pub(super) struct Plan {
     pub breakdown: CostBreakdown,
     pub reserved: Vec<ReservedPurchase>,

@@ -23,6 +23,7 @@ use super::build::{Scope, Vars, build};
 use super::lp::{LpError, Milp, Row, Sense, Solved};
 use super::model::{Measure, Problem, Ranges, Stochastic};
 use super::report::{self, Plan};
+use super::scan::Scan;
 use super::setup::Setup;
 use super::{
     CostBreakdown, GpuHours, Hourly, ModelStats, OptimizeError, PlanResult, Served, SolveOptions,
@@ -527,35 +528,50 @@ pub(super) fn solve(
     } else {
         st.risk.frontier.clone()
     };
-    for lambda in lambdas {
-        let values = match solve_point(lambda)? {
-            Ok(v) => v,
-            Err(_) => {
-                result.infeasibility = Some(match shared_capacity(&parts, &group_of, st, opts)? {
-                    Some(why) => why,
-                    None => json!({"kind": "integrality"}),
-                });
-                return finish(result, v3);
-            }
+    // One class: every λ's purchase from the exact scan, and each
+    // scenario's recourse for it from its own model with the purchase fixed.
+    let scanned = if opts.reduce && extensive.is_some() {
+        let setups: Vec<&Setup<'_>> = parts.iter().map(|p| &p.setup).collect();
+        let probability: Vec<f64> = groups.iter().map(|g| g.probability).collect();
+        Scan::new(&setups, &parts[0].vars, mip)
+            .and_then(|s| s.frontier(&lambdas, &probability, &shift, st.risk.beta))
+    } else {
+        None
+    };
+    let mut fixed: Vec<(BTreeMap<usize, f64>, Vec<Plan>)> = Vec::new();
+    for (i, lambda) in lambdas.into_iter().enumerate() {
+        let plans = match scanned.as_ref().map(|s| &s[i]) {
+            Some(counts) => match fixed.iter().find(|(c, _)| c == counts) {
+                Some((_, plans)) => plans.clone(),
+                None => {
+                    let plans = fixed_plans(&parts, counts, owned_hours, opts, deadline)?;
+                    fixed.push((counts.clone(), plans.clone()));
+                    plans
+                }
+            },
+            None => match solve_point(lambda)? {
+                Ok(values) => plans_of(&values),
+                Err(_) => {
+                    result.infeasibility =
+                        Some(match shared_capacity(&parts, &group_of, st, opts)? {
+                            Some(why) => why,
+                            None => json!({"kind": "integrality"}),
+                        });
+                    return finish(result, v3);
+                }
+            },
         };
-        let plans = plans_of(&values);
         let f = figures(&costs_of(&plans), &input_baselines, st, lambda);
         points.push((lambda, f, plans));
         if extensive.is_none() {
             // One scenario: every λ has the same plan and figures.
-            let (_, _, plans) = &points[0];
-            let costs = costs_of(plans);
+            let (_, _, plans) = points.remove(0);
+            let costs = costs_of(&plans);
             points = st
                 .risk
                 .frontier
                 .iter()
-                .map(|l| {
-                    (
-                        *l,
-                        figures(&costs, &input_baselines, st, *l),
-                        plans_of(&values),
-                    )
-                })
+                .map(|l| (*l, figures(&costs, &input_baselines, st, *l), plans.clone()))
                 .collect();
             break;
         }
@@ -603,10 +619,10 @@ pub(super) fn solve(
         integer_variables: m_ints,
         constraints: m_rows,
         reduced_variables: removed + parts.iter().map(|p| p.vars.dominated).sum::<usize>(),
-        method: if extensive.is_some() {
-            "extensive_form"
-        } else {
-            "milp"
+        method: match (&scanned, &extensive) {
+            (Some(_), _) => "scan",
+            (None, Some(_)) => "extensive_form",
+            (None, None) => "milp",
         },
     };
     result.timings.build_ms = build_ms;
@@ -749,6 +765,45 @@ pub(super) fn solve(
         })
         .collect();
     finish(result, v3)
+}
+
+/// Each scenario's plan with the new purchases fixed at `counts` (column:
+/// count): its own model, where only the hourly counts are left to choose.
+fn fixed_plans(
+    parts: &[Part<'_>],
+    counts: &BTreeMap<usize, f64>,
+    owned: Option<f64>,
+    opts: &SolveOptions,
+    deadline: Option<Instant>,
+) -> Result<Vec<Plan>, OptimizeError> {
+    parts
+        .iter()
+        .map(|p| {
+            let mut m = p.milp.clone();
+            for (&col, &count) in counts {
+                m.vars[col].integer = false;
+                m.vars[col].upper = Some(count);
+                m.rows.push(Row {
+                    terms: vec![(col, 1.0)],
+                    sense: Sense::AtLeast,
+                    rhs: count,
+                });
+            }
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            match m.solve_within(opts.backend, left, None) {
+                Ok(Solved {
+                    values,
+                    bound: None,
+                }) => Ok(report::extract(&p.setup, &p.milp, &p.vars, &values, owned)),
+                Ok(_) | Err(LpError::TimeLimit) => Err(OptimizeError::TimeLimit(
+                    opts.time_limit.unwrap_or_default(),
+                )),
+                Err(e) => Err(OptimizeError::Solver(format!(
+                    "a scenario with the purchase fixed: {e}"
+                ))),
+            }
+        })
+        .collect()
 }
 
 /// Check 1 (§11.10): classes with demand in some scenario and no offer.

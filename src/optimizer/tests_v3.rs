@@ -728,3 +728,92 @@ fn random_v3_problems_match_enumeration_over_the_reservations() {
         }
     }
 }
+
+#[test]
+fn the_one_class_scan_agrees_with_the_extensive_form() {
+    let mut rng = Lcg(0x5ca_0003);
+    for case in 0..20 {
+        let hours = 3 + below(&mut rng, 6) as usize;
+        let offers: Vec<Value> = (0..2 + below(&mut rng, 4))
+            .map(|k| {
+                let g = [1, 2, 4, 8][below(&mut rng, 4) as usize];
+                let od = f64::from(g) * (1.0 + rng.next());
+                let mut o = offer(
+                    &format!("o{k}"),
+                    Some(od),
+                    Some(od * (0.2 + 0.5 * rng.next())),
+                    Some(od * (0.4 + 0.4 * rng.next())),
+                );
+                o["gpus_per_instance"] = json!(g);
+                o["region"] = json!(format!("r{}", k % 2));
+                o["spot_interruption_rate"] = json!(0.2 * rng.next());
+                for (key, v) in [
+                    ("max_spot_instances", json!(3)),
+                    ("max_on_demand_instances", json!(6)),
+                    ("max_reserved_instances", json!(2)),
+                ] {
+                    if below(&mut rng, 3) == 0 {
+                        o[key] = v;
+                    }
+                }
+                o
+            })
+            .collect();
+        let demand: Vec<f64> = (0..hours).map(|_| (rng.next() * 12.0).round()).collect();
+        let scenarios: Vec<Value> = (0..2 + below(&mut rng, 5))
+            .map(|i| {
+                let d: Vec<f64> = demand
+                    .iter()
+                    .map(|x| (x + (rng.next() - 0.5) * 8.0).max(0.0).round())
+                    .collect();
+                let up: Vec<u64> = (0..hours)
+                    .map(|_| u64::from(below(&mut rng, 4) > 0))
+                    .collect();
+                json!({"id": format!("w{i}"), "demand": d, "spot_available": {"aws/r0/o0": up}})
+            })
+            .collect();
+        let beta = [0.5, 0.8, 0.9][below(&mut rng, 3) as usize];
+        let measure = if below(&mut rng, 3) == 0 {
+            "savings_shortfall"
+        } else {
+            "cost"
+        };
+        let sigma = [Value::Null, json!(0.6)][below(&mut rng, 2) as usize].clone();
+        let pi = [Value::Null, json!(0.4)][below(&mut rng, 2) as usize].clone();
+        let mut doc = json!({"schema_version": 3, "demand": demand, "offers": offers, "scenarios": scenarios,
+            "risk": {"beta": beta, "measure": measure},
+            "policy": {"max_spot_share": sigma, "max_pool_share": pi}});
+        if below(&mut rng, 2) == 0 {
+            doc["owned"] =
+                json!([{"offer": "o0", "option": "1y", "count": 1, "remaining_hours": hours / 2}]);
+        }
+        let problem = Problem::from_json(&doc).unwrap();
+        let fast = solve(&problem, &SolveOptions::default()).unwrap();
+        let plain = solve(
+            &problem,
+            &SolveOptions {
+                reduce: false,
+                ..SolveOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(fast.status, plain.status, "case {case}");
+        if fast.status != "optimal" {
+            continue;
+        }
+        let v = serde_json::to_value(&fast).unwrap();
+        verify(&problem, &v, false).unwrap_or_else(|e| panic!("case {case}: {e}\n{doc}"));
+        assert_eq!(fast.model_stats.method, "scan", "case {case}");
+        assert_eq!(plain.model_stats.method, "extensive_form");
+        let (a, b) = (fast.v3.unwrap(), plain.v3.unwrap());
+        for (p, q) in a.frontier.iter().zip(&b.frontier) {
+            assert!(
+                (p.objective - q.objective).abs() <= 1e-6 * q.objective.abs().max(1.0),
+                "case {case} λ {}: scan {} vs extensive {}\n{doc}",
+                p.lambda,
+                p.objective,
+                q.objective
+            );
+        }
+    }
+}

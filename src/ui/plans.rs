@@ -177,8 +177,9 @@ fn changes(shown: &Shown) -> Markup {
     let mut keys: Vec<&(String, String)> = new.keys().chain(old.keys()).collect();
     keys.sort();
     keys.dedup();
-    let cost_now = number(now.get("objective"));
-    let cost_before = number(before.get("objective"));
+    // A v3 objective may be risk-adjusted: compare expected costs there.
+    let cost = |r: &Value| number(r.get("expected_cost")).or_else(|| number(r.get("objective")));
+    let (cost_now, cost_before) = (cost(now), cost(before));
     html! {
         p {
             "Against plan " a href={ "/ui/plans/" (previous.id) } { "#" (previous.id) }
@@ -193,6 +194,86 @@ fn changes(shown: &Shown) -> Markup {
                     @let (b, n) = (old.get(key).copied().unwrap_or(0.0), new.get(key).copied().unwrap_or(0.0));
                     tr class=[(b != n).then_some("changed")] {
                         td { (key.0) } td { (key.1) } td.num { (b) } td.num { (n) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The risk frontier of a version 3 plan: each λ's mean cost against its
+/// CVaR, drawn as an SVG line (no script needed), and the table behind it.
+fn frontier(r: &Value, points: &[Value]) -> Markup {
+    let fig = |p: &Value, k: &str| number(p.get(k)).unwrap_or(0.0);
+    let (w, h, pad) = (480.0, 220.0, 40.0);
+    let xs: Vec<f64> = points.iter().map(|p| fig(p, "expected_cost")).collect();
+    let ys: Vec<f64> = points.iter().map(|p| fig(p, "cvar_cost")).collect();
+    let span = |v: &[f64]| {
+        let (lo, hi) = v
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+                (a.min(*x), b.max(*x))
+            });
+        if hi - lo > 1e-9 {
+            (lo, hi)
+        } else {
+            (lo - 1.0, hi + 1.0)
+        }
+    };
+    let ((x0, x1), (y0, y1)) = (span(&xs), span(&ys));
+    let at = |x: f64, y: f64| {
+        (
+            pad + (x - x0) / (x1 - x0) * (w - 2.0 * pad),
+            h - pad - (y - y0) / (y1 - y0) * (h - 2.0 * pad),
+        )
+    };
+    let line: Vec<String> = xs
+        .iter()
+        .zip(&ys)
+        .map(|(x, y)| {
+            let (px, py) = at(*x, *y);
+            format!("{px:.1},{py:.1}")
+        })
+        .collect();
+    let beta = number(r.get("risk").and_then(|k| k.get("beta"))).unwrap_or(0.95);
+    let flat = r.get("frontier_flat").and_then(Value::as_bool);
+    html! {
+        h2 { "Risk frontier" }
+        p {
+            @match flat {
+                Some(true) => "Flat: risk does not change the purchase; the risk-neutral plan is the recommendation.",
+                Some(false) => "Not flat: paying more on average buys a thinner tail. Each point is a plan; how much to pay is your call.",
+                None => "",
+            }
+        }
+        svg.frontier width=(w) height=(h) viewBox={ "0 0 " (w) " " (h) } role="img"
+            aria-label="mean cost against CVaR for each λ" {
+            line x1=(pad) y1=(h - pad) x2=(w - pad) y2=(h - pad) stroke="currentColor" {}
+            line x1=(pad) y1=(pad) x2=(pad) y2=(h - pad) stroke="currentColor" {}
+            text x=(w / 2.0) y=(h - 8.0) text-anchor="middle" { "mean cost, USD" }
+            text x="12" y=(h / 2.0) transform={ "rotate(-90 12 " (h / 2.0) ")" } text-anchor="middle" {
+                (format!("CVaR {:.0}%, USD", beta * 100.0))
+            }
+            polyline points=(line.join(" ")) fill="none" stroke="currentColor" stroke-width="1.5" {}
+            @for (p, (x, y)) in points.iter().zip(xs.iter().zip(&ys)) {
+                @let (px, py) = at(*x, *y);
+                circle cx=(format!("{px:.1}")) cy=(format!("{py:.1}")) r=(if p.get("primary") == Some(&Value::Bool(true)) { 6 } else { 4 }) {}
+                text x=(format!("{:.1}", px + 6.0)) y=(format!("{:.1}", py - 6.0)) { "λ " (fig(p, "lambda")) }
+            }
+        }
+        table {
+            thead { tr { th { "λ" } th { "reserved" } th { "mean" } th { "P95" } th { (format!("CVaR {:.0}%", beta * 100.0)) } } }
+            tbody {
+                @for p in points {
+                    tr class=[(p.get("primary") == Some(&Value::Bool(true))).then_some("changed")] {
+                        td.num { (fig(p, "lambda")) }
+                        td { @for h in p.get("reserved").and_then(Value::as_array).into_iter().flatten() {
+                            (number(h.get("count")).unwrap_or(0.0)) " × "
+                            (h.get("offer").and_then(Value::as_str).unwrap_or("")) " "
+                        } }
+                        td.num { (money(Some(fig(p, "expected_cost")), "")) }
+                        td.num { (money(Some(fig(p, "p95_cost")), "")) }
+                        td.num { (money(Some(fig(p, "cvar_cost")), "")) }
                     }
                 }
             }
@@ -226,13 +307,21 @@ fn render(shown: &Shown) -> Response {
                 tr { th { "reserved" } td.num { (money(part("reserved"), "no plan")) } }
                 tr { th { "spot" } td.num { (money(part("spot"), "no plan")) } }
                 tr { th { "on-demand" } td.num { (money(part("on_demand"), "no plan")) } }
-                tr.total { th { "total" } td.num { (money(number(r.get("objective")), "no plan")) } }
+                @if let Some(expected) = number(r.get("expected_cost")) {
+                    tr.total { th { "expected total" } td.num { (money(Some(expected), "no plan")) } }
+                    tr { th { "P95 over the scenarios" } td.num { (money(number(r.get("p95_cost")), "no plan")) } }
+                } @else {
+                    tr.total { th { "total" } td.num { (money(number(r.get("objective")), "no plan")) } }
+                }
                 tr { th { "all on-demand" } td.num { (money(number(r.get("baseline_on_demand_cost")), "no baseline")) } }
                 tr { th { "savings" } td.num {
                     (money(number(r.get("savings")), "no baseline"))
                     @if let Some(pct) = number(r.get("savings_pct")) { " (" (format!("{pct:.1}")) " %)" }
                 } }
             }
+        }
+        @if let Some(points) = r.get("frontier").and_then(Value::as_array) {
+            (frontier(r, points))
         }
         h2 { "Reservations" }
         @let reserved = r.get("reserved").and_then(Value::as_array).cloned().unwrap_or_default();
