@@ -8,7 +8,8 @@
 //! reservations, hourly spot prices); the one-class week with whole hourly
 //! counts (tests/fixtures/heavy-integer-week.json); and the two large version 3
 //! cases of the planning model (one offer, and 20 offers, over a week with 50
-//! generated scenarios of demand and spot outages).
+//! generated scenarios of demand and spot outages) with the two-class one (40
+//! offers, 20 scenarios), which the extensive form solves.
 //!
 //! The reference runs on `GPUPLAN_BENCH_PYTHON` (default `python3`) when that
 //! Python has scipy.
@@ -174,18 +175,36 @@ fn timed(cmd: &[&str]) -> (f64, Option<u64>, String) {
 /// swing) and outages of every spot pool, with the frontier `lambdas`.
 fn scenarios(mut doc: Value, count: usize, lambdas: &[f64], seed: u64) -> Value {
     let mut r = Lcg(seed);
-    let hours = doc["demand"].as_array().map_or(168, Vec::len);
-    let residuals: Vec<Vec<f64>> = (0..4)
-        .map(|_| {
-            let swing = 4.0 * (r.next() - 0.5);
-            (0..hours)
-                .map(|h| {
-                    let daily = swing * ((h % 24) as f64 / 24.0 * std::f64::consts::TAU).sin();
-                    daily + (r.next() - 0.5) * (2.0 + h as f64 / 48.0)
-                })
-                .collect()
-        })
-        .collect();
+    let classes: Vec<(String, usize)> = match doc["classes"].as_array() {
+        Some(list) => list
+            .iter()
+            .map(|c| {
+                (
+                    c["id"].as_str().unwrap().to_owned(),
+                    c["demand"].as_array().unwrap().len(),
+                )
+            })
+            .collect(),
+        None => vec![(
+            "default".to_owned(),
+            doc["demand"].as_array().map_or(168, Vec::len),
+        )],
+    };
+    let mut residuals = serde_json::Map::new();
+    for (id, hours) in classes {
+        let matrix: Vec<Vec<f64>> = (0..4)
+            .map(|_| {
+                let swing = 4.0 * (r.next() - 0.5);
+                (0..hours)
+                    .map(|h| {
+                        let daily = swing * ((h % 24) as f64 / 24.0 * std::f64::consts::TAU).sin();
+                        daily + (r.next() - 0.5) * (2.0 + h as f64 / 48.0)
+                    })
+                    .collect()
+            })
+            .collect();
+        residuals.insert(id, json!(matrix));
+    }
     let mut pools: Vec<String> = doc["offers"]
         .as_array()
         .unwrap()
@@ -213,7 +232,7 @@ fn scenarios(mut doc: Value, count: usize, lambdas: &[f64], seed: u64) -> Value 
         .collect();
     doc["schema_version"] = json!(3);
     doc["scenario_generator"] = json!({"seed": seed, "count": count,
-        "demand": {"residuals": {"default": residuals}},
+        "demand": {"residuals": residuals},
         "spot": {"pools": chains}});
     doc["risk"] = json!({"beta": 0.9, "frontier": lambdas});
     doc
@@ -260,6 +279,10 @@ fn main() {
         (
             "v3 20 offers x 168 h x 50 scenarios x 2 λ",
             scenarios(problem(20, 168, 5), 50, &[0.0, 0.5], 8),
+        ),
+        (
+            "v3 2 classes x 40 offers x 168 h x 20 scenarios x 1 λ",
+            scenarios(classes(problem(40, 168, 6), 2, 6), 20, &[0.0], 9),
         ),
     ];
     let filters: Vec<String> = std::env::args()

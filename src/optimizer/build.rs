@@ -46,6 +46,9 @@ pub(super) struct Vars {
     pub levels: Vec<LevelVars>,
     /// Hourly variables the dominance reduction left out.
     pub dominated: usize,
+    /// The rows on new purchases alone (caps shared by an offer's options),
+    /// which come first.
+    pub reserved_rows: usize,
 }
 
 /// What a build contains.
@@ -96,6 +99,7 @@ pub(super) fn build(setup: &Setup<'_>, which: &[usize], scope: Scope) -> (Milp, 
         reserved,
         levels: Vec::with_capacity(which.len()),
         dominated: 0,
+        reserved_rows: m.rows.len(),
     };
     for &l in which {
         let first = m.vars.len();

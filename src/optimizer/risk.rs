@@ -231,11 +231,9 @@ impl Extensive {
                     i - reserved + offset
                 }
             };
-            for row in &part.milp.rows {
-                let only_reserved = row.terms.iter().all(|(i, _)| *i < reserved);
-                if only_reserved && g > 0 {
-                    continue;
-                }
+            // The rows on purchases alone are the same in every scenario.
+            let skip = if g > 0 { part.vars.reserved_rows } else { 0 };
+            for row in &part.milp.rows[skip..] {
                 milp.rows.push(Row {
                     terms: row.terms.iter().map(|(i, c)| (remap(*i), *c)).collect(),
                     sense: row.sense,
@@ -426,7 +424,7 @@ pub(super) fn solve(
             Part { setup, milp, vars }
         })
         .collect();
-    let reserved = parts[0].vars.reserved.iter().flatten().count();
+    let reserved = parts[0].vars.reserved.iter().flatten().flatten().count();
     if parts
         .iter()
         .any(|p| p.vars.reserved != parts[0].vars.reserved)

@@ -817,3 +817,74 @@ fn the_one_class_scan_agrees_with_the_extensive_form() {
         }
     }
 }
+
+#[test]
+fn several_classes_plan_the_same_with_and_without_the_reductions() {
+    let mut rng = Lcg(0x2c1a_5503);
+    for case in 0..12 {
+        let hours = 2 + below(&mut rng, 4) as usize;
+        let mut offers: Vec<Value> = (0..2 + below(&mut rng, 3))
+            .map(|k| {
+                let od = 1.0 + rng.next();
+                let mut o = offer(&format!("o{k}"), Some(od), Some(od * (0.2 + 0.5 * rng.next())), None);
+                // Two options: the reductions keep only the cheaper one.
+                o["reserved"] = json!([
+                    {"id": "1y", "term_hours": 8760, "hourly_price": od * (0.5 + 0.3 * rng.next())},
+                    {"id": "3y", "term_hours": 26280, "hourly_price": od * (0.4 + 0.3 * rng.next())}]);
+                o
+            })
+            .collect();
+        // A class only reserved capacity can serve: its coverage rows hold
+        // purchase columns alone, yet differ by scenario.
+        let mut b200 = offer("rsv", None, None, Some(0.9));
+        b200["gpu_model"] = json!("B200");
+        offers.push(b200);
+        let demand = |rng: &mut Lcg| -> Vec<f64> {
+            (0..hours).map(|_| (rng.next() * 6.0).round()).collect()
+        };
+        let scenarios: Vec<Value> = (0..2 + below(&mut rng, 3))
+            .map(|i| {
+                let up: Vec<u64> = (0..hours).map(|_| u64::from(below(&mut rng, 3) > 0)).collect();
+                json!({"id": format!("w{i}"), "classes": {"train": demand(&mut rng), "special": demand(&mut rng)},
+                       "spot_available": {"aws/r1/o0": up}})
+            })
+            .collect();
+        let doc = json!({"schema_version": 3,
+            "classes": [{"id": "train", "demand": vec![1; hours], "gpu_models": ["H100-80GB"]},
+                        {"id": "special", "demand": vec![1; hours], "gpu_models": ["B200"]}],
+            "offers": offers, "scenarios": scenarios,
+            "risk": {"beta": 0.8, "frontier": [0, 0.5, 1]}});
+        let problem = Problem::from_json(&doc).unwrap();
+        let reduced = solve(&problem, &SolveOptions::default()).unwrap();
+        let plain = solve(
+            &problem,
+            &SolveOptions {
+                reduce: false,
+                ..SolveOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            (reduced.status, reduced.model_stats.method),
+            ("optimal", "extensive_form"),
+            "case {case}"
+        );
+        let v = serde_json::to_value(&reduced).unwrap();
+        verify(&problem, &v, false).unwrap_or_else(|e| panic!("case {case}: {e}\n{doc}"));
+        for (p, q) in reduced
+            .v3
+            .unwrap()
+            .frontier
+            .iter()
+            .zip(&plain.v3.unwrap().frontier)
+        {
+            assert!(
+                (p.objective - q.objective).abs() <= 1e-6 * q.objective.abs().max(1.0),
+                "case {case} λ {}: reduced {} vs plain {}\n{doc}",
+                p.lambda,
+                p.objective,
+                q.objective
+            );
+        }
+    }
+}
