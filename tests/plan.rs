@@ -689,6 +689,37 @@ fn a_v3_problem_file_prints_its_frontier() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("Not flat"), "{text}");
     assert!(text.contains("2 x a (1y)"), "{text}");
+    // The example file: two pools with their own outages and a shared shock;
+    // its frontier was cross-checked with the scipy/HiGHS reference model.
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/examples/plan-problem-v3.json"
+    );
+    let r = stdout_json(&gpuplan(
+        dir.path(),
+        &["plan", "--problem", example, "--json"],
+    ));
+    let want = [
+        4997.590089473683,
+        5393.976873741419,
+        5725.821912013729,
+        6045.513437299772,
+        6189.643759050054,
+    ];
+    for (p, w) in r["frontier"].as_array().unwrap().iter().zip(want) {
+        let got = p["objective"].as_f64().unwrap();
+        assert!(
+            (got - w).abs() <= 1e-6 * w,
+            "λ {}: {got} vs {w}",
+            p["lambda"]
+        );
+    }
+    assert_eq!(r["frontier_flat"], false);
+    let problem = gpuplan::optimizer::Problem::from_json(
+        &serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap(),
+    )
+    .unwrap();
+    gpuplan::optimizer::verify(&problem, &r, false).unwrap();
     // A risk flag overrides the file's risk.
     let out = stdout_json(&gpuplan(
         dir.path(),
