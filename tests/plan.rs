@@ -622,27 +622,23 @@ fn usage_plans_against_demand_scenarios_with_calibrated_ranges_and_a_frontier() 
     assert!(text.contains("Range at 80%: ±"), "{text}");
     assert!(text.contains("Expected cost over the horizon"), "{text}");
 
-    // Scenarios need a history to be made from, and a history long enough.
-    let out = gpuplan(
-        dir.path(),
-        &[
-            "--config",
-            "gpuplan.toml",
-            "plan",
-            "--demand",
-            "demand.csv",
-            "--scenarios",
-            "5",
-        ],
+    // Scenarios need a history to be made from, and a history long enough;
+    // a bad risk value is named by its field.
+    let refused = |extra: &[&str], says: &str| {
+        let out = gpuplan(
+            dir.path(),
+            &[&["--config", "gpuplan.toml", "plan"], extra].concat(),
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        assert!(text.contains(says), "{text}");
+    };
+    refused(
+        &["--demand", "demand.csv", "--scenarios", "5"],
+        "--scenarios",
     );
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("--scenarios"));
-    let out = gpuplan(
-        dir.path(),
+    refused(
         &[
-            "--config",
-            "gpuplan.toml",
-            "plan",
             "--usage",
             "usage.csv",
             "--horizon-hours",
@@ -650,17 +646,10 @@ fn usage_plans_against_demand_scenarios_with_calibrated_ranges_and_a_frontier() 
             "--scenarios",
             "5",
         ],
+        "history too short for 4 folds of 169 hours",
     );
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("history too short for 4 folds of 169 hours")
-    );
-    let out = gpuplan(
-        dir.path(),
+    refused(
         &[
-            "--config",
-            "gpuplan.toml",
-            "plan",
             "--usage",
             "usage.csv",
             "--horizon-hours",
@@ -668,9 +657,8 @@ fn usage_plans_against_demand_scenarios_with_calibrated_ranges_and_a_frontier() 
             "--risk-lambda",
             "3",
         ],
+        "risk.lambda",
     );
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("risk.lambda"));
 }
 
 #[test]
