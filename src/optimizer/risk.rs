@@ -127,6 +127,9 @@ pub fn cvar(xs: &[(f64, f64)], beta: f64) -> f64 {
     q + xs.iter().map(|(x, p)| p * (x - q).max(0.0)).sum::<f64>() / (1.0 - beta)
 }
 
+/// Pool availability per hour, for the pools down in some hour.
+type Availability = BTreeMap<String, Vec<bool>>;
+
 /// Scenarios with equal demand and availability, solved once.
 struct Group {
     /// Input scenarios it stands for, in input order.
@@ -326,7 +329,7 @@ pub(super) fn solve(
     let mip = !opts.relax;
     let deadline = opts.time_limit.map(|t| start + t);
     let mut groups: Vec<Group> = Vec::new();
-    let mut index: HashMap<(Vec<u64>, &BTreeMap<String, Vec<bool>>), usize> = HashMap::new();
+    let mut index: HashMap<(Vec<u64>, &Availability), usize> = HashMap::new();
     let mut group_of = Vec::with_capacity(st.scenarios.len());
     for (i, s) in st.scenarios.iter().enumerate() {
         let key = (
