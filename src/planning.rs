@@ -137,6 +137,8 @@ pub struct PlanService {
     owned: Vec<Owned>,
     /// Sync interval per source, for staleness.
     intervals: BTreeMap<String, Duration>,
+    /// `planner.max_solve_memory_mib`, in bytes.
+    memory_limit: u64,
 }
 
 impl PlanService {
@@ -154,6 +156,7 @@ impl PlanService {
             defaults: planner.defaults.clone(),
             owned: planner.owned.clone(),
             intervals,
+            memory_limit: planner.max_solve_memory_mib << 20,
         }
     }
 
@@ -249,6 +252,7 @@ impl PlanService {
         let opts = SolveOptions {
             relax: req.relax,
             time_limit: Some(prepared.settings.time_limit),
+            memory_limit: Some(self.memory_limit),
             backend: req.backend,
             ..SolveOptions::default()
         };

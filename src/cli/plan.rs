@@ -335,6 +335,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
         Err(PlanError::Solve(e)) => {
             let kind = match e {
                 OptimizeError::TimeLimit(_) => "time_limit",
+                OptimizeError::MemoryLimit(_) => "memory_limit",
                 OptimizeError::Solver(_) => "solver",
             };
             println!(

@@ -15,12 +15,20 @@ pub struct PlannerConfig {
     /// Reservations the team already holds: catalog plans count them unless
     /// a request gives its own list.
     pub owned: Vec<Owned>,
+    /// MiB one MIP search may add to the process before it stops with its
+    /// best plan: a daemon-wide guard, which no request can raise.
+    pub max_solve_memory_mib: u64,
 }
+
+/// The default memory bound of one solve: with the default two solves at
+/// once, 4 GiB in all, well under the memory of a machine that plans.
+pub const DEFAULT_SOLVE_MEMORY_MIB: u32 = 2048;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawPlanner {
     max_concurrent_solves: Option<i64>,
+    max_solve_memory_mib: Option<i64>,
     time_limit_secs: Option<f64>,
     spot_window: Option<String>,
     restart_hours: Option<f64>,
@@ -68,6 +76,12 @@ pub(super) fn validate(raw: RawPlanner, c: &mut Checker) -> PlannerConfig {
         .collect();
     PlannerConfig {
         owned,
+        max_solve_memory_mib: u64::from(c.bounded(
+            "planner.max_solve_memory_mib",
+            raw.max_solve_memory_mib,
+            DEFAULT_SOLVE_MEMORY_MIB,
+            64..=1_048_576,
+        )),
         max_concurrent_solves: c.bounded(
             "planner.max_concurrent_solves",
             raw.max_concurrent_solves,

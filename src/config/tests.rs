@@ -441,7 +441,7 @@ fn schedule_intervals_follow_the_cron_expression() {
 #[test]
 fn planner_defaults_follow_the_same_rules_as_flags_and_api_fields() {
     let errors = errors_of(
-        "[planner]\nrestart_hours = -1\ncheckpoint_hours = 9000\ntime_limit_secs = 0\nspot_window = \"2026-11-01\"\n",
+        "[planner]\nrestart_hours = -1\ncheckpoint_hours = 9000\ntime_limit_secs = 0\nspot_window = \"2026-11-01\"\nmax_solve_memory_mib = 10\n",
     )
     .join("\n");
     assert_named(
@@ -451,6 +451,7 @@ fn planner_defaults_follow_the_same_rules_as_flags_and_api_fields() {
             "planner.checkpoint_hours: 9000 is out of range",
             "planner.time_limit_secs: 0 is out of range",
             "planner.spot_window",
+            "planner.max_solve_memory_mib",
         ],
     );
 }

@@ -1,5 +1,5 @@
-//! The glue to the MIP solver: the only file that imports good_lp, so the
-//! backend can be swapped. It takes a solver-neutral [`Milp`] and returns the
+//! The glue to the MIP solver: the only file that imports good_lp (and
+//! microlp, for a search run in slices), so the backend can be swapped. It takes a solver-neutral [`Milp`] and returns the
 //! variable values, or why there are none.
 
 use std::time::{Duration, Instant};
@@ -70,6 +70,8 @@ pub enum LpError {
     Unbounded,
     #[error("the solver stopped at its time limit before proving optimality")]
     TimeLimit,
+    #[error("the solver reached its memory limit before finding any plan")]
+    MemoryLimit,
     #[error("the solver failed: {0}")]
     Solver(String),
 }
@@ -87,6 +89,21 @@ pub struct Solved {
 /// Relative MIP gap at which a solution counts as optimal (good_lp defaults
 /// to HiGHS's 1e-4, far too coarse for cost comparisons).
 pub const MIP_GAP: f32 = 1e-7;
+
+/// Branch-and-bound nodes a memory-bounded solve runs between two looks at
+/// its memory: a few milliseconds of search, far less than the slack a limit
+/// in MiB leaves.
+const NODES_PER_LOOK: u64 = 200;
+
+/// Bytes this process holds in memory now (`VmRSS`); `None` where that
+/// cannot be read, which leaves a memory limit unenforced.
+#[must_use]
+pub fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
 
 impl Milp {
     pub fn add_var(&mut self, cost: f64, upper: Option<f64>, integer: bool) -> usize {
@@ -119,6 +136,138 @@ impl Milp {
         Ok(solved.values)
     }
 
+    /// [`Milp::solve_within`], and with `memory_limit` (bytes) the search also
+    /// stops, keeping its best plan, once the process holds that much more
+    /// than when it began. The whole process is measured, so solves running
+    /// at once each stop earlier, never later. Only microlp's
+    /// branch-and-bound grows without bound; anything else ignores the limit.
+    ///
+    /// # Errors
+    /// As [`Milp::solve_within`], and `MemoryLimit` when the limit came
+    /// before any plan.
+    pub fn solve_bounded(
+        &self,
+        backend: Backend,
+        time_limit: Option<Duration>,
+        initial: Option<&[f64]>,
+        memory_limit: Option<u64>,
+    ) -> Result<Solved, LpError> {
+        match (backend, memory_limit, resident_bytes()) {
+            (Backend::Microlp, Some(limit), Some(start)) if self.integer_count() > 0 => {
+                let over = || resident_bytes().is_some_and(|now| now.saturating_sub(start) > limit);
+                self.microlp_in_slices(time_limit, initial, NODES_PER_LOOK, &over)
+            }
+            _ => self.solve_within(backend, time_limit, initial),
+        }
+    }
+
+    /// microlp's search run `nodes` nodes at a time, stopping when `over()`
+    /// says the memory limit is passed or the time is up.
+    fn microlp_in_slices(
+        &self,
+        time_limit: Option<Duration>,
+        initial: Option<&[f64]>,
+        nodes: u64,
+        over: &dyn Fn() -> bool,
+    ) -> Result<Solved, LpError> {
+        use microlp::{ComparisonOp, LinearExpr, OptimizationDirection, TerminationReason};
+        let (upper, rows) = self.bounded_rows()?;
+        let mut p = microlp::Problem::new(OptimizationDirection::Minimize);
+        let vars: Vec<microlp::Variable> = self
+            .vars
+            .iter()
+            .zip(&upper)
+            .map(|(v, u)| {
+                if v.integer {
+                    let most = u.map_or(i32::MAX, |u| u.floor().min(f64::from(i32::MAX)) as i32);
+                    p.add_integer_var(v.cost, (0, most))
+                } else {
+                    p.add_var(v.cost, (0.0, u.unwrap_or(f64::INFINITY)))
+                }
+            })
+            .collect();
+        for row in rows {
+            let mut e = LinearExpr::empty();
+            for (i, c) in &row.terms {
+                e.add(vars[*i], *c);
+            }
+            let op = match row.sense {
+                Sense::AtLeast => ComparisonOp::Ge,
+                Sense::AtMost => ComparisonOp::Le,
+                Sense::Equal => ComparisonOp::Eq,
+            };
+            p.add_constraint(e, op, row.rhs);
+        }
+        let started = Instant::now();
+        let left = || time_limit.map(|t| t.saturating_sub(started.elapsed()));
+        let failed = |e: microlp::Error| match e {
+            microlp::Error::Infeasible => LpError::Infeasible,
+            microlp::Error::Unbounded => LpError::Unbounded,
+            other => LpError::Solver(other.to_string()),
+        };
+        let mut first = microlp::SolveOptions::default();
+        first.time_limit = left();
+        first.node_limit = Some(nodes);
+        first.mip_gap = f64::from(MIP_GAP);
+        first.warm_start = initial.map(|x| vars.iter().copied().zip(x.iter().copied()).collect());
+        let mut outcome = p.solve_with(first).map_err(failed)?;
+        let mut memory = false;
+        loop {
+            match outcome.termination_reason() {
+                TerminationReason::NodeLimit => {
+                    if over() {
+                        memory = true;
+                        break;
+                    }
+                    if left().is_some_and(|t| t.is_zero()) {
+                        break;
+                    }
+                    let mut next = outcome.last_resume_options();
+                    next.time_limit = left();
+                    outcome = outcome.resume_with(next).map_err(failed)?;
+                }
+                // Proven, within the gap, or out of time.
+                _ => break,
+            }
+        }
+        let proven =
+            outcome.is_optimal() || outcome.termination_reason() == TerminationReason::MipGap;
+        let bound = outcome.stats().best_bound;
+        match outcome.into_solution() {
+            Ok(solution) => Ok(Solved {
+                values: vars.iter().map(|v| solution.var_value(*v)).collect(),
+                bound: (!proven).then(|| bound.unwrap_or(f64::NEG_INFINITY)),
+            }),
+            Err(_) if memory => Err(LpError::MemoryLimit),
+            Err(_) => Err(LpError::TimeLimit),
+        }
+    }
+
+    /// The variables' upper bounds with each row on one continuous variable
+    /// folded in as its bound, and the rows left: the solver handles bounds
+    /// far more cheaply than rows (share rows of one-offer pools are most of
+    /// a model's rows).
+    ///
+    /// # Errors
+    /// `Infeasible` when a bound is below zero.
+    fn bounded_rows(&self) -> Result<(Vec<Option<f64>>, Vec<&Row>), LpError> {
+        let mut upper: Vec<Option<f64>> = self.vars.iter().map(|v| v.upper).collect();
+        let mut rows: Vec<&Row> = Vec::with_capacity(self.rows.len());
+        for row in &self.rows {
+            match row.terms[..] {
+                [(i, c)] if row.sense == Sense::AtMost && c > 0.0 && !self.vars[i].integer => {
+                    let bound = row.rhs / c;
+                    upper[i] = Some(upper[i].map_or(bound, |u| u.min(bound)));
+                }
+                _ => rows.push(row),
+            }
+        }
+        if upper.iter().any(|u| u.is_some_and(|u| u < 0.0)) {
+            return Err(LpError::Infeasible);
+        }
+        Ok((upper, rows))
+    }
+
     /// Solves the model, keeping the best plan found when the time limit
     /// stops the search before optimality. `initial`, a feasible plan when
     /// known, starts microlp's search (one it finds infeasible is ignored).
@@ -145,23 +294,7 @@ impl Milp {
                 Err(LpError::Infeasible)
             };
         }
-        // A row `c·x <= b` on one continuous variable is its bound: the
-        // solver handles bounds far more cheaply than rows (share rows of
-        // one-offer pools are most of a model's rows).
-        let mut upper: Vec<Option<f64>> = self.vars.iter().map(|v| v.upper).collect();
-        let mut rows: Vec<&Row> = Vec::with_capacity(self.rows.len());
-        for row in &self.rows {
-            match row.terms[..] {
-                [(i, c)] if row.sense == Sense::AtMost && c > 0.0 && !self.vars[i].integer => {
-                    let bound = row.rhs / c;
-                    upper[i] = Some(upper[i].map_or(bound, |u| u.min(bound)));
-                }
-                _ => rows.push(row),
-            }
-        }
-        if upper.iter().any(|u| u.is_some_and(|u| u < 0.0)) {
-            return Err(LpError::Infeasible);
-        }
+        let (upper, rows) = self.bounded_rows()?;
         let mut problem = ProblemVariables::new();
         let vars: Vec<Variable> = self
             .vars
@@ -253,6 +386,62 @@ impl Milp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A knapsack whose proof takes many nodes: 24 items of near-equal
+    /// value per weight.
+    fn knapsack() -> Milp {
+        let mut m = Milp::default();
+        let mut weights = Vec::new();
+        for i in 0..24 {
+            let w = 10.0 + f64::from(i % 7) + f64::from(i) * 0.37;
+            let v = m.add_var(-(w * 1.01 + f64::from(i % 3) * 0.1), Some(1.0), true);
+            weights.push((v, w));
+        }
+        m.rows.push(Row {
+            terms: weights,
+            sense: Sense::AtMost,
+            rhs: 97.5,
+        });
+        m
+    }
+
+    #[test]
+    fn a_search_in_slices_finds_the_same_optimum_and_stops_when_memory_runs_out() {
+        let m = knapsack();
+        let whole = m.solve_within(Backend::Microlp, None, None).unwrap();
+        let cost = |x: &[f64]| -> f64 { m.vars.iter().zip(x).map(|(v, x)| v.cost * x).sum() };
+        let sliced = m.microlp_in_slices(None, None, 3, &|| false).unwrap();
+        assert_eq!(sliced.bound, None);
+        assert!((cost(&sliced.values) - cost(&whole.values)).abs() < 1e-6);
+        // Memory "runs out" at the first look: the best plan so far, with
+        // its bound, or no plan at all; never a proof it does not have.
+        match m.microlp_in_slices(None, None, 1, &|| true) {
+            Ok(s) => {
+                let bound = s.bound.expect("stopped early, so not proven");
+                assert!(bound <= cost(&s.values) + 1e-9);
+            }
+            Err(e) => assert_eq!(e, LpError::MemoryLimit),
+        }
+        // Without integers the limit does not apply.
+        let mut lp = Milp::default();
+        let x = lp.add_var(1.0, None, false);
+        lp.rows.push(Row {
+            terms: vec![(x, 1.0)],
+            sense: Sense::AtLeast,
+            rhs: 2.0,
+        });
+        let s = lp
+            .solve_bounded(Backend::Microlp, None, None, Some(0))
+            .unwrap();
+        assert_eq!((s.values[0], s.bound), (2.0, None));
+    }
+
+    #[test]
+    fn the_resident_size_is_read_on_linux() {
+        if cfg!(target_os = "linux") {
+            assert!(resident_bytes().is_some_and(|b| b > 0));
+        }
+    }
 
     #[test]
     fn a_small_mip_solves_to_its_integer_optimum() {

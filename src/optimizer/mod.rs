@@ -80,6 +80,9 @@ pub struct SolveOptions {
     /// to check exactly that).
     pub reduce: bool,
     pub backend: Backend,
+    /// Bytes a MIP search may add to the process before it stops with its
+    /// best plan, as the time limit does (`planner.max_solve_memory_mib`).
+    pub memory_limit: Option<u64>,
 }
 
 impl Default for SolveOptions {
@@ -89,6 +92,7 @@ impl Default for SolveOptions {
             time_limit: None,
             reduce: true,
             backend: Backend::default(),
+            memory_limit: None,
         }
     }
 }
@@ -121,6 +125,10 @@ pub struct PlanResult {
     /// optimum, and the relative gap of the plan above it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub best_bound: Option<f64>,
+    /// With `status: "time_limit"`: which limit stopped the search,
+    /// `time_limit` or `memory_limit`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gap: Option<f64>,
     /// The schema version 2 additions (§10.13); absent from v1 results.
@@ -273,6 +281,10 @@ pub struct Timings {
 pub enum OptimizeError {
     #[error("no optimal plan within the time limit ({0:?}); raise it or relax the problem")]
     TimeLimit(Duration),
+    #[error(
+        "no plan within the memory limit of {0} MiB (planner.max_solve_memory_mib); relax the problem or drop integer_hourly"
+    )]
+    MemoryLimit(u64),
     #[error("the solver failed: {0}")]
     Solver(String),
 }
@@ -348,8 +360,18 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
                 opts.time_limit.unwrap_or_default(),
             ));
         }
+        Err(LpError::MemoryLimit) => {
+            return Err(OptimizeError::MemoryLimit(
+                opts.memory_limit.unwrap_or_default() >> 20,
+            ));
+        }
         Err(e) => return Err(OptimizeError::Solver(e.to_string())),
     };
+    // Stopped before the proof with time left: the memory limit did it.
+    let stopped_by = bound.map(|_| match deadline.is_none_or(|d| Instant::now() < d) {
+        true => "memory_limit",
+        false => "time_limit",
+    });
     let solve_ms = ms(solve_start.elapsed());
     let mut plan = report::extract(&setup, &milp, &vars, &values, result.gpu_hours.owned);
     let objective = plan.objective();
@@ -379,6 +401,7 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
             return Ok(result);
         }
         result.best_bound = Some(bound);
+        result.stopped_by = stopped_by;
         result.gap = Some(if objective.abs() > 0.0 {
             ((objective - bound) / objective.abs()).max(0.0)
         } else {
@@ -489,7 +512,7 @@ fn solve_model(
             };
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             (
-                milp.solve_within(opts.backend, left, start.as_deref()),
+                milp.solve_bounded(opts.backend, left, start.as_deref(), opts.memory_limit),
                 "milp",
             )
         }

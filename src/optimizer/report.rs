@@ -48,6 +48,7 @@ pub(super) fn empty(setup: &Setup<'_>, opts: &SolveOptions) -> PlanResult {
             f64::from(lp::MIP_GAP)
         },
         best_bound: None,
+        stopped_by: None,
         gap: None,
         v2: v2.then(|| v2_base(setup)),
         v3: None,

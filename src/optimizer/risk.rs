@@ -474,7 +474,7 @@ pub(super) fn solve(
             }
             Some(ext) => {
                 let m = ext.model(&groups, lambda, st.risk.beta, &shift, None);
-                let first = m.solve_within(opts.backend, left(), None);
+                let first = m.solve_bounded(opts.backend, left(), None, opts.memory_limit);
                 match first {
                     Ok(Solved {
                         values,
@@ -482,17 +482,22 @@ pub(super) fn solve(
                     }) if lambda == 1.0 => {
                         let v: f64 = m.vars.iter().zip(&values).map(|(v, x)| v.cost * x).sum();
                         let m2 = ext.model(&groups, lambda, st.risk.beta, &shift, Some(v));
-                        m2.solve_within(opts.backend, left(), None)
+                        m2.solve_bounded(opts.backend, left(), None, opts.memory_limit)
                     }
                     other => other,
                 }
             }
         };
+        let memory = || OptimizeError::MemoryLimit(opts.memory_limit.unwrap_or_default() >> 20);
         match solved {
             Ok(Solved {
                 values,
                 bound: None,
             }) => Ok(Ok(values)),
+            // A v3 plan needs every frontier point proven: a search cut
+            // short is reported by the limit that cut it.
+            Ok(_) if deadline.is_none_or(|d| Instant::now() < d) => Err(memory()),
+            Err(LpError::MemoryLimit) => Err(memory()),
             Ok(_) | Err(LpError::TimeLimit) => Err(OptimizeError::TimeLimit(
                 opts.time_limit.unwrap_or_default(),
             )),

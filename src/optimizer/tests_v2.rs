@@ -458,3 +458,40 @@ fn a_form_factor_key_gives_sxm_and_pcie_their_own_rates_and_changes_the_plan() {
     let e = Problem::from_json(&json!({"demand": [1], "offers": [bad]})).unwrap_err();
     assert_eq!(e.path, "offers[0].gpu_form_factor");
 }
+
+#[test]
+fn a_search_past_its_memory_limit_stops_with_its_best_plan_checked() {
+    // Several classes with whole hourly counts: the generic MILP, whose
+    // search grows. A limit of nothing stops it at its first look, with the
+    // best plan found, its bound and its gap.
+    let doc = random_v2(77, 20, 48, true);
+    let problem = Problem::from_json(&doc).unwrap();
+    let opts = SolveOptions {
+        memory_limit: Some(0),
+        time_limit: Some(Duration::from_secs(120)),
+        ..SolveOptions::default()
+    };
+    // 20 offers x 48 hours x its classes: far from proven in 200 nodes.
+    let r = solve(&problem, &opts).unwrap();
+    assert_eq!(
+        (r.status, r.stopped_by),
+        ("time_limit", Some("memory_limit"))
+    );
+    let (bound, gap) = (r.best_bound.unwrap(), r.gap.unwrap());
+    assert!(
+        bound <= r.objective.unwrap() + 1e-6 && gap >= 0.0,
+        "{bound} {gap}"
+    );
+    let v = serde_json::to_value(&r).unwrap();
+    verify(&problem, &v, false).unwrap();
+    assert_eq!(v["stopped_by"], "memory_limit");
+    // Without the limit the same search runs on (here cut by time instead).
+    let timed = SolveOptions {
+        time_limit: Some(Duration::from_millis(300)),
+        ..SolveOptions::default()
+    };
+    match solve(&problem, &timed) {
+        Ok(r) => assert_ne!(r.stopped_by, Some("memory_limit")),
+        Err(e) => assert_eq!(e, OptimizeError::TimeLimit(Duration::from_millis(300))),
+    }
+}
