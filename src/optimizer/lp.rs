@@ -211,24 +211,20 @@ impl Milp {
         first.mip_gap = f64::from(MIP_GAP);
         first.warm_start = initial.map(|x| vars.iter().copied().zip(x.iter().copied()).collect());
         let mut outcome = p.solve_with(first).map_err(failed)?;
+        // Each slice ends at its node limit; anything else is proven, within
+        // the gap, or out of time.
         let mut memory = false;
-        loop {
-            match outcome.termination_reason() {
-                TerminationReason::NodeLimit => {
-                    if over() {
-                        memory = true;
-                        break;
-                    }
-                    if left().is_some_and(|t| t.is_zero()) {
-                        break;
-                    }
-                    let mut next = outcome.last_resume_options();
-                    next.time_limit = left();
-                    outcome = outcome.resume_with(next).map_err(failed)?;
-                }
-                // Proven, within the gap, or out of time.
-                _ => break,
+        while outcome.termination_reason() == TerminationReason::NodeLimit {
+            if over() {
+                memory = true;
+                break;
             }
+            if left().is_some_and(|t| t.is_zero()) {
+                break;
+            }
+            let mut next = outcome.last_resume_options();
+            next.time_limit = left();
+            outcome = outcome.resume_with(next).map_err(failed)?;
         }
         let proven =
             outcome.is_optimal() || outcome.termination_reason() == TerminationReason::MipGap;

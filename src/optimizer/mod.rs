@@ -367,10 +367,15 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
         }
         Err(e) => return Err(OptimizeError::Solver(e.to_string())),
     };
-    // Stopped before the proof with time left: the memory limit did it.
-    let stopped_by = bound.map(|_| match deadline.is_none_or(|d| Instant::now() < d) {
-        true => "memory_limit",
-        false => "time_limit",
+    // Stopped before the proof with time clearly left: the memory limit did
+    // it (a stop in the last moments of the time limit counts as time).
+    let margin = Duration::from_millis(50);
+    let stopped_by = bound.map(|_| {
+        if deadline.is_none_or(|d| Instant::now() + margin < d) {
+            "memory_limit"
+        } else {
+            "time_limit"
+        }
     });
     let solve_ms = ms(solve_start.elapsed());
     let mut plan = report::extract(&setup, &milp, &vars, &values, result.gpu_hours.owned);
