@@ -619,13 +619,9 @@ async fn plans_are_solved_saved_and_fetched_over_the_api() {
     assert_eq!(d.get("/v1/plans/999").await.0, 404);
 
     // Version 3: a problem with scenarios, and a catalog plan with risk keys.
-    let x1 = serde_json::json!({"schema_version": 3, "demand": [2, 2],
-        "offers": [{"id": "a", "cloud": "aws", "region": "r1", "instance_type": "a", "gpu_model": "H100",
-                    "gpus_per_instance": 1, "on_demand_price": 1.0, "spot_price": 0.3,
-                    "reserved": [{"id": "1y", "term_hours": 8760, "hourly_price": 0.5}]}],
-        "scenarios": [{"id": "up", "probability": 0.8},
-                      {"id": "down", "probability": 0.2, "spot_available": {"aws/r1/a": 0}}],
-        "risk": {"beta": 0.9, "lambda": 0.25}});
+    // The model's example X1: an outage flips the plan.
+    let mut x1: Value = serde_json::from_str(include_str!("fixtures/plan-v3-outage.json")).unwrap();
+    x1["risk"]["lambda"] = serde_json::json!(0.25);
     let (status, r) = post("/v1/plans", x1).await;
     assert_eq!(status, 200, "{r}");
     assert_eq!(r["schema_version"], 3);

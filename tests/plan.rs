@@ -664,14 +664,8 @@ fn usage_plans_against_demand_scenarios_with_calibrated_ranges_and_a_frontier() 
 #[test]
 fn a_v3_problem_file_prints_its_frontier() {
     let dir = tempfile::tempdir().unwrap();
-    let x1 = serde_json::json!({"schema_version": 3, "demand": [2, 2],
-        "offers": [{"id": "a", "cloud": "aws", "region": "r1", "instance_type": "a", "gpu_model": "H100",
-                    "gpus_per_instance": 1, "on_demand_price": 1.0, "spot_price": 0.3,
-                    "reserved": [{"id": "1y", "term_hours": 8760, "hourly_price": 0.5}]}],
-        "scenarios": [{"id": "up", "probability": 0.8},
-                      {"id": "down", "probability": 0.2, "spot_available": {"aws/r1/a": 0}}],
-        "risk": {"beta": 0.9}});
-    std::fs::write(dir.path().join("x1.json"), x1.to_string()).unwrap();
+    let x1 = include_str!("fixtures/plan-v3-outage.json");
+    std::fs::write(dir.path().join("x1.json"), x1).unwrap();
     let out = gpuplan(dir.path(), &["plan", "--problem", "x1.json"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");

@@ -65,7 +65,9 @@ pub use model::{
     ReservedOption, Residuals, Risk, Scenario, SplitMix64, SpotPrice, Stochastic, ValidationError,
     half_width,
 };
-pub use risk::{FrontierPoint, Holding, RiskReport, ScenarioReport, V3Result, cvar, quantile};
+pub use risk::{
+    FrontierPoint, Holding, RiskReport, ScenarioReport, Shortfall, V3Result, cvar, quantile,
+};
 pub use verify::verify;
 
 use build::{Scope, build};

@@ -42,18 +42,23 @@ pub struct V3Result {
     pub p95_cost: Option<f64>,
     pub cvar_cost: Option<f64>,
     pub var_cost: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expected_shortfall: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p95_shortfall: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cvar_shortfall: Option<f64>,
+    /// With the `savings_shortfall` measure.
+    #[serde(flatten)]
+    pub shortfall: Option<Shortfall>,
     pub scenarios: Vec<ScenarioReport>,
     pub frontier: Vec<FrontierPoint>,
     pub frontier_flat: Option<bool>,
     pub frontier_tail_gain: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ranges: Option<Ranges>,
+}
+
+/// The figures of the loss `L = C − B` under the `savings_shortfall` measure.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Shortfall {
+    pub expected_shortfall: f64,
+    pub p95_shortfall: f64,
+    pub cvar_shortfall: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -93,12 +98,9 @@ pub struct FrontierPoint {
     pub p95_cost: f64,
     pub cvar_cost: f64,
     pub var_cost: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expected_shortfall: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p95_shortfall: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cvar_shortfall: Option<f64>,
+    /// With the `savings_shortfall` measure.
+    #[serde(flatten)]
+    pub shortfall: Option<Shortfall>,
     pub reserved: Vec<Holding>,
     pub reserved_gpus: f64,
     pub primary: bool,
@@ -145,8 +147,8 @@ struct Figures {
     p95_cost: f64,
     var_cost: f64,
     cvar_cost: f64,
-    /// With `savings_shortfall`: `(expected, p95, cvar)` of L.
-    shortfall: Option<(f64, f64, f64)>,
+    /// With `savings_shortfall`: the figures of L.
+    shortfall: Option<Shortfall>,
     /// P95 and CVaR of the loss L, for the flat test.
     p95_loss: f64,
     cvar_loss: f64,
@@ -168,14 +170,16 @@ fn figures(
             .zip(baselines)
             .map(|((c, p), b)| (c - b.unwrap_or(0.0), *p))
             .collect();
-        (
-            expected(&losses),
-            quantile(&losses, 0.95),
-            cvar(&losses, beta),
-        )
+        Shortfall {
+            expected_shortfall: expected(&losses),
+            p95_shortfall: quantile(&losses, 0.95),
+            cvar_shortfall: cvar(&losses, beta),
+        }
     });
-    let (mean_loss, p95_loss, cvar_loss) =
-        shortfall.unwrap_or((expected_cost, quantile(costs, 0.95), cvar_cost));
+    let (mean_loss, p95_loss, cvar_loss) = shortfall
+        .map_or((expected_cost, quantile(costs, 0.95), cvar_cost), |s| {
+            (s.expected_shortfall, s.p95_shortfall, s.cvar_shortfall)
+        });
     Figures {
         objective: (1.0 - lambda) * mean_loss + lambda * cvar_loss,
         expected_cost,
@@ -373,9 +377,7 @@ pub(super) fn solve(
         p95_cost: None,
         cvar_cost: None,
         var_cost: None,
-        expected_shortfall: None,
-        p95_shortfall: None,
-        cvar_shortfall: None,
+        shortfall: None,
         scenarios: st
             .scenarios
             .iter()
@@ -722,11 +724,7 @@ pub(super) fn solve(
     v3.p95_cost = Some(f.p95_cost);
     v3.cvar_cost = Some(f.cvar_cost);
     v3.var_cost = Some(f.var_cost);
-    if let Some((e, p95, c)) = f.shortfall {
-        v3.expected_shortfall = Some(e);
-        v3.p95_shortfall = Some(p95);
-        v3.cvar_shortfall = Some(c);
-    }
+    v3.shortfall = f.shortfall;
     let (_, f0, _) = &points[0];
     let mut flat = true;
     let mut gain: f64 = 0.0;
@@ -754,9 +752,7 @@ pub(super) fn solve(
             p95_cost: fp.p95_cost,
             cvar_cost: fp.cvar_cost,
             var_cost: fp.var_cost,
-            expected_shortfall: fp.shortfall.map(|s| s.0),
-            p95_shortfall: fp.shortfall.map(|s| s.1),
-            cvar_shortfall: fp.shortfall.map(|s| s.2),
+            shortfall: fp.shortfall,
             reserved: plans[0]
                 .reserved
                 .iter()
