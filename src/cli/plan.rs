@@ -285,7 +285,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
             };
             ranges_info = rolling
                 .ok()
-                .and_then(|r| RangesInfo::new(&r, &demand, &args.range_levels));
+                .map(|r| RangesInfo::new(&r, &demand, &args.range_levels));
             let classes = vec![optimizer::DemandClass::default_class(demand)];
             forecast_info = Some(f);
             match catalog_input(classes, found.clone(), args) {
@@ -443,7 +443,7 @@ struct RangesInfo {
 }
 
 impl RangesInfo {
-    fn new(r: &forecast::Rolling, demand: &[f64], levels: &[f64]) -> Option<Self> {
+    fn new(r: &forecast::Rolling, demand: &[f64], levels: &[f64]) -> Self {
         let levels = if levels.is_empty() {
             vec![0.8]
         } else {
@@ -460,11 +460,11 @@ impl RangesInfo {
             range_levels: levels.clone(),
         };
         let ranges = paths.ranges(&["default".to_owned()], &[demand.to_vec()]);
-        Some(Self {
+        Self {
             coverage: levels.iter().map(|l| (*l, r.coverage(*l))).collect(),
             ranges,
             folds: r.errors.len(),
-        })
+        }
     }
 
     fn report(&self) -> String {

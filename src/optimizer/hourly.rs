@@ -281,6 +281,7 @@ impl Decomposition {
         Outcome::Solved(Solved {
             values,
             bound: open_bound,
+            memory_stop: false,
         })
     }
 

@@ -81,9 +81,11 @@ pub enum LpError {
 pub struct Solved {
     /// Values in variable order.
     pub values: Vec<f64>,
-    /// `None` when the values are optimal; else the time limit stopped the
+    /// `None` when the values are optimal; else a limit stopped the
     /// search, and this is the best lower bound proven (`-∞` if none).
     pub bound: Option<f64>,
+    /// Whether the memory limit, not the time limit, stopped it.
+    pub memory_stop: bool,
 }
 
 /// Relative MIP gap at which a solution counts as optimal (good_lp defaults
@@ -233,6 +235,7 @@ impl Milp {
             Ok(solution) => Ok(Solved {
                 values: vars.iter().map(|v| solution.var_value(*v)).collect(),
                 bound: (!proven).then(|| bound.unwrap_or(f64::NEG_INFINITY)),
+                memory_stop: memory,
             }),
             Err(_) if memory => Err(LpError::MemoryLimit),
             Err(_) => Err(LpError::TimeLimit),
@@ -285,6 +288,7 @@ impl Milp {
                 Ok(Solved {
                     values: Vec::new(),
                     bound: None,
+                    memory_stop: false,
                 })
             } else {
                 Err(LpError::Infeasible)
@@ -327,6 +331,7 @@ impl Milp {
                 Ok(Solved {
                     values,
                     bound: timed_out.then(|| stats.best_bound.unwrap_or(f64::NEG_INFINITY)),
+                    memory_stop: false,
                 })
             }
             #[cfg(feature = "cbc")]
@@ -342,6 +347,7 @@ impl Milp {
                     values: vars.iter().map(|v| solution.value(*v)).collect(),
                     // good_lp does not pass CBC's bound on.
                     bound: timed_out.then_some(f64::NEG_INFINITY),
+                    memory_stop: false,
                 })
             }
         }

@@ -348,7 +348,11 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
     };
     let (solved, method) = solve_model(&setup, &milp, &vars, scope, opts, deadline);
     result.model_stats.method = method;
-    let lp::Solved { values, bound } = match solved {
+    let lp::Solved {
+        values,
+        bound,
+        memory_stop,
+    } = match solved {
         Ok(v) => v,
         Err(LpError::Infeasible) => {
             result.infeasibility = Some(
@@ -369,11 +373,8 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
         }
         Err(e) => return Err(OptimizeError::Solver(e.to_string())),
     };
-    // Stopped before the proof with time clearly left: the memory limit did
-    // it (a stop in the last moments of the time limit counts as time).
-    let margin = Duration::from_millis(50);
     let stopped_by = bound.map(|_| {
-        if deadline.is_none_or(|d| Instant::now() + margin < d) {
+        if memory_stop {
             "memory_limit"
         } else {
             "time_limit"

@@ -481,6 +481,7 @@ pub(super) fn solve(
                     Ok(Solved {
                         values,
                         bound: None,
+                        ..
                     }) if lambda == 1.0 => {
                         let v: f64 = m.vars.iter().zip(&values).map(|(v, x)| v.cost * x).sum();
                         let m2 = ext.model(&groups, lambda, st.risk.beta, &shift, Some(v));
@@ -495,11 +496,14 @@ pub(super) fn solve(
             Ok(Solved {
                 values,
                 bound: None,
+                ..
             }) => Ok(Ok(values)),
             // A v3 plan needs every frontier point proven: a search cut
             // short is reported by the limit that cut it.
-            Ok(_) if deadline.is_none_or(|d| Instant::now() < d) => Err(memory()),
-            Err(LpError::MemoryLimit) => Err(memory()),
+            Ok(Solved {
+                memory_stop: true, ..
+            })
+            | Err(LpError::MemoryLimit) => Err(memory()),
             Ok(_) | Err(LpError::TimeLimit) => Err(OptimizeError::TimeLimit(
                 opts.time_limit.unwrap_or_default(),
             )),
@@ -796,6 +800,7 @@ fn fixed_plans(
                 Ok(Solved {
                     values,
                     bound: None,
+                    ..
                 }) => Ok(report::extract(&p.setup, &p.milp, &p.vars, &values, owned)),
                 Ok(_) | Err(LpError::TimeLimit) => Err(OptimizeError::TimeLimit(
                     opts.time_limit.unwrap_or_default(),
