@@ -835,9 +835,15 @@ fn no_eligible(setup: &Setup<'_>, st: &Stochastic) -> Option<Value> {
     }))
 }
 
-/// Check 2 (§11.10): the version 2 capacity check in every scenario.
-fn capacity(setups: &[Setup<'_>], group_of: &[usize], st: &Stochastic) -> Option<Value> {
-    let short: Vec<Option<Value>> = setups.iter().map(checks::capacity).collect();
+/// A per-scenario check's report (§11.10): the first short scenario's own
+/// report with its id, and `scenarios` listing what `entries` gives for
+/// every short scenario, in input order. `short` is per group.
+fn per_scenario(
+    short: &[Option<Value>],
+    group_of: &[usize],
+    st: &Stochastic,
+    entries: impl Fn(&str, &Value) -> Vec<Value>,
+) -> Option<Value> {
     let mut first: Option<Value> = None;
     let mut all = Vec::new();
     for (s, g) in st.scenarios.iter().zip(group_of) {
@@ -849,16 +855,28 @@ fn capacity(setups: &[Setup<'_>], group_of: &[usize], st: &Stochastic) -> Option
             doc["scenario"] = json!(s.id);
             first = Some(doc);
         }
-        for c in why["classes"].as_array().into_iter().flatten() {
-            all.push(
-                json!({"scenario": s.id, "class": c["class"], "hours": c["hours"],
-                            "max_shortfall": c["max_shortfall"]}),
-            );
-        }
+        all.extend(entries(&s.id, why));
     }
     let mut doc = first?;
-    doc.as_object_mut()?.remove("classes");
     doc["scenarios"] = json!(all);
+    Some(doc)
+}
+
+/// Check 2 (§11.10): the version 2 capacity check in every scenario.
+fn capacity(setups: &[Setup<'_>], group_of: &[usize], st: &Stochastic) -> Option<Value> {
+    let short: Vec<Option<Value>> = setups.iter().map(checks::capacity).collect();
+    let mut doc = per_scenario(&short, group_of, st, |id, why| {
+        why["classes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                json!({"scenario": id, "class": c["class"], "hours": c["hours"],
+                       "max_shortfall": c["max_shortfall"]})
+            })
+            .collect()
+    })?;
+    doc.as_object_mut()?.remove("classes");
     Some(doc)
 }
 
@@ -874,21 +892,7 @@ fn shared_capacity(
         .iter()
         .map(|p| checks::shared_capacity(&p.setup, opts))
         .collect::<Result<_, _>>()?;
-    let mut first: Option<Value> = None;
-    let mut all = Vec::new();
-    for (s, g) in st.scenarios.iter().zip(group_of) {
-        let Some(why) = &short[*g] else {
-            continue;
-        };
-        if first.is_none() {
-            let mut doc = why.clone();
-            doc["scenario"] = json!(s.id);
-            first = Some(doc);
-        }
-        all.push(json!({"scenario": s.id, "hours": why["hours"]}));
-    }
-    Ok(first.map(|mut doc| {
-        doc["scenarios"] = json!(all);
-        doc
+    Ok(per_scenario(&short, group_of, st, |id, why| {
+        vec![json!({"scenario": id, "hours": why["hours"]})]
     }))
 }

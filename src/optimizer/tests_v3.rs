@@ -888,3 +888,23 @@ fn several_classes_plan_the_same_with_and_without_the_reductions() {
         }
     }
 }
+
+#[test]
+fn classes_that_fit_alone_but_not_together_name_their_scenario() {
+    let mut a = offer("a", Some(1.0), None, None);
+    a["max_on_demand_instances"] = json!(3);
+    let doc = json!({"schema_version": 3,
+        "classes": [{"id": "train", "demand": [2, 2]}, {"id": "infer", "demand": [2, 2]}],
+        "offers": [a],
+        "scenarios": [{"id": "calm", "classes": {"train": [1, 1], "infer": [1, 1]}}, {"id": "busy"}]});
+    let (_, r, v) = solved(&doc);
+    assert_eq!(r.status, "infeasible");
+    let why = &v["infeasibility"];
+    assert_eq!(why["kind"], "shared_capacity", "{why:#}");
+    assert_eq!(why["scenario"], "busy");
+    assert_eq!(why["hours"], json!([0, 1]));
+    assert_eq!(
+        why["scenarios"],
+        json!([{"scenario": "busy", "hours": [0, 1]}])
+    );
+}
