@@ -108,8 +108,8 @@ const ACCOUNT: usize = 0;
 const PERIOD_START: usize = 1;
 const END: usize = 4;
 
-/// Threads that map a Parquet file's rows: the machine's two cores, with
-/// the decoder beside them.
+/// Threads that decode and map a Parquet file's rows, each its own share:
+/// the machine's two cores.
 const WORKERS: usize = 2;
 
 /// One worker's share of a file: its mapping state, its own aggregates and

@@ -6,6 +6,7 @@
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
@@ -17,7 +18,8 @@ use arrow_array::{Array, ArrayRef, DictionaryArray, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelector,
 };
 
 use super::BillError;
@@ -72,8 +74,21 @@ pub struct Table {
 
 enum Inner {
     Csv(csv::Reader<Box<dyn Read>>),
-    Parquet(Box<ParquetRecordBatchReaderBuilder<File>>),
-    ParquetInMemory(Box<ParquetRecordBatchReaderBuilder<bytes::Bytes>>),
+    Parquet(Parquet),
+}
+
+/// A Parquet file, read one row group per thread: each thread opens the
+/// bytes on its own, so decoding runs on every core beside the mapping.
+struct Parquet {
+    bytes: ParquetBytes,
+    meta: ArrowReaderMetadata,
+}
+
+enum ParquetBytes {
+    /// A file on disk (kept here so a spooled copy lives as long as the
+    /// table), opened again by each thread for a file offset of its own.
+    File(Contents),
+    Memory(bytes::Bytes),
 }
 
 /// Rows decoded per Parquet batch: large enough to amortize decoding, small
@@ -93,38 +108,33 @@ impl Table {
             .next()
             .unwrap_or(shown)
             .to_ascii_lowercase();
-        let parquet_header = |schema: &arrow_schema::SchemaRef| -> Vec<String> {
-            schema.fields().iter().map(|f| f.name().clone()).collect()
-        };
         let not_parquet =
             |e: parquet::errors::ParquetError| fail(format!("not a readable Parquet file: {e}"));
+        if name.ends_with(".parquet") {
+            let bytes = match contents {
+                Contents::Memory(b) => ParquetBytes::Memory(b),
+                local => ParquetBytes::File(local),
+            };
+            let meta = match &bytes {
+                ParquetBytes::Memory(b) => parquet_metadata(b),
+                ParquetBytes::File(c) => parquet_metadata(&open_file(c).map_err(&fail)?),
+            }
+            .map_err(not_parquet)?;
+            let header = meta
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            return Ok(Self {
+                shown: shown.to_owned(),
+                header,
+                inner: Inner::Parquet(Parquet { bytes, meta }),
+            });
+        }
         let reader: Box<dyn Read> = match contents {
-            Contents::Local(_) | Contents::Spooled(_) => {
-                let path = contents.path().unwrap_or(std::path::Path::new(""));
-                let file = File::open(path).map_err(|e| fail(format!("cannot open: {e}")))?;
-                if name.ends_with(".parquet") {
-                    let b = parquet_builder(file).map_err(not_parquet)?;
-                    let header = parquet_header(b.schema());
-                    return Ok(Self {
-                        shown: shown.to_owned(),
-                        header,
-                        inner: Inner::Parquet(Box::new(b)),
-                    });
-                }
-                Box::new(BufReader::new(file))
-            }
-            Contents::Memory(bytes) => {
-                if name.ends_with(".parquet") {
-                    let b = parquet_builder(bytes).map_err(not_parquet)?;
-                    let header = parquet_header(b.schema());
-                    return Ok(Self {
-                        shown: shown.to_owned(),
-                        header,
-                        inner: Inner::ParquetInMemory(Box::new(b)),
-                    });
-                }
-                Box::new(std::io::Cursor::new(bytes))
-            }
+            Contents::Memory(bytes) => Box::new(std::io::Cursor::new(bytes)),
+            local => Box::new(BufReader::new(open_file(&local).map_err(&fail)?)),
         };
         let reader: Box<dyn Read> = if name.ends_with(".gz") {
             Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(reader)))
@@ -164,13 +174,13 @@ impl Table {
 
     /// Calls one of `workers` with every row. `wanted[i]` is the file
     /// position of the i-th wanted column (from [`Table::header`]), `None`
-    /// when absent. A Parquet file's batches go to the workers in turn
-    /// (batch i to worker i mod n), each on a thread of its own; a CSV file
-    /// is read in order by the first.
+    /// when absent. A Parquet file's row groups go to the workers in turn
+    /// (group i to worker i mod n), each decoding and mapping its own on a
+    /// thread of its own; a CSV file is read in order by the first.
     ///
     /// # Errors
-    /// The first error of a worker (the lowest line where several failed),
-    /// or a `File` error when the file is cut short or malformed.
+    /// The error at the lowest line where any row failed, or a `File` error
+    /// when the file is cut short or malformed.
     pub fn rows(
         self,
         wanted: &[Option<usize>],
@@ -181,14 +191,14 @@ impl Table {
         };
         match self.inner {
             Inner::Csv(reader) => csv_rows(&self.shown, reader, wanted, *first),
-            Inner::Parquet(builder) => {
-                parquet_rows(&self.shown, &self.header, *builder, wanted, workers)
-            }
-            Inner::ParquetInMemory(builder) => {
-                parquet_rows(&self.shown, &self.header, *builder, wanted, workers)
-            }
+            Inner::Parquet(p) => parquet_rows(&self.shown, &self.header, &p, wanted, workers),
         }
     }
+}
+
+fn open_file(contents: &Contents) -> Result<File, String> {
+    let path = contents.path().unwrap_or(std::path::Path::new(""));
+    File::open(path).map_err(|e| format!("cannot open: {e}"))
 }
 
 fn csv_why(e: &csv::Error) -> String {
@@ -300,6 +310,13 @@ impl<'a> StrCol<'a> {
 enum Col<'a> {
     Missing,
     Str(StrCol<'a>),
+    /// Dictionary text: each distinct value read once, a null-like one
+    /// (empty, `null`) as `None`.
+    Dict {
+        array: &'a DictionaryArray<Int32Type>,
+        keys: &'a [i32],
+        values: Vec<Option<&'a str>>,
+    },
     F64(&'a arrow_array::Float64Array),
     F32(&'a arrow_array::Float32Array),
     I64(&'a arrow_array::Int64Array),
@@ -354,6 +371,18 @@ impl<'a> Col<'a> {
                     _ => return Err("a list without string key and value fields".to_owned()),
                 }
             }
+            DataType::Dictionary(k, v) if **k == DataType::Int32 && **v == DataType::Utf8 => {
+                let array = array.as_dictionary::<Int32Type>();
+                let text = array.values().as_string::<i32>();
+                let values = (0..text.len())
+                    .map(|i| text.is_valid(i).then(|| text.value(i)).and_then(not_null))
+                    .collect();
+                Self::Dict {
+                    array,
+                    keys: array.keys().values(),
+                    values,
+                }
+            }
             other => match StrCol::of(array) {
                 Some(s) => Self::Str(s),
                 None => return Err(format!("a column of type {other} gpuplan cannot read")),
@@ -378,10 +407,20 @@ impl<'a> Col<'a> {
         }
         match self {
             Self::Missing => Cell::Null,
-            Self::Str(s) => match s.get(i) {
-                Some(t) if !t.is_empty() && !t.eq_ignore_ascii_case("null") => Cell::Text(t),
-                _ => Cell::Null,
-            },
+            Self::Str(s) => s.get(i).and_then(not_null).map_or(Cell::Null, Cell::Text),
+            Self::Dict {
+                array,
+                keys,
+                values,
+            } => {
+                if !array.is_valid(i) {
+                    return Cell::Null;
+                }
+                keys.get(i)
+                    .and_then(|k| usize::try_from(*k).ok())
+                    .and_then(|k| values.get(k).copied().flatten())
+                    .map_or(Cell::Null, Cell::Text)
+            }
             Self::F64(a) => num(*a, i, || a.value(i)),
             Self::F32(a) => num(*a, i, || f64::from(a.value(i))),
             #[allow(clippy::cast_precision_loss)]
@@ -398,6 +437,11 @@ impl<'a> Col<'a> {
             Self::List(l, k, v) => pairs(*l, i, *k, *v, l.value_offsets()),
         }
     }
+}
+
+/// Text a cell holds, unless it is empty or the literal `null`.
+fn not_null(t: &str) -> Option<&str> {
+    (!t.is_empty() && !t.eq_ignore_ascii_case("null")).then_some(t)
 }
 
 fn pairs<'a>(
@@ -440,145 +484,259 @@ impl RowCells for BatchRow<'_> {
     }
 }
 
-fn parquet_rows<T: parquet::file::reader::ChunkReader + 'static>(
+fn parquet_rows(
     shown: &str,
     header: &[String],
-    builder: ParquetRecordBatchReaderBuilder<T>,
+    parquet: &Parquet,
     wanted: &[Option<usize>],
     workers: &mut [&mut RowFn<'_>],
 ) -> Result<(), BillError> {
-    let fail = |why: String| BillError::file(shown, why);
     let mut roots: Vec<usize> = wanted.iter().flatten().copied().collect();
     roots.sort_unstable();
     roots.dedup();
-    let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
-    let reader = builder
-        .with_projection(mask)
-        .with_batch_size(BATCH_ROWS)
-        .build()
-        .map_err(|e| fail(format!("cannot read: {e}")))?;
-    let n = workers.len();
-    // Decoding runs on a thread of its own, a couple of batches ahead of
-    // the workers, which map rows on theirs. A worker that stops (an error)
-    // hangs up, and the decoder stops with it.
-    std::thread::scope(|scope| {
-        let (senders, receivers): (Vec<_>, Vec<_>) = (0..n)
-            .map(|_| std::sync::mpsc::sync_channel::<Decoded>(DECODED_AHEAD))
-            .unzip();
-        scope.spawn(move || {
-            let mut line: u64 = 1;
-            for (i, batch) in reader.enumerate() {
-                let stop = batch.is_err();
-                let rows = batch.as_ref().map_or(0, RecordBatch::num_rows) as u64;
-                if senders[i % n].send((line, batch)).is_err() || stop {
-                    break;
-                }
-                line += rows;
-            }
-        });
+    let rows: Vec<u64> = parquet
+        .meta
+        .metadata()
+        .row_groups()
+        .iter()
+        .map(|g| u64::try_from(g.num_rows()).unwrap_or(0))
+        .collect();
+    let shares = shares(&rows, workers.len());
+    // The lowest line any worker failed at: a worker stops once its rows lie
+    // beyond it, and goes on below it, so the error reported is the file's
+    // first whatever the threads' timing.
+    let lowest = AtomicU64::new(u64::MAX);
+    let outcomes: Vec<Result<(), (u64, BillError)>> = std::thread::scope(|scope| {
         let handles: Vec<_> = workers
             .iter_mut()
-            .zip(receivers)
-            .map(|(f, rx)| {
-                scope.spawn(move || rows_of_batches(shown, header, wanted, rx.into_iter(), *f))
+            .zip(&shares)
+            .map(|(f, share)| {
+                let (roots, lowest) = (&roots, &lowest);
+                scope.spawn(move || {
+                    for part in share {
+                        let line = part.line;
+                        if line >= lowest.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let group = Group {
+                            shown,
+                            header,
+                            wanted,
+                            roots,
+                            part,
+                            lowest,
+                        };
+                        let read = match &parquet.bytes {
+                            ParquetBytes::Memory(b) => group.read(b.clone(), &parquet.meta, *f),
+                            ParquetBytes::File(c) => match open_file(c) {
+                                Ok(file) => group.read(file, &parquet.meta, *f),
+                                Err(why) => Err((line, BillError::file(shown, why))),
+                            },
+                        };
+                        if let Err((line, e)) = read {
+                            lowest.fetch_min(line, Ordering::Relaxed);
+                            return Err((line, e));
+                        }
+                    }
+                    Ok(())
+                })
             })
             .collect();
-        let mut first: Option<BillError> = None;
-        for h in handles {
-            let outcome = h
-                .join()
-                .unwrap_or_else(|_| Err(fail("a reading thread failed".to_owned())));
-            if let Err(e) = outcome {
-                let line = |e: &BillError| match e {
-                    BillError::Cell(c) => c.line,
-                    BillError::File { .. } => u64::MAX,
-                };
-                if first.as_ref().is_none_or(|f| line(&e) < line(f)) {
-                    first = Some(e);
-                }
-            }
-        }
-        first.map_or(Ok(()), Err)
-    })
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err((0, BillError::file(shown, "a reading thread failed"))))
+            })
+            .collect()
+    });
+    outcomes
+        .into_iter()
+        .filter_map(Result::err)
+        .min_by_key(|(line, _)| *line)
+        .map_or(Ok(()), |(_, e)| Err(e))
 }
 
-/// A decoded batch and the line of its first row.
-type Decoded = (u64, Result<RecordBatch, arrow_schema::ArrowError>);
+/// A run of rows of one row group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Part {
+    group: usize,
+    /// The group's rows before the run.
+    skip: u64,
+    rows: u64,
+    /// The line before the run's first row (the header is line 1).
+    line: u64,
+}
 
-/// Batches a Parquet file's decoder runs ahead of each worker.
-const DECODED_AHEAD: usize = 2;
+/// Each worker's share of a file's rows: `n` contiguous runs of nearly
+/// equal length, cut along row groups. Equal shares keep both cores busy
+/// to the end whatever the file's row groups, and only the group a cut
+/// falls in is read by two workers (each decoding its own rows of it).
+fn shares(group_rows: &[u64], n: usize) -> Vec<Vec<Part>> {
+    let total: u64 = group_rows.iter().sum();
+    let n = n.max(1) as u64;
+    (0..n)
+        .map(|w| {
+            let (from, to) = (total * w / n, total * (w + 1) / n);
+            let mut parts = Vec::new();
+            let mut start = 0;
+            for (group, &rows) in group_rows.iter().enumerate() {
+                let (lo, hi) = (from.max(start), to.min(start + rows));
+                if lo < hi {
+                    parts.push(Part {
+                        group,
+                        skip: lo - start,
+                        rows: hi - lo,
+                        line: 1 + lo,
+                    });
+                }
+                start += rows;
+            }
+            parts
+        })
+        .collect()
+}
 
-fn rows_of_batches(
-    shown: &str,
-    header: &[String],
-    wanted: &[Option<usize>],
-    batches: impl Iterator<Item = Decoded>,
-    f: &mut RowFn<'_>,
-) -> Result<(), BillError> {
-    let fail = |why: String| BillError::file(shown, why);
-    for (first_line, batch) in batches {
-        let batch: RecordBatch = batch.map_err(|e| {
-            fail(format!(
-                "cannot decode the rows from line {}: {e}; a file cut short?",
-                first_line + 1
-            ))
-        })?;
-        let arrays: Vec<Option<Arc<dyn Array>>> = wanted
+/// A run of rows of a Parquet file, as one worker reads it.
+struct Group<'a> {
+    shown: &'a str,
+    header: &'a [String],
+    wanted: &'a [Option<usize>],
+    roots: &'a [usize],
+    part: &'a Part,
+    lowest: &'a AtomicU64,
+}
+
+impl Group<'_> {
+    /// Decodes the group's rows and hands them to `f`; an error comes with
+    /// the line it is at.
+    fn read<T: parquet::file::reader::ChunkReader + 'static>(
+        &self,
+        bytes: T,
+        meta: &ArrowReaderMetadata,
+        f: &mut RowFn<'_>,
+    ) -> Result<(), (u64, BillError)> {
+        let fail = |line: u64, why: String| (line, BillError::file(self.shown, why));
+        let part = self.part;
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, meta.clone());
+        let mask = ProjectionMask::roots(builder.parquet_schema(), self.roots.iter().copied());
+        let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        let selection = RowSelection::from(vec![
+            RowSelector::skip(count(part.skip)),
+            RowSelector::select(count(part.rows)),
+        ]);
+        let reader = builder
+            .with_projection(mask)
+            .with_row_groups(vec![part.group])
+            .with_row_selection(selection)
+            .with_batch_size(BATCH_ROWS)
+            .build()
+            .map_err(|e| fail(part.line, format!("cannot read: {e}")))?;
+        let mut line = part.line;
+        for batch in reader {
+            if line >= self.lowest.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let batch = batch.map_err(|e| {
+                fail(
+                    line + 1,
+                    format!(
+                        "cannot decode the rows from line {}: {e}; a file cut short?",
+                        line + 1
+                    ),
+                )
+            })?;
+            let cols = self.columns(&batch).map_err(|why| fail(line + 1, why))?;
+            for row in 0..batch.num_rows() {
+                let at = line + 1 + row as u64;
+                f(&BatchRow {
+                    cols: &cols,
+                    row,
+                    line: at,
+                })
+                .map_err(|e| (at, e))?;
+            }
+            line += batch.num_rows() as u64;
+        }
+        Ok(())
+    }
+
+    /// The wanted columns of a batch, in the order of `wanted`.
+    fn columns<'b>(&self, batch: &'b RecordBatch) -> Result<Vec<Col<'b>>, String> {
+        self.wanted
             .iter()
             .map(|w| {
-                w.and_then(|at| header.get(at))
-                    .and_then(|name| batch.column_by_name(name).cloned())
+                let name = w.and_then(|at| self.header.get(at));
+                match name.and_then(|name| batch.column_by_name(name)) {
+                    None => Ok(Col::Missing),
+                    Some(a) => Col::of(a).map_err(|why| {
+                        format!("column {}: {why}", name.map_or("?", String::as_str))
+                    }),
+                }
             })
-            .collect();
-        let mut cols = Vec::with_capacity(arrays.len());
-        for (array, w) in arrays.iter().zip(wanted) {
-            cols.push(match array {
-                None => Col::Missing,
-                Some(a) => Col::of(a).map_err(|why| {
-                    let name = w.and_then(|at| header.get(at)).map_or("?", String::as_str);
-                    fail(format!("column {name}: {why}"))
-                })?,
-            });
-        }
-        for row in 0..batch.num_rows() {
-            f(&BatchRow {
-                cols: &cols,
-                row,
-                line: first_line + 1 + row as u64,
-            })?;
-        }
+            .collect()
     }
-    Ok(())
 }
 
-/// A reader that decodes text columns as dictionaries: exports repeat a few
-/// values (categories, accounts, regions) on millions of rows, and keeping
-/// them as keys into one dictionary saves copying every string out.
-fn parquet_builder<T: parquet::file::reader::ChunkReader + 'static>(
-    reader: T,
-) -> Result<ParquetRecordBatchReaderBuilder<T>, parquet::errors::ParquetError> {
-    let meta = ArrowReaderMetadata::load(&reader, ArrowReaderOptions::new())?;
-    let dictionary = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+/// The file's metadata, with text columns read as dictionaries: exports
+/// repeat a few values (categories, accounts, regions, tag keys) on millions
+/// of rows, and keeping them as keys into one dictionary saves copying every
+/// string out, and reading each distinct value once a batch.
+fn parquet_metadata<T: parquet::file::reader::ChunkReader + 'static>(
+    reader: &T,
+) -> Result<ArrowReaderMetadata, parquet::errors::ParquetError> {
+    let meta = ArrowReaderMetadata::load(reader, ArrowReaderOptions::new())?;
     let fields: Vec<Field> = meta
         .schema()
         .fields()
         .iter()
-        .map(|f| match f.data_type() {
-            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-                f.as_ref().clone().with_data_type(dictionary.clone())
-            }
-            _ => f.as_ref().clone(),
-        })
+        .map(|f| as_dictionaries(f))
         .collect();
     let schema = Arc::new(Schema::new_with_metadata(
         fields,
         meta.schema().metadata().clone(),
     ));
-    let meta = ArrowReaderMetadata::try_new(
+    ArrowReaderMetadata::try_new(
         meta.metadata().clone(),
         ArrowReaderOptions::new().with_schema(schema),
-    )?;
-    Ok(ParquetRecordBatchReaderBuilder::new_with_metadata(
-        reader, meta,
-    ))
+    )
+}
+
+/// A text field as a dictionary. (A map's keys and values are left as they
+/// are: read as dictionaries they cost more to decode than they save.)
+fn as_dictionaries(f: &Field) -> Field {
+    match f.data_type() {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => f.clone().with_data_type(
+            DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+        ),
+        _ => f.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Part, shares};
+
+    #[test]
+    fn shares_are_equal_runs_cut_along_row_groups() {
+        let part = |group, skip, rows, line| Part {
+            group,
+            skip,
+            rows,
+            line,
+        };
+        // 5 groups, 23 rows: the cut at row 11 falls inside the third group.
+        let s = shares(&[5, 5, 5, 5, 3], 2);
+        assert_eq!(
+            s,
+            vec![
+                vec![part(0, 0, 5, 1), part(1, 0, 5, 6), part(2, 0, 1, 11)],
+                vec![part(2, 1, 4, 12), part(3, 0, 5, 16), part(4, 0, 3, 21)],
+            ]
+        );
+        // Fewer rows than workers: a worker may have none; no row is lost.
+        let s = shares(&[1], 2);
+        assert_eq!(s, vec![vec![], vec![part(0, 0, 1, 1)]]);
+        assert_eq!(shares(&[], 2), vec![Vec::<Part>::new(), vec![]]);
+    }
 }

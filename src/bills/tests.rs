@@ -1381,3 +1381,123 @@ fn cur2_parquet_tags_are_a_map_whose_user_keys_match_the_team_tags() {
         ])
     );
 }
+
+/// A Parquet file of `rows` GPU hours in row groups of `group_rows`, with
+/// `ChargeCategory` replaced by `Bogus` on the rows listed in `bad`.
+fn parquet_hours(rows: usize, group_rows: usize, bad: &[usize]) -> Vec<u8> {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{MapBuilder, StringBuilder};
+    use arrow_array::{
+        ArrayRef, Float64Array, RecordBatch, StringArray, TimestampMillisecondArray,
+    };
+
+    let ms = |s: &str| t(s).timestamp_millis();
+    let text = |v: &str| Arc::new(StringArray::from(vec![v; rows])) as ArrayRef;
+    let same = |v: &str| {
+        Arc::new(TimestampMillisecondArray::from(vec![ms(v); rows]).with_timezone("UTC"))
+            as ArrayRef
+    };
+    let hour = |r: usize| ms("2026-10-01T00:00:00Z") + i64::try_from(r).unwrap() * 3_600_000;
+    let starts: Vec<i64> = (0..rows).map(hour).collect();
+    let ends: Vec<i64> = (0..rows).map(|r| hour(r + 1)).collect();
+    let categories: Vec<&str> = (0..rows)
+        .map(|r| if bad.contains(&r) { "Bogus" } else { "Usage" })
+        .collect();
+    let mut tags = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+    let mut details = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+    for r in 0..rows {
+        tags.keys().append_value("team");
+        tags.values()
+            .append_value(["ml", "research", "infra"][r % 3]);
+        tags.append(true).unwrap();
+        details.keys().append_value("InstanceType");
+        details.values().append_value("g6.xlarge");
+        details.append(true).unwrap();
+    }
+    let batch = RecordBatch::try_from_iter(vec![
+        ("BillingAccountId", text("111")),
+        ("BillingPeriodStart", same("2026-10-01T00:00:00Z")),
+        ("BillingPeriodEnd", same("2026-11-01T00:00:00Z")),
+        (
+            "ChargePeriodStart",
+            Arc::new(TimestampMillisecondArray::from(starts).with_timezone("UTC")) as ArrayRef,
+        ),
+        (
+            "ChargePeriodEnd",
+            Arc::new(TimestampMillisecondArray::from(ends).with_timezone("UTC")) as ArrayRef,
+        ),
+        (
+            "ChargeCategory",
+            Arc::new(StringArray::from(categories)) as ArrayRef,
+        ),
+        ("PricingCategory", text("Standard")),
+        (
+            "BilledCost",
+            Arc::new(Float64Array::from(vec![0.8; rows])) as ArrayRef,
+        ),
+        (
+            "EffectiveCost",
+            Arc::new(Float64Array::from(vec![0.8; rows])) as ArrayRef,
+        ),
+        ("BillingCurrency", text("USD")),
+        (
+            "ConsumedQuantity",
+            Arc::new(Float64Array::from(vec![1.0; rows])) as ArrayRef,
+        ),
+        ("ConsumedUnit", text("Hrs")),
+        ("RegionId", text("us-east-1")),
+        ("SubAccountId", text("222")),
+        ("SkuPriceDetails", Arc::new(details.finish()) as ArrayRef),
+        ("Tags", Arc::new(tags.finish()) as ArrayRef),
+    ])
+    .unwrap();
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(group_rows))
+        .build();
+    let mut bytes = Vec::new();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    bytes
+}
+
+#[test]
+fn parquet_row_groups_split_between_workers_sum_every_row_once() {
+    let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
+    // 7 groups of 10 rows and one of 3: the workers' shares cut a group.
+    b.write(
+        "focus/data/focus-00001.snappy.parquet",
+        parquet_hours(73, 10, &[]),
+    );
+    let r = b.load("2026-10-20T00:00:00Z");
+    assert!(!r.failed(), "{r:#?}");
+    assert_eq!(one_period(&r).rows, 73);
+    assert_eq!(
+        b.gpu_hours_by("team"),
+        BTreeMap::from([
+            ("infra".to_owned(), 24.0),
+            ("ml".to_owned(), 25.0),
+            ("research".to_owned(), 24.0)
+        ])
+    );
+}
+
+#[test]
+fn parquet_bad_rows_in_both_workers_shares_report_the_first_line() {
+    let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
+    // Rows 12 (the first worker's) and 60 (the second's) are bad: row r is
+    // on line r + 2, after the header.
+    b.write(
+        "focus/data/focus-00001.snappy.parquet",
+        parquet_hours(73, 10, &[60, 12]),
+    );
+    let r = b.load("2026-10-20T00:00:00Z");
+    assert!(r.failed());
+    let error = one_period(&r).error.clone().unwrap();
+    assert!(
+        error.starts_with("focus/data/focus-00001.snappy.parquet:14: ChargeCategory:"),
+        "{error}"
+    );
+}
