@@ -2,8 +2,10 @@
 //! export (5 million rows: the hourly rows of 300 GPU instances among 6,644
 //! other resources, 30 teams, savings plans and reservations), against
 //! DuckDB computing the same hourly GPU usage from the same file in the
-//! same run; the re-sync of the unchanged export; and `usage --by day
-//! --group team` over a year of loaded usage.
+//! same run; the floor under its read phase (the same file read by the
+//! same two threads, its rows dropped, then with each wanted cell read
+//! once); the re-sync of the unchanged export; and `usage --by day --group
+//! team` over a year of loaded usage.
 //!
 //! `cargo bench --bench bills` prints the figures. DuckDB is the `duckdb`
 //! Python package, for this benchmark only: `GPUPLAN_BENCH_PYTHON` names a
@@ -20,7 +22,9 @@ use arrow_array::builder::{MapBuilder, StringBuilder};
 use arrow_array::{ArrayRef, Float64Array, RecordBatch, StringArray, TimestampMillisecondArray};
 use chrono::{DateTime, Utc};
 use gpuplan::bills::aggregate::{PeriodData, UsageKey};
+use gpuplan::bills::files::Contents;
 use gpuplan::bills::load::load_source;
+use gpuplan::bills::read::{RowCells, RowFn, Table};
 use gpuplan::bills::{BillFormat, BillLocation, BillProvider, BillSource, UsageKind};
 use gpuplan::store::bills::{BillQuery, Bucket};
 use gpuplan::store::{Location, Pool};
@@ -345,6 +349,30 @@ fn year_of_usage(pool: &Pool) {
     }
 }
 
+/// Reads `file` as `bills sync` does (the same columns, the same two
+/// threads) and does nothing with its rows but, with `cells`, read every
+/// wanted cell of each once: the floor under the load's read phase.
+fn read_alone(file: &Path, cells: bool) -> f64 {
+    let t = Instant::now();
+    let table = Table::open(Contents::Local(file.to_path_buf()), "export.parquet").unwrap();
+    let wanted =
+        gpuplan::bills::charge::resolve("export", table.header(), gpuplan::bills::focus::COLUMNS)
+            .unwrap();
+    let n = wanted.len();
+    let touch = |row: &dyn RowCells| {
+        if cells {
+            for i in 0..n {
+                std::hint::black_box(row.cell(i));
+            }
+        }
+        Ok(())
+    };
+    let (mut a, mut b) = (touch, touch);
+    let mut workers: Vec<&mut RowFn<'_>> = vec![&mut a, &mut b];
+    table.rows(&wanted, &mut workers).unwrap();
+    t.elapsed().as_secs_f64()
+}
+
 fn main() {
     let rows: usize = std::env::var("GPUPLAN_BENCH_ROWS")
         .ok()
@@ -428,6 +456,16 @@ fn main() {
         }
     }
     let _ = writeln!(out, "re-sync of the unchanged export: {:.3} s", resync_s);
+    let _ = writeln!(
+        out,
+        "  of the load: reading the file alone {:.2} s; and every wanted cell once {:.2} s (best of 3)",
+        (0..3)
+            .map(|_| read_alone(&file, false))
+            .fold(f64::INFINITY, f64::min),
+        (0..3)
+            .map(|_| read_alone(&file, true))
+            .fold(f64::INFINITY, f64::min),
+    );
 
     year_of_usage(&pool);
     let q = BillQuery {

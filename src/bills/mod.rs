@@ -15,7 +15,7 @@ pub mod charge;
 mod cur2;
 pub mod demand;
 pub mod files;
-mod focus;
+pub mod focus;
 pub mod gpus;
 pub mod health;
 pub mod load;
