@@ -1092,66 +1092,15 @@ fn cur2_negations_are_cost_only_and_fees_amortize_as_aws_does(db) {
 
 #[test]
 fn parquet_with_map_columns_reads_as_its_csv_twin() {
-    use std::sync::Arc;
-
-    use arrow_array::builder::{MapBuilder, StringBuilder};
-    use arrow_array::{
-        ArrayRef, Float64Array, RecordBatch, StringArray, TimestampMillisecondArray,
-    };
-
     let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
-    let ms = |s: &str| t(s).timestamp_millis();
-    let n = 3;
-    let text = |v: &str| Arc::new(StringArray::from(vec![v; n])) as ArrayRef;
-    let times = |v: &str| {
-        Arc::new(TimestampMillisecondArray::from(vec![ms(v); n]).with_timezone("UTC")) as ArrayRef
-    };
-    let mut tags = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
-    let mut details = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
-    for (team, instance) in [
-        ("ml", "p5.48xlarge"),
-        ("research", "g6.xlarge"),
-        ("", "g6.xlarge"),
-    ] {
-        tags.keys().append_value("team");
-        tags.values().append_value(team);
-        tags.append(true).unwrap();
-        details.keys().append_value("InstanceType");
-        details.values().append_value(instance);
-        details.append(true).unwrap();
-    }
-    let batch = RecordBatch::try_from_iter(vec![
-        ("BillingAccountId", text("111")),
-        ("BillingPeriodStart", times("2026-10-01T00:00:00Z")),
-        ("BillingPeriodEnd", times("2026-11-01T00:00:00Z")),
-        ("ChargePeriodStart", times("2026-10-01T00:00:00Z")),
-        ("ChargePeriodEnd", times("2026-10-01T01:00:00Z")),
-        ("ChargeCategory", text("Usage")),
-        ("PricingCategory", text("Standard")),
-        (
-            "BilledCost",
-            Arc::new(Float64Array::from(vec![98.32, 0.8, 0.8])) as ArrayRef,
-        ),
-        (
-            "EffectiveCost",
-            Arc::new(Float64Array::from(vec![98.32, 0.8, 0.8])) as ArrayRef,
-        ),
-        ("BillingCurrency", text("USD")),
-        (
-            "ConsumedQuantity",
-            Arc::new(Float64Array::from(vec![1.0; n])) as ArrayRef,
-        ),
-        ("ConsumedUnit", text("Hrs")),
-        ("RegionId", text("us-east-1")),
-        ("SubAccountId", text("222")),
-        ("SkuPriceDetails", Arc::new(details.finish()) as ArrayRef),
-        ("Tags", Arc::new(tags.finish()) as ArrayRef),
-    ])
-    .unwrap();
-    let mut bytes = Vec::new();
-    let mut w = parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
+    let bytes = focus_parquet(
+        &[
+            (0, "Usage", "ml", "p5.48xlarge", 98.32),
+            (0, "Usage", "research", "g6.xlarge", 0.8),
+            (0, "Usage", "", "g6.xlarge", 0.8),
+        ],
+        None,
+    );
     b.write("focus/data/focus-00001.snappy.parquet", &bytes);
     let r = b.load("2026-10-20T00:00:00Z");
     assert!(!r.failed(), "{r:#?}");
@@ -1382,9 +1331,10 @@ fn cur2_parquet_tags_are_a_map_whose_user_keys_match_the_team_tags() {
     );
 }
 
-/// A Parquet file of `rows` GPU hours in row groups of `group_rows`, with
-/// `ChargeCategory` replaced by `Bogus` on the rows listed in `bad`.
-fn parquet_hours(rows: usize, group_rows: usize, bad: &[usize]) -> Vec<u8> {
+/// A FOCUS Parquet file of one-hour rows `(hour of October, ChargeCategory,
+/// team tag, instance type, cost)`, in row groups of `group_rows` rows
+/// where given.
+fn focus_parquet(rows: &[(i64, &str, &str, &str, f64)], group_rows: Option<usize>) -> Vec<u8> {
     use std::sync::Arc;
 
     use arrow_array::builder::{MapBuilder, StringBuilder};
@@ -1392,58 +1342,49 @@ fn parquet_hours(rows: usize, group_rows: usize, bad: &[usize]) -> Vec<u8> {
         ArrayRef, Float64Array, RecordBatch, StringArray, TimestampMillisecondArray,
     };
 
-    let ms = |s: &str| t(s).timestamp_millis();
-    let text = |v: &str| Arc::new(StringArray::from(vec![v; rows])) as ArrayRef;
-    let same = |v: &str| {
-        Arc::new(TimestampMillisecondArray::from(vec![ms(v); rows]).with_timezone("UTC"))
-            as ArrayRef
-    };
-    let hour = |r: usize| ms("2026-10-01T00:00:00Z") + i64::try_from(r).unwrap() * 3_600_000;
-    let starts: Vec<i64> = (0..rows).map(hour).collect();
-    let ends: Vec<i64> = (0..rows).map(|r| hour(r + 1)).collect();
-    let categories: Vec<&str> = (0..rows)
-        .map(|r| if bad.contains(&r) { "Bogus" } else { "Usage" })
-        .collect();
+    let n = rows.len();
+    let text = |v: &str| Arc::new(StringArray::from(vec![v; n])) as ArrayRef;
+    let times =
+        |v: Vec<i64>| Arc::new(TimestampMillisecondArray::from(v).with_timezone("UTC")) as ArrayRef;
+    let october = t("2026-10-01T00:00:00Z").timestamp_millis();
+    let hour = |h: i64| october + h * 3_600_000;
     let mut tags = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
     let mut details = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
-    for r in 0..rows {
+    for (_, _, team, instance, _) in rows {
         tags.keys().append_value("team");
-        tags.values()
-            .append_value(["ml", "research", "infra"][r % 3]);
+        tags.values().append_value(team);
         tags.append(true).unwrap();
         details.keys().append_value("InstanceType");
-        details.values().append_value("g6.xlarge");
+        details.values().append_value(instance);
         details.append(true).unwrap();
     }
+    let costs = || Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.4))) as ArrayRef;
     let batch = RecordBatch::try_from_iter(vec![
         ("BillingAccountId", text("111")),
-        ("BillingPeriodStart", same("2026-10-01T00:00:00Z")),
-        ("BillingPeriodEnd", same("2026-11-01T00:00:00Z")),
+        ("BillingPeriodStart", times(vec![october; n])),
+        (
+            "BillingPeriodEnd",
+            times(vec![t("2026-11-01T00:00:00Z").timestamp_millis(); n]),
+        ),
         (
             "ChargePeriodStart",
-            Arc::new(TimestampMillisecondArray::from(starts).with_timezone("UTC")) as ArrayRef,
+            times(rows.iter().map(|r| hour(r.0)).collect()),
         ),
         (
             "ChargePeriodEnd",
-            Arc::new(TimestampMillisecondArray::from(ends).with_timezone("UTC")) as ArrayRef,
+            times(rows.iter().map(|r| hour(r.0 + 1)).collect()),
         ),
         (
             "ChargeCategory",
-            Arc::new(StringArray::from(categories)) as ArrayRef,
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))) as ArrayRef,
         ),
         ("PricingCategory", text("Standard")),
-        (
-            "BilledCost",
-            Arc::new(Float64Array::from(vec![0.8; rows])) as ArrayRef,
-        ),
-        (
-            "EffectiveCost",
-            Arc::new(Float64Array::from(vec![0.8; rows])) as ArrayRef,
-        ),
+        ("BilledCost", costs()),
+        ("EffectiveCost", costs()),
         ("BillingCurrency", text("USD")),
         (
             "ConsumedQuantity",
-            Arc::new(Float64Array::from(vec![1.0; rows])) as ArrayRef,
+            Arc::new(Float64Array::from(vec![1.0; n])) as ArrayRef,
         ),
         ("ConsumedUnit", text("Hrs")),
         ("RegionId", text("us-east-1")),
@@ -1453,7 +1394,7 @@ fn parquet_hours(rows: usize, group_rows: usize, bad: &[usize]) -> Vec<u8> {
     ])
     .unwrap();
     let props = parquet::file::properties::WriterProperties::builder()
-        .set_max_row_group_row_count(Some(group_rows))
+        .set_max_row_group_row_count(group_rows)
         .build();
     let mut bytes = Vec::new();
     let mut w =
@@ -1463,13 +1404,26 @@ fn parquet_hours(rows: usize, group_rows: usize, bad: &[usize]) -> Vec<u8> {
     bytes
 }
 
+/// `rows` g6.xlarge hours of three teams in turn, in row groups of 10, with
+/// `ChargeCategory` replaced by `Bogus` on the rows listed in `bad`.
+fn hours_of_three_teams(rows: usize, bad: &[usize]) -> Vec<u8> {
+    let rows: Vec<(i64, &str, &str, &str, f64)> = (0..rows)
+        .map(|r| {
+            let category = if bad.contains(&r) { "Bogus" } else { "Usage" };
+            let team = ["ml", "research", "infra"][r % 3];
+            (i64::try_from(r).unwrap(), category, team, "g6.xlarge", 0.8)
+        })
+        .collect();
+    focus_parquet(&rows, Some(10))
+}
+
 #[test]
 fn parquet_row_groups_split_between_workers_sum_every_row_once() {
     let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
     // 7 groups of 10 rows and one of 3: the workers' shares cut a group.
     b.write(
         "focus/data/focus-00001.snappy.parquet",
-        parquet_hours(73, 10, &[]),
+        hours_of_three_teams(73, &[]),
     );
     let r = b.load("2026-10-20T00:00:00Z");
     assert!(!r.failed(), "{r:#?}");
@@ -1491,7 +1445,7 @@ fn parquet_bad_rows_in_both_workers_shares_report_the_first_line() {
     // on line r + 2, after the header.
     b.write(
         "focus/data/focus-00001.snappy.parquet",
-        parquet_hours(73, 10, &[60, 12]),
+        hours_of_three_teams(73, &[60, 12]),
     );
     let r = b.load("2026-10-20T00:00:00Z");
     assert!(r.failed());
