@@ -492,9 +492,10 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
     Ok(result)
 }
 
-/// Solves a model `build` made for `scope`: whole hourly counts of one class
-/// by decomposition, anything else by the MILP solver, started from a first
-/// plan when hourly counts are whole. Also says which method it used.
+/// Solves a model `build` made for `scope`: whole hourly counts of one class,
+/// or of several with nothing to buy, by decomposition, anything else by the
+/// MILP solver, started from a first plan when hourly counts are whole. Also
+/// says which method it used.
 fn solve_model(
     setup: &Setup<'_>,
     milp: &lp::Milp,
@@ -517,6 +518,21 @@ fn solve_model(
                 incumbent::find(setup, milp, vars, scope.purchases, opts, deadline)
             } else {
                 None
+            };
+            // Without new purchases nothing links the levels, so the first
+            // plan, every level solved exactly on its own, is the optimum
+            // (the on-demand baseline, or a plan with nothing to buy).
+            let linked = vars.reserved.iter().flatten().any(Option::is_some);
+            let start = match start {
+                Some(values) if !linked => {
+                    let solved = lp::Solved {
+                        values,
+                        bound: None,
+                        memory_stop: false,
+                    };
+                    return (Ok(solved), "decomposition");
+                }
+                other => other,
             };
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             (

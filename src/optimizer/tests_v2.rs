@@ -495,3 +495,33 @@ fn a_search_past_its_memory_limit_stops_with_its_best_plan_checked() {
         Err(e) => assert_eq!(e, OptimizeError::TimeLimit(Duration::from_millis(300))),
     }
 }
+
+#[test]
+fn several_classes_with_whole_hours_and_nothing_to_buy_are_solved_hour_by_hour() {
+    // No reserved option: nothing links the hours, so each hour's own
+    // whole-count problem is the whole answer, proven. Hour 1: class a 1.5,
+    // b 0.7 take two H100s (1.5 to a, 0.5 to b) and one L4 for b's last 0.2
+    // (2.4); hour 2: a 2.6, b 0.2 take three H100s (3.0). The relaxation
+    // pays 5.0: 2.2 and 2.8 H100-hours.
+    let mut a100 = gpu("a100x2", "A100-80GB", Some(1.5));
+    a100["gpus_per_instance"] = json!(2);
+    let doc = json!({"schema_version": 2,
+        "classes": [{"id": "a", "demand": [1.5, 2.6], "perf": {"H100-80GB": 1.0, "A100-80GB": 0.5}},
+                    {"id": "b", "demand": [0.7, 0.2], "perf": {"H100-80GB": 1.0, "L4": 0.3}}],
+        "offers": [gpu("h100", "H100-80GB", Some(1.0)), a100, gpu("l4", "L4", Some(0.4))],
+        "policy": {"integer_hourly": true}});
+    let (r, v) = run(&doc);
+    assert_eq!(
+        (r.status, r.model_stats.method),
+        ("optimal", "decomposition")
+    );
+    assert!(near(r.objective, 5.4), "{v:#}");
+    assert_eq!(
+        v["hourly"]["on_demand_instances"]["h100"],
+        json!([2.0, 3.0])
+    );
+    assert_eq!(v["hourly"]["on_demand_instances"]["l4"], json!([1.0, 0.0]));
+    assert!(near(r.baseline_on_demand_cost, 5.4));
+    let (_, lp) = solved(&doc, true, true);
+    assert!(near(lp.objective, 5.0));
+}
