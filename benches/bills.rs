@@ -4,10 +4,9 @@
 //! DuckDB computing the same hourly GPU usage from the same file in the
 //! same run, and DuckDB also computing the daily spend of every row (what
 //! the load keeps besides usage: the same work); the floor under its read
-//! phase (the same file read by the
-//! same two threads, its rows dropped, then with each wanted cell read
-//! once); the re-sync of the unchanged export; and `usage --by day --group
-//! team` over a year of loaded usage.
+//! phase (the same file read by the same two threads, its rows dropped,
+//! then with each wanted cell read once); the re-sync of the unchanged
+//! export; and `usage --by day --group team` over a year of loaded usage.
 //!
 //! `cargo bench --bench bills` prints the figures. DuckDB is the `duckdb`
 //! Python package, for this benchmark only: `GPUPLAN_BENCH_PYTHON` names a
@@ -361,6 +360,10 @@ fn year_of_usage(pool: &Pool) {
     }
 }
 
+fn best_of_3(mut run: impl FnMut() -> f64) -> f64 {
+    (0..3).map(|_| run()).fold(f64::INFINITY, f64::min)
+}
+
 /// Reads `file` as `bills sync` does (the same columns, the same two
 /// threads) and does nothing with its rows but, with `cells`, read every
 /// wanted cell of each once: the floor under the load's read phase.
@@ -492,12 +495,8 @@ fn main() {
     let _ = writeln!(
         out,
         "  of the load: reading the file alone {:.2} s; and every wanted cell once {:.2} s (best of 3)",
-        (0..3)
-            .map(|_| read_alone(&file, false))
-            .fold(f64::INFINITY, f64::min),
-        (0..3)
-            .map(|_| read_alone(&file, true))
-            .fold(f64::INFINITY, f64::min),
+        best_of_3(|| read_alone(&file, false)),
+        best_of_3(|| read_alone(&file, true)),
     );
 
     year_of_usage(&pool);

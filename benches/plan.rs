@@ -262,33 +262,42 @@ fn main() {
     );
     let heavy: Value =
         serde_json::from_str(include_str!("../tests/fixtures/heavy-integer-week.json")).unwrap();
+    // The third field is a time limit, for a case not expected to be
+    // proven: it runs to its limit, and the reference (which would run for
+    // hours) is skipped.
     let cases = [
-        ("v1 50 offers x 168 h", problem(50, 168, 1)),
-        ("v1 200 offers x 720 h", problem(200, 720, 2)),
+        ("v1 50 offers x 168 h", problem(50, 168, 1), None),
+        ("v1 200 offers x 720 h", problem(200, 720, 2), None),
         (
             "v2 3 classes x 60 offers x 168 h",
             classes(problem(60, 168, 3), 3, 3),
+            None,
         ),
         (
             "v2 2 classes x 150 offers x 720 h",
             classes(problem(150, 720, 4), 2, 4),
+            None,
         ),
-        ("integer_hourly 20 offers x 168 h", heavy.clone()),
+        ("integer_hourly 20 offers x 168 h", heavy.clone(), None),
         (
             "integer_hourly 3 classes x 20 offers x 168 h, 60 s limit",
             classes(heavy, 3, 10),
+            Some("60"),
         ),
         (
             "v3 1 offer x 168 h x 50 scenarios x 5 λ",
             scenarios(one_offer_week(), 50, &[0.0, 0.25, 0.5, 0.75, 1.0], 7),
+            None,
         ),
         (
             "v3 20 offers x 168 h x 50 scenarios x 2 λ",
             scenarios(problem(20, 168, 5), 50, &[0.0, 0.5], 8),
+            None,
         ),
         (
             "v3 2 classes x 40 offers x 168 h x 20 scenarios x 1 λ",
             scenarios(classes(problem(40, 168, 6), 2, 6), 20, &[0.0], 9),
+            None,
         ),
     ];
     let filters: Vec<String> = std::env::args()
@@ -298,7 +307,7 @@ fn main() {
     // PLAN_BENCH_KEEP=DIR keeps the generated problems there, to re-run or
     // hand to other solvers.
     let keep = std::env::var_os("PLAN_BENCH_KEEP").map(std::path::PathBuf::from);
-    for (i, (label, doc)) in cases.into_iter().enumerate() {
+    for (i, (label, doc, limit)) in cases.into_iter().enumerate() {
         if !filters.is_empty() && !filters.iter().any(|f| label.contains(f.as_str())) {
             continue;
         }
@@ -308,10 +317,6 @@ fn main() {
             .join(format!("case{i}.json"));
         std::fs::write(&path, doc.to_string()).unwrap();
         let file = path.to_str().unwrap();
-        // A case with a limit in its label is not expected to be proven: it
-        // runs to its limit, and the reference (which would run for hours)
-        // is skipped.
-        let limit = label.contains("60 s limit");
         let mut args = vec![
             env!("CARGO_BIN_EXE_gpuplan"),
             "plan",
@@ -319,8 +324,8 @@ fn main() {
             file,
             "--json",
         ];
-        if limit {
-            args.extend(["--time-limit-secs", "60"]);
+        if let Some(secs) = limit {
+            args.extend(["--time-limit-secs", secs]);
         }
         let mut runs = Vec::new();
         let mut last = (0.0, None, String::new());
@@ -357,7 +362,7 @@ fn main() {
                 result["stopped_by"],
             );
         }
-        if scipy && !limit {
+        if scipy && limit.is_none() {
             let (secs, _, out) = timed(&[python.as_str(), reference, file]);
             let reference: Value = serde_json::from_str(out.trim()).unwrap_or(Value::Null);
             println!(

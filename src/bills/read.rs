@@ -77,8 +77,9 @@ enum Inner {
     Parquet(Parquet),
 }
 
-/// A Parquet file, read one row group per thread: each thread opens the
-/// bytes on its own, so decoding runs on every core beside the mapping.
+/// A Parquet file, read by every worker at once, each its own share of the
+/// rows: each thread opens the bytes on its own, so decoding runs on every
+/// core beside the mapping.
 struct Parquet {
     bytes: ParquetBytes,
     meta: ArrowReaderMetadata,
@@ -174,9 +175,9 @@ impl Table {
 
     /// Calls one of `workers` with every row. `wanted[i]` is the file
     /// position of the i-th wanted column (from [`Table::header`]), `None`
-    /// when absent. A Parquet file's row groups go to the workers in turn
-    /// (group i to worker i mod n), each decoding and mapping its own on a
-    /// thread of its own; a CSV file is read in order by the first.
+    /// when absent. A Parquet file's rows are cut into one contiguous share
+    /// per worker (along row groups), each decoded and mapped on a thread of
+    /// its own; a CSV file is read in order by the first.
     ///
     /// # Errors
     /// The error at the lowest line where any row failed, or a `File` error
@@ -690,13 +691,7 @@ fn parquet_metadata<T: parquet::file::reader::ChunkReader + 'static>(
         .schema()
         .fields()
         .iter()
-        .map(|f| {
-            if all_null(meta.metadata(), f.name()) {
-                f.as_ref().clone()
-            } else {
-                as_dictionaries(f)
-            }
-        })
+        .map(|f| as_dictionary(f, meta.metadata()))
         .collect();
     let schema = Arc::new(Schema::new_with_metadata(
         fields,
@@ -711,8 +706,8 @@ fn parquet_metadata<T: parquet::file::reader::ChunkReader + 'static>(
 /// Whether the statistics of every row group say the top-level column
 /// `name` holds only nulls (`ChargeClass` in most exports). Such a column is
 /// read as plain text: as a dictionary, parquet builds a new one for every
-/// batch by hashing and comparing each null slot, which cost a tenth of a
-/// large file's decoding.
+/// batch by hashing and comparing each null slot, which was half of the
+/// benchmark file's decoding.
 fn all_null(meta: &parquet::file::metadata::ParquetMetaData, name: &str) -> bool {
     let columns = meta.file_metadata().schema_descr().columns();
     let Some(c) = columns.iter().position(|c| c.path().parts() == [name]) else {
@@ -727,13 +722,17 @@ fn all_null(meta: &parquet::file::metadata::ParquetMetaData, name: &str) -> bool
     })
 }
 
-/// A text field as a dictionary. (A map's keys and values are left as they
-/// are: read as dictionaries they cost more to decode than they save.)
-fn as_dictionaries(f: &Field) -> Field {
+/// A text field as a dictionary, unless it is all null. (A map's keys and
+/// values are left as they are: read as dictionaries they cost more to
+/// decode than they save.)
+fn as_dictionary(f: &Field, meta: &parquet::file::metadata::ParquetMetaData) -> Field {
     match f.data_type() {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => f.clone().with_data_type(
-            DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
-        ),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View if !all_null(meta, f.name()) => {
+            f.clone().with_data_type(DataType::Dictionary(
+                Box::new(DataType::Int32),
+                Box::new(DataType::Utf8),
+            ))
+        }
         _ => f.clone(),
     }
 }

@@ -48,13 +48,6 @@ pub(super) fn find(
     deadline: Option<Instant>,
 ) -> Option<Vec<f64>> {
     let left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
-    let all: Vec<usize> = (0..setup.levels.len()).collect();
-    let relaxed = Scope {
-        mip: false,
-        purchases,
-    };
-    let (lp, lp_vars) = build(setup, &all, relaxed);
-    let lp_values = lp.solve(opts.backend, left()).ok()?;
     let reserved: Vec<(usize, Option<f64>)> = vars
         .reserved
         .iter()
@@ -62,6 +55,22 @@ pub(super) fn find(
         .flatten()
         .map(|var| (*var, milp.vars[*var].upper.map(f64::floor)))
         .collect();
+    let whole = Scope {
+        mip: true,
+        purchases,
+    };
+    if reserved.is_empty() {
+        // Nothing to round or search: the hours alone are the plan.
+        return whole_hours(setup, milp, vars, &[], &[], whole, opts, left(), None)
+            .map(|plan| plan.values);
+    }
+    let all: Vec<usize> = (0..setup.levels.len()).collect();
+    let relaxed = Scope {
+        mip: false,
+        purchases,
+    };
+    let (lp, lp_vars) = build(setup, &all, relaxed);
+    let lp_values = lp.solve(opts.backend, left()).ok()?;
     let mut counts: Vec<f64> = reserved
         .iter()
         .map(|(var, cap)| {
@@ -69,10 +78,6 @@ pub(super) fn find(
             cap.map_or(up, |cap| up.min(cap))
         })
         .collect();
-    let whole = Scope {
-        mip: true,
-        purchases,
-    };
     let solve = |counts: &[f64], cutoff: Option<Cutoff<'_>>| {
         whole_hours(
             setup,
