@@ -141,13 +141,13 @@ struct SpendKey {
 /// Interned strings: repeated texts (accounts, teams, categories) cost a
 /// hash lookup per row, not an allocation.
 #[derive(Default)]
-struct Names {
+pub(super) struct Names {
     ids: HashMap<Box<str>, u32>,
     names: Vec<Box<str>>,
 }
 
 impl Names {
-    fn id(&mut self, s: &str) -> u32 {
+    pub(super) fn id(&mut self, s: &str) -> u32 {
         if let Some(id) = self.ids.get(s) {
             return *id;
         }
@@ -179,6 +179,26 @@ pub struct Aggregator<'a> {
     index: HashMap<(u32, i64), usize>,
     /// What each instance type seen so far is, without the row's hint.
     placed: HashMap<Box<str>, Placement<'a>>,
+}
+
+/// What a row that is neither GPU usage nor a commitment's, nor a
+/// correction, adds beyond its amounts: its period and the day-less key of
+/// its spend. Every row with the same text adds the same (see
+/// [`Aggregator::add_plain`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Plain {
+    period: usize,
+    period_start: i64,
+    period_end: i64,
+    spend: SpendKey,
+}
+
+impl Plain {
+    /// Whether a row of this billing period adds what this one did.
+    #[must_use]
+    pub fn same_period(&self, start: i64, end: i64) -> bool {
+        self.period_start == start && self.period_end == end
+    }
 }
 
 /// Instance types remembered before the memo starts over.
@@ -221,11 +241,11 @@ impl<'a> Aggregator<'a> {
             .collect()
     }
 
-    /// Adds one charge.
+    /// Adds one charge; what it added, when it is a plain row.
     ///
     /// # Errors
     /// A usage row that spans more than [`MAX_SPREAD_HOURS`].
-    pub fn add(&mut self, ch: &Charge<'_>) -> Result<(), String> {
+    pub fn add(&mut self, ch: &Charge<'_>) -> Result<Option<Plain>, String> {
         let placed = ch
             .instance_type
             .as_deref()
@@ -276,6 +296,7 @@ impl<'a> Aggregator<'a> {
         let s = period.spend.entry(spend_key).or_default();
         s.0 += ch.billed;
         s.1 += ch.effective;
+        let plain = !ch.correction && ch.commitment.is_none() && matches!(gpu, Gpu::No);
 
         if ch.correction {
             let corrects = period_name(ch.start);
@@ -393,7 +414,35 @@ impl<'a> Aggregator<'a> {
                 })?;
             }
         }
-        Ok(())
+        Ok(plain.then_some(Plain {
+            period: at,
+            period_start: ch.period_start,
+            period_end: ch.period_end,
+            spend: spend_key,
+        }))
+    }
+
+    /// Adds a row with the same text as the one `plain` came from (and the
+    /// same billing period): exactly what [`Aggregator::add`] would, from its
+    /// start and costs alone.
+    pub fn add_plain(&mut self, plain: &Plain, start: i64, billed: f64, effective: f64) {
+        let period = &mut self.periods[plain.period];
+        let d = &mut period.data;
+        d.rows += 1;
+        if let Some(total) = d.totals.get_mut(self.names.name(plain.spend.currency)) {
+            total.rows += 1;
+            total.billed_cost += billed;
+            total.effective_cost += effective;
+        }
+        let s = period
+            .spend
+            .entry(SpendKey {
+                day: floor_day(start.max(plain.period_start)),
+                ..plain.spend
+            })
+            .or_default();
+        s.0 += billed;
+        s.1 += effective;
     }
 
     /// The index of a period, opened when new.

@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 
+use super::aggregate::Names;
 use super::charge::{
     Category, Cells, Charge, CommitmentUse, Entries, Memo, Pricing, TimeUnit, Wanted, entries,
     first_tag, first_value, opt, req,
@@ -71,6 +72,60 @@ pub const COLUMNS: &[Wanted] = &[
     opt(&["x_PricingSubcategory"]),
 ];
 
+/// The text columns a row's meaning depends on, besides its key-value
+/// cells: everything but its amounts and times.
+const SHAPED: [usize; 18] = [
+    ACCOUNT,
+    CATEGORY,
+    CLASS,
+    PRICING,
+    CURRENCY,
+    UNIT,
+    C_ID,
+    C_TYPE,
+    C_CATEGORY,
+    C_STATUS,
+    C_UNIT,
+    REGION,
+    SUB_ACCOUNT,
+    SERVICE_CATEGORY,
+    SKU,
+    USAGE_TYPE,
+    AZURE_SKU,
+    PRICING_SUB,
+];
+
+/// What decides a row's meaning but for its amounts and times: the keys of
+/// its text cells, what its key-value cells name, and whether it has a
+/// quantity. Rows of one epoch with the same shape mean the same.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Shape {
+    keys: [u32; SHAPED.len()],
+    details: Named,
+    tags: Named,
+    gpu_count: Option<u64>,
+    quantity: bool,
+}
+
+/// A key-value cell in a shape: keyed when it is text (JSON), else what its
+/// map names (an instance type, a team), interned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Named {
+    Key(u32),
+    Name(u32),
+    Nothing,
+}
+
+/// The cells of a row that vary between rows of one shape.
+#[derive(Debug, Clone, Copy)]
+pub struct Amounts {
+    pub period_start: i64,
+    pub period_end: i64,
+    pub start: i64,
+    pub billed: f64,
+    pub effective: f64,
+}
+
 /// What a key-value cell gives a charge: the instance type and GPU count
 /// (`SkuPriceDetails`, `x_SkuDetails`) or the team (`Tags`).
 #[derive(Debug, Clone, Default)]
@@ -86,6 +141,8 @@ pub struct Focus<'s> {
     tags: Memo<Option<String>>,
     details: Memo<Details>,
     azure: Memo<Option<String>>,
+    /// Instance types and teams named by key-value maps, for shapes.
+    named: Names,
 }
 
 impl<'s> Focus<'s> {
@@ -96,7 +153,74 @@ impl<'s> Focus<'s> {
             tags: Memo::new(),
             details: Memo::new(),
             azure: Memo::new(),
+            named: Names::default(),
         }
+    }
+
+    /// The shape of a row (within its epoch, see [`RowCells::keys`]), or
+    /// `None` when some of its text has no key. Reads no cell that could
+    /// fail.
+    ///
+    /// [`RowCells::keys`]: super::read::RowCells::keys
+    pub fn shape(&mut self, c: &Cells<'_>) -> Option<Shape> {
+        let mut keys = [0; SHAPED.len()];
+        if !c.keys(&SHAPED, &mut keys) {
+            return None;
+        }
+        let mut gpu_count = None;
+        let details = match keyed(c, SKU_DETAILS) {
+            Some(k) => Named::Key(k),
+            None => match c.raw(SKU_DETAILS) {
+                Cell::Null => Named::Nothing,
+                Cell::Pairs(_) => {
+                    let (t, gpus) = self.details(c, SKU_DETAILS).ok()?;
+                    gpu_count = gpus.map(f64::to_bits);
+                    t.map_or(Named::Nothing, |t| Named::Name(self.named.id(&t)))
+                }
+                _ => return None,
+            },
+        };
+        let tags = match keyed(c, TAGS) {
+            _ if self.team_tags.is_empty() => Named::Nothing,
+            Some(k) => Named::Key(k),
+            None => match c.raw(TAGS) {
+                Cell::Null => Named::Nothing,
+                Cell::Pairs(_) => self
+                    .team(c)
+                    .ok()?
+                    .map_or(Named::Nothing, |t| Named::Name(self.named.id(&t))),
+                _ => return None,
+            },
+        };
+        Some(Shape {
+            keys,
+            details,
+            tags,
+            gpu_count,
+            quantity: !matches!(c.raw(QUANTITY), Cell::Null),
+        })
+    }
+
+    /// The amounts and times of a row whose shape was seen before, checked
+    /// as [`Focus::charge`] checks them, in the same order.
+    ///
+    /// # Errors
+    /// The first of those cells that does not parse.
+    pub fn amounts(&self, c: &Cells<'_>) -> Result<Amounts, BillError> {
+        let billed = c.required_number(BILLED)?;
+        let effective = c.required_number(EFFECTIVE)?;
+        c.number(QUANTITY)?;
+        let period_start = c.required_time(PERIOD_START)?;
+        let period_end = c.required_time(PERIOD_END)?;
+        let start = c.required_time(START)?;
+        c.required_time(END)?;
+        Ok(Amounts {
+            period_start,
+            period_end,
+            start,
+            billed,
+            effective,
+        })
     }
 
     /// One row as a charge.
@@ -290,6 +414,12 @@ impl<'s> Focus<'s> {
                 .map_err(|why| c.bad(TAGS, why)),
         }
     }
+}
+
+/// The key of one text cell, if it has one.
+fn keyed(c: &Cells<'_>, i: usize) -> Option<u32> {
+    let mut key = [0];
+    c.keys(&[i], &mut key).then_some(key[0])
 }
 
 /// A commitment's kind from its type text (matched loosely: every cloud

@@ -6,13 +6,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
+use foldhash::HashMap;
 use serde::Serialize;
 
-use super::aggregate::Aggregator;
+use super::aggregate::{Aggregator, Plain};
 use super::charge::{self, Cells};
 use super::cur2::{self, Cur2};
 use super::files::{self, DataFile, Folder};
-use super::focus::{self, Focus};
+use super::focus::{self, Focus, Shape};
 use super::gpus::GpuTypes;
 use super::read::{RowCells, RowFn, Table};
 use super::time::{DAY, period_name};
@@ -120,7 +121,15 @@ struct Worker<'s> {
     agg: Aggregator<'s>,
     seen: BTreeSet<PeriodKey>,
     last: Option<(String, i64)>,
+    /// FOCUS rows of this epoch by shape: what a plain one added (`None`
+    /// for the others). Most rows of an export repeat an earlier row's text
+    /// with other amounts, and adding those needs no other cell.
+    shapes: HashMap<Shape, Option<Plain>>,
+    epoch: u64,
 }
+
+/// Shapes kept before the memo starts over.
+const SHAPES_LIMIT: usize = 100_000;
 
 impl<'s> Worker<'s> {
     fn new(source: &'s BillSource, gpus: &'s GpuTypes) -> Self {
@@ -130,26 +139,35 @@ impl<'s> Worker<'s> {
             agg: Aggregator::new(source, gpus),
             seen: BTreeSet::new(),
             last: None,
+            shapes: HashMap::default(),
+            epoch: 0,
         }
     }
 
     fn row(&mut self, format: BillFormat, cells: &Cells<'_>) -> Result<(), BillError> {
+        let shape = match format {
+            BillFormat::Focus => self.shape(cells),
+            BillFormat::Cur2 => None,
+        };
+        let known = shape.as_ref().and_then(|s| self.shapes.get(s)).copied();
+        if let Some(Some(plain)) = known {
+            match self.focus.amounts(cells) {
+                Ok(a) if plain.same_period(a.period_start, a.period_end) => {
+                    self.agg.add_plain(&plain, a.start, a.billed, a.effective);
+                    return Ok(());
+                }
+                // Another billing period: read in full, as a new row.
+                Ok(_) => {}
+                Err(e) => return Err(self.failed(cells, e)),
+            }
+        }
         let charge = match format {
             BillFormat::Focus => self.focus.charge(cells),
             BillFormat::Cur2 => self.cur.charge(cells),
         };
         let ch = match charge {
             Ok(ch) => ch,
-            Err(e) => {
-                // The bad row's own period fails, when the row says which.
-                if let (Ok(account), Ok(start)) = (
-                    cells.required_text(ACCOUNT),
-                    cells.required_time(PERIOD_START),
-                ) {
-                    self.seen.insert((account.to_owned(), period_name(start)));
-                }
-                return Err(e);
-            }
+            Err(e) => return Err(self.failed(cells, e)),
         };
         let same = self
             .last
@@ -160,7 +178,41 @@ impl<'s> Worker<'s> {
                 .insert((ch.billing_account.to_owned(), period_name(ch.period_start)));
             self.last = Some((ch.billing_account.to_owned(), ch.period_start));
         }
-        self.agg.add(&ch).map_err(|why| cells.bad(END, why))
+        let plain = self.agg.add(&ch).map_err(|why| cells.bad(END, why))?;
+        if let Some(shape) = shape
+            && known.is_none()
+        {
+            if self.shapes.len() >= SHAPES_LIMIT {
+                self.shapes.clear();
+            }
+            self.shapes.insert(shape, plain);
+        }
+        Ok(())
+    }
+
+    /// The row's shape, when its cells have keys; a new epoch forgets the
+    /// shapes of the last.
+    fn shape(&mut self, cells: &Cells<'_>) -> Option<Shape> {
+        let epoch = cells.epoch();
+        if epoch == 0 {
+            return None;
+        }
+        if epoch != self.epoch {
+            self.shapes.clear();
+            self.epoch = epoch;
+        }
+        self.focus.shape(cells)
+    }
+
+    /// A bad row's error; its own period fails, when the row says which.
+    fn failed(&mut self, cells: &Cells<'_>, e: BillError) -> BillError {
+        if let (Ok(account), Ok(start)) = (
+            cells.required_text(ACCOUNT),
+            cells.required_time(PERIOD_START),
+        ) {
+            self.seen.insert((account.to_owned(), period_name(start)));
+        }
+        e
     }
 }
 

@@ -60,6 +60,18 @@ pub trait RowCells {
     fn cell(&self, i: usize) -> Cell<'_>;
     /// 1-based, counting the header as line 1.
     fn line(&self) -> u64;
+    /// Writes an id of each wanted column's cell in `which` to `out`: ids
+    /// that are equal within one [`RowCells::epoch`] belong to equal cells
+    /// (0 is a null cell or a missing column). `false` when some cell has no
+    /// such id (numbers, key-value maps, plain text, any CSV cell), and
+    /// `out` means nothing.
+    fn keys(&self, _which: &[usize], _out: &mut [u32]) -> bool {
+        false
+    }
+    /// Rows whose keys may be compared: those of the same epoch.
+    fn epoch(&self) -> u64 {
+        0
+    }
 }
 
 /// What takes each row of a file.
@@ -440,6 +452,32 @@ impl<'a> Col<'a> {
     }
 }
 
+impl Col<'_> {
+    /// The id of row `i`'s cell among this column's cells (see
+    /// [`RowCells::keys`]): a dictionary key, shifted so that 0 is null.
+    fn key(&self, i: usize) -> Option<u32> {
+        match self {
+            Self::Missing => Some(0),
+            Self::Dict {
+                array,
+                keys,
+                values,
+            } => {
+                if !array.is_valid(i) {
+                    return Some(0);
+                }
+                let k = usize::try_from(*keys.get(i)?).ok()?;
+                match values.get(k)? {
+                    None => Some(0),
+                    Some(_) => u32::try_from(k + 1).ok(),
+                }
+            }
+            Self::Str(s) => s.get(i).and_then(not_null).is_none().then_some(0),
+            _ => None,
+        }
+    }
+}
+
 /// Text a cell holds, unless it is empty or the literal `null`.
 fn not_null(t: &str) -> Option<&str> {
     (!t.is_empty() && !t.eq_ignore_ascii_case("null")).then_some(t)
@@ -473,6 +511,7 @@ struct BatchRow<'a> {
     cols: &'a [Col<'a>],
     row: usize,
     line: u64,
+    epoch: u64,
 }
 
 impl RowCells for BatchRow<'_> {
@@ -482,6 +521,55 @@ impl RowCells for BatchRow<'_> {
 
     fn line(&self) -> u64 {
         self.line
+    }
+
+    fn keys(&self, which: &[usize], out: &mut [u32]) -> bool {
+        for (&i, o) in which.iter().zip(out.iter_mut()) {
+            match self.cols.get(i).map_or(Some(0), |c| c.key(self.row)) {
+                Some(k) => *o = k,
+                None => return false,
+            }
+        }
+        true
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+}
+
+/// Epochs handed out so far, across every file and thread: a new one
+/// whenever a batch's dictionaries are not its predecessor's.
+static EPOCHS: AtomicU64 = AtomicU64::new(1);
+
+/// The dictionaries of a batch's columns: while the previous batch's are
+/// held here, a new dictionary cannot take the same address, so the same
+/// pointers mean the same dictionaries (parquet keeps one dictionary for a
+/// whole column chunk, so within a row group they do not change).
+#[derive(Default)]
+struct Dictionaries {
+    held: Vec<ArrayRef>,
+    epoch: u64,
+}
+
+impl Dictionaries {
+    /// The epoch of a batch with these columns.
+    fn epoch(&mut self, cols: &[Col<'_>]) -> u64 {
+        let now: Vec<ArrayRef> = cols
+            .iter()
+            .filter_map(|c| match c {
+                Col::Dict { array, .. } => Some(Arc::clone(array.values())),
+                _ => None,
+            })
+            .collect();
+        let same = self.epoch != 0
+            && now.len() == self.held.len()
+            && now.iter().zip(&self.held).all(|(a, b)| Arc::ptr_eq(a, b));
+        if !same {
+            self.epoch = EPOCHS.fetch_add(1, Ordering::Relaxed);
+        }
+        self.held = now;
+        self.epoch
     }
 }
 
@@ -634,6 +722,7 @@ impl Group<'_> {
             .build()
             .map_err(|e| fail(part.line, format!("cannot read: {e}")))?;
         let mut line = part.line;
+        let mut dictionaries = Dictionaries::default();
         for batch in reader {
             if line >= self.lowest.load(Ordering::Relaxed) {
                 return Ok(());
@@ -648,12 +737,14 @@ impl Group<'_> {
                 )
             })?;
             let cols = self.columns(&batch).map_err(|why| fail(line + 1, why))?;
+            let epoch = dictionaries.epoch(&cols);
             for row in 0..batch.num_rows() {
                 let at = line + 1 + row as u64;
                 f(&BatchRow {
                     cols: &cols,
                     row,
                     line: at,
+                    epoch,
                 })
                 .map_err(|e| (at, e))?;
             }
