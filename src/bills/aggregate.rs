@@ -8,7 +8,7 @@ use foldhash::HashMap;
 
 use serde::Serialize;
 
-use super::charge::{Category, Charge, Pricing, TimeUnit};
+use super::charge::{Amounts, Category, Charge, Pricing, TimeUnit};
 use super::gpus::{GpuTypes, Placement};
 use super::time::{HOUR, floor_day, floor_hour, period_name};
 use super::{BillProvider, BillSource, CommitmentType, UNALLOCATED, UsageKind};
@@ -138,6 +138,19 @@ struct SpendKey {
     currency: u32,
 }
 
+/// Usage rows before their strings are resolved, keyed by interned ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct UsageIds {
+    start: i64,
+    account: u32,
+    team: u32,
+    region: u32,
+    instance_type: u32,
+    gpu_model: u32,
+    price_kind: UsageKind,
+    currency: u32,
+}
+
 /// Interned strings: repeated texts (accounts, teams, categories) cost a
 /// hash lookup per row, not an allocation.
 #[derive(Default)]
@@ -165,6 +178,7 @@ impl Names {
 #[derive(Default)]
 struct Open {
     data: PeriodData,
+    usage: HashMap<UsageIds, UsageValue>,
     spend: HashMap<SpendKey, (f64, f64)>,
     corrections: BTreeMap<(String, String), Correction>,
 }
@@ -181,23 +195,28 @@ pub struct Aggregator<'a> {
     placed: HashMap<Box<str>, Placement<'a>>,
 }
 
-/// What a row that is neither GPU usage nor a commitment's, nor a
-/// correction, adds beyond its amounts: its period and the day-less key of
-/// its spend. Every row with the same text adds the same (see
-/// [`Aggregator::add_plain`]).
+/// What a row that is neither a commitment's nor a correction adds beyond
+/// its amounts: its period, the day-less key of its spend, and for GPU
+/// usage the hour-less key of its usage. Every row with the same text adds
+/// the same (see [`Aggregator::add_plain`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Plain {
     period: usize,
     period_start: i64,
     period_end: i64,
     spend: SpendKey,
+    /// A GPU usage row's hourly key, unit and GPUs per instance.
+    usage: Option<(UsageIds, TimeUnit, Option<f64>)>,
 }
 
 impl Plain {
-    /// Whether a row of this billing period adds what this one did.
+    /// Whether a row of this billing period, with a quantity or not, adds
+    /// what this one did.
     #[must_use]
-    pub fn same_period(&self, start: i64, end: i64) -> bool {
-        self.period_start == start && self.period_end == end
+    pub fn fits(&self, period_start: i64, period_end: i64, quantity: Option<f64>) -> bool {
+        self.period_start == period_start
+            && self.period_end == period_end
+            && (self.usage.is_none() || quantity.is_some())
     }
 }
 
@@ -209,8 +228,10 @@ enum Gpu<'g> {
     Usage {
         instance_type: &'g str,
         gpu_model: &'g str,
-        instance_hours: Option<f64>,
-        gpu_hours: f64,
+        /// The row's quantity in hours.
+        hours: f64,
+        /// GPUs per instance; `None` for a per-GPU SKU (see [`usage_hours`]).
+        gpus: Option<f64>,
     },
     /// Cost of GPU usage billed on another line (a negation).
     Cost {
@@ -296,7 +317,11 @@ impl<'a> Aggregator<'a> {
         let s = period.spend.entry(spend_key).or_default();
         s.0 += ch.billed;
         s.1 += ch.effective;
-        let plain = !ch.correction && ch.commitment.is_none() && matches!(gpu, Gpu::No);
+        let plain = !ch.correction
+            && !ch.cost_only
+            && ch.commitment.is_none()
+            && matches!(gpu, Gpu::No | Gpu::Usage { .. });
+        let mut plain_usage = None;
 
         if ch.correction {
             let corrects = period_name(ch.start);
@@ -320,23 +345,25 @@ impl<'a> Aggregator<'a> {
             Gpu::Usage {
                 instance_type,
                 gpu_model,
-                instance_hours,
-                gpu_hours,
+                hours,
+                gpus,
             } => {
                 let kind = price_kind(self.source.provider, ch);
+                let (instance_hours, gpu_hours) = usage_hours(hours, gpus);
                 d.gpu_rows += 1;
                 d.gpu_hours += gpu_hours;
                 covered = (instance_hours.unwrap_or(0.0), gpu_hours);
-                let key = UsageKey::of(ch, team, instance_type, gpu_model, kind);
-                add_usage(&mut d.usage, ch, key, instance_hours, gpu_hours)?;
+                let key = UsageIds::of(names, ch, team, instance_type, gpu_model, kind);
+                plain_usage = ch.unit.map(|unit| (key, unit, gpus));
+                add_usage(&mut period.usage, ch, key, instance_hours, gpu_hours)?;
             }
             Gpu::Cost {
                 instance_type,
                 gpu_model,
             } => {
                 let kind = price_kind(self.source.provider, ch);
-                let key = UsageKey::of(ch, team, instance_type, gpu_model, kind);
-                add_usage(&mut d.usage, ch, key, Some(0.0), 0.0)?;
+                let key = UsageIds::of(names, ch, team, instance_type, gpu_model, kind);
+                add_usage(&mut period.usage, ch, key, Some(0.0), 0.0)?;
             }
             Gpu::Unmapped(name) => *d.unmapped.entry(name).or_default() += 1,
             Gpu::No => {
@@ -419,13 +446,25 @@ impl<'a> Aggregator<'a> {
             period_start: ch.period_start,
             period_end: ch.period_end,
             spend: spend_key,
+            usage: plain_usage,
         }))
     }
 
-    /// Adds a row with the same text as the one `plain` came from (and the
-    /// same billing period): exactly what [`Aggregator::add`] would, from its
-    /// start and costs alone.
-    pub fn add_plain(&mut self, plain: &Plain, start: i64, billed: f64, effective: f64) {
+    /// Adds a row with the same text as the one `plain` came from, which
+    /// [`Plain::fits`]: exactly what [`Aggregator::add`] would, from its
+    /// times, quantity and costs alone.
+    ///
+    /// # Errors
+    /// A usage row that spans more than [`MAX_SPREAD_HOURS`].
+    pub fn add_plain(&mut self, plain: &Plain, row: &Amounts) -> Result<(), String> {
+        let Amounts {
+            start,
+            end,
+            billed,
+            effective,
+            quantity,
+            ..
+        } = *row;
         let period = &mut self.periods[plain.period];
         let d = &mut period.data;
         d.rows += 1;
@@ -443,6 +482,16 @@ impl<'a> Aggregator<'a> {
             .or_default();
         s.0 += billed;
         s.1 += effective;
+        if let Some((key, unit, gpus)) = plain.usage
+            && let Some(hours) = quantity.and_then(|q| in_hours(q, unit))
+        {
+            let (instance_hours, gpu_hours) = usage_hours(hours, gpus);
+            d.gpu_rows += 1;
+            d.gpu_hours += gpu_hours;
+            let cost = (start, end, billed, effective);
+            add_usage_at(&mut period.usage, cost, key, instance_hours, gpu_hours)?;
+        }
+        Ok(())
     }
 
     /// The index of a period, opened when new.
@@ -487,7 +536,17 @@ impl<'a> Aggregator<'a> {
                 mine.effective_cost += t.effective_cost;
             }
             for (k, v) in p.usage {
-                let mine = d.usage.entry(k).or_default();
+                let key = UsageIds {
+                    start: k.start,
+                    account: names.id(&k.account),
+                    team: names.id(&k.team),
+                    region: names.id(&k.region),
+                    instance_type: names.id(&k.instance_type),
+                    gpu_model: names.id(&k.gpu_model),
+                    price_kind: k.price_kind,
+                    currency: names.id(&k.currency),
+                };
+                let mine = open.usage.entry(key).or_default();
                 if let Some(h) = v.instance_hours {
                     mine.instance_hours = Some(mine.instance_hours.unwrap_or(0.0) + h);
                 }
@@ -609,6 +668,11 @@ impl<'a> Aggregator<'a> {
                         ))
                 });
                 o.data.spend = spend;
+                o.data.usage = o
+                    .usage
+                    .into_iter()
+                    .map(|(k, v)| (k.key(&names), v))
+                    .collect();
                 o.data.corrections = o.corrections.into_values().collect();
                 o.data
             })
@@ -663,8 +727,8 @@ impl<'a> Aggregator<'a> {
                 Some(g) => Gpu::Usage {
                     instance_type: &g.instance_type,
                     gpu_model: &g.gpu_model,
-                    instance_hours: None,
-                    gpu_hours: quantity,
+                    hours: quantity,
+                    gpus: None,
                 },
                 None if ch.gpu_count.is_some_and(|n| n > 0.0) => {
                     Gpu::Unmapped(ch.sku_id.unwrap_or("unknown SKU").to_owned())
@@ -677,9 +741,8 @@ impl<'a> Aggregator<'a> {
                 Placement::Gpu(g) => Gpu::Usage {
                     instance_type: &g.instance_type,
                     gpu_model: &g.gpu_model,
-                    instance_hours: Some(quantity),
-                    #[allow(clippy::cast_precision_loss)]
-                    gpu_hours: quantity * f64::from(g.gpu_count.unwrap_or(1)),
+                    hours: quantity,
+                    gpus: Some(f64::from(g.gpu_count.unwrap_or(1))),
                 },
                 Placement::Unmapped => Gpu::Unmapped(t.to_owned()),
                 Placement::NotGpu => Gpu::No,
@@ -692,8 +755,9 @@ impl<'a> Aggregator<'a> {
     }
 }
 
-impl UsageKey {
+impl UsageIds {
     fn of(
+        names: &mut Names,
         ch: &Charge<'_>,
         team: &str,
         instance_type: &str,
@@ -702,45 +766,78 @@ impl UsageKey {
     ) -> Self {
         Self {
             start: 0,
-            account: ch.sub_account.unwrap_or_default().to_owned(),
-            team: team.to_owned(),
-            region: ch.region.unwrap_or_default().to_owned(),
-            instance_type: instance_type.to_owned(),
-            gpu_model: gpu_model.to_owned(),
+            account: names.id(ch.sub_account.unwrap_or_default()),
+            team: names.id(team),
+            region: names.id(ch.region.unwrap_or_default()),
+            instance_type: names.id(instance_type),
+            gpu_model: names.id(gpu_model),
             price_kind,
-            currency: ch.currency.to_owned(),
+            currency: names.id(ch.currency),
+        }
+    }
+
+    fn key(&self, names: &Names) -> UsageKey {
+        UsageKey {
+            start: self.start,
+            account: names.name(self.account).to_owned(),
+            team: names.name(self.team).to_owned(),
+            region: names.name(self.region).to_owned(),
+            instance_type: names.name(self.instance_type).to_owned(),
+            gpu_model: names.name(self.gpu_model).to_owned(),
+            price_kind: self.price_kind,
+            currency: names.name(self.currency).to_owned(),
         }
     }
 }
 
 /// Spreads a row's hours and costs over the hours it spans.
 fn add_usage(
-    usage: &mut HashMap<UsageKey, UsageValue>,
+    usage: &mut HashMap<UsageIds, UsageValue>,
     ch: &Charge<'_>,
-    key: UsageKey,
+    key: UsageIds,
     instance_hours: Option<f64>,
     gpu_hours: f64,
 ) -> Result<(), String> {
-    spread(ch.start, ch.end, |hour, share| {
-        let v = usage
-            .entry(UsageKey {
-                start: hour,
-                ..key.clone()
-            })
-            .or_default();
+    let cost = (ch.start, ch.end, ch.billed, ch.effective);
+    add_usage_at(usage, cost, key, instance_hours, gpu_hours)
+}
+
+/// [`add_usage`] of a row's `(start, end, billed, effective)`.
+fn add_usage_at(
+    usage: &mut HashMap<UsageIds, UsageValue>,
+    (start, end, billed, effective): (i64, i64, f64, f64),
+    key: UsageIds,
+    instance_hours: Option<f64>,
+    gpu_hours: f64,
+) -> Result<(), String> {
+    spread(start, end, |hour, share| {
+        let v = usage.entry(UsageIds { start: hour, ..key }).or_default();
         if let Some(h) = instance_hours {
             v.instance_hours = Some(v.instance_hours.unwrap_or(0.0) + h * share);
         }
         v.gpu_hours += gpu_hours * share;
-        v.billed_cost += ch.billed * share;
-        v.effective_cost += ch.effective * share;
+        v.billed_cost += billed * share;
+        v.effective_cost += effective * share;
     })
+}
+
+/// A usage row's instance-hours and GPU-hours from its hours: each hour of
+/// an instance counts its GPUs; a per-GPU SKU's hours are GPU-hours.
+fn usage_hours(hours: f64, gpus: Option<f64>) -> (Option<f64>, f64) {
+    match gpus {
+        Some(n) => (Some(hours), hours * n),
+        None => (None, hours),
+    }
 }
 
 /// The row's quantity in hours, when it is measured in time.
 fn hours(ch: &Charge<'_>) -> Option<f64> {
-    let q = ch.quantity?;
-    match ch.unit? {
+    in_hours(ch.quantity?, ch.unit?)
+}
+
+/// A quantity in hours, when its unit is one of time.
+fn in_hours(q: f64, unit: TimeUnit) -> Option<f64> {
+    match unit {
         TimeUnit::Hours => Some(q),
         TimeUnit::Seconds => Some(q / 3600.0),
         TimeUnit::Other => None,

@@ -159,6 +159,19 @@ pub struct Charge<'a> {
     pub cost_only: bool,
 }
 
+/// The cells of a row that vary between rows of one shape (see
+/// `Focus::shape`): its times, quantity and costs.
+#[derive(Debug, Clone, Copy)]
+pub struct Amounts {
+    pub period_start: i64,
+    pub period_end: i64,
+    pub start: i64,
+    pub end: i64,
+    pub quantity: Option<f64>,
+    pub billed: f64,
+    pub effective: f64,
+}
+
 /// A wanted column: its name in the file (or the first alias the file has).
 pub struct Wanted {
     pub names: &'static [&'static str],

@@ -4,10 +4,10 @@ use std::borrow::Cow;
 
 use super::aggregate::Names;
 use super::charge::{
-    Category, Cells, Charge, CommitmentUse, Entries, Memo, Pricing, TimeUnit, Wanted, entries,
-    first_tag, first_value, opt, req,
+    Amounts, Category, Cells, Charge, CommitmentUse, Entries, Memo, Pricing, TimeUnit, Wanted,
+    entries, first_tag, first_value, opt, req,
 };
-use super::read::Cell;
+use super::read::{Cell, Pairs};
 use super::{BillError, BillProvider, CommitmentType};
 
 // Positions in COLUMNS.
@@ -107,24 +107,47 @@ pub struct Shape {
     quantity: bool,
 }
 
-/// A key-value cell in a shape: keyed when it is text (JSON), else what its
-/// map names (an instance type, a team), interned.
+/// A key-value cell in a shape: keyed when it is text (JSON); a map by the
+/// dictionary ids of the values it names (`SkuPriceDetails`: the instance
+/// type's and the GPU count's, `Tags`: the team's), or else by what it
+/// names, interned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Named {
     Key(u32),
+    Ids(Slot, Slot),
     Name(u32),
     Nothing,
 }
 
-/// The cells of a row that vary between rows of one shape.
-#[derive(Debug, Clone, Copy)]
-pub struct Amounts {
-    pub period_start: i64,
-    pub period_end: i64,
-    pub start: i64,
-    pub billed: f64,
-    pub effective: f64,
+/// Which entry of a map gave a value: none, one with no value, or value id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Slot {
+    Absent,
+    Null,
+    Value(u32),
 }
+
+impl Slot {
+    fn of(value: Option<u32>) -> Self {
+        value.map_or(Self::Null, Self::Value)
+    }
+}
+
+/// What each key of a map's dictionary means to the mapping, worked out
+/// the first time an epoch's row names it.
+#[derive(Default)]
+struct Roles {
+    epoch: u64,
+    /// `SkuPriceDetails` keys: 1 another key, 2 `InstanceType`, 3 `GpuCount`.
+    details: Vec<u8>,
+    /// `Tags` keys: bit i of the first mask when the key is team tag i
+    /// exactly, of the second ignoring case.
+    tags: Vec<Option<(u64, u64)>>,
+}
+
+/// Map keys with a role table entry; a map with bigger key ids is shaped
+/// by what it names instead.
+const ROLE_LIMIT: u32 = 1 << 16;
 
 /// What a key-value cell gives a charge: the instance type and GPU count
 /// (`SkuPriceDetails`, `x_SkuDetails`) or the team (`Tags`).
@@ -143,6 +166,7 @@ pub struct Focus<'s> {
     azure: Memo<Option<String>>,
     /// Instance types and teams named by key-value maps, for shapes.
     named: Names,
+    roles: Roles,
 }
 
 impl<'s> Focus<'s> {
@@ -154,6 +178,7 @@ impl<'s> Focus<'s> {
             details: Memo::new(),
             azure: Memo::new(),
             named: Names::default(),
+            roles: Roles::default(),
         }
     }
 
@@ -167,16 +192,25 @@ impl<'s> Focus<'s> {
         if !c.keys(&SHAPED, &mut keys) {
             return None;
         }
+        if c.epoch() != self.roles.epoch {
+            self.roles = Roles {
+                epoch: c.epoch(),
+                ..Roles::default()
+            };
+        }
         let mut gpu_count = None;
         let details = match keyed(c, SKU_DETAILS) {
             Some(k) => Named::Key(k),
             None => match c.raw(SKU_DETAILS) {
                 Cell::Null => Named::Nothing,
-                Cell::Pairs(_) => {
-                    let (t, gpus) = self.details(c, SKU_DETAILS).ok()?;
-                    gpu_count = gpus.map(f64::to_bits);
-                    t.map_or(Named::Nothing, |t| Named::Name(self.named.id(&t)))
-                }
+                Cell::Pairs(p) => match self.detail_ids(&p) {
+                    Some(named) => named,
+                    None => {
+                        let (t, gpus) = self.details(c, SKU_DETAILS).ok()?;
+                        gpu_count = gpus.map(f64::to_bits);
+                        t.map_or(Named::Nothing, |t| Named::Name(self.named.id(&t)))
+                    }
+                },
                 _ => return None,
             },
         };
@@ -185,10 +219,13 @@ impl<'s> Focus<'s> {
             Some(k) => Named::Key(k),
             None => match c.raw(TAGS) {
                 Cell::Null => Named::Nothing,
-                Cell::Pairs(_) => self
-                    .team(c)
-                    .ok()?
-                    .map_or(Named::Nothing, |t| Named::Name(self.named.id(&t))),
+                Cell::Pairs(p) => match self.team_ids(&p) {
+                    Some(named) => named,
+                    None => self
+                        .team(c)
+                        .ok()?
+                        .map_or(Named::Nothing, |t| Named::Name(self.named.id(&t))),
+                },
                 _ => return None,
             },
         };
@@ -201,6 +238,84 @@ impl<'s> Focus<'s> {
         })
     }
 
+    /// The ids of the values [`Focus::details`] reads from a dictionary
+    /// map: its last `InstanceType` and `GpuCount` entries.
+    fn detail_ids(&mut self, p: &Pairs<'_>) -> Option<Named> {
+        let (mut instance_type, mut gpus) = (Slot::Absent, Slot::Absent);
+        for (k, v) in p.ids()? {
+            if k >= ROLE_LIMIT {
+                return None;
+            }
+            let at = k as usize;
+            if self.roles.details.len() <= at {
+                self.roles.details.resize(at + 1, 0);
+            }
+            if self.roles.details[at] == 0 {
+                let key = p.key_text(k)?;
+                self.roles.details[at] = if key.eq_ignore_ascii_case("InstanceType") {
+                    2
+                } else if key.eq_ignore_ascii_case("GpuCount") {
+                    3
+                } else {
+                    1
+                };
+            }
+            match self.roles.details[at] {
+                2 => instance_type = Slot::of(v),
+                3 => gpus = Slot::of(v),
+                _ => {}
+            }
+        }
+        Some(Named::Ids(instance_type, gpus))
+    }
+
+    /// The id of the value [`first_tag`] takes from a dictionary map: for
+    /// each team tag in turn, the first entry with exactly its key, else
+    /// the first ignoring case, if its value is not blank.
+    fn team_ids(&mut self, p: &Pairs<'_>) -> Option<Named> {
+        let keys = self.team_tags;
+        if keys.len() > 64 {
+            return None;
+        }
+        for (k, _) in p.ids()? {
+            if k >= ROLE_LIMIT {
+                return None;
+            }
+            let at = k as usize;
+            if self.roles.tags.len() <= at {
+                self.roles.tags.resize(at + 1, None);
+            }
+            if self.roles.tags[at].is_none() {
+                let text = p.key_text(k)?;
+                let (mut exact, mut loose) = (0u64, 0u64);
+                for (i, key) in keys.iter().enumerate() {
+                    if text == key {
+                        exact |= 1 << i;
+                    }
+                    if text.eq_ignore_ascii_case(key) {
+                        loose |= 1 << i;
+                    }
+                }
+                self.roles.tags[at] = Some((exact, loose));
+            }
+        }
+        let roles = &self.roles.tags;
+        let role = |k: u32| roles.get(k as usize).copied().flatten().unwrap_or((0, 0));
+        for i in 0..keys.len() {
+            let bit = 1u64 << i;
+            let found = p
+                .ids()?
+                .find(|(k, _)| role(*k).0 & bit != 0)
+                .or_else(|| p.ids()?.find(|(k, _)| role(*k).1 & bit != 0));
+            if let Some((_, Some(v))) = found
+                && !p.value_text(v)?.trim().is_empty()
+            {
+                return Some(Named::Ids(Slot::Value(v), Slot::Absent));
+            }
+        }
+        Some(Named::Nothing)
+    }
+
     /// The amounts and times of a row whose shape was seen before, checked
     /// as [`Focus::charge`] checks them, in the same order.
     ///
@@ -209,15 +324,17 @@ impl<'s> Focus<'s> {
     pub fn amounts(&self, c: &Cells<'_>) -> Result<Amounts, BillError> {
         let billed = c.required_number(BILLED)?;
         let effective = c.required_number(EFFECTIVE)?;
-        c.number(QUANTITY)?;
+        let quantity = c.number(QUANTITY)?;
         let period_start = c.required_time(PERIOD_START)?;
         let period_end = c.required_time(PERIOD_END)?;
         let start = c.required_time(START)?;
-        c.required_time(END)?;
+        let end = c.required_time(END)?;
         Ok(Amounts {
             period_start,
             period_end,
             start,
+            end,
+            quantity,
             billed,
             effective,
         })

@@ -152,9 +152,11 @@ impl<'s> Worker<'s> {
         let known = shape.as_ref().and_then(|s| self.shapes.get(s)).copied();
         if let Some(Some(plain)) = known {
             match self.focus.amounts(cells) {
-                Ok(a) if plain.same_period(a.period_start, a.period_end) => {
-                    self.agg.add_plain(&plain, a.start, a.billed, a.effective);
-                    return Ok(());
+                Ok(a) if plain.fits(a.period_start, a.period_end, a.quantity) => {
+                    return self
+                        .agg
+                        .add_plain(&plain, &a)
+                        .map_err(|why| cells.bad(END, why));
                 }
                 // Another billing period: read in full, as a new row.
                 Ok(_) => {}

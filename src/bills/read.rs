@@ -52,6 +52,33 @@ impl<'a> Pairs<'a> {
     pub fn iter(&self) -> impl Iterator<Item = (&'a str, Option<&'a str>)> + '_ {
         (self.start..self.end).filter_map(|i| Some((self.keys.get(i)?, self.values.get(i))))
     }
+
+    /// The entries of [`Pairs::iter`] as ids of their key and value in the
+    /// map's dictionaries: within one epoch (see [`RowCells::keys`]) equal
+    /// ids are equal texts. `None` when the map is not dictionary-encoded.
+    pub fn ids(&self) -> Option<impl Iterator<Item = (u32, Option<u32>)> + 'a> {
+        let (StrCol::Dict(keys, _), StrCol::Dict(values, _)) = (self.keys, self.values) else {
+            return None;
+        };
+        Some((self.start..self.end).filter_map(move |i| {
+            let key = keys.is_valid(i).then(|| keys.keys().value(i))?;
+            let value = values
+                .is_valid(i)
+                .then(|| values.keys().value(i))
+                .and_then(|v| u32::try_from(v).ok());
+            Some((u32::try_from(key).ok()?, value))
+        }))
+    }
+
+    /// The text of key `id` (see [`Pairs::ids`]).
+    pub fn key_text(&self, id: u32) -> Option<&'a str> {
+        self.keys.entry(id)
+    }
+
+    /// The text of value `id` (see [`Pairs::ids`]).
+    pub fn value_text(&self, id: u32) -> Option<&'a str> {
+        self.values.entry(id)
+    }
 }
 
 /// A row as a mapping sees it: cells by the position of the wanted column.
@@ -305,6 +332,15 @@ impl<'a> StrCol<'a> {
         })
     }
 
+    /// Entry `id` of a dictionary's values.
+    fn entry(&self, id: u32) -> Option<&'a str> {
+        let Self::Dict(_, values) = self else {
+            return None;
+        };
+        let id = usize::try_from(id).ok()?;
+        (id < values.len() && values.is_valid(id)).then(|| values.value(id))
+    }
+
     fn get(&self, i: usize) -> Option<&'a str> {
         match self {
             Self::Utf8(a) => a.is_valid(i).then(|| a.value(i)),
@@ -542,33 +578,54 @@ impl RowCells for BatchRow<'_> {
 /// whenever a batch's dictionaries are not its predecessor's.
 static EPOCHS: AtomicU64 = AtomicU64::new(1);
 
-/// The dictionaries of a batch's columns: while the previous batch's are
-/// held here, a new dictionary cannot take the same address, so the same
-/// pointers mean the same dictionaries (parquet keeps one dictionary for a
-/// whole column chunk, so within a row group they do not change).
+/// The dictionaries of a batch's columns. Parquet keeps one dictionary for
+/// a whole column chunk, so within a row group they do not change, though
+/// a map's may come in a new array over the same buffers each batch: they
+/// are compared by their buffers. While the previous batch's are held here,
+/// no new dictionary can take their addresses, so the same addresses mean
+/// the same dictionaries.
 #[derive(Default)]
 struct Dictionaries {
     held: Vec<ArrayRef>,
+    addresses: Vec<(usize, usize, usize)>,
     epoch: u64,
 }
 
 impl Dictionaries {
     /// The epoch of a batch with these columns.
     fn epoch(&mut self, cols: &[Col<'_>]) -> u64 {
+        let dictionary = |s: &StrCol<'_>| match s {
+            StrCol::Dict(d, _) => Some(Arc::clone(d.values())),
+            _ => None,
+        };
         let now: Vec<ArrayRef> = cols
             .iter()
-            .filter_map(|c| match c {
-                Col::Dict { array, .. } => Some(Arc::clone(array.values())),
-                _ => None,
+            .flat_map(|c| match c {
+                Col::Dict { array, .. } => vec![Some(Arc::clone(array.values()))],
+                Col::Map(_, k, v) => vec![dictionary(k), dictionary(v)],
+                _ => Vec::new(),
+            })
+            .flatten()
+            .collect();
+        let addresses: Vec<(usize, usize, usize)> = now
+            .iter()
+            .map(|a| {
+                a.as_string_opt::<i32>().map_or((0, 0, 0), |t| {
+                    (
+                        t.offsets().as_ptr() as usize,
+                        t.values().as_ptr() as usize,
+                        t.len(),
+                    )
+                })
             })
             .collect();
-        let same = self.epoch != 0
-            && now.len() == self.held.len()
-            && now.iter().zip(&self.held).all(|(a, b)| Arc::ptr_eq(a, b));
+        let same =
+            self.epoch != 0 && addresses == self.addresses && addresses.iter().all(|a| a.0 != 0);
         if !same {
             self.epoch = EPOCHS.fetch_add(1, Ordering::Relaxed);
         }
         self.held = now;
+        self.addresses = addresses;
         self.epoch
     }
 }
@@ -813,17 +870,32 @@ fn all_null(meta: &parquet::file::metadata::ParquetMetaData, name: &str) -> bool
     })
 }
 
-/// A text field as a dictionary, unless it is all null. (A map's keys and
-/// values are left as they are: read as dictionaries they cost more to
-/// decode than they save.)
+/// A text field as a dictionary, unless it is all null; a map of text to
+/// text with both sides as dictionaries, so that a row's entries are known
+/// by their ids (see [`Pairs::ids`]).
 fn as_dictionary(f: &Field, meta: &parquet::file::metadata::ParquetMetaData) -> Field {
+    let text =
+        |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+    let dictionary = || DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
     match f.data_type() {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View if !all_null(meta, f.name()) => {
-            f.clone().with_data_type(DataType::Dictionary(
-                Box::new(DataType::Int32),
-                Box::new(DataType::Utf8),
-            ))
-        }
+        t if text(t) && !all_null(meta, f.name()) => f.clone().with_data_type(dictionary()),
+        DataType::Map(entries, sorted) => match entries.data_type() {
+            DataType::Struct(fields)
+                if fields.len() == 2 && fields.iter().all(|e| text(e.data_type())) =>
+            {
+                let fields: Vec<Field> = fields
+                    .iter()
+                    .map(|e| e.as_ref().clone().with_data_type(dictionary()))
+                    .collect();
+                let entries = entries
+                    .as_ref()
+                    .clone()
+                    .with_data_type(DataType::Struct(fields.into()));
+                f.clone()
+                    .with_data_type(DataType::Map(Arc::new(entries), *sorted))
+            }
+            _ => f.clone(),
+        },
         _ => f.clone(),
     }
 }

@@ -1455,3 +1455,250 @@ fn parquet_bad_rows_in_both_workers_shares_report_the_first_line() {
         "{error}"
     );
 }
+
+/// Rows of every kind the repeat memo must tell apart (teams by exact and
+/// loose tag keys and blank values, GPU and other instance types, missing
+/// quantities, corrections, commitments, two billing periods, purchases),
+/// many repeating an earlier row's text with other amounts, as CSV and as
+/// Parquet (text as dictionaries, maps for the key-value cells) in row
+/// groups that split the memo's epochs.
+fn repeated_rows() -> Vec<BTreeMap<&'static str, Option<String>>> {
+    let mut seed = 7u64;
+    let mut pick = |n: usize| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        usize::try_from(seed >> 33).unwrap() % n
+    };
+    let tags = [
+        vec![("team", "ml")],
+        vec![("Team", "research")],
+        vec![("team", " "), ("project", "infra")],
+        vec![("owner", "x")],
+        vec![("project", "ml"), ("team", "research")],
+    ];
+    let types = [
+        Some("p5.48xlarge"),
+        Some("g6.xlarge"),
+        Some("m5.xlarge"),
+        None,
+    ];
+    let templates: Vec<BTreeMap<&'static str, Option<String>>> = (0..15)
+        .map(|_| {
+            let mut row: BTreeMap<&'static str, Option<String>> = BTreeMap::new();
+            let mut set = |k: &'static str, v: Option<&str>| {
+                row.insert(k, v.map(str::to_owned));
+            };
+            set("BillingAccountId", Some(["111", "999"][pick(2)]));
+            set(
+                "ChargeCategory",
+                Some(["Usage", "Usage", "Usage", "Purchase", "Credit"][pick(5)]),
+            );
+            set("ChargeClass", (pick(9) == 0).then_some("Correction"));
+            set(
+                "PricingCategory",
+                Some(["Standard", "Dynamic", "Committed"][pick(3)]),
+            );
+            let cost = format!("{}", 0.25 * f64::from(u32::try_from(pick(40)).unwrap()));
+            set("BillingCurrency", Some(["USD", "USD", "EUR"][pick(3)]));
+            set("ConsumedQuantity", (pick(6) != 0).then_some("1"));
+            set("ConsumedUnit", Some(["Hrs", "GB"][pick(2)]));
+            if pick(8) == 0 {
+                set(
+                    "CommitmentDiscountId",
+                    Some("arn:aws:savingsplans::111:savingsplan/sp-1"),
+                );
+                set("CommitmentDiscountType", Some("Savings Plan"));
+                set("CommitmentDiscountCategory", Some("Spend"));
+                set(
+                    "CommitmentDiscountStatus",
+                    Some(["Used", "Unused"][pick(2)]),
+                );
+                set("CommitmentDiscountQuantity", Some(&cost));
+            }
+            set("RegionId", Some(["us-east-1", "eu-west-1"][pick(2)]));
+            set(
+                "SubAccountId",
+                Some(["222", "333", ""][pick(3)]).filter(|a| !a.is_empty()),
+            );
+            set("ServiceCategory", Some("Compute"));
+            set("SkuId", Some(["SKU1", "SKU2"][pick(2)]));
+            let tag = &tags[pick(tags.len())];
+            let json = |pairs: &[(&str, &str)]| {
+                serde_json::Value::Object(
+                    pairs
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), serde_json::Value::from(*v)))
+                        .collect(),
+                )
+                .to_string()
+            };
+            set("Tags", Some(&json(tag)));
+            let mut details = Vec::new();
+            if let Some(t) = types[pick(types.len())] {
+                details.push(("InstanceType", t));
+            }
+            if pick(4) == 0 {
+                details.push(("GpuCount", "1"));
+            }
+            set("SkuPriceDetails", Some(&json(&details)));
+            row
+        })
+        .collect();
+    // Each row is one of the templates with its own hour, cost, billing
+    // period and, now and then, no quantity.
+    (0..900_i64)
+        .map(|r| {
+            let mut row = templates[pick(templates.len())].clone();
+            let hour = r / 7;
+            let (period, end) = if pick(5) == 0 {
+                ("2026-09-01T00:00:00Z", "2026-10-01T00:00:00Z")
+            } else {
+                ("2026-10-01T00:00:00Z", "2026-11-01T00:00:00Z")
+            };
+            let start = t(period).timestamp() + hour * 3600;
+            let iso = |s: i64| DateTime::from_timestamp(s, 0).unwrap().to_rfc3339();
+            let cost = format!("{}", 0.25 * f64::from(u32::try_from(pick(40)).unwrap()));
+            for (k, v) in [
+                ("BillingPeriodStart", period.to_owned()),
+                ("BillingPeriodEnd", end.to_owned()),
+                ("ChargePeriodStart", iso(start)),
+                ("ChargePeriodEnd", iso(start + 3600)),
+                ("BilledCost", cost.clone()),
+                ("EffectiveCost", cost),
+            ] {
+                row.insert(k, Some(v));
+            }
+            if pick(10) == 0 {
+                row.insert("ConsumedQuantity", None);
+            }
+            row
+        })
+        .collect()
+}
+
+fn repeated_parquet(rows: &[BTreeMap<&'static str, Option<String>>]) -> Vec<u8> {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{MapBuilder, StringBuilder};
+    use arrow_array::{ArrayRef, Float64Array, RecordBatch, StringArray, TimestampSecondArray};
+
+    let get = |r: &BTreeMap<&str, Option<String>>, k: &str| r.get(k).cloned().flatten();
+    let mut columns: Vec<(&str, ArrayRef)> = Vec::new();
+    for &name in FOCUS {
+        let values = rows.iter().map(|r| get(r, name));
+        let array: ArrayRef = match name {
+            "BillingPeriodStart" | "BillingPeriodEnd" | "ChargePeriodStart" | "ChargePeriodEnd" => {
+                Arc::new(
+                    TimestampSecondArray::from(
+                        values
+                            .map(|v| v.map(|v| t(&v).timestamp()))
+                            .collect::<Vec<_>>(),
+                    )
+                    .with_timezone("UTC"),
+                )
+            }
+            "BilledCost" | "EffectiveCost" | "ConsumedQuantity" | "CommitmentDiscountQuantity" => {
+                Arc::new(Float64Array::from(
+                    values
+                        .map(|v| v.map(|v| v.parse::<f64>().unwrap()))
+                        .collect::<Vec<_>>(),
+                ))
+            }
+            "Tags" | "SkuPriceDetails" => {
+                let mut map = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+                for v in values {
+                    let object: serde_json::Map<String, serde_json::Value> =
+                        serde_json::from_str(&v.unwrap()).unwrap();
+                    for (k, v) in object {
+                        map.keys().append_value(k);
+                        map.values().append_value(v.as_str().unwrap());
+                    }
+                    map.append(true).unwrap();
+                }
+                Arc::new(map.finish())
+            }
+            _ => Arc::new(StringArray::from(values.collect::<Vec<_>>())),
+        };
+        columns.push((name, array));
+    }
+    let batch = RecordBatch::try_from_iter(columns).unwrap();
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(250))
+        .build();
+    let mut bytes = Vec::new();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    bytes
+}
+
+#[test]
+fn parquet_rows_that_repeat_an_earlier_rows_text_add_exactly_what_their_csv_twins_add() {
+    let rows = repeated_rows();
+    let csv = Bench::new(BillProvider::Aws, BillFormat::Focus);
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            FOCUS
+                .iter()
+                .map(|c| r.get(c).cloned().flatten().unwrap_or_default())
+                .collect()
+        })
+        .collect();
+    csv.focus("focus/data/focus-00001.csv", &cells);
+    let parquet = Bench::new(BillProvider::Aws, BillFormat::Focus);
+    parquet.write(
+        "focus/data/focus-00001.snappy.parquet",
+        repeated_parquet(&rows),
+    );
+    let (a, b) = (
+        csv.load("2026-10-20T00:00:00Z"),
+        parquet.load("2026-10-20T00:00:00Z"),
+    );
+    assert!(!a.failed() && !b.failed(), "{a:#?} {b:#?}");
+    let counts = |r: &SourceReport| {
+        r.periods
+            .iter()
+            .map(|p| {
+                (
+                    p.billing_account.clone(),
+                    p.billing_period.clone(),
+                    p.rows,
+                    p.gpu_rows,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(counts(&a), counts(&b));
+    assert_eq!(a.periods.len(), 4, "{a:#?}");
+    // Sums of the same rows in another order differ in their last bits.
+    fn rounded(v: serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match v {
+            Value::Number(n) if n.is_f64() => {
+                Value::from((n.as_f64().unwrap() * 1e6).round() / 1e6)
+            }
+            Value::Array(a) => Value::Array(a.into_iter().map(rounded).collect()),
+            Value::Object(o) => {
+                Value::Object(o.into_iter().map(|(k, v)| (k, rounded(v))).collect())
+            }
+            other => other,
+        }
+    }
+    let shown = |v: serde_json::Value| rounded(v).to_string();
+    let usage = |b: &Bench| {
+        shown(
+            serde_json::to_value(b.usage(crate::store::bills::USAGE_FIELDS, Bucket::Hour)).unwrap(),
+        )
+    };
+    let spend = |b: &Bench| {
+        shown(serde_json::to_value(b.spend(crate::store::bills::SPEND_FIELDS)).unwrap())
+    };
+    let commitments = |b: &Bench| shown(serde_json::to_value(b.commitments()).unwrap());
+    assert!(csv.usage(&[], Bucket::Hour).len() > 20);
+    assert_eq!(usage(&csv), usage(&parquet));
+    assert_eq!(spend(&csv), spend(&parquet));
+    assert_eq!(commitments(&csv), commitments(&parquet));
+}
