@@ -514,9 +514,20 @@ impl<'a> Aggregator<'a> {
         self.periods.len() - 1
     }
 
+    /// Adds another aggregator's rows (a worker's share of a file), as
+    /// [`Aggregator::absorb`] does; one that has none yet takes the other
+    /// whole, sparing the round trip of every key through its strings.
+    pub fn merge(&mut self, other: Self) {
+        if self.periods.is_empty() {
+            *self = other;
+        } else {
+            self.absorb(other.finish());
+        }
+    }
+
     /// Adds what another aggregator made of other rows (a worker's share of
     /// a file): every sum, set and count, as if its rows had come here.
-    pub fn absorb(&mut self, periods: Vec<PeriodData>) {
+    fn absorb(&mut self, periods: Vec<PeriodData>) {
         for p in periods {
             let at = self.period_at(&p.billing_account, p.period_start, p.period_end);
             let names = &mut self.names;

@@ -97,15 +97,14 @@ const SHAPED: [usize; 18] = [
 
 /// What decides a row's meaning but for its amounts and times: the keys of
 /// its text cells, what its key-value cells name, and whether it has a
-/// quantity. Rows of one epoch with the same shape mean the same.
+/// quantity. Rows of one epoch with the same shape mean the same. Packed
+/// into words, since every row is hashed and compared by it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Shape {
-    keys: [u32; SHAPED.len()],
-    details: Named,
-    tags: Named,
-    gpu_count: Option<u64>,
-    quantity: bool,
-}
+pub struct Shape([u64; SHAPE_WORDS]);
+
+/// Two keys a word, then `SkuPriceDetails` (two words), `Tags`, the GPU
+/// count and the flags.
+const SHAPE_WORDS: usize = SHAPED.len().div_ceil(2) + 5;
 
 /// A key-value cell in a shape: keyed when it is text (JSON); a map by the
 /// dictionary ids of the values it names (`SkuPriceDetails`: the instance
@@ -119,6 +118,18 @@ enum Named {
     Nothing,
 }
 
+impl Named {
+    fn words(self) -> (u64, u64) {
+        let kind = |k: u64, v: u32| (k << 62) | u64::from(v);
+        match self {
+            Self::Nothing => (0, 0),
+            Self::Key(k) => (kind(1, k), 0),
+            Self::Ids(a, b) => (kind(2, 0) | a.word(), b.word()),
+            Self::Name(n) => (kind(3, n), 0),
+        }
+    }
+}
+
 /// Which entry of a map gave a value: none, one with no value, or value id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Slot {
@@ -130,6 +141,14 @@ enum Slot {
 impl Slot {
     fn of(value: Option<u32>) -> Self {
         value.map_or(Self::Null, Self::Value)
+    }
+
+    fn word(self) -> u64 {
+        match self {
+            Self::Absent => 0,
+            Self::Null => 1,
+            Self::Value(v) => u64::from(v) + 2,
+        }
     }
 }
 
@@ -229,13 +248,17 @@ impl<'s> Focus<'s> {
                 _ => return None,
             },
         };
-        Some(Shape {
-            keys,
-            details,
-            tags,
-            gpu_count,
-            quantity: !matches!(c.raw(QUANTITY), Cell::Null),
-        })
+        let mut words = [0; SHAPE_WORDS];
+        for (w, pair) in words.iter_mut().zip(keys.chunks(2)) {
+            *w = pair.iter().fold(0, |w, &k| (w << 32) | u64::from(k));
+        }
+        let n = SHAPED.len().div_ceil(2);
+        (words[n], words[n + 1]) = details.words();
+        words[n + 2] = tags.words().0;
+        words[n + 3] = gpu_count.unwrap_or(0);
+        words[n + 4] =
+            u64::from(gpu_count.is_some()) | u64::from(!matches!(c.raw(QUANTITY), Cell::Null)) << 1;
+        Some(Shape(words))
     }
 
     /// The ids of the values [`Focus::details`] reads from a dictionary

@@ -221,14 +221,14 @@ impl<'s> Worker<'s> {
 /// Reads one file into `agg`; the periods it held so far, and how it ended.
 /// Workers' shares are added to `agg` in worker order, so the same file
 /// always sums the same way.
-pub(super) fn read_file(
-    source: &BillSource,
-    gpus: &GpuTypes,
+pub(super) fn read_file<'s>(
+    source: &'s BillSource,
+    gpus: &'s GpuTypes,
     folder: &dyn Folder,
     file: &DataFile,
-    agg: &mut Aggregator<'_>,
+    agg: &mut Aggregator<'s>,
 ) -> (BTreeSet<PeriodKey>, Result<(), BillError>) {
-    let mut workers: Vec<Worker<'_>> = (0..WORKERS).map(|_| Worker::new(source, gpus)).collect();
+    let mut workers: Vec<Worker<'s>> = (0..WORKERS).map(|_| Worker::new(source, gpus)).collect();
     let result = (|| {
         let contents = folder
             .open(&file.rel)
@@ -262,7 +262,7 @@ pub(super) fn read_file(
     let mut seen = BTreeSet::new();
     for w in workers {
         seen.extend(w.seen);
-        agg.absorb(w.agg.finish());
+        agg.merge(w.agg);
     }
     (seen, result)
 }
