@@ -578,10 +578,10 @@ impl RowCells for BatchRow<'_> {
 /// whenever a batch's dictionaries are not its predecessor's.
 static EPOCHS: AtomicU64 = AtomicU64::new(1);
 
-/// The dictionaries of a batch's columns. Parquet keeps one dictionary for
-/// a whole column chunk, so within a row group they do not change, though
-/// a map's may come in a new array over the same buffers each batch: they
-/// are compared by their buffers. While the previous batch's are held here,
+/// The dictionaries of a batch's columns (a map's keys and values too).
+/// Parquet keeps one dictionary for a whole column chunk, so within a row
+/// group they do not change, though they may come in a new array over the
+/// same buffers each batch: they are compared by their buffers. While the previous batch's are held here,
 /// no new dictionary can take their addresses, so the same addresses mean
 /// the same dictionaries.
 #[derive(Default)]
@@ -968,6 +968,91 @@ mod tests {
             read.iter()
                 .all(|b| b.column(0).null_count() == b.num_rows())
         );
+    }
+
+    #[test]
+    fn batches_of_one_row_group_share_an_epoch_and_equal_text_shares_a_key() {
+        use std::sync::Arc;
+
+        use arrow_array::builder::{MapBuilder, StringBuilder};
+        use arrow_array::{ArrayRef, RecordBatch, StringArray};
+        use parquet::arrow::ArrowWriter;
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+        let teams = ["ml", "research", "ml", "ml", "research", "infra"];
+        let mut tags = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+        for team in teams {
+            tags.keys().append_value("team");
+            tags.values().append_value(team);
+            tags.append(true).unwrap();
+        }
+        let batch = RecordBatch::try_from_iter(vec![
+            (
+                "Region",
+                Arc::new(StringArray::from(vec![
+                    Some("us-east-1"),
+                    Some("eu-west-1"),
+                    Some("us-east-1"),
+                    None,
+                    Some("us-east-1"),
+                    Some("eu-west-1"),
+                ])) as ArrayRef,
+            ),
+            ("Tags", Arc::new(tags.finish()) as ArrayRef),
+        ])
+        .unwrap();
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_max_row_group_row_count(Some(4))
+            .build();
+        let mut out = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut out, batch.schema(), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let bytes = bytes::Bytes::from(out);
+        let meta = super::parquet_metadata(&bytes).unwrap();
+        let mut rows = Vec::new();
+        for group in 0..2 {
+            let reader =
+                ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), meta.clone())
+                    .with_row_groups(vec![group])
+                    .with_batch_size(2)
+                    .build()
+                    .unwrap();
+            let mut dictionaries = super::Dictionaries::default();
+            for b in reader {
+                let b = b.unwrap();
+                let cols: Vec<super::Col<'_>> = b
+                    .columns()
+                    .iter()
+                    .map(|a| super::Col::of(a).unwrap())
+                    .collect();
+                let epoch = dictionaries.epoch(&cols);
+                for row in 0..b.num_rows() {
+                    let super::Cell::Pairs(p) = cols[1].cell(row) else {
+                        panic!("Tags is not a map");
+                    };
+                    let team = p.ids().unwrap().next().unwrap().1.unwrap();
+                    rows.push((epoch, cols[0].key(row).unwrap(), team));
+                }
+            }
+        }
+        // Rows 0-3 are one row group read in two batches, rows 4-5 another.
+        let epochs: Vec<u64> = rows.iter().map(|r| r.0).collect();
+        assert!(epochs[..4].iter().all(|e| *e == epochs[0]), "{rows:?}");
+        assert!(
+            epochs[4..]
+                .iter()
+                .all(|e| *e == epochs[4] && *e != epochs[0])
+        );
+        let (region, team): (Vec<u32>, Vec<u32>) = rows.iter().map(|r| (r.1, r.2)).unzip();
+        // Equal text, equal key; a null region is 0.
+        assert_eq!(region[0], region[2]);
+        assert_ne!(region[0], region[1]);
+        assert_eq!(region[3], 0);
+        assert_ne!(region[0], 0);
+        assert_eq!((team[0], team[2], team[3]), (team[0], team[0], team[0]));
+        assert_ne!(team[0], team[1]);
+        assert_ne!(team[4], team[5]);
     }
 
     #[test]
