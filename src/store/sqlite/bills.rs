@@ -71,14 +71,32 @@ impl Db for SqliteDb<'_> {
         columns: &[&str],
         rows: &[Vec<Val>],
     ) -> Result<(), StoreError> {
-        let marks: Vec<String> = (1..=columns.len()).map(|i| format!("?{i}")).collect();
-        let mut stmt = self.0.prepare_cached(&format!(
-            "INSERT INTO {table} ({}) VALUES ({})",
-            columns.join(", "),
-            marks.join(", ")
-        ))?;
-        for row in rows {
-            stmt.execute(params_from_iter(row))?;
+        // Many rows a statement: a period's hourly usage is hundreds of
+        // thousands of rows, and each statement's own work (bind, step,
+        // reset) cost as much as the row it inserted.
+        let per = (MAX_INSERT_VALUES / columns.len().max(1)).clamp(1, MAX_INSERT_ROWS);
+        let sql = |n: usize| {
+            let row = format!(
+                "({})",
+                (0..columns.len())
+                    .map(|_| "?")
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            format!(
+                "INSERT INTO {table} ({}) VALUES {}",
+                columns.join(", "),
+                vec![row; n].join(", ")
+            )
+        };
+        let full = sql(per);
+        for chunk in rows.chunks(per) {
+            let mut stmt = if chunk.len() == per {
+                self.0.prepare_cached(&full)?
+            } else {
+                self.0.prepare_cached(&sql(chunk.len()))?
+            };
+            stmt.execute(params_from_iter(chunk.iter().flatten()))?;
         }
         Ok(())
     }
@@ -92,6 +110,11 @@ impl Db for SqliteDb<'_> {
         format!("CAST(strftime('%s', {col}, 'unixepoch', 'start of month') AS INTEGER)")
     }
 }
+
+/// Rows one `INSERT` of `insert_many` takes, and the bound values it may
+/// hold (SQLite allows 32,766).
+const MAX_INSERT_ROWS: usize = 128;
+const MAX_INSERT_VALUES: usize = 4096;
 
 impl Bills for SqliteStore {
     fn bill_loads(&self, source: Option<&str>) -> Result<Vec<StoredLoad>, StoreError> {
