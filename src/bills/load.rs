@@ -158,7 +158,8 @@ impl<'s> Worker<'s> {
                         .add_plain(&plain, &a)
                         .map_err(|why| cells.bad(END, why));
                 }
-                // Another billing period: read in full, as a new row.
+                // Another billing period, or usage without a quantity: read
+                // in full, as a new row.
                 Ok(_) => {}
                 Err(e) => return Err(self.failed(cells, e)),
             }

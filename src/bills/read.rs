@@ -457,19 +457,10 @@ impl<'a> Col<'a> {
         match self {
             Self::Missing => Cell::Null,
             Self::Str(s) => s.get(i).and_then(not_null).map_or(Cell::Null, Cell::Text),
-            Self::Dict {
-                array,
-                keys,
-                values,
-            } => {
-                if !array.is_valid(i) {
-                    return Cell::Null;
-                }
-                keys.get(i)
-                    .and_then(|k| usize::try_from(*k).ok())
-                    .and_then(|k| values.get(k).copied().flatten())
-                    .map_or(Cell::Null, Cell::Text)
-            }
+            Self::Dict { values, .. } => self
+                .dictionary_key(i)
+                .and_then(|k| values.get(k).copied().flatten())
+                .map_or(Cell::Null, Cell::Text),
             Self::F64(a) => num(*a, i, || a.value(i)),
             Self::F32(a) => num(*a, i, || f64::from(a.value(i))),
             #[allow(clippy::cast_precision_loss)]
@@ -486,31 +477,36 @@ impl<'a> Col<'a> {
             Self::List(l, k, v) => pairs(*l, i, *k, *v, l.value_offsets()),
         }
     }
-}
 
-impl Col<'_> {
     /// The id of row `i`'s cell among this column's cells (see
     /// [`RowCells::keys`]): a dictionary key, shifted so that 0 is null.
     fn key(&self, i: usize) -> Option<u32> {
         match self {
             Self::Missing => Some(0),
-            Self::Dict {
-                array,
-                keys,
-                values,
-            } => {
-                if !array.is_valid(i) {
-                    return Some(0);
-                }
-                let k = usize::try_from(*keys.get(i)?).ok()?;
-                match values.get(k)? {
-                    None => Some(0),
-                    Some(_) => u32::try_from(k + 1).ok(),
-                }
-            }
+            Self::Dict { .. } => self
+                .dictionary_key(i)
+                .map_or(Some(0), |k| u32::try_from(k + 1).ok()),
             Self::Str(s) => s.get(i).and_then(not_null).is_none().then_some(0),
             _ => None,
         }
+    }
+
+    /// Row `i`'s key into a dictionary column's values, unless its cell is
+    /// null (or a null-like text).
+    fn dictionary_key(&self, i: usize) -> Option<usize> {
+        let Self::Dict {
+            array,
+            keys,
+            values,
+        } = self
+        else {
+            return None;
+        };
+        if !array.is_valid(i) {
+            return None;
+        }
+        let k = usize::try_from(*keys.get(i)?).ok()?;
+        values.get(k)?.is_some().then_some(k)
     }
 }
 

@@ -1314,11 +1314,10 @@ fn cur2_parquet_tags_are_a_map_whose_user_keys_match_the_team_tags() {
         ("resource_tags", Arc::new(tags.finish()) as ArrayRef),
     ])
     .unwrap();
-    let mut bytes = Vec::new();
-    let mut w = parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
-    b.write("cur/data/cur-00001.snappy.parquet", &bytes);
+    b.write(
+        "cur/data/cur-00001.snappy.parquet",
+        parquet_bytes(&batch, None),
+    );
     let r = b.load("2026-10-20T00:00:00Z");
     assert!(!r.failed(), "{r:#?}");
     assert_eq!(
@@ -1393,13 +1392,18 @@ fn focus_parquet(rows: &[(i64, &str, &str, &str, f64)], group_rows: Option<usize
         ("Tags", Arc::new(tags.finish()) as ArrayRef),
     ])
     .unwrap();
+    parquet_bytes(&batch, group_rows)
+}
+
+/// `batch` as a Parquet file, in row groups of `group_rows` if given.
+fn parquet_bytes(batch: &arrow_array::RecordBatch, group_rows: Option<usize>) -> Vec<u8> {
     let props = parquet::file::properties::WriterProperties::builder()
         .set_max_row_group_row_count(group_rows)
         .build();
     let mut bytes = Vec::new();
     let mut w =
         parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), Some(props)).unwrap();
-    w.write(&batch).unwrap();
+    w.write(batch).unwrap();
     w.close().unwrap();
     bytes
 }
@@ -1623,15 +1627,7 @@ fn repeated_parquet(rows: &[BTreeMap<&'static str, Option<String>>]) -> Vec<u8> 
         columns.push((name, array));
     }
     let batch = RecordBatch::try_from_iter(columns).unwrap();
-    let props = parquet::file::properties::WriterProperties::builder()
-        .set_max_row_group_row_count(Some(250))
-        .build();
-    let mut bytes = Vec::new();
-    let mut w =
-        parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), Some(props)).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
-    bytes
+    parquet_bytes(&batch, Some(250))
 }
 
 #[test]
