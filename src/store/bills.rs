@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{StoreError, ts};
+use crate::bills::UsageKind;
 use crate::bills::aggregate::{PeriodData, Total, UsageKey, UsageValue};
 use crate::bills::time::to_utc as utc;
 
@@ -48,6 +49,52 @@ impl From<f64> for Val {
 impl<T: Into<Val>> From<Option<T>> for Val {
     fn from(v: Option<T>) -> Self {
         v.map_or(Self::Null, Into::into)
+    }
+}
+
+/// A value `insert_many` binds. Its text is borrowed: a bill period is tens
+/// of thousands of rows whose text the aggregate already holds, and copying
+/// it into owned values took as long as the insert itself.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Arg<'a> {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(&'a str),
+}
+
+impl<'a> From<&'a str> for Arg<'a> {
+    fn from(s: &'a str) -> Self {
+        Self::Text(s)
+    }
+}
+
+impl From<i64> for Arg<'_> {
+    fn from(n: i64) -> Self {
+        Self::Int(n)
+    }
+}
+
+impl From<f64> for Arg<'_> {
+    fn from(n: f64) -> Self {
+        Self::Real(n)
+    }
+}
+
+impl<'a, T: Into<Arg<'a>>> From<Option<T>> for Arg<'a> {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Self::Null, Into::into)
+    }
+}
+
+impl<'a> From<&'a Val> for Arg<'a> {
+    fn from(v: &'a Val) -> Self {
+        match v {
+            Val::Null => Self::Null,
+            Val::Int(n) => Self::Int(*n),
+            Val::Real(f) => Self::Real(*f),
+            Val::Text(s) => Self::Text(s),
+        }
     }
 }
 
@@ -108,12 +155,13 @@ impl Val {
 pub(super) trait Db {
     fn exec(&self, sql: &str, params: &[Val]) -> Result<u64, StoreError>;
     fn rows(&self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, StoreError>;
-    /// Inserts `rows` into `table (columns)`.
+    /// Inserts rows into `table (columns)`: `values` holds them one after
+    /// another, `columns.len()` values a row.
     fn insert_many(
         &self,
         table: &str,
         columns: &[&str],
-        rows: &[Vec<Val>],
+        values: &[Arg<'_>],
     ) -> Result<(), StoreError>;
     /// Fails with `Fenced` when the duty this write is for was taken over.
     fn check_fence(&self) -> Result<(), StoreError>;
@@ -681,45 +729,26 @@ fn insert_children(
     provider: &str,
     data: &PeriodData,
 ) -> Result<(), StoreError> {
-    let head = |rest: Vec<Val>| {
-        let mut row = vec![
-            Val::from(source),
-            Val::from(data.billing_account.as_str()),
-            Val::from(data.period.as_str()),
-        ];
-        row.extend(rest);
-        row
-    };
-    let usage_row = |k: &UsageKey, v: &UsageValue| {
-        head(vec![
-            k.start.into(),
-            provider.into(),
-            k.account.as_str().into(),
-            k.team.as_str().into(),
-            k.region.as_str().into(),
-            k.instance_type.as_str().into(),
-            k.gpu_model.as_str().into(),
-            k.price_kind.as_str().into(),
-            k.currency.as_str().into(),
-            v.instance_hours.into(),
-            v.gpu_hours.into(),
-            v.billed_cost.into(),
-            v.effective_cost.into(),
-        ])
-    };
+    let head = [
+        Arg::from(source),
+        Arg::from(data.billing_account.as_str()),
+        Arg::from(data.period.as_str()),
+    ];
     let mut hours: Vec<(&UsageKey, &UsageValue)> = data.usage.iter().collect();
-    hours.sort_by(|a, b| a.0.cmp(b.0));
-    let rows: Vec<Vec<Val>> = hours.iter().map(|(k, v)| usage_row(k, v)).collect();
-    db.insert_many("bill_usage_hours", USAGE_COLUMNS, &rows)?;
+    hours.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut values = Vec::with_capacity(hours.len() * USAGE_COLUMNS.len());
+    for (k, v) in &hours {
+        usage_row(&mut values, &head, provider, k.start, k, v);
+    }
+    db.insert_many("bill_usage_hours", USAGE_COLUMNS, &values)?;
 
-    let mut days: BTreeMap<UsageKey, UsageValue> = BTreeMap::new();
+    // A day's key is its hours' key at the day's start: (day, the hour's key
+    // less its start) orders days as their keys would.
+    let mut days: HashMap<(i64, DayKey<'_>), (&UsageKey, UsageValue)> = HashMap::new();
     for (k, v) in hours {
-        let d = days
-            .entry(UsageKey {
-                start: k.start.div_euclid(86_400) * 86_400,
-                ..k.clone()
-            })
-            .or_default();
+        let (_, d) = days
+            .entry((k.start.div_euclid(86_400) * 86_400, DayKey(k)))
+            .or_insert_with(|| (k, UsageValue::default()));
         if let Some(h) = v.instance_hours {
             d.instance_hours = Some(d.instance_hours.unwrap_or(0.0) + h);
         }
@@ -727,27 +756,30 @@ fn insert_children(
         d.billed_cost += v.billed_cost;
         d.effective_cost += v.effective_cost;
     }
-    let rows: Vec<Vec<Val>> = days.iter().map(|(k, v)| usage_row(k, v)).collect();
-    db.insert_many("bill_usage_days", USAGE_COLUMNS, &rows)?;
+    let mut days: Vec<_> = days.into_iter().collect();
+    days.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    values.clear();
+    for ((start, _), (k, v)) in &days {
+        usage_row(&mut values, &head, provider, *start, k, v);
+    }
+    db.insert_many("bill_usage_days", USAGE_COLUMNS, &values)?;
 
-    let rows: Vec<Vec<Val>> = data
-        .spend
-        .iter()
-        .map(|s| {
-            head(vec![
-                s.day.into(),
-                provider.into(),
-                s.account.as_str().into(),
-                s.team.as_str().into(),
-                s.service_category.as_str().into(),
-                s.charge_category.as_str().into(),
-                i64::from(s.gpu).into(),
-                s.currency.as_str().into(),
-                s.billed_cost.into(),
-                s.effective_cost.into(),
-            ])
-        })
-        .collect();
+    let mut values = Vec::with_capacity(data.spend.len() * 13);
+    for s in &data.spend {
+        values.extend(head);
+        values.extend([
+            Arg::from(s.day),
+            provider.into(),
+            s.account.as_str().into(),
+            s.team.as_str().into(),
+            s.service_category.as_str().into(),
+            s.charge_category.as_str().into(),
+            i64::from(s.gpu).into(),
+            s.currency.as_str().into(),
+            s.billed_cost.into(),
+            s.effective_cost.into(),
+        ]);
+    }
     db.insert_many(
         "bill_spend_days",
         &[
@@ -765,29 +797,32 @@ fn insert_children(
             "billed_cost",
             "effective_cost",
         ],
-        &rows,
+        &values,
     )?;
 
     let json = |set: &BTreeSet<String>| serde_json::to_string(set).unwrap_or_else(|_| "[]".into());
-    let rows: Vec<Vec<Val>> = data
+    let sets: Vec<(String, String)> = data
         .commitments
         .values()
-        .map(|c| {
-            head(vec![
-                c.id.as_str().into(),
-                provider.into(),
-                c.kind.map(|k| k.as_str()).into(),
-                c.category.as_deref().into(),
-                c.unit.as_deref().into(),
-                json(&c.regions).into(),
-                json(&c.instance_types).into(),
-                i64::from(c.untyped_cover).into(),
-                c.first_seen.into(),
-                c.last_seen.into(),
-                c.currency.as_str().into(),
-            ])
-        })
+        .map(|c| (json(&c.regions), json(&c.instance_types)))
         .collect();
+    let mut values = Vec::new();
+    for (c, (regions, types)) in data.commitments.values().zip(&sets) {
+        values.extend(head);
+        values.extend([
+            Arg::from(c.id.as_str()),
+            provider.into(),
+            c.kind.map(|k| k.as_str()).into(),
+            c.category.as_deref().into(),
+            c.unit.as_deref().into(),
+            regions.as_str().into(),
+            types.as_str().into(),
+            i64::from(c.untyped_cover).into(),
+            c.first_seen.into(),
+            c.last_seen.into(),
+            c.currency.as_str().into(),
+        ]);
+    }
     db.insert_many(
         "bill_commitments",
         &[
@@ -806,25 +841,23 @@ fn insert_children(
             "last_seen",
             "currency",
         ],
-        &rows,
+        &values,
     )?;
 
-    let rows: Vec<Vec<Val>> = data
-        .commitment_hours
-        .iter()
-        .map(|((id, start), h)| {
-            head(vec![
-                id.as_str().into(),
-                (*start).into(),
-                h.used_quantity.into(),
-                h.unused_quantity.into(),
-                h.used_cost.into(),
-                h.unused_cost.into(),
-                h.covered_instance_hours.into(),
-                h.covered_gpu_hours.into(),
-            ])
-        })
-        .collect();
+    let mut values = Vec::with_capacity(data.commitment_hours.len() * 11);
+    for ((id, start), h) in &data.commitment_hours {
+        values.extend(head);
+        values.extend([
+            Arg::from(id.as_str()),
+            (*start).into(),
+            h.used_quantity.into(),
+            h.unused_quantity.into(),
+            h.used_cost.into(),
+            h.unused_cost.into(),
+            h.covered_instance_hours.into(),
+            h.covered_gpu_hours.into(),
+        ]);
+    }
     db.insert_many(
         "bill_commitment_hours",
         &[
@@ -840,23 +873,21 @@ fn insert_children(
             "covered_instance_hours",
             "covered_gpu_hours",
         ],
-        &rows,
+        &values,
     )?;
 
-    #[allow(clippy::cast_possible_wrap)]
-    let rows: Vec<Vec<Val>> = data
-        .corrections
-        .iter()
-        .map(|c| {
-            head(vec![
-                c.corrects.as_str().into(),
-                c.currency.as_str().into(),
-                (c.rows as i64).into(),
-                c.billed_cost.into(),
-                c.effective_cost.into(),
-            ])
-        })
-        .collect();
+    let mut values = Vec::new();
+    for c in &data.corrections {
+        values.extend(head);
+        #[allow(clippy::cast_possible_wrap)]
+        values.extend([
+            Arg::from(c.corrects.as_str()),
+            c.currency.as_str().into(),
+            (c.rows as i64).into(),
+            c.billed_cost.into(),
+            c.effective_cost.into(),
+        ]);
+    }
     db.insert_many(
         "bill_corrections",
         &[
@@ -869,8 +900,81 @@ fn insert_children(
             "billed_cost",
             "effective_cost",
         ],
-        &rows,
+        &values,
     )
+}
+
+/// Appends the row of `bill_usage_hours` or `bill_usage_days` for key `k`
+/// at `start`.
+fn usage_row<'a>(
+    out: &mut Vec<Arg<'a>>,
+    head: &[Arg<'a>; 3],
+    provider: &'a str,
+    start: i64,
+    k: &'a UsageKey,
+    v: &UsageValue,
+) {
+    out.extend(head);
+    out.extend([
+        Arg::from(start),
+        provider.into(),
+        k.account.as_str().into(),
+        k.team.as_str().into(),
+        k.region.as_str().into(),
+        k.instance_type.as_str().into(),
+        k.gpu_model.as_str().into(),
+        k.price_kind.as_str().into(),
+        k.currency.as_str().into(),
+        v.instance_hours.into(),
+        v.gpu_hours.into(),
+        v.billed_cost.into(),
+        v.effective_cost.into(),
+    ]);
+}
+
+/// A usage key less its start, ordered as the key is.
+struct DayKey<'a>(&'a UsageKey);
+
+impl DayKey<'_> {
+    #[allow(clippy::type_complexity)]
+    fn rest(&self) -> (&str, &str, &str, &str, &str, UsageKind, &str) {
+        let k = self.0;
+        (
+            &k.account,
+            &k.team,
+            &k.region,
+            &k.instance_type,
+            &k.gpu_model,
+            k.price_kind,
+            &k.currency,
+        )
+    }
+}
+
+impl PartialEq for DayKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.rest() == other.rest()
+    }
+}
+
+impl Eq for DayKey<'_> {}
+
+impl std::hash::Hash for DayKey<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.rest().hash(state);
+    }
+}
+
+impl PartialOrd for DayKey<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for DayKey<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.rest().cmp(&other.rest())
+    }
 }
 
 pub(super) fn loads(db: &dyn Db, source: Option<&str>) -> Result<Vec<StoredLoad>, StoreError> {

@@ -16,6 +16,10 @@ use gpuplan_providers::secret::Secret;
 use super::postgres::{self, PgPool};
 use super::{Fence, SqliteStore, Store, StoreError};
 
+/// The SQLite writer's page cache: a bill period's write fits in it. Only
+/// the writer gets it; readers keep SQLite's default.
+const WRITER_CACHE_MIB: u32 = 32;
+
 /// Where the catalog lives.
 #[derive(Debug, Clone)]
 pub enum Location {
@@ -93,7 +97,11 @@ impl Pool {
         let replica = replica_id();
         let backend = match location {
             Location::Sqlite(path) => Backend::Sqlite {
-                writer: Mutex::new(SqliteStore::open(path)?),
+                writer: Mutex::new({
+                    let writer = SqliteStore::open(path)?;
+                    writer.set_cache_mib(WRITER_CACHE_MIB)?;
+                    writer
+                }),
                 readers: (0..readers)
                     .map(|_| SqliteStore::open(path).map(Mutex::new))
                     .collect::<Result<_, _>>()?,

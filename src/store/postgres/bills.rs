@@ -12,10 +12,36 @@ use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use super::{PgStore, PgTx, get};
 use crate::bills::aggregate::PeriodData;
 use crate::store::bills::{
-    self, BillQuery, Bills, CommitmentRecord, CoverageRow, Db, FileRecord, GpuCatalog, PeriodWrite,
-    SpendRow, StoredLoad, UsageRow, Val,
+    self, Arg, BillQuery, Bills, CommitmentRecord, CoverageRow, Db, FileRecord, GpuCatalog,
+    PeriodWrite, SpendRow, StoredLoad, UsageRow, Val,
 };
 use crate::store::{Fence, StoreError};
+
+impl ToSql for Arg<'_> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match *self {
+            Self::Null => Ok(IsNull::Yes),
+            Self::Int(n) => match *ty {
+                Type::INT4 => i32::try_from(n)?.to_sql(ty, out),
+                #[allow(clippy::cast_precision_loss)]
+                Type::FLOAT8 => (n as f64).to_sql(ty, out),
+                _ => n.to_sql(ty, out),
+            },
+            Self::Real(f) => f.to_sql(ty, out),
+            Self::Text(s) => s.to_sql(ty, out),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
 
 impl ToSql for Val {
     fn to_sql(
@@ -23,17 +49,7 @@ impl ToSql for Val {
         ty: &Type,
         out: &mut BytesMut,
     ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        match self {
-            Self::Null => Ok(IsNull::Yes),
-            Self::Int(n) => match *ty {
-                Type::INT4 => i32::try_from(*n)?.to_sql(ty, out),
-                #[allow(clippy::cast_precision_loss)]
-                Type::FLOAT8 => (*n as f64).to_sql(ty, out),
-                _ => n.to_sql(ty, out),
-            },
-            Self::Real(f) => f.to_sql(ty, out),
-            Self::Text(s) => s.as_str().to_sql(ty, out),
-        }
+        Arg::from(self).to_sql(ty, out)
     }
 
     fn accepts(_: &Type) -> bool {
@@ -83,12 +99,13 @@ fn insert_sql(table: &str, columns: &[&str], n: usize) -> String {
 fn insert_chunks(
     table: &str,
     columns: &[&str],
-    rows: &[Vec<Val>],
+    values: &[Arg<'_>],
     execute: impl Fn(&str, super::Params<'_>) -> Result<u64, StoreError>,
 ) -> Result<(), StoreError> {
-    for chunk in rows.chunks(INSERT_ROWS) {
-        let flat: Vec<Val> = chunk.iter().flatten().cloned().collect();
-        execute(&insert_sql(table, columns, chunk.len()), &params(&flat))?;
+    let width = columns.len().max(1);
+    for chunk in values.chunks(INSERT_ROWS * width) {
+        let p: Vec<&(dyn ToSql + Sync)> = chunk.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+        execute(&insert_sql(table, columns, chunk.len() / width), &p)?;
     }
     Ok(())
 }
@@ -106,9 +123,9 @@ impl Db for PgStore<'_> {
         &self,
         table: &str,
         columns: &[&str],
-        rows: &[Vec<Val>],
+        values: &[Arg<'_>],
     ) -> Result<(), StoreError> {
-        insert_chunks(table, columns, rows, |sql, p| self.execute(sql, p))
+        insert_chunks(table, columns, values, |sql, p| self.execute(sql, p))
     }
 
     fn check_fence(&self) -> Result<(), StoreError> {
@@ -145,9 +162,9 @@ impl Db for Fenced<'_, '_, '_> {
         &self,
         table: &str,
         columns: &[&str],
-        rows: &[Vec<Val>],
+        values: &[Arg<'_>],
     ) -> Result<(), StoreError> {
-        insert_chunks(table, columns, rows, |sql, p| self.tx.execute(sql, p))
+        insert_chunks(table, columns, values, |sql, p| self.tx.execute(sql, p))
     }
 
     fn check_fence(&self) -> Result<(), StoreError> {

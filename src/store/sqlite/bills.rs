@@ -9,18 +9,28 @@ use super::SqliteStore;
 use crate::bills::aggregate::PeriodData;
 use crate::store::StoreError;
 use crate::store::bills::{
-    self, BillQuery, Bills, CommitmentRecord, CoverageRow, Db, FileRecord, GpuCatalog, PeriodWrite,
-    SpendRow, StoredLoad, UsageRow, Val,
+    self, Arg, BillQuery, Bills, CommitmentRecord, CoverageRow, Db, FileRecord, GpuCatalog,
+    PeriodWrite, SpendRow, StoredLoad, UsageRow, Val,
 };
+
+fn value(a: Arg<'_>) -> ValueRef<'_> {
+    match a {
+        Arg::Null => ValueRef::Null,
+        Arg::Int(n) => ValueRef::Integer(n),
+        Arg::Real(f) => ValueRef::Real(f),
+        Arg::Text(s) => ValueRef::Text(s.as_bytes()),
+    }
+}
+
+impl ToSql for Arg<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Borrowed(value(*self)))
+    }
+}
 
 impl ToSql for Val {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(match self {
-            Self::Null => ToSqlOutput::Borrowed(ValueRef::Null),
-            Self::Int(n) => ToSqlOutput::Borrowed(ValueRef::Integer(*n)),
-            Self::Real(f) => ToSqlOutput::Borrowed(ValueRef::Real(*f)),
-            Self::Text(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
-        })
+        Ok(ToSqlOutput::Borrowed(value(self.into())))
     }
 }
 
@@ -69,7 +79,7 @@ impl Db for SqliteDb<'_> {
         &self,
         table: &str,
         columns: &[&str],
-        rows: &[Vec<Val>],
+        values: &[Arg<'_>],
     ) -> Result<(), StoreError> {
         // Many rows a statement: a period's hourly usage is hundreds of
         // thousands of rows, and each statement's own work (bind, step,
@@ -90,13 +100,14 @@ impl Db for SqliteDb<'_> {
             )
         };
         let full = sql(per);
-        for chunk in rows.chunks(per) {
-            let mut stmt = if chunk.len() == per {
+        for chunk in values.chunks(per * columns.len().max(1)) {
+            let rows = chunk.len() / columns.len().max(1);
+            let mut stmt = if rows == per {
                 self.0.prepare_cached(&full)?
             } else {
-                self.0.prepare_cached(&sql(chunk.len()))?
+                self.0.prepare_cached(&sql(rows))?
             };
-            stmt.execute(params_from_iter(chunk.iter().flatten()))?;
+            stmt.execute(params_from_iter(chunk))?;
         }
         Ok(())
     }

@@ -81,6 +81,18 @@ impl SqliteStore {
         Ok(Self { conn })
     }
 
+    /// Lets this connection keep `mib` MiB of pages in memory. With SQLite's
+    /// default of 2 MiB, a bill period's write (tens of MiB of rows and index
+    /// entries in one transaction) spills pages to the WAL before it commits.
+    ///
+    /// # Errors
+    /// On a database error.
+    pub fn set_cache_mib(&self, mib: u32) -> Result<(), StoreError> {
+        self.conn
+            .pragma_update(None, "cache_size", -1024 * i64::from(mib))?;
+        Ok(())
+    }
+
     /// `PRAGMA integrity_check`; `"ok"` for a sound file.
     ///
     /// # Errors
