@@ -155,18 +155,48 @@ impl Val {
 pub(super) trait Db {
     fn exec(&self, sql: &str, params: &[Val]) -> Result<u64, StoreError>;
     fn rows(&self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, StoreError>;
-    /// Inserts rows into `table (columns)`: `values` holds them one after
-    /// another, `columns.len()` values a row.
+    /// Inserts rows into `table (columns)`. The first `shared.len()` columns
+    /// take `shared` in every row (bound once a statement: SQLite copies
+    /// every text it binds); `values` holds the other columns, row after row.
     fn insert_many(
         &self,
         table: &str,
         columns: &[&str],
+        shared: &[Arg<'_>],
         values: &[Arg<'_>],
     ) -> Result<(), StoreError>;
     /// Fails with `Fenced` when the duty this write is for was taken over.
     fn check_fence(&self) -> Result<(), StoreError>;
     /// SQL for the start (Unix seconds) of the UTC month holding `col`.
     fn month_of(&self, col: &str) -> String;
+}
+
+/// `INSERT INTO table (columns) VALUES ...` for `rows` rows of
+/// [`Db::insert_many`], its parameters numbered after `mark` (`$` or `?`):
+/// the `shared` first columns are parameters 1 to `shared` in every row.
+pub(super) fn insert_sql(
+    table: &str,
+    columns: &[&str],
+    shared: usize,
+    rows: usize,
+    mark: char,
+) -> String {
+    let width = columns.len().saturating_sub(shared);
+    let groups: Vec<String> = (0..rows)
+        .map(|r| {
+            let own = (1..=width).map(|c| shared + r * width + c);
+            let marks: Vec<String> = (1..=shared)
+                .chain(own)
+                .map(|n| format!("{mark}{n}"))
+                .collect();
+            format!("({})", marks.join(", "))
+        })
+        .collect();
+    format!(
+        "INSERT INTO {table} ({}) VALUES {}",
+        columns.join(", "),
+        groups.join(", ")
+    )
 }
 
 /// What a load did to a stored period.
@@ -704,12 +734,14 @@ pub(super) fn write_period(
     })
 }
 
+/// The columns of `bill_usage_hours` and `bill_usage_days`, those every row
+/// of a load shares first.
 const USAGE_COLUMNS: &[&str] = &[
     "source",
     "billing_account",
     "billing_period",
-    "start",
     "provider",
+    "start",
     "account",
     "team",
     "region",
@@ -734,13 +766,14 @@ fn insert_children(
         Arg::from(data.billing_account.as_str()),
         Arg::from(data.period.as_str()),
     ];
+    let with_provider = [head[0], head[1], head[2], Arg::from(provider)];
     let mut hours: Vec<(&UsageKey, &UsageValue)> = data.usage.iter().collect();
     hours.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mut values = Vec::with_capacity(hours.len() * USAGE_COLUMNS.len());
+    let mut values = Vec::with_capacity(hours.len() * (USAGE_COLUMNS.len() - 4));
     for (k, v) in &hours {
-        usage_row(&mut values, &head, provider, k.start, k, v);
+        usage_row(&mut values, k.start, k, v);
     }
-    db.insert_many("bill_usage_hours", USAGE_COLUMNS, &values)?;
+    db.insert_many("bill_usage_hours", USAGE_COLUMNS, &with_provider, &values)?;
 
     // A day's key is its hours' key at the day's start: (day, the hour's key
     // less its start) orders days as their keys would.
@@ -760,16 +793,14 @@ fn insert_children(
     days.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     values.clear();
     for ((start, _), (k, v)) in &days {
-        usage_row(&mut values, &head, provider, *start, k, v);
+        usage_row(&mut values, *start, k, v);
     }
-    db.insert_many("bill_usage_days", USAGE_COLUMNS, &values)?;
+    db.insert_many("bill_usage_days", USAGE_COLUMNS, &with_provider, &values)?;
 
-    let mut values = Vec::with_capacity(data.spend.len() * 13);
+    let mut values = Vec::with_capacity(data.spend.len() * 9);
     for s in &data.spend {
-        values.extend(head);
         values.extend([
             Arg::from(s.day),
-            provider.into(),
             s.account.as_str().into(),
             s.team.as_str().into(),
             s.service_category.as_str().into(),
@@ -786,8 +817,8 @@ fn insert_children(
             "source",
             "billing_account",
             "billing_period",
-            "start",
             "provider",
+            "start",
             "account",
             "team",
             "service_category",
@@ -797,6 +828,7 @@ fn insert_children(
             "billed_cost",
             "effective_cost",
         ],
+        &with_provider,
         &values,
     )?;
 
@@ -808,10 +840,8 @@ fn insert_children(
         .collect();
     let mut values = Vec::new();
     for (c, (regions, types)) in data.commitments.values().zip(&sets) {
-        values.extend(head);
         values.extend([
             Arg::from(c.id.as_str()),
-            provider.into(),
             c.kind.map(|k| k.as_str()).into(),
             c.category.as_deref().into(),
             c.unit.as_deref().into(),
@@ -829,8 +859,8 @@ fn insert_children(
             "source",
             "billing_account",
             "billing_period",
-            "commitment_id",
             "provider",
+            "commitment_id",
             "kind",
             "category",
             "unit",
@@ -841,12 +871,12 @@ fn insert_children(
             "last_seen",
             "currency",
         ],
+        &with_provider,
         &values,
     )?;
 
-    let mut values = Vec::with_capacity(data.commitment_hours.len() * 11);
+    let mut values = Vec::with_capacity(data.commitment_hours.len() * 8);
     for ((id, start), h) in &data.commitment_hours {
-        values.extend(head);
         values.extend([
             Arg::from(id.as_str()),
             (*start).into(),
@@ -873,12 +903,12 @@ fn insert_children(
             "covered_instance_hours",
             "covered_gpu_hours",
         ],
+        &head,
         &values,
     )?;
 
     let mut values = Vec::new();
     for c in &data.corrections {
-        values.extend(head);
         #[allow(clippy::cast_possible_wrap)]
         values.extend([
             Arg::from(c.corrects.as_str()),
@@ -900,24 +930,16 @@ fn insert_children(
             "billed_cost",
             "effective_cost",
         ],
+        &head,
         &values,
     )
 }
 
 /// Appends the row of `bill_usage_hours` or `bill_usage_days` for key `k`
-/// at `start`.
-fn usage_row<'a>(
-    out: &mut Vec<Arg<'a>>,
-    head: &[Arg<'a>; 3],
-    provider: &'a str,
-    start: i64,
-    k: &'a UsageKey,
-    v: &UsageValue,
-) {
-    out.extend(head);
+/// at `start`, less the columns a load's rows share.
+fn usage_row<'a>(out: &mut Vec<Arg<'a>>, start: i64, k: &'a UsageKey, v: &UsageValue) {
     out.extend([
         Arg::from(start),
-        provider.into(),
         k.account.as_str().into(),
         k.team.as_str().into(),
         k.region.as_str().into(),

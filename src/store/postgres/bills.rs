@@ -80,32 +80,23 @@ fn vals(row: &Row) -> Result<Vec<Val>, StoreError> {
 /// Rows per INSERT: PostgreSQL binds at most 65535 parameters.
 const INSERT_ROWS: usize = 1000;
 
-fn insert_sql(table: &str, columns: &[&str], n: usize) -> String {
-    let width = columns.len();
-    let groups: Vec<String> = (0..n)
-        .map(|r| {
-            let marks: Vec<String> = (1..=width).map(|c| format!("${}", r * width + c)).collect();
-            format!("({})", marks.join(", "))
-        })
-        .collect();
-    format!(
-        "INSERT INTO {table} ({}) VALUES {}",
-        columns.join(", "),
-        groups.join(", ")
-    )
-}
-
-/// Inserts `rows` a chunk per statement.
+/// Inserts rows a chunk per statement (see [`Db::insert_many`]).
 fn insert_chunks(
     table: &str,
     columns: &[&str],
+    shared: &[Arg<'_>],
     values: &[Arg<'_>],
     execute: impl Fn(&str, super::Params<'_>) -> Result<u64, StoreError>,
 ) -> Result<(), StoreError> {
-    let width = columns.len().max(1);
+    let width = columns.len().saturating_sub(shared.len()).max(1);
     for chunk in values.chunks(INSERT_ROWS * width) {
-        let p: Vec<&(dyn ToSql + Sync)> = chunk.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
-        execute(&insert_sql(table, columns, chunk.len() / width), &p)?;
+        let p: Vec<&(dyn ToSql + Sync)> = shared
+            .iter()
+            .chain(chunk)
+            .map(|v| v as &(dyn ToSql + Sync))
+            .collect();
+        let sql = bills::insert_sql(table, columns, shared.len(), chunk.len() / width, '$');
+        execute(&sql, &p)?;
     }
     Ok(())
 }
@@ -123,9 +114,12 @@ impl Db for PgStore<'_> {
         &self,
         table: &str,
         columns: &[&str],
+        shared: &[Arg<'_>],
         values: &[Arg<'_>],
     ) -> Result<(), StoreError> {
-        insert_chunks(table, columns, values, |sql, p| self.execute(sql, p))
+        insert_chunks(table, columns, shared, values, |sql, p| {
+            self.execute(sql, p)
+        })
     }
 
     fn check_fence(&self) -> Result<(), StoreError> {
@@ -162,9 +156,12 @@ impl Db for Fenced<'_, '_, '_> {
         &self,
         table: &str,
         columns: &[&str],
+        shared: &[Arg<'_>],
         values: &[Arg<'_>],
     ) -> Result<(), StoreError> {
-        insert_chunks(table, columns, values, |sql, p| self.tx.execute(sql, p))
+        insert_chunks(table, columns, shared, values, |sql, p| {
+            self.tx.execute(sql, p)
+        })
     }
 
     fn check_fence(&self) -> Result<(), StoreError> {

@@ -79,35 +79,29 @@ impl Db for SqliteDb<'_> {
         &self,
         table: &str,
         columns: &[&str],
+        shared: &[Arg<'_>],
         values: &[Arg<'_>],
     ) -> Result<(), StoreError> {
-        // Many rows a statement: a period's hourly usage is hundreds of
+        // Many rows a statement: a period's hourly usage is tens of
         // thousands of rows, and each statement's own work (bind, step,
         // reset) cost as much as the row it inserted.
-        let per = (MAX_INSERT_VALUES / columns.len().max(1)).clamp(1, MAX_INSERT_ROWS);
-        let sql = |n: usize| {
-            let row = format!(
-                "({})",
-                (0..columns.len())
-                    .map(|_| "?")
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            format!(
-                "INSERT INTO {table} ({}) VALUES {}",
-                columns.join(", "),
-                vec![row; n].join(", ")
-            )
-        };
-        let full = sql(per);
-        for chunk in values.chunks(per * columns.len().max(1)) {
-            let rows = chunk.len() / columns.len().max(1);
-            let mut stmt = if rows == per {
-                self.0.prepare_cached(&full)?
+        let width = columns.len().saturating_sub(shared.len()).max(1);
+        let per = (MAX_INSERT_VALUES / width).clamp(1, MAX_INSERT_ROWS);
+        let sql = |rows| bills::insert_sql(table, columns, shared.len(), rows, '?');
+        let mut full = None;
+        for chunk in values.chunks(per * width) {
+            let rows = chunk.len() / width;
+            let params = params_from_iter(shared.iter().chain(chunk));
+            if rows == per {
+                // One statement for every full chunk, prepared once.
+                let stmt = match &mut full {
+                    Some(stmt) => stmt,
+                    None => full.insert(self.0.prepare(&sql(per))?),
+                };
+                stmt.execute(params)?;
             } else {
-                self.0.prepare_cached(&sql(rows))?
-            };
-            stmt.execute(params_from_iter(chunk))?;
+                self.0.prepare(&sql(rows))?.execute(params)?;
+            }
         }
         Ok(())
     }
@@ -229,5 +223,51 @@ impl Bills for SqliteStore {
 
     fn gpu_catalog(&self, provider: &str) -> Result<GpuCatalog, StoreError> {
         bills::gpu_catalog(&SqliteDb(&self.conn), provider)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_many_binds_the_shared_columns_in_every_row_across_full_and_partial_chunks() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (a TEXT, b INTEGER, c TEXT, d REAL)")
+            .unwrap();
+        // Two columns a row past the shared ones: 128 rows a statement, so
+        // 300 rows are two full statements and one of 44.
+        let names: Vec<String> = (0..300).map(|i| format!("row{i}")).collect();
+        let values: Vec<Arg<'_>> = names
+            .iter()
+            .zip(0..)
+            .flat_map(|(n, i)| [Arg::from(n.as_str()), Arg::from(f64::from(i) / 2.0)])
+            .collect();
+        let shared = [Arg::from("shared"), Arg::from(7)];
+        SqliteDb(&conn)
+            .insert_many("t", &["a", "b", "c", "d"], &shared, &values)
+            .unwrap();
+        let mut stmt = conn
+            .prepare("SELECT a, b, c, d FROM t ORDER BY rowid")
+            .unwrap();
+        let rows: Vec<(String, i64, String, f64)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(rows.len(), 300);
+        for (i, (a, b, c, d)) in rows.into_iter().enumerate() {
+            assert_eq!((a.as_str(), b), ("shared", 7));
+            assert_eq!(c, format!("row{i}"));
+            assert!((d - i as f64 / 2.0).abs() < 1e-12, "row {i}: {d}");
+        }
+    }
+
+    #[test]
+    fn insert_sql_numbers_the_shared_parameters_first_in_every_row() {
+        assert_eq!(
+            bills::insert_sql("t", &["a", "b", "c", "d"], 1, 2, '$'),
+            "INSERT INTO t (a, b, c, d) VALUES ($1, $2, $3, $4), ($1, $5, $6, $7)"
+        );
     }
 }
