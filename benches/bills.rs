@@ -11,7 +11,8 @@
 //! `cargo bench --bench bills` prints the figures. DuckDB is the `duckdb`
 //! Python package, for this benchmark only: `GPUPLAN_BENCH_PYTHON` names a
 //! Python that has it (without one that part is skipped and says so).
-//! `GPUPLAN_BENCH_ROWS` shrinks the export for a quick run.
+//! `GPUPLAN_BENCH_ROWS` shrinks the export for a quick run; `GPUPLAN_BENCH_LOAD_ONLY`
+//! stops after the sync, for a profiler.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -421,6 +422,11 @@ fn main() {
     let sync_s = t.elapsed().as_secs_f64();
     let sync_peak = peak_mb();
     assert!(!report.failed(), "{report:#?}");
+    // For a profiler: the sync alone, without DuckDB and the other figures.
+    if std::env::var_os("GPUPLAN_BENCH_LOAD_ONLY").is_some() {
+        println!("bills sync alone: {sync_s:.3} s");
+        return;
+    }
     let t = Instant::now();
     let again = load_source(&pool, &src, None, Utc::now());
     let resync_s = t.elapsed().as_secs_f64();
