@@ -769,7 +769,7 @@ fn insert_children(
     let with_provider = [head[0], head[1], head[2], Arg::from(provider)];
     let mut hours: Vec<(&UsageKey, &UsageValue)> = data.usage.iter().collect();
     hours.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mut values = Vec::with_capacity(hours.len() * (USAGE_COLUMNS.len() - 4));
+    let mut values = Vec::with_capacity(hours.len() * (USAGE_COLUMNS.len() - with_provider.len()));
     for (k, v) in &hours {
         usage_row(&mut values, k.start, k, v);
     }
