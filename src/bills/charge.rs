@@ -244,16 +244,6 @@ impl<'r> Cells<'r> {
         self.row.cell(i)
     }
 
-    /// See [`RowCells::keys`].
-    pub fn keys(&self, which: &[usize], out: &mut [u32]) -> bool {
-        self.row.keys(which, out)
-    }
-
-    /// See [`RowCells::epoch`].
-    pub fn epoch(&self) -> u64 {
-        self.row.epoch()
-    }
-
     pub fn text(&self, i: usize) -> Result<Option<&'r str>, BillError> {
         match self.row.cell(i) {
             Cell::Null => Ok(None),

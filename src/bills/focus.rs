@@ -2,12 +2,11 @@
 
 use std::borrow::Cow;
 
-use super::aggregate::Names;
 use super::charge::{
     Amounts, Category, Cells, Charge, CommitmentUse, Entries, Memo, Pricing, TimeUnit, Wanted,
     entries, first_tag, first_value, opt, req,
 };
-use super::read::{Cell, Pairs};
+use super::read::{Batch, Cell, MapIds};
 use super::{BillError, BillProvider, CommitmentType};
 
 // Positions in COLUMNS.
@@ -95,43 +94,143 @@ const SHAPED: [usize; 18] = [
     PRICING_SUB,
 ];
 
-/// What decides a row's meaning but for its amounts and times: the keys of
-/// its text cells, what its key-value cells name, and whether it has a
-/// quantity. Rows of one epoch with the same shape mean the same. Packed
-/// into words, since every row is hashed and compared by it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Shape([u64; SHAPE_WORDS]);
+/// What decides a row's meaning but for its amounts and times, as one
+/// number: the ids of its text cells (see [`Batch::ids`]), the ids of the
+/// values its key-value maps name (the instance type, GPU count and team),
+/// and whether it has a quantity, each a digit in the base of how many ids
+/// it can have. Rows of one epoch with the same shape mean the same. One
+/// number, since every row is hashed and compared by it.
+pub type Shape = u128;
 
-/// Two keys a word, then `SkuPriceDetails` (two words), `Tags`, the GPU
-/// count and the flags.
-const SHAPE_WORDS: usize = SHAPED.len().div_ceil(2) + 5;
-
-/// A key-value cell in a shape: keyed when it is text (JSON); a map by the
-/// dictionary ids of the values it names (`SkuPriceDetails`: the instance
-/// type's and the GPU count's, `Tags`: the team's), or else by what it
-/// names, interned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Named {
-    Key(u32),
-    Ids(Slot, Slot),
-    Name(u32),
-    Nothing,
+/// Shapes being written a digit at a time, every row's at once. Digits
+/// gather in a word per row until the next would not fit, then go into
+/// the shape: one wide multiplication a row per word, not per digit.
+struct Digits<'o> {
+    shapes: &'o mut [Shape],
+    word: &'o mut Vec<u64>,
+    /// How many values the digits in `word` can tell apart.
+    word_room: u64,
+    /// How many shapes all the digits so far can tell apart.
+    room: Shape,
 }
 
-impl Named {
-    fn words(self) -> (u64, u64) {
-        let kind = |k: u64, v: u32| (k << 62) | u64::from(v);
-        match self {
-            Self::Nothing => (0, 0),
-            Self::Key(k) => (kind(1, k), 0),
-            Self::Ids(a, b) => (kind(2, 0) | a.word(), b.word()),
-            Self::Name(n) => (kind(3, n), 0),
+impl<'o> Digits<'o> {
+    fn new(shapes: &'o mut [Shape], word: &'o mut Vec<u64>) -> Self {
+        shapes.fill(0);
+        word.clear();
+        word.resize(shapes.len(), 0);
+        Self {
+            shapes,
+            word,
+            word_room: 1,
+            room: 1,
         }
+    }
+
+    /// Appends digit `digit(r)`, below `base`, to row r's shape. `None`
+    /// when the shapes outgrow a [`Shape`] or a digit its base.
+    fn push(&mut self, base: u64, mut digit: impl FnMut(usize) -> Option<u64>) -> Option<()> {
+        if base == 1 {
+            // A column null in every row: nothing to tell apart.
+            return Some(());
+        }
+        self.room = self.room.checked_mul(Shape::from(base))?;
+        self.word_room = match self.word_room.checked_mul(base) {
+            Some(room) => room,
+            None => {
+                self.flush();
+                base
+            }
+        };
+        for (r, w) in self.word.iter_mut().enumerate() {
+            let d = digit(r)?;
+            if d >= base {
+                return None;
+            }
+            *w = *w * base + d;
+        }
+        Some(())
+    }
+
+    /// Moves the word's digits into the shapes.
+    fn flush(&mut self) {
+        let room = Shape::from(self.word_room);
+        for (s, w) in self.shapes.iter_mut().zip(self.word.iter_mut()) {
+            *s = *s * room + Shape::from(*w);
+            *w = 0;
+        }
+        self.word_room = 1;
+    }
+}
+
+/// A batch's rows as the repeat memo reads them, a column at a time: each
+/// row's shape, amounts and times.
+#[derive(Default)]
+pub struct BatchRows {
+    shapes: Vec<Shape>,
+    ids: Vec<u32>,
+    words: Vec<u64>,
+    /// `BilledCost`, `EffectiveCost`, the quantity.
+    numbers: [Vec<Option<f64>>; 3],
+    /// The billing period's start and end, the charge's start and end.
+    times: [Vec<Option<i64>>; 4],
+}
+
+impl BatchRows {
+    /// Reads the rows of `b`; `false` when they have no shapes (a text
+    /// cell without an id, a map without dictionary values, amounts that
+    /// are not numbers or times, more ids than a shape holds), and each is
+    /// to be read as a row.
+    pub fn read(&mut self, focus: &mut Focus<'_>, b: &Batch<'_>) -> bool {
+        let [billed, effective, quantity] = &mut self.numbers;
+        let [period_start, period_end, start, end] = &mut self.times;
+        b.numbers(BILLED, billed)
+            && b.numbers(EFFECTIVE, effective)
+            && b.numbers(QUANTITY, quantity)
+            && b.times(PERIOD_START, period_start)
+            && b.times(PERIOD_END, period_end)
+            && b.times(START, start)
+            && b.times(END, end)
+            && focus
+                .shapes(
+                    b,
+                    quantity,
+                    &mut self.ids,
+                    &mut self.words,
+                    &mut self.shapes,
+                )
+                .is_some()
+    }
+
+    pub fn shape(&self, row: usize) -> Shape {
+        self.shapes[row]
+    }
+
+    /// Row `row`'s amounts and times; `None` when one that is required is
+    /// missing or a number is not finite (the row is then read in full,
+    /// which says what is wrong).
+    pub fn amounts(&self, row: usize) -> Option<Amounts> {
+        let [billed, effective, quantity] = &self.numbers;
+        let [period_start, period_end, start, end] = &self.times;
+        let finite = |v: &[Option<f64>]| v[row].filter(|v| v.is_finite());
+        let quantity = match quantity[row] {
+            Some(_) => Some(finite(quantity)?),
+            None => None,
+        };
+        Some(Amounts {
+            period_start: period_start[row]?,
+            period_end: period_end[row]?,
+            start: start[row]?,
+            end: end[row]?,
+            quantity,
+            billed: finite(billed)?,
+            effective: finite(effective)?,
+        })
     }
 }
 
 /// Which entry of a map gave a value: none, one with no value, or value id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Slot {
     Absent,
     Null,
@@ -143,7 +242,8 @@ impl Slot {
         value.map_or(Self::Null, Self::Value)
     }
 
-    fn word(self) -> u64 {
+    /// The slot as a digit below the number of value ids plus 2.
+    fn digit(self) -> u64 {
         match self {
             Self::Absent => 0,
             Self::Null => 1,
@@ -162,10 +262,12 @@ struct Roles {
     /// `Tags` keys: bit i of the first mask when the key is team tag i
     /// exactly, of the second ignoring case.
     tags: Vec<Option<(u64, u64)>>,
+    /// `Tags` values: 1 blank, 2 not.
+    blank: Vec<u8>,
 }
 
-/// Map keys with a role table entry; a map with bigger key ids is shaped
-/// by what it names instead.
+/// Map keys with a role table entry; a map with bigger key ids leaves its
+/// batch without shapes.
 const ROLE_LIMIT: u32 = 1 << 16;
 
 /// What a key-value cell gives a charge: the instance type and GPU count
@@ -183,8 +285,6 @@ pub struct Focus<'s> {
     tags: Memo<Option<String>>,
     details: Memo<Details>,
     azure: Memo<Option<String>>,
-    /// Instance types and teams named by key-value maps, for shapes.
-    named: Names,
     roles: Roles,
 }
 
@@ -196,76 +296,72 @@ impl<'s> Focus<'s> {
             tags: Memo::new(),
             details: Memo::new(),
             azure: Memo::new(),
-            named: Names::default(),
             roles: Roles::default(),
         }
     }
 
-    /// The shape of a row (within its epoch, see [`RowCells::keys`]), or
-    /// `None` when some of its text has no key. Reads no cell that could
-    /// fail.
-    ///
-    /// [`RowCells::keys`]: super::read::RowCells::keys
-    pub fn shape(&mut self, c: &Cells<'_>) -> Option<Shape> {
-        let mut keys = [0; SHAPED.len()];
-        if !c.keys(&SHAPED, &mut keys) {
-            return None;
-        }
-        if c.epoch() != self.roles.epoch {
+    /// Each row's shape in `b`, given its quantities; `None` when the
+    /// batch's rows have none (see [`BatchRows::read`]).
+    fn shapes(
+        &mut self,
+        b: &Batch<'_>,
+        quantity: &[Option<f64>],
+        ids: &mut Vec<u32>,
+        words: &mut Vec<u64>,
+        shapes: &mut Vec<Shape>,
+    ) -> Option<()> {
+        if b.epoch() != self.roles.epoch {
             self.roles = Roles {
-                epoch: c.epoch(),
+                epoch: b.epoch(),
                 ..Roles::default()
             };
         }
-        let mut gpu_count = None;
-        let details = match keyed(c, SKU_DETAILS) {
-            Some(k) => Named::Key(k),
-            None => match c.raw(SKU_DETAILS) {
-                Cell::Null => Named::Nothing,
-                Cell::Pairs(p) => match self.detail_ids(&p) {
-                    Some(named) => named,
-                    None => {
-                        let (t, gpus) = self.details(c, SKU_DETAILS).ok()?;
-                        gpu_count = gpus.map(f64::to_bits);
-                        t.map_or(Named::Nothing, |t| Named::Name(self.named.id(&t)))
-                    }
-                },
-                _ => return None,
-            },
-        };
-        let tags = match keyed(c, TAGS) {
-            _ if self.team_tags.is_empty() => Named::Nothing,
-            Some(k) => Named::Key(k),
-            None => match c.raw(TAGS) {
-                Cell::Null => Named::Nothing,
-                Cell::Pairs(p) => match self.team_ids(&p) {
-                    Some(named) => named,
-                    None => self
-                        .team(c)
-                        .ok()?
-                        .map_or(Named::Nothing, |t| Named::Name(self.named.id(&t))),
-                },
-                _ => return None,
-            },
-        };
-        let mut words = [0; SHAPE_WORDS];
-        for (w, pair) in words.iter_mut().zip(keys.chunks(2)) {
-            *w = pair.iter().fold(0, |w, &k| (w << 32) | u64::from(k));
+        shapes.resize(b.rows(), 0);
+        let mut digits = Digits::new(shapes, words);
+        for col in SHAPED {
+            let base = b.ids(col, ids)?;
+            digits.push(base.into(), |r| Some(ids[r].into()))?;
         }
-        let n = SHAPED.len().div_ceil(2);
-        (words[n], words[n + 1]) = details.words();
-        words[n + 2] = tags.words().0;
-        words[n + 3] = gpu_count.unwrap_or(0);
-        words[n + 4] =
-            u64::from(gpu_count.is_some()) | u64::from(!matches!(c.raw(QUANTITY), Cell::Null)) << 1;
-        Some(Shape(words))
+        // Key-value cells as JSON text by their ids, maps by the ids of
+        // the values they name.
+        if let Some(base) = b.ids(SKU_DETAILS, ids) {
+            digits.push(base.into(), |r| Some(ids[r].into()))?;
+        } else {
+            let map = b.map_ids(SKU_DETAILS)?;
+            let slots = u64::from(map.value_count()?) + 2;
+            digits.push(slots.checked_mul(slots)?, |r| match map.row(r) {
+                None => Some(0),
+                Some(entries) => {
+                    let (instance_type, gpus) = self.detail_ids(&map, entries)?;
+                    Some(instance_type.digit() * slots + gpus.digit())
+                }
+            })?;
+        }
+        if !self.team_tags.is_empty() {
+            if let Some(base) = b.ids(TAGS, ids) {
+                digits.push(base.into(), |r| Some(ids[r].into()))?;
+            } else {
+                let map = b.map_ids(TAGS)?;
+                let base = u64::from(map.value_count()?) + 1;
+                digits.push(base, |r| {
+                    Some(self.team_ids(&map, r)?.map_or(0, |v| u64::from(v) + 1))
+                })?;
+            }
+        }
+        digits.push(2, |r| Some(u64::from(quantity[r].is_some())))?;
+        digits.flush();
+        Some(())
     }
 
-    /// The ids of the values [`Focus::details`] reads from a dictionary
-    /// map: its last `InstanceType` and `GpuCount` entries.
-    fn detail_ids(&mut self, p: &Pairs<'_>) -> Option<Named> {
+    /// The ids of the values [`Focus::details`] reads from a map's
+    /// entries: its last `InstanceType` and `GpuCount` entries.
+    fn detail_ids(
+        &mut self,
+        map: &MapIds<'_>,
+        entries: impl Iterator<Item = (u32, Option<u32>)>,
+    ) -> Option<(Slot, Slot)> {
         let (mut instance_type, mut gpus) = (Slot::Absent, Slot::Absent);
-        for (k, v) in p.ids()? {
+        for (k, v) in entries {
             if k >= ROLE_LIMIT {
                 return None;
             }
@@ -274,7 +370,7 @@ impl<'s> Focus<'s> {
                 self.roles.details.resize(at + 1, 0);
             }
             if self.roles.details[at] == 0 {
-                let key = p.key_text(k)?;
+                let key = map.key_text(k)?;
                 self.roles.details[at] = if key.eq_ignore_ascii_case("InstanceType") {
                     2
                 } else if key.eq_ignore_ascii_case("GpuCount") {
@@ -289,27 +385,33 @@ impl<'s> Focus<'s> {
                 _ => {}
             }
         }
-        Some(Named::Ids(instance_type, gpus))
+        Some((instance_type, gpus))
     }
 
-    /// The id of the value [`first_tag`] takes from a dictionary map: for
+    /// The id of the value [`first_tag`] takes from row `r` of a map: for
     /// each team tag in turn, the first entry with exactly its key, else
-    /// the first ignoring case, if its value is not blank.
-    fn team_ids(&mut self, p: &Pairs<'_>) -> Option<Named> {
+    /// the first ignoring case, if its value is not blank. `Some(None)`
+    /// when no entry gives a team (or the cell is null), `None` when a key
+    /// id is too big for the role table.
+    fn team_ids(&mut self, map: &MapIds<'_>, r: usize) -> Option<Option<u32>> {
         let keys = self.team_tags;
         if keys.len() > 64 {
             return None;
         }
-        for (k, _) in p.ids()? {
+        let Some(entries) = map.row(r) else {
+            return Some(None);
+        };
+        let roles = &mut self.roles;
+        for (k, _) in entries.clone() {
             if k >= ROLE_LIMIT {
                 return None;
             }
             let at = k as usize;
-            if self.roles.tags.len() <= at {
-                self.roles.tags.resize(at + 1, None);
+            if roles.tags.len() <= at {
+                roles.tags.resize(at + 1, None);
             }
-            if self.roles.tags[at].is_none() {
-                let text = p.key_text(k)?;
+            if roles.tags[at].is_none() {
+                let text = map.key_text(k)?;
                 let (mut exact, mut loose) = (0u64, 0u64);
                 for (i, key) in keys.iter().enumerate() {
                     if text == key {
@@ -319,48 +421,40 @@ impl<'s> Focus<'s> {
                         loose |= 1 << i;
                     }
                 }
-                self.roles.tags[at] = Some((exact, loose));
+                roles.tags[at] = Some((exact, loose));
             }
         }
-        let roles = &self.roles.tags;
-        let role = |k: u32| roles.get(k as usize).copied().flatten().unwrap_or((0, 0));
+        let role = |k: u32| {
+            roles
+                .tags
+                .get(k as usize)
+                .copied()
+                .flatten()
+                .unwrap_or((0, 0))
+        };
         for i in 0..keys.len() {
             let bit = 1u64 << i;
-            let found = p
-                .ids()?
+            let found = entries
+                .clone()
                 .find(|(k, _)| role(*k).0 & bit != 0)
-                .or_else(|| p.ids()?.find(|(k, _)| role(*k).1 & bit != 0));
-            if let Some((_, Some(v))) = found
-                && !p.value_text(v)?.trim().is_empty()
-            {
-                return Some(Named::Ids(Slot::Value(v), Slot::Absent));
+                .or_else(|| entries.clone().find(|(k, _)| role(*k).1 & bit != 0));
+            let Some((_, Some(v))) = found else {
+                continue;
+            };
+            // Whether each value is blank, worked out once an epoch.
+            let at = usize::try_from(v).ok()?;
+            if roles.blank.len() <= at {
+                roles.blank.resize(at + 1, 0);
+            }
+            if roles.blank[at] == 0 {
+                let blank = map.value_text(v)?.trim().is_empty();
+                roles.blank[at] = if blank { 1 } else { 2 };
+            }
+            if roles.blank[at] == 2 {
+                return Some(Some(v));
             }
         }
-        Some(Named::Nothing)
-    }
-
-    /// The amounts and times of a row whose shape was seen before, checked
-    /// as [`Focus::charge`] checks them, in the same order.
-    ///
-    /// # Errors
-    /// The first of those cells that does not parse.
-    pub fn amounts(&self, c: &Cells<'_>) -> Result<Amounts, BillError> {
-        let billed = c.required_number(BILLED)?;
-        let effective = c.required_number(EFFECTIVE)?;
-        let quantity = c.number(QUANTITY)?;
-        let period_start = c.required_time(PERIOD_START)?;
-        let period_end = c.required_time(PERIOD_END)?;
-        let start = c.required_time(START)?;
-        let end = c.required_time(END)?;
-        Ok(Amounts {
-            period_start,
-            period_end,
-            start,
-            end,
-            quantity,
-            billed,
-            effective,
-        })
+        Some(None)
     }
 
     /// One row as a charge.
@@ -554,12 +648,6 @@ impl<'s> Focus<'s> {
                 .map_err(|why| c.bad(TAGS, why)),
         }
     }
-}
-
-/// The key of one text cell, if it has one.
-fn keyed(c: &Cells<'_>, i: usize) -> Option<u32> {
-    let mut key = [0];
-    c.keys(&[i], &mut key).then_some(key[0])
 }
 
 /// A commitment's kind from its type text (matched loosely: every cloud

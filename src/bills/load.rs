@@ -13,7 +13,7 @@ use super::aggregate::{Aggregator, Plain};
 use super::charge::{self, Cells};
 use super::cur2::{self, Cur2};
 use super::files::{self, DataFile, Folder};
-use super::focus::{self, Focus, Shape};
+use super::focus::{self, BatchRows, Focus, Shape};
 use super::gpus::GpuTypes;
 use super::read::{RowCells, RowFn, Table};
 use super::time::{DAY, period_name};
@@ -126,6 +126,10 @@ struct Worker<'s> {
     /// with other amounts, and adding those needs no other cell.
     shapes: HashMap<Shape, Option<Plain>>,
     epoch: u64,
+    /// The shapes and amounts of the batch being read, if it has them.
+    batch: BatchRows,
+    serial: u64,
+    shaped: bool,
 }
 
 /// Shapes kept before the memo starts over.
@@ -141,6 +145,9 @@ impl<'s> Worker<'s> {
             last: None,
             shapes: HashMap::default(),
             epoch: 0,
+            batch: BatchRows::default(),
+            serial: 0,
+            shaped: false,
         }
     }
 
@@ -149,20 +156,17 @@ impl<'s> Worker<'s> {
             BillFormat::Focus => self.shape(cells),
             BillFormat::Cur2 => None,
         };
-        let known = shape.as_ref().and_then(|s| self.shapes.get(s)).copied();
-        if let Some(Some(plain)) = known {
-            match self.focus.amounts(cells) {
-                Ok(a) if plain.fits(a.period_start, a.period_end, a.quantity) => {
-                    return self
-                        .agg
-                        .add_plain(&plain, &a)
-                        .map_err(|why| cells.bad(END, why));
-                }
-                // Another billing period, or usage without a quantity: read
-                // in full, as a new row.
-                Ok(_) => {}
-                Err(e) => return Err(self.failed(cells, e)),
-            }
+        let known = shape.and_then(|(s, _)| self.shapes.get(&s)).copied();
+        if let (Some(Some(plain)), Some((_, row))) = (known, shape)
+            // Amounts that do not read, another billing period, or usage
+            // without a quantity: read in full, as a new row.
+            && let Some(a) = self.batch.amounts(row)
+            && plain.fits(a.period_start, a.period_end, a.quantity)
+        {
+            return self
+                .agg
+                .add_plain(&plain, &a)
+                .map_err(|why| cells.bad(END, why));
         }
         let charge = match format {
             BillFormat::Focus => self.focus.charge(cells),
@@ -182,7 +186,7 @@ impl<'s> Worker<'s> {
             self.last = Some((ch.billing_account.to_owned(), ch.period_start));
         }
         let plain = self.agg.add(&ch).map_err(|why| cells.bad(END, why))?;
-        if let Some(shape) = shape
+        if let Some((shape, _)) = shape
             && known.is_none()
         {
             if self.shapes.len() >= SHAPES_LIMIT {
@@ -193,18 +197,20 @@ impl<'s> Worker<'s> {
         Ok(())
     }
 
-    /// The row's shape, when its cells have keys; a new epoch forgets the
-    /// shapes of the last.
-    fn shape(&mut self, cells: &Cells<'_>) -> Option<Shape> {
-        let epoch = cells.epoch();
-        if epoch == 0 {
-            return None;
+    /// The row's shape and its place in its batch, when the batch has
+    /// shapes; the first row of a batch reads the batch's, and a new epoch
+    /// forgets the shapes of the last.
+    fn shape(&mut self, cells: &Cells<'_>) -> Option<(Shape, usize)> {
+        let (batch, row) = cells.row.batch()?;
+        if batch.serial() != self.serial {
+            self.serial = batch.serial();
+            if batch.epoch() != self.epoch {
+                self.shapes.clear();
+                self.epoch = batch.epoch();
+            }
+            self.shaped = self.batch.read(&mut self.focus, batch);
         }
-        if epoch != self.epoch {
-            self.shapes.clear();
-            self.epoch = epoch;
-        }
-        self.focus.shape(cells)
+        self.shaped.then(|| (self.batch.shape(row), row))
     }
 
     /// A bad row's error; its own period fails, when the row says which.

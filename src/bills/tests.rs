@@ -1464,8 +1464,7 @@ fn parquet_bad_rows_in_both_workers_shares_report_the_first_line() {
 /// loose tag keys and blank values, GPU and other instance types, missing
 /// quantities, corrections, commitments, two billing periods, purchases),
 /// many repeating an earlier row's text with other amounts, as CSV and as
-/// Parquet (text as dictionaries, maps for the key-value cells) in row
-/// groups that split the memo's epochs.
+/// Parquet in each [`Layout`], in row groups that split the memo's epochs.
 fn repeated_rows() -> Vec<BTreeMap<&'static str, Option<String>>> {
     let mut seed = 7u64;
     let mut pick = |n: usize| {
@@ -1581,46 +1580,94 @@ fn repeated_rows() -> Vec<BTreeMap<&'static str, Option<String>>> {
         .collect()
 }
 
-fn repeated_parquet(rows: &[BTreeMap<&'static str, Option<String>>]) -> Vec<u8> {
+/// How [`repeated_parquet`] writes the key-value cells and amounts.
+#[derive(Debug, Clone, Copy)]
+enum Layout {
+    /// Maps of text to text, numbers as doubles.
+    Maps,
+    /// JSON text, as a CSV has them.
+    Json,
+    /// BigQuery's lists of key and value structs.
+    Lists,
+    /// Maps, with the costs as text (such a batch has no shapes).
+    TextCosts,
+}
+
+fn repeated_parquet(rows: &[BTreeMap<&'static str, Option<String>>], layout: Layout) -> Vec<u8> {
     use std::sync::Arc;
 
-    use arrow_array::builder::{MapBuilder, StringBuilder};
+    use arrow_array::builder::{ListBuilder, MapBuilder, StringBuilder, StructBuilder};
     use arrow_array::{ArrayRef, Float64Array, RecordBatch, StringArray, TimestampSecondArray};
+    use arrow_schema::{DataType, Field};
 
     let get = |r: &BTreeMap<&str, Option<String>>, k: &str| r.get(k).cloned().flatten();
+    let object = |v: Option<String>| -> Vec<(String, String)> {
+        let object: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&v.unwrap()).unwrap();
+        object
+            .into_iter()
+            .map(|(k, v)| (k, v.as_str().unwrap().to_owned()))
+            .collect()
+    };
     let mut columns: Vec<(&str, ArrayRef)> = Vec::new();
     for &name in FOCUS {
         let values = rows.iter().map(|r| get(r, name));
-        let array: ArrayRef = match name {
-            "BillingPeriodStart" | "BillingPeriodEnd" | "ChargePeriodStart" | "ChargePeriodEnd" => {
-                Arc::new(
-                    TimestampSecondArray::from(
-                        values
-                            .map(|v| v.map(|v| t(&v).timestamp()))
-                            .collect::<Vec<_>>(),
-                    )
-                    .with_timezone("UTC"),
-                )
-            }
-            "BilledCost" | "EffectiveCost" | "ConsumedQuantity" | "CommitmentDiscountQuantity" => {
-                Arc::new(Float64Array::from(
+        let array: ArrayRef = match (name, layout) {
+            (
+                "BillingPeriodStart" | "BillingPeriodEnd" | "ChargePeriodStart" | "ChargePeriodEnd",
+                _,
+            ) => Arc::new(
+                TimestampSecondArray::from(
                     values
-                        .map(|v| v.map(|v| v.parse::<f64>().unwrap()))
+                        .map(|v| v.map(|v| t(&v).timestamp()))
                         .collect::<Vec<_>>(),
-                ))
+                )
+                .with_timezone("UTC"),
+            ),
+            ("BilledCost" | "EffectiveCost", Layout::TextCosts) => {
+                Arc::new(StringArray::from(values.collect::<Vec<_>>()))
             }
-            "Tags" | "SkuPriceDetails" => {
+            (
+                "BilledCost" | "EffectiveCost" | "ConsumedQuantity" | "CommitmentDiscountQuantity",
+                _,
+            ) => Arc::new(Float64Array::from(
+                values
+                    .map(|v| v.map(|v| v.parse::<f64>().unwrap()))
+                    .collect::<Vec<_>>(),
+            )),
+            ("Tags" | "SkuPriceDetails", Layout::Maps | Layout::TextCosts) => {
                 let mut map = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
                 for v in values {
-                    let object: serde_json::Map<String, serde_json::Value> =
-                        serde_json::from_str(&v.unwrap()).unwrap();
-                    for (k, v) in object {
+                    for (k, v) in object(v) {
                         map.keys().append_value(k);
-                        map.values().append_value(v.as_str().unwrap());
+                        map.values().append_value(v);
                     }
                     map.append(true).unwrap();
                 }
                 Arc::new(map.finish())
+            }
+            ("Tags" | "SkuPriceDetails", Layout::Lists) => {
+                let fields = vec![
+                    Field::new("key", DataType::Utf8, true),
+                    Field::new("value", DataType::Utf8, true),
+                ];
+                let mut list = ListBuilder::new(StructBuilder::from_fields(fields, 0));
+                for v in values {
+                    for (k, v) in object(v) {
+                        let entry = list.values();
+                        entry
+                            .field_builder::<StringBuilder>(0)
+                            .unwrap()
+                            .append_value(k);
+                        entry
+                            .field_builder::<StringBuilder>(1)
+                            .unwrap()
+                            .append_value(v);
+                        entry.append(true);
+                    }
+                    list.append(true);
+                }
+                Arc::new(list.finish())
             }
             _ => Arc::new(StringArray::from(values.collect::<Vec<_>>())),
         };
@@ -1644,16 +1691,25 @@ fn parquet_rows_that_repeat_an_earlier_rows_text_add_exactly_what_their_csv_twin
         })
         .collect();
     csv.focus("focus/data/focus-00001.csv", &cells);
-    let parquet = Bench::new(BillProvider::Aws, BillFormat::Focus);
-    parquet.write(
-        "focus/data/focus-00001.snappy.parquet",
-        repeated_parquet(&rows),
-    );
-    let (a, b) = (
-        csv.load("2026-10-20T00:00:00Z"),
-        parquet.load("2026-10-20T00:00:00Z"),
-    );
-    assert!(!a.failed() && !b.failed(), "{a:#?} {b:#?}");
+    let a = csv.load("2026-10-20T00:00:00Z");
+    assert!(!a.failed(), "{a:#?}");
+    assert_eq!(a.periods.len(), 4, "{a:#?}");
+    assert!(csv.usage(&[], Bucket::Hour).len() > 20);
+    for layout in [Layout::Maps, Layout::Json, Layout::Lists, Layout::TextCosts] {
+        let parquet = Bench::new(BillProvider::Aws, BillFormat::Focus);
+        parquet.write(
+            "focus/data/focus-00001.snappy.parquet",
+            repeated_parquet(&rows, layout),
+        );
+        let b = parquet.load("2026-10-20T00:00:00Z");
+        assert!(!b.failed(), "{layout:?}: {b:#?}");
+        same_load(&csv, &a, &parquet, &b, layout);
+    }
+}
+
+/// Asserts that two loads of the same rows found the same periods, usage,
+/// spend and commitments.
+fn same_load(csv: &Bench, a: &SourceReport, parquet: &Bench, b: &SourceReport, layout: Layout) {
     let counts = |r: &SourceReport| {
         r.periods
             .iter()
@@ -1667,8 +1723,7 @@ fn parquet_rows_that_repeat_an_earlier_rows_text_add_exactly_what_their_csv_twin
             })
             .collect::<Vec<_>>()
     };
-    assert_eq!(counts(&a), counts(&b));
-    assert_eq!(a.periods.len(), 4, "{a:#?}");
+    assert_eq!(counts(a), counts(b), "{layout:?}");
     // Sums of the same rows in another order differ in their last bits.
     fn rounded(v: serde_json::Value) -> serde_json::Value {
         use serde_json::Value;
@@ -1693,8 +1748,114 @@ fn parquet_rows_that_repeat_an_earlier_rows_text_add_exactly_what_their_csv_twin
         shown(serde_json::to_value(b.spend(crate::store::bills::SPEND_FIELDS)).unwrap())
     };
     let commitments = |b: &Bench| shown(serde_json::to_value(b.commitments()).unwrap());
-    assert!(csv.usage(&[], Bucket::Hour).len() > 20);
-    assert_eq!(usage(&csv), usage(&parquet));
-    assert_eq!(spend(&csv), spend(&parquet));
-    assert_eq!(commitments(&csv), commitments(&parquet));
+    assert_eq!(usage(csv), usage(parquet), "{layout:?}");
+    assert_eq!(spend(csv), spend(parquet), "{layout:?}");
+    assert_eq!(commitments(csv), commitments(parquet), "{layout:?}");
+}
+
+#[test]
+fn parquet_rows_of_equal_text_share_a_shape_and_rows_of_one_shape_mean_the_same() {
+    use super::charge;
+    use super::files::Contents;
+    use super::focus::{self, BatchRows, Focus, Shape};
+    use super::read::{RowCells, RowFn, Table};
+
+    let rows = repeated_rows();
+    // What the shape must tell apart: every text but the amounts and
+    // times, and whether there is a quantity.
+    let text = |r: &BTreeMap<&'static str, Option<String>>| {
+        let mut r = r.clone();
+        for k in [
+            "BillingPeriodStart",
+            "BillingPeriodEnd",
+            "ChargePeriodStart",
+            "ChargePeriodEnd",
+            "BilledCost",
+            "EffectiveCost",
+            "CommitmentDiscountQuantity",
+        ] {
+            r.remove(k);
+        }
+        let quantity = r["ConsumedQuantity"].is_some();
+        r.insert("ConsumedQuantity", Some(quantity.to_string()));
+        r
+    };
+    // What the text means: the tags only by the team they give.
+    let meaning = |r: &BTreeMap<&'static str, Option<String>>| {
+        let mut r = text(r);
+        let tags: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(r["Tags"].as_deref().unwrap()).unwrap();
+        let team = ["team", "project"].iter().find_map(|key| {
+            let exact = tags.iter().find(|(k, _)| k == key);
+            let loose = || tags.iter().find(|(k, _)| k.eq_ignore_ascii_case(key));
+            let v = exact.or_else(loose)?.1.as_str()?.trim();
+            (!v.is_empty()).then(|| v.to_owned())
+        });
+        r.insert("Tags", team);
+        r
+    };
+    let texts: Vec<_> = rows.iter().map(text).collect();
+    let meanings: Vec<_> = rows.iter().map(meaning).collect();
+    for (layout, shaped) in [
+        (Layout::Maps, true),
+        (Layout::Json, true),
+        (Layout::Lists, true),
+        (Layout::TextCosts, false),
+    ] {
+        let bytes = bytes::Bytes::from(repeated_parquet(&rows, layout));
+        let table = Table::open(Contents::Memory(bytes), "x.parquet").unwrap();
+        let wanted = charge::resolve("x.parquet", table.header(), focus::COLUMNS).unwrap();
+        let team_tags = vec!["team".to_owned(), "project".to_owned()];
+        let mut focus = Focus::new(BillProvider::Aws, &team_tags);
+        let mut batch = BatchRows::default();
+        let (mut serial, mut has_shapes) = (0, false);
+        let mut seen: Vec<(u64, Shape, usize)> = Vec::new();
+        let mut batches = 0;
+        let mut f = |row: &dyn RowCells| {
+            let (b, r) = row.batch().unwrap();
+            if b.serial() != serial {
+                serial = b.serial();
+                has_shapes = batch.read(&mut focus, b);
+                assert_eq!(has_shapes, shaped, "{layout:?}");
+                batches += 1;
+            }
+            if has_shapes {
+                let at = usize::try_from(row.line()).unwrap() - 2;
+                seen.push((b.epoch(), batch.shape(r), at));
+                assert_eq!(
+                    batch.amounts(r).map(|a| a.billed),
+                    rows[at]["BilledCost"]
+                        .as_deref()
+                        .map(|c| c.parse().unwrap()),
+                );
+            }
+            Ok(())
+        };
+        let mut workers: [&mut RowFn<'_>; 1] = [&mut f];
+        table.rows(&wanted, &mut workers).unwrap();
+        assert!(batches >= 4, "{layout:?}: {batches} batches");
+        if !shaped {
+            continue;
+        }
+        assert_eq!(seen.len(), rows.len());
+        let mut shared = 0;
+        for (i, (epoch, shape, at)) in seen.iter().enumerate() {
+            for (e, s, other) in &seen[..i] {
+                if e != epoch {
+                    continue;
+                }
+                if texts[*at] == texts[*other] {
+                    assert_eq!(shape, s, "{layout:?}: rows {at} and {other}");
+                    shared += 1;
+                }
+                if shape == s {
+                    assert_eq!(
+                        meanings[*at], meanings[*other],
+                        "{layout:?}: rows {at} and {other}"
+                    );
+                }
+            }
+        }
+        assert!(shared > 1000, "{layout:?}: {shared}");
+    }
 }
