@@ -127,13 +127,37 @@ impl<'o> Digits<'o> {
         }
     }
 
-    /// Appends digit `digit(r)`, below `base`, to row r's shape. `None`
-    /// when the shapes outgrow a [`Shape`] or a digit its base.
-    fn push(&mut self, base: u64, mut digit: impl FnMut(usize) -> Option<u64>) -> Option<()> {
+    /// Appends each row's id from [`Batch::ids`] (below `base`, which the
+    /// same call returned) to its shape.
+    fn push_ids(&mut self, base: u32, ids: &[u32]) -> Option<()> {
         if base == 1 {
             // A column null in every row: nothing to tell apart.
             return Some(());
         }
+        let base = u64::from(base);
+        self.widen(base)?;
+        for (w, &id) in self.word.iter_mut().zip(ids) {
+            *w = *w * base + u64::from(id);
+        }
+        Some(())
+    }
+
+    /// Appends digit `digit(r)`, below `base`, to row r's shape. `None`
+    /// when the shapes outgrow a [`Shape`] or a digit its base.
+    fn push(&mut self, base: u64, mut digit: impl FnMut(usize) -> Option<u64>) -> Option<()> {
+        self.widen(base)?;
+        for (r, w) in self.word.iter_mut().enumerate() {
+            let d = digit(r)?;
+            if d >= base {
+                return None;
+            }
+            *w = *w * base + d;
+        }
+        Some(())
+    }
+
+    /// Makes room for a digit below `base`.
+    fn widen(&mut self, base: u64) -> Option<()> {
         self.room = self.room.checked_mul(Shape::from(base))?;
         self.word_room = match self.word_room.checked_mul(base) {
             Some(room) => room,
@@ -142,13 +166,6 @@ impl<'o> Digits<'o> {
                 base
             }
         };
-        for (r, w) in self.word.iter_mut().enumerate() {
-            let d = digit(r)?;
-            if d >= base {
-                return None;
-            }
-            *w = *w * base + d;
-        }
         Some(())
     }
 
@@ -264,6 +281,9 @@ struct Roles {
     tags: Vec<Option<(u64, u64)>>,
     /// `Tags` values: 1 blank, 2 not.
     blank: Vec<u8>,
+    /// Per team tag, the value of the row's first entry with exactly its
+    /// key and with its key ignoring case (see [`Focus::team_ids`]).
+    found: Vec<(Option<u32>, Option<u32>)>,
 }
 
 /// Map keys with a role table entry; a map with bigger key ids leaves its
@@ -320,12 +340,12 @@ impl<'s> Focus<'s> {
         let mut digits = Digits::new(shapes, words);
         for col in SHAPED {
             let base = b.ids(col, ids)?;
-            digits.push(base.into(), |r| Some(ids[r].into()))?;
+            digits.push_ids(base, ids)?;
         }
         // Key-value cells as JSON text by their ids, maps by the ids of
         // the values they name.
         if let Some(base) = b.ids(SKU_DETAILS, ids) {
-            digits.push(base.into(), |r| Some(ids[r].into()))?;
+            digits.push_ids(base, ids)?;
         } else {
             let map = b.map_ids(SKU_DETAILS)?;
             let slots = u64::from(map.value_count()?) + 2;
@@ -339,7 +359,7 @@ impl<'s> Focus<'s> {
         }
         if !self.team_tags.is_empty() {
             if let Some(base) = b.ids(TAGS, ids) {
-                digits.push(base.into(), |r| Some(ids[r].into()))?;
+                digits.push_ids(base, ids)?;
             } else {
                 let map = b.map_ids(TAGS)?;
                 let base = u64::from(map.value_count()?) + 1;
@@ -402,7 +422,11 @@ impl<'s> Focus<'s> {
             return Some(None);
         };
         let roles = &mut self.roles;
-        for (k, _) in entries.clone() {
+        roles.found.resize(keys.len(), (None, None));
+        // The team tags with an entry of exactly their key, and of their key
+        // ignoring case, so far; `found` holds the first such entry's value.
+        let (mut exact, mut loose) = (0u64, 0u64);
+        for (k, v) in entries {
             if k >= ROLE_LIMIT {
                 return None;
             }
@@ -410,35 +434,44 @@ impl<'s> Focus<'s> {
             if roles.tags.len() <= at {
                 roles.tags.resize(at + 1, None);
             }
-            if roles.tags[at].is_none() {
-                let text = map.key_text(k)?;
-                let (mut exact, mut loose) = (0u64, 0u64);
-                for (i, key) in keys.iter().enumerate() {
-                    if text == key {
-                        exact |= 1 << i;
+            let (e, l) = match roles.tags[at] {
+                Some(role) => role,
+                None => {
+                    let text = map.key_text(k)?;
+                    let (mut e, mut l) = (0u64, 0u64);
+                    for (i, key) in keys.iter().enumerate() {
+                        if text == key {
+                            e |= 1 << i;
+                        }
+                        if text.eq_ignore_ascii_case(key) {
+                            l |= 1 << i;
+                        }
                     }
-                    if text.eq_ignore_ascii_case(key) {
-                        loose |= 1 << i;
-                    }
+                    roles.tags[at] = Some((e, l));
+                    (e, l)
                 }
-                roles.tags[at] = Some((exact, loose));
+            };
+            for (mask, seen, first) in [(e, &mut exact, true), (l, &mut loose, false)] {
+                let mut new = mask & !*seen;
+                *seen |= mask;
+                while new != 0 {
+                    let i = new.trailing_zeros() as usize;
+                    let slot = &mut roles.found[i];
+                    *(if first { &mut slot.0 } else { &mut slot.1 }) = v;
+                    new &= new - 1;
+                }
             }
         }
-        let role = |k: u32| {
-            roles
-                .tags
-                .get(k as usize)
-                .copied()
-                .flatten()
-                .unwrap_or((0, 0))
-        };
-        for i in 0..keys.len() {
+        for (i, &(e, l)) in roles.found.iter().enumerate() {
             let bit = 1u64 << i;
-            let found = entries
-                .clone()
-                .find(|(k, _)| role(*k).0 & bit != 0)
-                .or_else(|| entries.clone().find(|(k, _)| role(*k).1 & bit != 0));
-            let Some((_, Some(v))) = found else {
+            let value = if exact & bit != 0 {
+                e
+            } else if loose & bit != 0 {
+                l
+            } else {
+                continue;
+            };
+            let Some(v) = value else {
                 continue;
             };
             // Whether each value is blank, worked out once an epoch.
