@@ -713,3 +713,60 @@ fn commitment_type(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Digits, Shape};
+
+    #[test]
+    fn digits_past_a_word_are_each_rows_number_in_mixed_radix_and_too_many_fail() {
+        // Bases whose product passes 2^64 after the third: the word is
+        // moved into the shapes once, and every row's shape is still the
+        // number its digits spell.
+        let bases: [u64; 5] = [1_000_003, 65_537, 4_294_967_311, 7, 1];
+        let rows: Vec<[u64; 5]> = vec![
+            [0, 0, 0, 0, 0],
+            [1_000_002, 65_536, 4_294_967_310, 6, 0],
+            [17, 3, 99, 2, 0],
+            [17, 3, 99, 3, 0],
+        ];
+        let (mut shapes, mut word) = (vec![0; rows.len()], Vec::new());
+        let mut digits = Digits::new(&mut shapes, &mut word);
+        for (i, base) in bases.into_iter().enumerate() {
+            digits.push(base, |r| Some(rows[r][i])).unwrap();
+        }
+        digits.flush();
+        let spelled: Vec<Shape> = rows
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .zip(bases)
+                    .fold(0, |n, (&d, base)| n * Shape::from(base) + Shape::from(d))
+            })
+            .collect();
+        assert_eq!(shapes, spelled);
+        assert_eq!(shapes[3], shapes[2] + 1);
+
+        // A digit not below its base, and more digits than 128 bits hold.
+        let (mut shapes, mut word) = (vec![0; 2], Vec::new());
+        let mut digits = Digits::new(&mut shapes, &mut word);
+        assert!(
+            digits
+                .push(3, |r| Some(if r == 1 { 3 } else { 0 }))
+                .is_none()
+        );
+        let (mut shapes, mut word) = (vec![0; 2], Vec::new());
+        let mut digits = Digits::new(&mut shapes, &mut word);
+        let wide = u64::MAX / 3;
+        assert!(digits.push(wide, |_| Some(1)).is_some());
+        assert!(digits.push(wide, |_| Some(1)).is_some());
+        assert!(digits.push(wide, |_| Some(1)).is_none());
+        // Ids of a column null in every row add nothing.
+        let (mut shapes, mut word) = (vec![0; 2], Vec::new());
+        let mut digits = Digits::new(&mut shapes, &mut word);
+        digits.push_ids(1, &[0, 0]).unwrap();
+        digits.push_ids(5, &[4, 2]).unwrap();
+        digits.flush();
+        assert_eq!(shapes, [4, 2]);
+    }
+}
