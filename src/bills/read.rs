@@ -592,7 +592,7 @@ impl<'a> Batch<'a> {
         self.serial
     }
 
-    /// Batches whose ids (see [`Batch::ids`], [`Pairs::ids`]) may be
+    /// Batches whose ids (see [`Batch::ids`], [`MapIds`]) may be
     /// compared: those of the same epoch.
     pub fn epoch(&self) -> u64 {
         self.epoch
@@ -1020,7 +1020,7 @@ fn all_null(meta: &parquet::file::metadata::ParquetMetaData, name: &str) -> bool
 /// A text field as a dictionary, unless it is all null; a map of text to
 /// text (or BigQuery's list of key and value structs) with both sides as
 /// dictionaries, so that a row's entries are known by their ids (see
-/// [`Pairs::ids`]).
+/// [`MapIds`]).
 fn as_dictionary(f: &Field, meta: &parquet::file::metadata::ParquetMetaData) -> Field {
     let text =
         |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
