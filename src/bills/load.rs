@@ -126,7 +126,8 @@ struct Worker<'s> {
     /// with other amounts, and adding those needs no other cell.
     shapes: HashMap<Shape, Option<Plain>>,
     epoch: u64,
-    /// The shapes and amounts of the batch being read, if it has them.
+    /// The shapes and amounts of the batch being read: the one numbered
+    /// `serial`, and whether it has them.
     batch: BatchRows,
     serial: u64,
     shaped: bool,

@@ -1443,6 +1443,36 @@ fn parquet_row_groups_split_between_workers_sum_every_row_once() {
 }
 
 #[test]
+fn a_parquet_row_that_repeats_a_shape_but_has_a_bad_cost_fails_at_its_line_and_column() {
+    let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
+    // Row 40 has the text of rows 37 and 34 before it (three teams in
+    // turn), so its shape is known; its cost is not a finite number.
+    let rows: Vec<(i64, &str, &str, &str, f64)> = (0..73)
+        .map(|r| {
+            let cost = if r == 40 { f64::INFINITY } else { 0.8 };
+            (
+                r,
+                "Usage",
+                ["ml", "research", "infra"][r as usize % 3],
+                "g6.xlarge",
+                cost,
+            )
+        })
+        .collect();
+    b.write(
+        "focus/data/focus-00001.snappy.parquet",
+        focus_parquet(&rows, Some(100)),
+    );
+    let r = b.load("2026-10-20T00:00:00Z");
+    assert!(r.failed());
+    let error = one_period(&r).error.clone().unwrap();
+    assert_eq!(
+        error,
+        "focus/data/focus-00001.snappy.parquet:42: BilledCost: inf is not a finite number"
+    );
+}
+
+#[test]
 fn parquet_bad_rows_in_both_workers_shares_report_the_first_line() {
     let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
     // Rows 12 (the first worker's) and 60 (the second's) are bad: row r is
