@@ -208,15 +208,7 @@ impl BatchRows {
             && b.times(PERIOD_END, period_end)
             && b.times(START, start)
             && b.times(END, end)
-            && focus
-                .shapes(
-                    b,
-                    quantity,
-                    &mut self.ids,
-                    &mut self.words,
-                    &mut self.shapes,
-                )
-                .is_some()
+            && focus.shapes(b, self).is_some()
     }
 
     pub fn shape(&self, row: usize) -> Shape {
@@ -281,9 +273,6 @@ struct Roles {
     tags: Vec<Option<(u64, u64)>>,
     /// `Tags` values: 1 blank, 2 not.
     blank: Vec<u8>,
-    /// Per team tag, the value of the row's first entry with exactly its
-    /// key and with its key ignoring case (see [`Focus::team_ids`]).
-    found: Vec<(Option<u32>, Option<u32>)>,
 }
 
 /// Map keys with a role table entry; a map with bigger key ids leaves its
@@ -320,16 +309,16 @@ impl<'s> Focus<'s> {
         }
     }
 
-    /// Each row's shape in `b`, given its quantities; `None` when the
-    /// batch's rows have none (see [`BatchRows::read`]).
-    fn shapes(
-        &mut self,
-        b: &Batch<'_>,
-        quantity: &[Option<f64>],
-        ids: &mut Vec<u32>,
-        words: &mut Vec<u64>,
-        shapes: &mut Vec<Shape>,
-    ) -> Option<()> {
+    /// Each row's shape in `b`, into `rows`, whose quantities are read;
+    /// `None` when the batch's rows have none (see [`BatchRows::read`]).
+    fn shapes(&mut self, b: &Batch<'_>, rows: &mut BatchRows) -> Option<()> {
+        let BatchRows {
+            shapes,
+            ids,
+            words,
+            numbers: [_, _, quantity],
+            ..
+        } = rows;
         if b.epoch() != self.roles.epoch {
             self.roles = Roles {
                 epoch: b.epoch(),
@@ -422,11 +411,7 @@ impl<'s> Focus<'s> {
             return Some(None);
         };
         let roles = &mut self.roles;
-        roles.found.resize(keys.len(), (None, None));
-        // The team tags with an entry of exactly their key, and of their key
-        // ignoring case, so far; `found` holds the first such entry's value.
-        let (mut exact, mut loose) = (0u64, 0u64);
-        for (k, v) in entries {
+        for (k, _) in entries.clone() {
             if k >= ROLE_LIMIT {
                 return None;
             }
@@ -434,44 +419,35 @@ impl<'s> Focus<'s> {
             if roles.tags.len() <= at {
                 roles.tags.resize(at + 1, None);
             }
-            let (e, l) = match roles.tags[at] {
-                Some(role) => role,
-                None => {
-                    let text = map.key_text(k)?;
-                    let (mut e, mut l) = (0u64, 0u64);
-                    for (i, key) in keys.iter().enumerate() {
-                        if text == key {
-                            e |= 1 << i;
-                        }
-                        if text.eq_ignore_ascii_case(key) {
-                            l |= 1 << i;
-                        }
+            if roles.tags[at].is_none() {
+                let text = map.key_text(k)?;
+                let (mut exact, mut loose) = (0u64, 0u64);
+                for (i, key) in keys.iter().enumerate() {
+                    if text == key {
+                        exact |= 1 << i;
                     }
-                    roles.tags[at] = Some((e, l));
-                    (e, l)
+                    if text.eq_ignore_ascii_case(key) {
+                        loose |= 1 << i;
+                    }
                 }
-            };
-            for (mask, seen, first) in [(e, &mut exact, true), (l, &mut loose, false)] {
-                let mut new = mask & !*seen;
-                *seen |= mask;
-                while new != 0 {
-                    let i = new.trailing_zeros() as usize;
-                    let slot = &mut roles.found[i];
-                    *(if first { &mut slot.0 } else { &mut slot.1 }) = v;
-                    new &= new - 1;
-                }
+                roles.tags[at] = Some((exact, loose));
             }
         }
-        for (i, &(e, l)) in roles.found.iter().enumerate() {
+        let role = |k: u32| {
+            roles
+                .tags
+                .get(k as usize)
+                .copied()
+                .flatten()
+                .unwrap_or((0, 0))
+        };
+        for i in 0..keys.len() {
             let bit = 1u64 << i;
-            let value = if exact & bit != 0 {
-                e
-            } else if loose & bit != 0 {
-                l
-            } else {
-                continue;
-            };
-            let Some(v) = value else {
+            let found = entries
+                .clone()
+                .find(|(k, _)| role(*k).0 & bit != 0)
+                .or_else(|| entries.clone().find(|(k, _)| role(*k).1 & bit != 0));
+            let Some((_, Some(v))) = found else {
                 continue;
             };
             // Whether each value is blank, worked out once an epoch.

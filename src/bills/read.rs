@@ -463,41 +463,55 @@ impl<'a> Col<'a> {
     }
 
     fn cell(&self, i: usize) -> Cell<'a> {
-        fn num<T: Array>(a: &T, i: usize, v: impl FnOnce() -> f64) -> Cell<'static> {
-            if a.is_valid(i) {
-                Cell::Num(v())
-            } else {
-                Cell::Null
-            }
+        if let Some(n) = self.number(i) {
+            return n.map_or(Cell::Null, Cell::Num);
         }
-        fn time<T: Array>(a: &T, i: usize, v: impl FnOnce() -> i64) -> Cell<'static> {
-            if a.is_valid(i) {
-                Cell::Time(v())
-            } else {
-                Cell::Null
-            }
+        if let Some(t) = self.time(i) {
+            return t.map_or(Cell::Null, Cell::Time);
         }
         match self {
-            Self::Missing => Cell::Null,
             Self::Str(s) => s.get(i).and_then(not_null).map_or(Cell::Null, Cell::Text),
             Self::Dict { values, .. } => self
                 .dictionary_key(i)
                 .and_then(|k| values.get(k).copied().flatten())
                 .map_or(Cell::Null, Cell::Text),
-            Self::F64(a) => num(*a, i, || a.value(i)),
-            Self::F32(a) => num(*a, i, || f64::from(a.value(i))),
-            #[allow(clippy::cast_precision_loss)]
-            Self::I64(a) => num(*a, i, || a.value(i) as f64),
-            Self::I32(a) => num(*a, i, || f64::from(a.value(i))),
-            #[allow(clippy::cast_precision_loss)]
-            Self::Decimal(a, scale) => num(*a, i, || a.value(i) as f64 / 10f64.powi(*scale)),
-            Self::TsS(a) => time(*a, i, || a.value(i)),
-            Self::TsMs(a) => time(*a, i, || a.value(i).div_euclid(1000)),
-            Self::TsUs(a) => time(*a, i, || a.value(i).div_euclid(1_000_000)),
-            Self::TsNs(a) => time(*a, i, || a.value(i).div_euclid(1_000_000_000)),
-            Self::Date(a) => time(*a, i, || i64::from(a.value(i)) * 86_400),
             Self::Map(m, k, v) => pairs(*m, i, *k, *v, m.value_offsets()),
             Self::List(l, k, v) => pairs(*l, i, *k, *v, l.value_offsets()),
+            _ => Cell::Null,
+        }
+    }
+
+    /// Row `i`'s number (`Some(None)` when null), or `None` when this is
+    /// not a column of numbers.
+    fn number(&self, i: usize) -> Option<Option<f64>> {
+        fn at<T: Array>(a: &T, i: usize, v: impl FnOnce() -> f64) -> Option<Option<f64>> {
+            Some(a.is_valid(i).then(v))
+        }
+        match self {
+            Self::F64(a) => at(*a, i, || a.value(i)),
+            Self::F32(a) => at(*a, i, || f64::from(a.value(i))),
+            #[allow(clippy::cast_precision_loss)]
+            Self::I64(a) => at(*a, i, || a.value(i) as f64),
+            Self::I32(a) => at(*a, i, || f64::from(a.value(i))),
+            #[allow(clippy::cast_precision_loss)]
+            Self::Decimal(a, scale) => at(*a, i, || a.value(i) as f64 / 10f64.powi(*scale)),
+            _ => None,
+        }
+    }
+
+    /// Row `i`'s time as Unix seconds (`Some(None)` when null), or `None`
+    /// when this is not a column of times.
+    fn time(&self, i: usize) -> Option<Option<i64>> {
+        fn at<T: Array>(a: &T, i: usize, v: impl FnOnce() -> i64) -> Option<Option<i64>> {
+            Some(a.is_valid(i).then(v))
+        }
+        match self {
+            Self::TsS(a) => at(*a, i, || a.value(i)),
+            Self::TsMs(a) => at(*a, i, || a.value(i).div_euclid(1000)),
+            Self::TsUs(a) => at(*a, i, || a.value(i).div_euclid(1_000_000)),
+            Self::TsNs(a) => at(*a, i, || a.value(i).div_euclid(1_000_000_000)),
+            Self::Date(a) => at(*a, i, || i64::from(a.value(i)) * 86_400),
+            _ => None,
         }
     }
 
@@ -671,48 +685,32 @@ impl<'a> Batch<'a> {
     /// Each row's number in wanted column `i` (`None` for a null cell or a
     /// missing column), or `false` when the column does not hold numbers.
     pub fn numbers(&self, i: usize, out: &mut Vec<Option<f64>>) -> bool {
-        fn each<T: Array>(a: &T, out: &mut Vec<Option<f64>>, v: impl Fn(usize) -> f64) {
-            out.extend((0..a.len()).map(|r| a.is_valid(r).then(|| v(r))));
-        }
-        out.clear();
-        match self.cols.get(i) {
-            None | Some(Col::Missing) => out.resize(self.rows, None),
-            Some(Col::F64(a)) => {
-                let values = a.values();
-                each(*a, out, |r| values[r]);
-            }
-            Some(Col::F32(a)) => each(*a, out, |r| f64::from(a.value(r))),
-            #[allow(clippy::cast_precision_loss)]
-            Some(Col::I64(a)) => each(*a, out, |r| a.value(r) as f64),
-            Some(Col::I32(a)) => each(*a, out, |r| f64::from(a.value(r))),
-            #[allow(clippy::cast_precision_loss)]
-            Some(Col::Decimal(a, scale)) => {
-                let unit = 10f64.powi(*scale);
-                each(*a, out, |r| a.value(r) as f64 / unit);
-            }
-            Some(_) => return false,
-        }
-        true
+        self.each(i, out, Col::number)
     }
 
     /// Each row's time in wanted column `i`, as Unix seconds (`None` for a
     /// null cell or a missing column), or `false` when the column does not
     /// hold times.
     pub fn times(&self, i: usize, out: &mut Vec<Option<i64>>) -> bool {
-        fn each<T: Array>(a: &T, out: &mut Vec<Option<i64>>, v: impl Fn(usize) -> i64) {
-            out.extend((0..a.len()).map(|r| a.is_valid(r).then(|| v(r))));
-        }
+        self.each(i, out, Col::time)
+    }
+
+    /// Each row's `read` of column `i` into `out`; `false` when the column
+    /// has no such values.
+    fn each<T>(
+        &self,
+        i: usize,
+        out: &mut Vec<Option<T>>,
+        read: impl Fn(&Col<'a>, usize) -> Option<Option<T>>,
+    ) -> bool {
         out.clear();
         match self.cols.get(i) {
-            None | Some(Col::Missing) => out.resize(self.rows, None),
-            Some(Col::TsS(a)) => each(*a, out, |r| a.value(r)),
-            Some(Col::TsMs(a)) => each(*a, out, |r| a.value(r).div_euclid(1000)),
-            Some(Col::TsUs(a)) => each(*a, out, |r| a.value(r).div_euclid(1_000_000)),
-            Some(Col::TsNs(a)) => each(*a, out, |r| a.value(r).div_euclid(1_000_000_000)),
-            Some(Col::Date(a)) => each(*a, out, |r| i64::from(a.value(r)) * 86_400),
-            Some(_) => return false,
+            None | Some(Col::Missing) => {
+                out.resize_with(self.rows, || None);
+                true
+            }
+            Some(c) => (0..self.rows).all(|r| read(c, r).map(|v| out.push(v)).is_some()),
         }
-        true
     }
 }
 
