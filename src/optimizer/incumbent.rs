@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use super::SolveOptions;
 use super::build::{Scope, Vars, build};
-use super::lp::{Milp, Row, Sense};
+use super::lp::{LpError, Milp, Row, Sense};
 use super::setup::Setup;
 
 /// Relative improvement a neighbour must bring to be taken, so rounding
@@ -30,9 +30,29 @@ use super::setup::Setup;
 const IMPROVEMENT: f64 = 1e-9;
 
 /// A plan of the whole-count model: its values and their cost.
-struct Plan {
-    values: Vec<f64>,
-    cost: f64,
+pub(super) struct Plan {
+    pub(super) values: Vec<f64>,
+    pub(super) cost: f64,
+}
+
+/// What solving the hours at fixed reserved counts came to.
+pub(super) enum Hours {
+    Plan(Plan),
+    /// The cutoff showed they cannot beat its best plan.
+    CannotBeat,
+    /// A level has no whole counts at all.
+    Infeasible,
+    /// A level had no whole counts within the time left.
+    Failed,
+}
+
+impl Hours {
+    fn plan(self) -> Option<Plan> {
+        match self {
+            Hours::Plan(plan) => Some(plan),
+            Hours::CannotBeat | Hours::Infeasible | Hours::Failed => None,
+        }
+    }
 }
 
 /// The values of a feasible plan of `milp` (as built for `setup` with whole
@@ -44,6 +64,7 @@ pub(super) fn find(
     milp: &Milp,
     vars: &Vars,
     purchases: bool,
+    local_search: bool,
     opts: &SolveOptions,
     deadline: Option<Instant>,
 ) -> Option<Vec<f64>> {
@@ -62,6 +83,7 @@ pub(super) fn find(
     if reserved.is_empty() {
         // Nothing to round or search: the hours alone are the plan.
         return whole_hours(setup, milp, vars, &[], &[], whole, opts, left(), None)
+            .plan()
             .map(|plan| plan.values);
     }
     let all: Vec<usize> = (0..setup.levels.len()).collect();
@@ -90,6 +112,7 @@ pub(super) fn find(
             left(),
             cutoff,
         )
+        .plan()
     };
     let mut best = solve(&counts, None)?;
     let search_until = deadline.map(|d| {
@@ -97,7 +120,7 @@ pub(super) fn find(
         now + d.saturating_duration_since(now) / 2
     });
     let past = |until: Option<Instant>| until.is_some_and(|u| Instant::now() >= u);
-    'search: while !past(search_until) {
+    'search: while local_search && !past(search_until) {
         let mut moves: Vec<(f64, Vec<f64>, Vec<f64>)> = Vec::new();
         for (i, (_, cap)) in reserved.iter().enumerate() {
             for step in [-1.0, 1.0] {
@@ -147,11 +170,11 @@ pub(super) fn find(
     Some(best.values)
 }
 
-fn better(cost: f64, than: f64) -> bool {
+pub(super) fn better(cost: f64, than: f64) -> bool {
     cost < than - IMPROVEMENT * than.abs().max(1.0)
 }
 
-fn cost(m: &Milp, values: &[f64]) -> f64 {
+pub(super) fn cost(m: &Milp, values: &[f64]) -> f64 {
     m.vars.iter().zip(values).map(|(v, x)| v.cost * x).sum()
 }
 
@@ -181,8 +204,8 @@ struct Cutoff<'a> {
 }
 
 /// The cheapest whole hourly counts with the reserved counts fixed at
-/// `counts`, level by level; `None` if a level has none within `time`, or
-/// once `cutoff` shows they cannot beat its best plan.
+/// `counts`, level by level, unless a level has none within `time` or
+/// `cutoff` shows they cannot beat its best plan.
 #[allow(clippy::too_many_arguments)]
 fn whole_hours(
     setup: &Setup<'_>,
@@ -194,7 +217,7 @@ fn whole_hours(
     opts: &SolveOptions,
     time: Option<Duration>,
     cutoff: Option<Cutoff<'_>>,
-) -> Option<Plan> {
+) -> Hours {
     let start = Instant::now();
     let mut values = vec![0.0; milp.vars.len()];
     for (&(var, _), &count) in reserved.iter().zip(counts) {
@@ -205,18 +228,15 @@ fn whole_hours(
         if level.vars.is_empty() {
             continue;
         }
-        let (one, one_vars) = build(setup, &[l], whole);
         let left = time.map(|t| t.saturating_sub(start.elapsed()));
-        let solved = fixed(&one, reserved, counts)
-            .solve(opts.backend, left)
-            .ok()?;
-        let range = one_vars.levels[0].vars.clone();
-        for (var, x) in level.vars.clone().zip(&solved[range]) {
-            values[var] = if milp.vars[var].integer {
-                x.round()
-            } else {
-                *x
-            };
+        match whole_level(setup, milp, vars, l, reserved, counts, whole, opts, left) {
+            Ok(level_values) => {
+                for (var, x) in level.vars.clone().zip(level_values) {
+                    values[var] = x;
+                }
+            }
+            Err(LpError::Infeasible) => return Hours::Infeasible,
+            Err(_) => return Hours::Failed,
         }
         if let (Some(sum), Some(c)) = (at_least.as_mut(), cutoff) {
             let whole: f64 = level
@@ -226,12 +246,43 @@ fn whole_hours(
                 .sum();
             *sum += whole - c.levels[l];
             if !better(*sum, c.best) {
-                return None;
+                return Hours::CannotBeat;
             }
         }
     }
     let cost = cost(milp, &values);
-    Some(Plan { values, cost })
+    Hours::Plan(Plan { values, cost })
+}
+
+/// The cheapest whole hourly counts of level `l` alone with the reserved
+/// counts fixed at `counts`: the values of `vars.levels[l]`, in order.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn whole_level(
+    setup: &Setup<'_>,
+    milp: &Milp,
+    vars: &Vars,
+    l: usize,
+    reserved: &[(usize, Option<f64>)],
+    counts: &[f64],
+    whole: Scope,
+    opts: &SolveOptions,
+    time: Option<Duration>,
+) -> Result<Vec<f64>, LpError> {
+    let (one, one_vars) = build(setup, &[l], whole);
+    let solved = fixed(&one, reserved, counts).solve(opts.backend, time)?;
+    let range = one_vars.levels[0].vars.clone();
+    Ok(vars.levels[l]
+        .vars
+        .clone()
+        .zip(&solved[range])
+        .map(|(var, x)| {
+            if milp.vars[var].integer {
+                x.round()
+            } else {
+                *x
+            }
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -267,7 +318,7 @@ mod tests {
             purchases: true,
         };
         let (milp, vars) = build(&setup, &all, whole);
-        let values = find(&setup, &milp, &vars, true, &SolveOptions::default(), None).unwrap();
+        let values = find(&setup, &milp, &vars, true, true, &SolveOptions::default(), None).unwrap();
         let reserved = vars.reserved[0][0].unwrap();
         assert_eq!(values[reserved], 1.0);
         assert!((cost(&milp, &values) - 2.8).abs() < 1e-9, "{values:?}");

@@ -46,6 +46,7 @@ mod incumbent;
 mod lp;
 mod model;
 mod report;
+mod reserved_search;
 mod risk;
 mod scan;
 mod setup;
@@ -515,7 +516,10 @@ fn solve_model(
         hourly::Outcome::Failed(e) => (Err(e), "decomposition"),
         hourly::Outcome::NotApplicable => {
             let start = if whole_hours {
-                incumbent::find(setup, milp, vars, scope.purchases, opts, deadline)
+                // The search over reserved counts values points far better
+                // than the local search, so only the rounded plan starts it.
+                let local_search = !reserved_search::applies(milp, vars);
+                incumbent::find(setup, milp, vars, scope.purchases, local_search, opts, deadline)
             } else {
                 None
             };
@@ -534,6 +538,12 @@ fn solve_model(
                 }
                 other => other,
             };
+            if whole_hours
+                && let Some(solved) =
+                    reserved_search::solve(setup, milp, vars, start.clone(), opts, deadline)
+            {
+                return (solved, "reserved_search");
+            }
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             (
                 milp.solve_bounded(opts.backend, left, start.as_deref(), opts.memory_limit),

@@ -277,7 +277,8 @@ fn reductions_never_change_the_optimum() {
 #[test]
 fn whole_hourly_counts_by_decomposition_match_the_milp() {
     // Reduced, each offer keeps one option and the decomposition solves it;
-    // unreduced, two options share a cap and the generic MILP does.
+    // unreduced, two options share a cap and the search over reserved
+    // counts does.
     for seed in 1..=10 {
         let mut doc = random_problem(seed, 4, 6);
         doc["policy"]["integer_hourly"] = json!(true);
@@ -287,7 +288,7 @@ fn whole_hourly_counts_by_decomposition_match_the_milp() {
         if fast.status == "optimal" {
             assert_eq!(
                 (fast.model_stats.method, milp.model_stats.method),
-                ("decomposition", "milp")
+                ("decomposition", "reserved_search")
             );
         }
         assert_eq!(fast.infeasibility, milp.infeasibility, "seed {seed}");

@@ -385,7 +385,7 @@ fn several_classes_with_whole_hours_keep_a_plan_when_the_time_limit_cuts_the_sea
         ..SolveOptions::default()
     };
     let r = solve(&problem, &opts).unwrap();
-    assert_eq!(r.model_stats.method, "milp");
+    assert_eq!(r.model_stats.method, "reserved_search");
     assert!(matches!(r.status, "optimal" | "time_limit"), "{}", r.status);
     let value = serde_json::to_value(&r).unwrap();
     verify(&problem, &value, false).unwrap();
@@ -407,7 +407,7 @@ fn one_class_with_owned_and_hourly_spot_decomposes_to_the_milps_optimum() {
         assert_eq!(fast.status, milp.status, "seed {seed}");
         assert_eq!(
             milp.model_stats.method,
-            if milp.status == "optimal" { "milp" } else { "" }
+            if milp.status == "optimal" { "reserved_search" } else { "" }
         );
         if fast.model_stats.method == "decomposition" {
             decomposed += 1;
@@ -461,10 +461,12 @@ fn a_form_factor_key_gives_sxm_and_pcie_their_own_rates_and_changes_the_plan() {
 
 #[test]
 fn a_search_past_its_memory_limit_stops_with_its_best_plan_checked() {
-    // Several classes with whole hourly counts: the generic MILP, whose
-    // search grows. A limit of nothing stops it at its first look, with the
-    // best plan found, its bound and its gap.
-    let doc = random_v2(77, 20, 48, true);
+    // Several classes with whole hourly counts and continuous reserved
+    // counts (which the search over whole reserved counts does not take):
+    // the generic MILP, whose search grows. A limit of nothing stops it at
+    // its first look, with the best plan found, its bound and its gap.
+    let mut doc = random_v2(77, 20, 48, true);
+    doc["policy"]["integer_reserved"] = json!(false);
     let problem = Problem::from_json(&doc).unwrap();
     let opts = SolveOptions {
         memory_limit: Some(0),
@@ -524,4 +526,39 @@ fn several_classes_with_whole_hours_and_nothing_to_buy_are_solved_hour_by_hour()
     assert!(near(r.baseline_on_demand_cost, 5.4));
     let (_, lp) = solved(&doc, true, true);
     assert!(near(lp.objective, 5.0));
+}
+
+#[test]
+fn the_search_over_reserved_counts_proves_the_milp_optimum_with_several_classes() {
+    // Each plan the search proves optimal must cost what the generic MILP
+    // (branching on every count) proves optimal on the same model.
+    let mut searched = 0;
+    for seed in 1..=16 {
+        let doc = random_v2(seed, 4, 4, true);
+        let (problem, fast) = solved(&doc, false, true);
+        if fast.model_stats.method == "reserved_search" {
+            searched += 1;
+        }
+        let setup = Setup::new(&problem);
+        let all: Vec<usize> = (0..setup.levels.len()).collect();
+        let whole = Scope {
+            mip: true,
+            purchases: true,
+        };
+        let (milp, _) = build(&setup, &all, whole);
+        match milp.solve(Backend::Microlp, None) {
+            Ok(values) => {
+                let optimum: f64 = milp.vars.iter().zip(&values).map(|(v, x)| v.cost * x).sum();
+                assert_eq!(fast.status, "optimal", "seed {seed}");
+                assert!(
+                    near(fast.objective, optimum),
+                    "seed {seed}: {:?} by {} vs milp {optimum}",
+                    fast.objective,
+                    fast.model_stats.method
+                );
+            }
+            Err(e) => assert_ne!(fast.status, "optimal", "seed {seed}: milp {e}"),
+        }
+    }
+    assert!(searched >= 8, "{searched} of 16 went to the search");
 }

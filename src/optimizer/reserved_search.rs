@@ -1,0 +1,509 @@
+//! Whole hourly counts where the one-class decomposition does not apply
+//! (several classes): branch and bound over the reserved counts alone.
+//!
+//! With the reserved counts fixed the hours are independent small MILPs,
+//! solved exactly level by level (`incumbent::whole_hours`), so the search
+//! runs over the purchases only. A node is a box of reserved counts, and its
+//! bound is the LP relaxation restricted to the box, re-solved from the root
+//! relaxation by the dual simplex. A node whose relaxation has a fractional
+//! count is split at it. A node whose relaxation has whole counts `p` has
+//! its hours solved exactly at `p`, stopping as soon as they cannot beat the
+//! best plan (the levels not yet solved counted at their relaxation's cost,
+//! which is a lower bound on each), and the rest of its box is split into
+//! boxes that leave `p` out. Nodes are taken lowest bound first; the search
+//! ends when none can beat the best plan (proven optimal), or at the
+//! deadline with the lowest bound left, which is a bound on the optimum.
+//!
+//! The generic MILP search branches on the hourly counts too, thousands of
+//! them, and its bound hardly moves from the relaxation's; here every whole
+//! point is valued exactly, and the relaxation is only asked about boxes of
+//! purchases, where it is strong: a reserved instance more or less than the
+//! relaxation wants costs tens of dollars over a week.
+//!
+//! Before the search each count's range is narrowed by probing: once the
+//! relaxation with `R ≥ v` cannot beat the best plan, no improving plan has
+//! `R ≥ v` (and likewise below). Most counts the relaxation leaves at zero
+//! end fixed there, so few counts are left to split around a point.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use super::SolveOptions;
+use super::build::{Scope, Vars};
+use super::incumbent::{Hours, Plan, better, cost, whole_level};
+use super::lp::{LpError, Milp, Relaxation, Solved};
+use super::setup::Setup;
+
+/// How far a relaxation's count may be from whole and still count as whole.
+const WHOLE: f64 = 1e-6;
+
+/// Counts above which probing stops looking for where a count's range ends.
+const PROBE_TOP: f64 = 1_048_576.0;
+
+/// A box of reserved counts, in the order of the search's reserved list.
+#[derive(Clone)]
+struct Node {
+    lower: Vec<f64>,
+    upper: Vec<Option<f64>>,
+    /// Its relaxation's optimum, or its parent's until it is solved.
+    bound: f64,
+    relaxed: Option<Relaxed>,
+}
+
+/// A point's valuation as its workers fill it in.
+struct Valuing<'a> {
+    values: Vec<f64>,
+    gaps: &'a mut [f64],
+    /// The point's cost so far, levels not solved yet at their relaxation's.
+    at_least: f64,
+    /// Set once the valuation is over before every level is solved.
+    outcome: Option<Hours>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What a node's relaxation said.
+#[derive(Clone)]
+struct Relaxed {
+    counts: Vec<f64>,
+    /// The relaxation's hourly cost per level.
+    levels: Vec<f64>,
+    /// Every value, kept only when the counts are whole (the point is
+    /// valued next).
+    values: Option<Vec<f64>>,
+}
+
+impl PartialEq for Node {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Node {}
+
+impl PartialOrd for Node {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Node {
+    /// Lowest bound first out of the max-heap.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.bound.total_cmp(&self.bound)
+    }
+}
+
+/// Solves `milp` (as built for `setup` with whole counts and new purchases)
+/// by the search, starting from `start` when known; `None` when it does not
+/// apply (a purchase with a continuous count).
+pub(super) fn solve(
+    setup: &Setup<'_>,
+    milp: &Milp,
+    vars: &Vars,
+    start: Option<Vec<f64>>,
+    opts: &SolveOptions,
+    deadline: Option<Instant>,
+) -> Option<Result<Solved, LpError>> {
+    if !applies(milp, vars) {
+        return None;
+    }
+    let reserved: Vec<(usize, Option<f64>)> = vars
+        .reserved
+        .iter()
+        .flatten()
+        .flatten()
+        .map(|var| (*var, milp.vars[*var].upper.map(f64::floor)))
+        .collect();
+    let search = Search {
+        setup,
+        milp,
+        vars,
+        reserved,
+        opts,
+        deadline,
+    };
+    let best = start.map(|values| Plan {
+        cost: cost(milp, &values),
+        values,
+    });
+    Some(search.run(best))
+}
+
+/// Whether the search takes `milp`: something to buy, every count whole.
+pub(super) fn applies(milp: &Milp, vars: &Vars) -> bool {
+    let mut reserved = vars.reserved.iter().flatten().flatten().peekable();
+    reserved.peek().is_some() && reserved.all(|var| milp.vars[*var].integer)
+}
+
+struct Search<'a> {
+    setup: &'a Setup<'a>,
+    milp: &'a Milp,
+    vars: &'a Vars,
+    reserved: Vec<(usize, Option<f64>)>,
+    opts: &'a SolveOptions,
+    deadline: Option<Instant>,
+}
+
+impl Search<'_> {
+    fn out_of_time(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    fn can_beat(bound: f64, best: Option<&Plan>) -> bool {
+        best.is_none_or(|b| better(bound, b.cost))
+    }
+
+    fn run(&self, mut best: Option<Plan>) -> Result<Solved, LpError> {
+        let root = Relaxation::new(self.milp)?;
+        let (lower, upper) = self.probe(&root, best.as_ref());
+        let bounds = self.bounds(&lower, &upper);
+        let probed = match root.within(&bounds) {
+            Ok(probed) => probed,
+            // No plan can beat the best one: it is the optimum.
+            Err(LpError::Infeasible) if best.is_some() => return Ok(Self::finish(best, None)),
+            Err(e) => return Err(e),
+        };
+        let mut open = BinaryHeap::new();
+        open.push(Node {
+            bound: probed.objective(),
+            relaxed: Some(self.relaxed(&probed)),
+            lower: lower.clone(),
+            upper: upper.clone(),
+        });
+        // The lowest bound of a point whose hours ran out of time.
+        let mut unresolved = f64::INFINITY;
+        let mut gaps = vec![0.0; self.vars.levels.len()];
+        while let Some(mut node) = open.pop() {
+            if !Self::can_beat(node.bound, best.as_ref()) {
+                open.clear();
+                break;
+            }
+            if self.out_of_time() {
+                open.push(node);
+                break;
+            }
+            let Some(relaxed) = node.relaxed.take() else {
+                let within = self.bounds_from(&node, &lower, &upper);
+                match probed.within(&within) {
+                    Ok(solved) => {
+                        node.bound = solved.objective();
+                        if Self::can_beat(node.bound, best.as_ref()) {
+                            node.relaxed = Some(self.relaxed(&solved));
+                            open.push(node);
+                        }
+                    }
+                    Err(LpError::Infeasible) => {}
+                    Err(e) => return Err(e),
+                }
+                continue;
+            };
+            let fractional = relaxed
+                .counts
+                .iter()
+                .enumerate()
+                .map(|(i, x)| (i, (x - x.round()).abs()))
+                .filter(|(_, f)| *f > WHOLE)
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            if let Some((i, _)) = fractional {
+                let x = relaxed.counts[i];
+                let mut below = node.clone();
+                below.upper[i] = Some(x.floor());
+                let mut above = node;
+                above.lower[i] = x.ceil();
+                open.push(below);
+                open.push(above);
+                continue;
+            }
+            let point: Vec<f64> = relaxed.counts.iter().map(|x| x.round()).collect();
+            match self.value(&point, &relaxed, best.as_ref(), &mut gaps) {
+                Hours::Plan(plan) => {
+                    if Self::can_beat(plan.cost, best.as_ref()) {
+                        best = Some(plan);
+                    }
+                }
+                Hours::CannotBeat | Hours::Infeasible => {}
+                Hours::Failed => unresolved = unresolved.min(node.bound),
+            }
+            for child in Self::around(&node, &point) {
+                open.push(child);
+            }
+        }
+        let lowest = open.iter().map(|n| n.bound).fold(unresolved, f64::min);
+        let proven = lowest == f64::INFINITY;
+        let bound = (!proven).then(|| best.as_ref().map_or(lowest, |b| lowest.min(b.cost)));
+        match best {
+            Some(_) => Ok(Self::finish(best, bound)),
+            None if proven => Err(LpError::Infeasible),
+            None => Err(LpError::TimeLimit),
+        }
+    }
+
+    fn finish(best: Option<Plan>, bound: Option<f64>) -> Solved {
+        Solved {
+            values: best.map(|b| b.values).unwrap_or_default(),
+            bound,
+            memory_stop: false,
+        }
+    }
+
+    /// The boxes that cover `node`'s box less `point`: for each count in
+    /// turn that the box leaves free, the part below and the part above the
+    /// point's count, with the counts before it at the point's.
+    fn around(node: &Node, point: &[f64]) -> Vec<Node> {
+        let mut children = Vec::new();
+        let mut rest = node.clone();
+        for (i, &p) in point.iter().enumerate() {
+            if rest.upper[i] == Some(rest.lower[i]) {
+                continue;
+            }
+            if p - 1.0 >= rest.lower[i] {
+                let mut below = rest.clone();
+                below.upper[i] = Some(p - 1.0);
+                children.push(below);
+            }
+            if rest.upper[i].is_none_or(|u| p + 1.0 <= u) {
+                let mut above = rest.clone();
+                above.lower[i] = p + 1.0;
+                children.push(above);
+            }
+            rest.lower[i] = p;
+            rest.upper[i] = Some(p);
+        }
+        children
+    }
+
+    /// Each count's range in any plan that can beat `best`, by probing the
+    /// relaxation a step, then doubling steps, away from the root's value.
+    fn probe(&self, root: &Relaxation, best: Option<&Plan>) -> (Vec<f64>, Vec<Option<f64>>) {
+        let mut lower = vec![0.0; self.reserved.len()];
+        let mut upper: Vec<Option<f64>> = self.reserved.iter().map(|(_, cap)| *cap).collect();
+        let Some(best) = best else {
+            return (lower, upper);
+        };
+        let cannot_beat = |var: usize, low: f64, high: Option<f64>| match root.within(&[(var, low, high)])
+        {
+            Ok(r) => !better(r.objective(), best.cost),
+            Err(_) => true,
+        };
+        for (i, &(var, cap)) in self.reserved.iter().enumerate() {
+            let x = root.value(var);
+            // Upwards: the least v with nothing that beats `best` at R >= v.
+            let mut good = x.floor();
+            let mut step = 1.0;
+            let mut bad = None;
+            while good + step <= cap.unwrap_or(PROBE_TOP) && good + step <= PROBE_TOP {
+                if self.out_of_time() {
+                    return (lower, upper);
+                }
+                if cannot_beat(var, good + step, None) {
+                    bad = Some(good + step);
+                    break;
+                }
+                good += step;
+                step *= 2.0;
+            }
+            if let Some(mut bad) = bad {
+                while bad - good > 1.0 {
+                    let mid = ((good + bad) / 2.0).floor();
+                    if cannot_beat(var, mid, None) {
+                        bad = mid;
+                    } else {
+                        good = mid;
+                    }
+                }
+                upper[i] = Some(bad - 1.0);
+            }
+            // Downwards: the greatest v with nothing that beats it at R <= v.
+            let mut good = x.ceil();
+            let mut step = 1.0;
+            let mut bad = None;
+            while good - step >= 0.0 {
+                if self.out_of_time() {
+                    return (lower, upper);
+                }
+                if cannot_beat(var, 0.0, Some(good - step)) {
+                    bad = Some(good - step);
+                    break;
+                }
+                good -= step;
+                step *= 2.0;
+            }
+            if let Some(mut bad) = bad {
+                while good - bad > 1.0 {
+                    let mid = ((good + bad) / 2.0).ceil();
+                    if cannot_beat(var, 0.0, Some(mid)) {
+                        bad = mid;
+                    } else {
+                        good = mid;
+                    }
+                }
+                lower[i] = bad + 1.0;
+            }
+        }
+        (lower, upper)
+    }
+
+    /// The bounds a box adds to the model's own.
+    fn bounds(&self, lower: &[f64], upper: &[Option<f64>]) -> Vec<(usize, f64, Option<f64>)> {
+        self.reserved
+            .iter()
+            .zip(lower.iter().zip(upper))
+            .filter(|((_, cap), (low, high))| **low > 0.0 || **high != *cap)
+            .map(|((var, _), (low, high))| (*var, *low, *high))
+            .collect()
+    }
+
+    /// The bounds `node` adds to the probed box.
+    fn bounds_from(
+        &self,
+        node: &Node,
+        lower: &[f64],
+        upper: &[Option<f64>],
+    ) -> Vec<(usize, f64, Option<f64>)> {
+        let mut bounds = Vec::new();
+        for (i, (var, _)) in self.reserved.iter().enumerate() {
+            let low = node.lower[i];
+            let high = node.upper[i];
+            let tighter_low = (low > lower[i]).then_some(low);
+            let tighter_high = high.filter(|h| upper[i].is_none_or(|u| *h < u));
+            if tighter_low.is_some() || tighter_high.is_some() {
+                bounds.push((*var, tighter_low.unwrap_or(0.0), tighter_high));
+            }
+        }
+        bounds
+    }
+
+    fn relaxed(&self, r: &Relaxation) -> Relaxed {
+        let counts: Vec<f64> = self.reserved.iter().map(|(var, _)| r.value(*var)).collect();
+        let whole = counts.iter().all(|x| (x - x.round()).abs() <= WHOLE);
+        let values: Vec<f64> = (0..self.milp.vars.len()).map(|v| r.value(v)).collect();
+        Relaxed {
+            counts,
+            levels: self
+                .vars
+                .levels
+                .iter()
+                .map(|l| l.vars.clone().map(|v| self.milp.vars[v].cost * values[v]).sum())
+                .collect(),
+            values: whole.then_some(values),
+        }
+    }
+
+    /// The plan at whole reserved counts `point`, its hours solved exactly
+    /// level by level, unless it cannot beat `best`: the levels not solved
+    /// yet count at their relaxation's cost, a lower bound on each, and
+    /// they are solved in order of the gap over it they showed last time,
+    /// largest first, so that such a point is told early. A level whose
+    /// relaxation is already whole is optimal as it is. The levels are
+    /// independent, so one worker per core takes them in that order.
+    fn value(&self, point: &[f64], relaxed: &Relaxed, best: Option<&Plan>, gaps: &mut [f64]) -> Hours {
+        let Some(lp) = relaxed.values.as_deref() else {
+            return Hours::Failed;
+        };
+        let mut values = vec![0.0; self.milp.vars.len()];
+        for (&(var, _), &count) in self.reserved.iter().zip(point) {
+            values[var] = count;
+        }
+        let at_least = cost(self.milp, &values) + relaxed.levels.iter().sum::<f64>();
+        let mut order: Vec<usize> = (0..self.vars.levels.len())
+            .filter(|l| !self.vars.levels[*l].vars.is_empty())
+            .collect();
+        order.sort_by(|a, b| gaps[*b].total_cmp(&gaps[*a]));
+        let shared = Mutex::new(Valuing {
+            values,
+            gaps,
+            at_least,
+            outcome: None,
+        });
+        let next = AtomicUsize::new(0);
+        let workers = std::thread::available_parallelism().map_or(1, usize::from);
+        std::thread::scope(|scope| {
+            for _ in 0..workers.min(order.len()) {
+                scope.spawn(|| {
+                    while let Some(&l) = order.get(next.fetch_add(1, AtomicOrdering::Relaxed)) {
+                        if lock(&shared).outcome.is_some() {
+                            return;
+                        }
+                        let level = self.level(l, point, lp);
+                        let mut state = lock(&shared);
+                        if state.outcome.is_some() {
+                            return;
+                        }
+                        let level = match level {
+                            Ok(level) => level,
+                            Err(e) => {
+                                state.outcome = Some(if e == LpError::Infeasible {
+                                    Hours::Infeasible
+                                } else {
+                                    Hours::Failed
+                                });
+                                return;
+                            }
+                        };
+                        let range = self.vars.levels[l].vars.clone();
+                        let mut level_cost = 0.0;
+                        for (v, x) in range.zip(level) {
+                            state.values[v] = x;
+                            level_cost += self.milp.vars[v].cost * x;
+                        }
+                        let gap = level_cost - relaxed.levels[l];
+                        state.gaps[l] = gap;
+                        state.at_least += gap;
+                        if !Self::can_beat(state.at_least, best) {
+                            state.outcome = Some(Hours::CannotBeat);
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let state = shared.into_inner().unwrap_or_else(PoisonError::into_inner);
+        if let Some(outcome) = state.outcome {
+            return outcome;
+        }
+        let cost = cost(self.milp, &state.values);
+        Hours::Plan(Plan {
+            values: state.values,
+            cost,
+        })
+    }
+
+    /// Level `l`'s whole counts at `point`: the relaxation's own `lp` when
+    /// they are already whole, else its small MILP solved.
+    fn level(&self, l: usize, point: &[f64], lp: &[f64]) -> Result<Vec<f64>, LpError> {
+        let range = self.vars.levels[l].vars.clone();
+        let integer = |v: usize| self.milp.vars[v].integer;
+        if range
+            .clone()
+            .all(|v| !integer(v) || (lp[v] - lp[v].round()).abs() <= WHOLE)
+        {
+            return Ok(range
+                .map(|v| if integer(v) { lp[v].round() } else { lp[v] })
+                .collect());
+        }
+        let left = self
+            .deadline
+            .map(|d| d.saturating_duration_since(Instant::now()));
+        let whole = Scope {
+            mip: true,
+            purchases: true,
+        };
+        whole_level(
+            self.setup,
+            self.milp,
+            self.vars,
+            l,
+            &self.reserved,
+            point,
+            whole,
+            self.opts,
+            left,
+        )
+    }
+}
