@@ -318,7 +318,16 @@ mod tests {
             purchases: true,
         };
         let (milp, vars) = build(&setup, &all, whole);
-        let values = find(&setup, &milp, &vars, true, true, &SolveOptions::default(), None).unwrap();
+        let values = find(
+            &setup,
+            &milp,
+            &vars,
+            true,
+            true,
+            &SolveOptions::default(),
+            None,
+        )
+        .unwrap();
         let reserved = vars.reserved[0][0].unwrap();
         assert_eq!(values[reserved], 1.0);
         assert!((cost(&milp, &values) - 2.8).abs() < 1e-9, "{values:?}");

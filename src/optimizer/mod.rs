@@ -519,7 +519,15 @@ fn solve_model(
                 // The search over reserved counts values points far better
                 // than the local search, so only the rounded plan starts it.
                 let local_search = !reserved_search::applies(milp, vars);
-                incumbent::find(setup, milp, vars, scope.purchases, local_search, opts, deadline)
+                incumbent::find(
+                    setup,
+                    milp,
+                    vars,
+                    scope.purchases,
+                    local_search,
+                    opts,
+                    deadline,
+                )
             } else {
                 None
             };

@@ -286,11 +286,11 @@ impl Search<'_> {
         let Some(best) = best else {
             return (lower, upper);
         };
-        let cannot_beat = |var: usize, low: f64, high: Option<f64>| match root.within(&[(var, low, high)])
-        {
-            Ok(r) => !better(r.objective(), best.cost),
-            Err(_) => true,
-        };
+        let cannot_beat =
+            |var: usize, low: f64, high: Option<f64>| match root.within(&[(var, low, high)]) {
+                Ok(r) => !better(r.objective(), best.cost),
+                Err(_) => true,
+            };
         for (i, &(var, cap)) in self.reserved.iter().enumerate() {
             let x = root.value(var);
             // Upwards: the least v with nothing that beats `best` at R >= v.
@@ -389,7 +389,12 @@ impl Search<'_> {
                 .vars
                 .levels
                 .iter()
-                .map(|l| l.vars.clone().map(|v| self.milp.vars[v].cost * values[v]).sum())
+                .map(|l| {
+                    l.vars
+                        .clone()
+                        .map(|v| self.milp.vars[v].cost * values[v])
+                        .sum()
+                })
                 .collect(),
             values: whole.then_some(values),
         }
@@ -402,7 +407,13 @@ impl Search<'_> {
     /// largest first, so that such a point is told early. A level whose
     /// relaxation is already whole is optimal as it is. The levels are
     /// independent, so one worker per core takes them in that order.
-    fn value(&self, point: &[f64], relaxed: &Relaxed, best: Option<&Plan>, gaps: &mut [f64]) -> Hours {
+    fn value(
+        &self,
+        point: &[f64],
+        relaxed: &Relaxed,
+        best: Option<&Plan>,
+        gaps: &mut [f64],
+    ) -> Hours {
         let Some(lp) = relaxed.values.as_deref() else {
             return Hours::Failed;
         };

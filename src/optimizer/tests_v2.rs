@@ -407,7 +407,11 @@ fn one_class_with_owned_and_hourly_spot_decomposes_to_the_milps_optimum() {
         assert_eq!(fast.status, milp.status, "seed {seed}");
         assert_eq!(
             milp.model_stats.method,
-            if milp.status == "optimal" { "reserved_search" } else { "" }
+            if milp.status == "optimal" {
+                "reserved_search"
+            } else {
+                ""
+            }
         );
         if fast.model_stats.method == "decomposition" {
             decomposed += 1;
