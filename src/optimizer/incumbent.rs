@@ -69,13 +69,7 @@ pub(super) fn find(
     deadline: Option<Instant>,
 ) -> Option<Vec<f64>> {
     let left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
-    let reserved: Vec<(usize, Option<f64>)> = vars
-        .reserved
-        .iter()
-        .flatten()
-        .flatten()
-        .map(|var| (*var, milp.vars[*var].upper.map(f64::floor)))
-        .collect();
+    let reserved = reserved_counts(milp, vars);
     let whole = Scope {
         mip: true,
         purchases,
@@ -168,6 +162,16 @@ pub(super) fn find(
         break;
     }
     Some(best.values)
+}
+
+/// The new-purchase count variables of `milp`, each with its whole cap.
+pub(super) fn reserved_counts(milp: &Milp, vars: &Vars) -> Vec<(usize, Option<f64>)> {
+    vars.reserved
+        .iter()
+        .flatten()
+        .flatten()
+        .map(|var| (*var, milp.vars[*var].upper.map(f64::floor)))
+        .collect()
 }
 
 pub(super) fn better(cost: f64, than: f64) -> bool {

@@ -33,7 +33,7 @@ use std::time::Instant;
 
 use super::SolveOptions;
 use super::build::{Scope, Vars};
-use super::incumbent::{Hours, Plan, better, cost, whole_level};
+use super::incumbent::{Hours, Plan, better, cost, reserved_counts, whole_level};
 use super::lp::{LpError, Milp, Relaxation, Solved};
 use super::setup::Setup;
 
@@ -113,13 +113,7 @@ pub(super) fn solve(
     if !applies(milp, vars) {
         return None;
     }
-    let reserved: Vec<(usize, Option<f64>)> = vars
-        .reserved
-        .iter()
-        .flatten()
-        .flatten()
-        .map(|var| (*var, milp.vars[*var].upper.map(f64::floor)))
-        .collect();
+    let reserved = reserved_counts(milp, vars);
     let search = Search {
         setup,
         milp,
