@@ -27,14 +27,15 @@
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use super::SolveOptions;
 use super::build::{Scope, Vars};
-use super::incumbent::{Hours, Plan, better, cost, reserved_counts, whole_level};
-use super::lp::{LpError, Milp, Relaxation, Solved};
+use super::incumbent::{Hours, IMPROVEMENT, Plan, better, cost, reserved_counts, whole_level};
+use super::lp::{LpError, Milp, Relaxation, Solved, resident_bytes};
 use super::setup::Setup;
 
 /// How far a relaxation's count may be from whole and still count as whole.
@@ -42,6 +43,12 @@ const WHOLE: f64 = 1e-6;
 
 /// Counts above which probing stops looking for where a count's range ends.
 const PROBE_TOP: f64 = 1_048_576.0;
+
+/// Memory the search may grow by while it keeps nodes' relaxations for
+/// their children to start from; past it (or past a quarter of the solve's
+/// memory limit) a child starts from the probed root's. Each holds the
+/// whole model's solver state, about 11 MB on a week of 20 offers.
+const WARM_BYTES: u64 = 256 << 20;
 
 /// A box of reserved counts, in the order of the search's reserved list.
 #[derive(Clone)]
@@ -51,16 +58,79 @@ struct Node {
     /// Its relaxation's optimum, or its parent's until it is solved.
     bound: f64,
     relaxed: Option<Relaxed>,
+    /// A relaxation to re-solve from: until the node is solved, its
+    /// parent's; after, its own, for its children. A child's box adds a
+    /// bound or two to its parent's, so the dual simplex takes a few pivots
+    /// from there, against many from the root.
+    warm: Option<Rc<Warm>>,
+}
+
+/// A solved relaxation and the box it was solved in.
+struct Warm {
+    relaxation: Relaxation,
+    lower: Vec<f64>,
+    upper: Vec<Option<f64>>,
 }
 
 /// A point's valuation as its workers fill it in.
 struct Valuing<'a> {
     values: Vec<f64>,
     gaps: &'a mut [f64],
-    /// The point's cost so far, levels not solved yet at their relaxation's.
+    /// Each level's least hourly cost at the point, once solved.
+    solved: Vec<Option<f64>>,
+    /// The point's cost so far, levels not solved yet at a lower bound.
     at_least: f64,
     /// Set once the valuation is over before every level is solved.
     outcome: Option<Hours>,
+}
+
+/// Points valued so far, each level's least hourly cost at each where it
+/// was solved. That cost can only fall as reserved counts rise: they appear
+/// only on the right of the reserved split (docs/planning-model.md §9.4),
+/// so more of them leaves every plan of the hours feasible. So a point at or
+/// above `p` in every count bounds `p`'s level from below, and one at or
+/// below bounds it from above.
+struct History {
+    /// The gap over its relaxation's cost each level showed last time.
+    gaps: Vec<f64>,
+    points: Vec<(Vec<f64>, Vec<Option<f64>>)>,
+}
+
+/// Points kept in the history; past it the oldest are dropped (a bound on
+/// memory and on the time a lookup takes, not on correctness).
+const HISTORY: usize = 4096;
+
+impl History {
+    /// Per level at `point`: the greatest cost known at or above it and the
+    /// least known at or below it.
+    fn around(&self, point: &[f64], levels: usize) -> (Vec<f64>, Vec<f64>) {
+        let mut lower = vec![f64::NEG_INFINITY; levels];
+        let mut upper = vec![f64::INFINITY; levels];
+        for (at, costs) in &self.points {
+            let above = at.iter().zip(point).all(|(a, p)| a >= p);
+            let below = at.iter().zip(point).all(|(a, p)| a <= p);
+            for (l, cost) in costs.iter().enumerate() {
+                if let Some(c) = *cost {
+                    if above {
+                        lower[l] = lower[l].max(c);
+                    }
+                    if below {
+                        upper[l] = upper[l].min(c);
+                    }
+                }
+            }
+        }
+        (lower, upper)
+    }
+
+    fn record(&mut self, point: &[f64], solved: Vec<Option<f64>>) {
+        if solved.iter().any(Option::is_some) {
+            if self.points.len() == HISTORY {
+                self.points.remove(0);
+            }
+            self.points.push((point.to_vec(), solved));
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -169,10 +239,24 @@ impl Search<'_> {
             relaxed: Some(self.relaxed(&probed)),
             lower: lower.clone(),
             upper: upper.clone(),
+            warm: None,
         });
+        let started_at = resident_bytes();
+        let budget = self
+            .opts
+            .memory_limit
+            .map_or(WARM_BYTES, |limit| WARM_BYTES.min(limit / 4));
+        let can_keep = || {
+            started_at
+                .zip(resident_bytes())
+                .is_some_and(|(then, now)| now.saturating_sub(then) < budget)
+        };
         // The lowest bound of a point whose hours ran out of time.
         let mut unresolved = f64::INFINITY;
-        let mut gaps = vec![0.0; self.vars.levels.len()];
+        let mut history = History {
+            gaps: vec![0.0; self.vars.levels.len()],
+            points: Vec::new(),
+        };
         while let Some(mut node) = open.pop() {
             if !Self::can_beat(node.bound, best.as_ref()) {
                 open.clear();
@@ -183,12 +267,23 @@ impl Search<'_> {
                 break;
             }
             let Some(relaxed) = node.relaxed.take() else {
-                let within = self.bounds_from(&node, &lower, &upper);
-                match probed.within(&within) {
+                let warm = node.warm.take();
+                let (from, within) = match warm.as_deref() {
+                    Some(w) => (&w.relaxation, self.bounds_from(&node, &w.lower, &w.upper)),
+                    None => (&probed, self.bounds_from(&node, &lower, &upper)),
+                };
+                match from.within(&within) {
                     Ok(solved) => {
                         node.bound = solved.objective();
                         if Self::can_beat(node.bound, best.as_ref()) {
                             node.relaxed = Some(self.relaxed(&solved));
+                            if can_keep() {
+                                node.warm = Some(Rc::new(Warm {
+                                    relaxation: solved,
+                                    lower: node.lower.clone(),
+                                    upper: node.upper.clone(),
+                                }));
+                            }
                             open.push(node);
                         }
                     }
@@ -215,7 +310,7 @@ impl Search<'_> {
                 continue;
             }
             let point: Vec<f64> = relaxed.counts.iter().map(|x| x.round()).collect();
-            match self.value(&point, &relaxed, best.as_ref(), &mut gaps) {
+            match self.value(&point, &relaxed, best.as_ref(), &mut history) {
                 Hours::Plan(plan) => {
                     if Self::can_beat(plan.cost, best.as_ref()) {
                         best = Some(plan);
@@ -353,7 +448,8 @@ impl Search<'_> {
             .collect()
     }
 
-    /// The bounds `node` adds to the probed box.
+    /// The bounds `node` adds to the box `lower`..`upper` (the probed box,
+    /// or the one a warm start was solved in), which holds `node`'s.
     fn bounds_from(
         &self,
         node: &Node,
@@ -395,18 +491,21 @@ impl Search<'_> {
     }
 
     /// The plan at whole reserved counts `point`, its hours solved exactly
-    /// level by level, unless it cannot beat `best`: the levels not solved
-    /// yet count at their relaxation's cost, a lower bound on each, and
-    /// they are solved in order of the gap over it they showed last time,
-    /// largest first, so that such a point is told early. A level whose
-    /// relaxation is already whole is optimal as it is. The levels are
-    /// independent, so one worker per core takes them in that order.
+    /// level by level, unless it cannot beat `best`. A level not solved yet
+    /// counts at a lower bound: its relaxation's cost, or what `history`
+    /// knows at a point above. A level whose relaxation is already whole is
+    /// optimal as it is. The others are solved largest expected gap over
+    /// that bound first (the gap they showed last time), so that a point
+    /// that cannot win is told early. A level whose cost `history` pins
+    /// from both sides is solved last, only for a point that wins, since
+    /// its cost is known. The levels are independent, so one worker per
+    /// core takes them in that order.
     fn value(
         &self,
         point: &[f64],
         relaxed: &Relaxed,
         best: Option<&Plan>,
-        gaps: &mut [f64],
+        history: &mut History,
     ) -> Hours {
         let Some(lp) = relaxed.values.as_deref() else {
             return Hours::Failed;
@@ -415,14 +514,32 @@ impl Search<'_> {
         for (&(var, _), &count) in self.reserved.iter().zip(point) {
             values[var] = count;
         }
-        let at_least = cost(self.milp, &values) + relaxed.levels.iter().sum::<f64>();
-        let mut order: Vec<usize> = (0..self.vars.levels.len())
+        let levels = self.vars.levels.len();
+        let (above, below) = history.around(point, levels);
+        let lower: Vec<f64> = (0..levels)
+            .map(|l| relaxed.levels[l].max(above[l]))
+            .collect();
+        let pinned = |l: usize| below[l] <= lower[l] + IMPROVEMENT * lower[l].abs().max(1.0);
+        let at_least = cost(self.milp, &values)
+            + (0..levels)
+                .map(|l| if pinned(l) { below[l] } else { lower[l] })
+                .sum::<f64>();
+        if !Self::can_beat(at_least, best) {
+            return Hours::CannotBeat;
+        }
+        let expected = |l: usize| (relaxed.levels[l] + history.gaps[l] - lower[l]).max(0.0);
+        let mut order: Vec<usize> = (0..levels)
             .filter(|l| !self.vars.levels[*l].vars.is_empty())
             .collect();
-        order.sort_by(|a, b| gaps[*b].total_cmp(&gaps[*a]));
+        order.sort_by(|a, b| {
+            pinned(*a)
+                .cmp(&pinned(*b))
+                .then(expected(*b).total_cmp(&expected(*a)))
+        });
         let shared = Mutex::new(Valuing {
             values,
-            gaps,
+            gaps: &mut history.gaps,
+            solved: vec![None; levels],
             at_least,
             outcome: None,
         });
@@ -457,9 +574,9 @@ impl Search<'_> {
                             state.values[v] = x;
                             level_cost += self.milp.vars[v].cost * x;
                         }
-                        let gap = level_cost - relaxed.levels[l];
-                        state.gaps[l] = gap;
-                        state.at_least += gap;
+                        state.gaps[l] = level_cost - relaxed.levels[l];
+                        state.solved[l] = Some(level_cost);
+                        state.at_least += level_cost - if pinned(l) { below[l] } else { lower[l] };
                         if !Self::can_beat(state.at_least, best) {
                             state.outcome = Some(Hours::CannotBeat);
                             return;
@@ -468,15 +585,18 @@ impl Search<'_> {
                 });
             }
         });
-        let state = shared.into_inner().unwrap_or_else(PoisonError::into_inner);
-        if let Some(outcome) = state.outcome {
+        let Valuing {
+            values,
+            solved,
+            outcome,
+            ..
+        } = shared.into_inner().unwrap_or_else(PoisonError::into_inner);
+        history.record(point, solved);
+        if let Some(outcome) = outcome {
             return outcome;
         }
-        let cost = cost(self.milp, &state.values);
-        Hours::Plan(Plan {
-            values: state.values,
-            cost,
-        })
+        let cost = cost(self.milp, &values);
+        Hours::Plan(Plan { values, cost })
     }
 
     /// Level `l`'s whole counts at `point`: the relaxation's own `lp` when
@@ -510,5 +630,35 @@ impl Search<'_> {
             self.opts,
             left,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::History;
+
+    #[test]
+    fn the_history_bounds_a_level_from_points_above_and_below_in_every_count() {
+        let mut history = History {
+            gaps: vec![0.0; 2],
+            points: Vec::new(),
+        };
+        history.record(&[2.0, 1.0], vec![Some(10.0), None]);
+        history.record(&[1.0, 1.0], vec![Some(14.0), Some(7.0)]);
+        history.record(&[3.0, 0.0], vec![Some(9.0), Some(8.0)]);
+        // Nothing solved at a point is not kept.
+        history.record(&[5.0, 5.0], vec![None, None]);
+        assert_eq!(history.points.len(), 3);
+        // (2, 1) is above (1, 1) and (2, 1) itself; (3, 0) is neither above
+        // nor below it, so it tells nothing.
+        let (lower, upper) = history.around(&[1.0, 1.0], 2);
+        assert_eq!(lower, vec![14.0, 7.0]);
+        assert_eq!(upper, vec![14.0, 7.0]);
+        let (lower, upper) = history.around(&[2.0, 0.0], 2);
+        assert_eq!(lower, vec![10.0, 8.0]);
+        assert_eq!(upper, vec![f64::INFINITY; 2]);
+        let (lower, upper) = history.around(&[3.0, 1.0], 2);
+        assert_eq!(lower, vec![f64::NEG_INFINITY; 2]);
+        assert_eq!(upper, vec![9.0, 7.0]);
     }
 }
