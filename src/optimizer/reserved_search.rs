@@ -649,8 +649,8 @@ mod tests {
         // Nothing solved at a point is not kept.
         history.record(&[5.0, 5.0], vec![None, None]);
         assert_eq!(history.points.len(), 3);
-        // (2, 1) is above (1, 1) and (2, 1) itself; (3, 0) is neither above
-        // nor below it, so it tells nothing.
+        // (1, 1) itself and (2, 1) are at or above (1, 1); (3, 0) is neither
+        // above nor below it, so it tells nothing.
         let (lower, upper) = history.around(&[1.0, 1.0], 2);
         assert_eq!(lower, vec![14.0, 7.0]);
         assert_eq!(upper, vec![14.0, 7.0]);
