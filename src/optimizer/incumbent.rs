@@ -27,7 +27,7 @@ use super::setup::Setup;
 
 /// Relative improvement a neighbour must bring to be taken, so rounding
 /// noise cannot make the search walk in circles.
-pub(super) const IMPROVEMENT: f64 = 1e-9;
+const IMPROVEMENT: f64 = 1e-9;
 
 /// A plan of the whole-count model: its values and their cost.
 pub(super) struct Plan {

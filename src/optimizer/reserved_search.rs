@@ -34,7 +34,7 @@ use std::time::Instant;
 
 use super::SolveOptions;
 use super::build::{Scope, Vars};
-use super::incumbent::{Hours, IMPROVEMENT, Plan, better, cost, reserved_counts, whole_level};
+use super::incumbent::{Hours, Plan, better, cost, reserved_counts, whole_level};
 use super::lp::{LpError, Milp, Relaxation, Solved, resident_bytes};
 use super::setup::Setup;
 
@@ -47,7 +47,8 @@ const PROBE_TOP: f64 = 1_048_576.0;
 /// Memory the search may grow by while it keeps nodes' relaxations for
 /// their children to start from; past it (or past a quarter of the solve's
 /// memory limit) a child starts from the probed root's. Each holds the
-/// whole model's solver state, about 11 MB on a week of 20 offers.
+/// whole model's solver state, about 11 MB on a week of 20 offers. Where
+/// the process's memory cannot be read, none is kept.
 const WARM_BYTES: u64 = 256 << 20;
 
 /// A box of reserved counts, in the order of the search's reserved list.
@@ -519,11 +520,14 @@ impl Search<'_> {
         let lower: Vec<f64> = (0..levels)
             .map(|l| relaxed.levels[l].max(above[l]))
             .collect();
-        let pinned = |l: usize| below[l] <= lower[l] + IMPROVEMENT * lower[l].abs().max(1.0);
-        let at_least = cost(self.milp, &values)
-            + (0..levels)
-                .map(|l| if pinned(l) { below[l] } else { lower[l] })
-                .sum::<f64>();
+        let pinned: Vec<bool> = (0..levels)
+            .map(|l| below[l].is_finite() && !better(lower[l], below[l]))
+            .collect();
+        // Each level as counted until it is solved.
+        let counted: Vec<f64> = (0..levels)
+            .map(|l| if pinned[l] { below[l] } else { lower[l] })
+            .collect();
+        let at_least = cost(self.milp, &values) + counted.iter().sum::<f64>();
         if !Self::can_beat(at_least, best) {
             return Hours::CannotBeat;
         }
@@ -532,8 +536,8 @@ impl Search<'_> {
             .filter(|l| !self.vars.levels[*l].vars.is_empty())
             .collect();
         order.sort_by(|a, b| {
-            pinned(*a)
-                .cmp(&pinned(*b))
+            pinned[*a]
+                .cmp(&pinned[*b])
                 .then(expected(*b).total_cmp(&expected(*a)))
         });
         let shared = Mutex::new(Valuing {
@@ -576,7 +580,7 @@ impl Search<'_> {
                         }
                         state.gaps[l] = level_cost - relaxed.levels[l];
                         state.solved[l] = Some(level_cost);
-                        state.at_least += level_cost - if pinned(l) { below[l] } else { lower[l] };
+                        state.at_least += level_cost - counted[l];
                         if !Self::can_beat(state.at_least, best) {
                             state.outcome = Some(Hours::CannotBeat);
                             return;
