@@ -204,6 +204,14 @@ fn level(
                 |c| setup.spot_dominated(k, c, price),
                 &mut vars.dominated,
             );
+            let needed: Vec<usize> = classes.iter().copied().filter(|c| demanded(*c)).collect();
+            let units = |c: usize| setup.units(k, c).unwrap_or(0.0) * e.gamma;
+            let classes = if setup.swapped_out(k, price, units, &needed, false) {
+                vars.dominated += classes.len();
+                Vec::new()
+            } else {
+                classes
+            };
             let parts = hourly(
                 m,
                 &mut lv,
@@ -231,6 +239,13 @@ fn level(
         {
             let wanted = (0..rows.len()).filter(serving).filter(|c| demanded(*c));
             let classes = undominated(wanted, |c| setup.od_dominated(k, c), &mut vars.dominated);
+            let units = |c: usize| setup.units(k, c).unwrap_or(0.0);
+            let classes = if setup.swapped_out(k, price, units, &classes, true) {
+                vars.dominated += classes.len();
+                Vec::new()
+            } else {
+                classes
+            };
             let parts = hourly(
                 m,
                 &mut lv,

@@ -27,6 +27,17 @@
 //!   least `b_c` for every class they could serve (the hours of such an
 //!   instance, whichever classes they go to, could be bought as anchor
 //!   on-demand for no more). Owned capacity is free and untouched.
+//! - With whole hourly counts the anchors would be wrong (a dearer unit can
+//!   come in a better-sized instance), but an instance can still stand in
+//!   for another: an uncapped on-demand offer that costs no more an hour and
+//!   does at least as much work for every class with demand in a level
+//!   replaces, one for one, any spot or on-demand instance that does no
+//!   more. The swap keeps every coverage row met, meets no cap (it has
+//!   none) and no spot or pool share (on-demand counts in none), so such
+//!   variables are left out (`Setup::swapped_out`; of two equal on-demand
+//!   offers the first is kept). On a catalog several regions sell the same
+//!   GPU at several prices, and without this every dearer one is a whole
+//!   count the per-hour branch and bound has to rule out.
 //! - Reserved capacity is split between classes per pool of offers whose
 //!   instances do the same work for every class (same `φ·g` per class, e.g.
 //!   one GPU model and size in several regions): such instances are

@@ -44,6 +44,12 @@ const WHOLE: f64 = 1e-6;
 /// Counts above which probing stops looking for where a count's range ends.
 const PROBE_TOP: f64 = 1_048_576.0;
 
+/// The gap the search closes first (docs/planning-model.md §9.9): a point
+/// or box that cannot beat the best plan by more than this share of its
+/// cost waits until nothing else is left. A search stopped by its time
+/// limit after that has at most this gap.
+const FIRST_GAP: f64 = 1e-3;
+
 /// Memory the search may grow by while it keeps nodes' relaxations for
 /// their children to start from; past it (or past a quarter of the solve's
 /// memory limit) a child starts from the probed root's. Each holds the
@@ -86,11 +92,15 @@ struct Valuing<'a> {
 }
 
 /// Points valued so far, each level's least hourly cost at each where it
-/// was solved. That cost can only fall as reserved counts rise: they appear
-/// only on the right of the reserved split (docs/planning-model.md §9.4),
-/// so more of them leaves every plan of the hours feasible. So a point at or
-/// above `p` in every count bounds `p`'s level from below, and one at or
-/// below bounds it from above.
+/// was solved. A level sees the reserved counts only through each reserved
+/// pool's supply, the pool's counts summed (offers in a pool do the same
+/// work for every class, and share one reserved split), so points are kept
+/// by that supply: two purchases of the same supply have the same hours.
+/// That cost can only fall as supply rises: it appears only on the right of
+/// the reserved split (docs/planning-model.md §9.4), so more of it leaves
+/// every plan of the hours feasible. So a supply at or above `p`'s in every
+/// pool bounds `p`'s level from below, and one at or below bounds it from
+/// above.
 struct History {
     /// The gap over its relaxation's cost each level showed last time.
     gaps: Vec<f64>,
@@ -104,12 +114,12 @@ const HISTORY: usize = 4096;
 impl History {
     /// Per level at `point`: the greatest cost known at or above it and the
     /// least known at or below it.
-    fn around(&self, point: &[f64], levels: usize) -> (Vec<f64>, Vec<f64>) {
+    fn around(&self, supply: &[f64], levels: usize) -> (Vec<f64>, Vec<f64>) {
         let mut lower = vec![f64::NEG_INFINITY; levels];
         let mut upper = vec![f64::INFINITY; levels];
         for (at, costs) in &self.points {
-            let above = at.iter().zip(point).all(|(a, p)| a >= p);
-            let below = at.iter().zip(point).all(|(a, p)| a <= p);
+            let above = at.iter().zip(supply).all(|(a, p)| a >= p);
+            let below = at.iter().zip(supply).all(|(a, p)| a <= p);
             for (l, cost) in costs.iter().enumerate() {
                 if let Some(c) = *cost {
                     if above {
@@ -124,12 +134,12 @@ impl History {
         (lower, upper)
     }
 
-    fn record(&mut self, point: &[f64], solved: Vec<Option<f64>>) {
+    fn record(&mut self, supply: &[f64], solved: Vec<Option<f64>>) {
         if solved.iter().any(Option::is_some) {
             if self.points.len() == HISTORY {
                 self.points.remove(0);
             }
-            self.points.push((point.to_vec(), solved));
+            self.points.push((supply.to_vec(), solved));
         }
     }
 }
@@ -185,11 +195,13 @@ pub(super) fn solve(
         return None;
     }
     let reserved = reserved_counts(milp, vars);
+    let pool_of = pools_of(setup, vars);
     let search = Search {
         setup,
         milp,
         vars,
         reserved,
+        pool_of,
         opts,
         deadline,
     };
@@ -206,11 +218,30 @@ pub(super) fn applies(milp: &Milp, vars: &Vars) -> bool {
     reserved.peek().is_some() && reserved.all(|var| milp.vars[*var].integer)
 }
 
+/// Per reserved count (in `reserved_counts`' order), the index of the
+/// reserved pool its offer belongs to.
+fn pools_of(setup: &Setup<'_>, vars: &Vars) -> Vec<usize> {
+    let mut pool_of = Vec::new();
+    for (k, options) in vars.reserved.iter().enumerate() {
+        let pool = setup
+            .reserved_pools
+            .iter()
+            .position(|members| members.contains(&k));
+        for _ in options.iter().flatten() {
+            // Every offer with a purchase variable is in a pool
+            // (`Setup::new`); one outside would be a pool of its own.
+            pool_of.push(pool.unwrap_or(setup.reserved_pools.len() + k));
+        }
+    }
+    pool_of
+}
+
 struct Search<'a> {
     setup: &'a Setup<'a>,
     milp: &'a Milp,
     vars: &'a Vars,
     reserved: Vec<(usize, Option<f64>)>,
+    pool_of: Vec<usize>,
     opts: &'a SolveOptions,
     deadline: Option<Instant>,
 }
@@ -221,7 +252,16 @@ impl Search<'_> {
     }
 
     fn can_beat(bound: f64, best: Option<&Plan>) -> bool {
-        best.is_none_or(|b| better(bound, b.cost))
+        Self::can_beat_by(bound, best, false)
+    }
+
+    /// Whether `bound` can beat `best`, or with `first` beat it by more
+    /// than `FIRST_GAP` of its cost.
+    fn can_beat_by(bound: f64, best: Option<&Plan>, first: bool) -> bool {
+        best.is_none_or(|b| {
+            let margin = if first { FIRST_GAP * b.cost.abs() } else { 0.0 };
+            better(bound + margin, b.cost)
+        })
     }
 
     fn run(&self, mut best: Option<Plan>) -> Result<Solved, LpError> {
@@ -258,10 +298,17 @@ impl Search<'_> {
             gaps: vec![0.0; self.vars.levels.len()],
             points: Vec::new(),
         };
+        // First every box and point that could beat the best plan by more
+        // than `FIRST_GAP`; the rest wait with their bounds until none is
+        // left, so that a search cut short still has its gap that small.
+        let mut first = true;
         while let Some(mut node) = open.pop() {
             if !Self::can_beat(node.bound, best.as_ref()) {
                 open.clear();
                 break;
+            }
+            if first && !Self::can_beat_by(node.bound, best.as_ref(), true) {
+                first = false;
             }
             if self.out_of_time() {
                 open.push(node);
@@ -311,11 +358,24 @@ impl Search<'_> {
                 continue;
             }
             let point: Vec<f64> = relaxed.counts.iter().map(|x| x.round()).collect();
-            match self.value(&point, &relaxed, best.as_ref(), &mut history) {
+            let (hours, at_least) =
+                self.value(&point, &relaxed, best.as_ref(), first, &mut history);
+            match hours {
                 Hours::Plan(plan) => {
                     if Self::can_beat(plan.cost, best.as_ref()) {
                         best = Some(plan);
                     }
+                }
+                // Told only within the first gap: the point waits at the
+                // bound its hours reached, to be finished from the history.
+                Hours::CannotBeat if Self::can_beat(at_least, best.as_ref()) => {
+                    open.push(Node {
+                        lower: point.clone(),
+                        upper: point.iter().map(|p| Some(*p)).collect(),
+                        bound: at_least,
+                        relaxed: Some(relaxed),
+                        warm: None,
+                    });
                 }
                 Hours::CannotBeat | Hours::Infeasible => {}
                 Hours::Failed => unresolved = unresolved.min(node.bound),
@@ -506,17 +566,19 @@ impl Search<'_> {
         point: &[f64],
         relaxed: &Relaxed,
         best: Option<&Plan>,
+        first: bool,
         history: &mut History,
-    ) -> Hours {
+    ) -> (Hours, f64) {
         let Some(lp) = relaxed.values.as_deref() else {
-            return Hours::Failed;
+            return (Hours::Failed, f64::NEG_INFINITY);
         };
         let mut values = vec![0.0; self.milp.vars.len()];
         for (&(var, _), &count) in self.reserved.iter().zip(point) {
             values[var] = count;
         }
         let levels = self.vars.levels.len();
-        let (above, below) = history.around(point, levels);
+        let supply = self.supply(point);
+        let (above, below) = history.around(&supply, levels);
         let lower: Vec<f64> = (0..levels)
             .map(|l| relaxed.levels[l].max(above[l]))
             .collect();
@@ -528,8 +590,8 @@ impl Search<'_> {
             .map(|l| if pinned[l] { below[l] } else { lower[l] })
             .collect();
         let at_least = cost(self.milp, &values) + counted.iter().sum::<f64>();
-        if !Self::can_beat(at_least, best) {
-            return Hours::CannotBeat;
+        if !Self::can_beat_by(at_least, best, first) {
+            return (Hours::CannotBeat, at_least);
         }
         let expected = |l: usize| (relaxed.levels[l] + history.gaps[l] - lower[l]).max(0.0);
         let mut order: Vec<usize> = (0..levels)
@@ -581,7 +643,7 @@ impl Search<'_> {
                         state.gaps[l] = level_cost - relaxed.levels[l];
                         state.solved[l] = Some(level_cost);
                         state.at_least += level_cost - counted[l];
-                        if !Self::can_beat(state.at_least, best) {
+                        if !Self::can_beat_by(state.at_least, best, first) {
                             state.outcome = Some(Hours::CannotBeat);
                             return;
                         }
@@ -592,15 +654,26 @@ impl Search<'_> {
         let Valuing {
             values,
             solved,
+            at_least,
             outcome,
             ..
         } = shared.into_inner().unwrap_or_else(PoisonError::into_inner);
-        history.record(point, solved);
+        history.record(&supply, solved);
         if let Some(outcome) = outcome {
-            return outcome;
+            return (outcome, at_least);
         }
         let cost = cost(self.milp, &values);
-        Hours::Plan(Plan { values, cost })
+        (Hours::Plan(Plan { values, cost }), cost)
+    }
+
+    /// Each reserved pool's supply at `point`: its counts summed.
+    fn supply(&self, point: &[f64]) -> Vec<f64> {
+        let pools = self.pool_of.iter().max().map_or(0, |p| p + 1);
+        let mut supply = vec![0.0; pools];
+        for (&pool, &count) in self.pool_of.iter().zip(point) {
+            supply[pool] += count;
+        }
+        supply
     }
 
     /// Level `l`'s whole counts at `point`: the relaxation's own `lp` when

@@ -122,6 +122,11 @@ pub(super) struct Setup<'a> {
     /// price per unit of work, once [`Setup::reduce`] ran (none with whole
     /// hourly counts): supply no cheaper for that class is dropped.
     pub anchors: Vec<Option<(usize, f64)>>,
+    /// With whole hourly counts, once [`Setup::reduce`] ran: the offers
+    /// whose on-demand is uncapped, which can stand in, instance for
+    /// instance, for whatever costs no less and does no more work
+    /// ([`Setup::swapped_out`]).
+    pub stand_ins: Vec<usize>,
 }
 
 impl<'a> Setup<'a> {
@@ -221,6 +226,7 @@ impl<'a> Setup<'a> {
         let reserved_pools = pools.into_iter().map(|(_, members)| members).collect();
         Self {
             anchors: vec![None; classes.len()],
+            stand_ins: Vec::new(),
             problem,
             classes,
             offers,
@@ -279,6 +285,14 @@ impl<'a> Setup<'a> {
             }
         }
         self.anchors = self.find_anchors(mip);
+        if mip && self.problem.policy.integer_hourly {
+            self.stand_ins = (0..self.offers.len())
+                .filter(|k| {
+                    let e = &self.offers[*k];
+                    e.on_demand && e.offer.max_on_demand_instances.is_none()
+                })
+                .collect();
+        }
         for k in 0..self.offers.len() {
             // A new reservation is dominated when, for every class it could
             // serve, the anchor's on-demand unit costs no more than its own.
@@ -312,6 +326,39 @@ impl<'a> Setup<'a> {
                     .unwrap_or(f64::INFINITY)
                     / self.units(k, c).unwrap_or(0.0)
                     >= b
+        })
+    }
+
+    /// Whether whole instances of offer `k` at `price` an hour, each doing
+    /// `units(c)` work for the classes `classes`, are never needed: an
+    /// uncapped on-demand offer costs no more and does at least as much work
+    /// for each of them. Swapping one instance for one keeps every coverage
+    /// row met, caps no tighter (it has none) and the spot shares no
+    /// tighter (on-demand counts in none), so an optimal plan without `k`
+    /// exists. For `k`'s own on-demand, of two that match in price and work
+    /// the first offer is kept.
+    pub fn swapped_out(
+        &self,
+        k: usize,
+        price: f64,
+        units: impl Fn(usize) -> f64,
+        classes: &[usize],
+        on_demand: bool,
+    ) -> bool {
+        self.stand_ins.iter().any(|&s| {
+            let Some(p) = self.offers[s].offer.on_demand_price else {
+                return false;
+            };
+            let more: Option<Vec<bool>> = classes
+                .iter()
+                .map(|&c| {
+                    let theirs = self.units(s, c)?;
+                    (theirs >= units(c)).then_some(theirs > units(c))
+                })
+                .collect();
+            s != k
+                && p <= price
+                && more.is_some_and(|more| !on_demand || p < price || more.contains(&true) || s < k)
         })
     }
 

@@ -566,3 +566,43 @@ fn the_search_over_reserved_counts_proves_the_milp_optimum_with_several_classes(
     }
     assert!(searched >= 8, "{searched} of 16 went to the search");
 }
+
+#[test]
+fn whole_hourly_counts_swap_out_what_uncapped_on_demand_stands_in_for_without_changing_the_optimum()
+{
+    // Each problem gets a dearer twin of its first offer (same model and
+    // size, so the same work for every class): with whole hourly counts the
+    // twin's on-demand, and any spot no cheaper than an uncapped stand-in,
+    // is left out of the model. The optimum must not move.
+    let mut swapped = 0;
+    for seed in 1..=16 {
+        let mut doc = random_v2(seed, 4, 3, true);
+        let mut twin = doc["offers"][0].clone();
+        let od = twin["on_demand_price"].as_f64().unwrap();
+        twin["id"] = json!("twin");
+        twin["instance_type"] = json!("twin");
+        twin["on_demand_price"] = json!(od * 1.25);
+        twin["spot_price"] = json!(od * if seed % 2 == 0 { 1.1 } else { 0.6 });
+        twin["max_on_demand_instances"] = Value::Null;
+        doc["offers"].as_array_mut().unwrap().push(twin);
+        let (problem, reduced) = solved(&doc, false, true);
+        let (_, full) = solved(&doc, false, false);
+        assert_eq!(reduced.status, full.status, "seed {seed}");
+        if let Some(x) = full.objective {
+            assert!(
+                near(reduced.objective, x),
+                "seed {seed}: {:?} vs {x}",
+                reduced.objective
+            );
+        }
+        let mut setup = Setup::new(&problem);
+        setup.reduce(true);
+        let all: Vec<usize> = (0..setup.levels.len()).collect();
+        let whole = Scope {
+            mip: true,
+            purchases: true,
+        };
+        swapped += build(&setup, &all, whole).1.dominated;
+    }
+    assert!(swapped >= 16, "only {swapped} shares swapped out");
+}
