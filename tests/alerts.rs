@@ -157,7 +157,10 @@ impl Daemon {
     }
 
     async fn until<F: std::future::Future<Output = bool>>(&self, check: impl Fn() -> F) {
-        for _ in 0..500 {
+        // A minute: a sync that walks a page chain to its 10,000-page limit
+        // took over 10 s on a loaded 2-core machine. A passing check returns
+        // at once, so only a failure waits this long.
+        for _ in 0..3000 {
             if check().await {
                 return;
             }

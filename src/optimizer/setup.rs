@@ -335,8 +335,8 @@ impl<'a> Setup<'a> {
     /// for each of them. Swapping one instance for one keeps every coverage
     /// row met, caps no tighter (it has none) and the spot shares no
     /// tighter (on-demand counts in none), so an optimal plan without `k`
-    /// exists. For `k`'s own on-demand, of two that match in price and work
-    /// the first offer is kept.
+    /// exists. `k`'s own on-demand can stand in for its spot; for its
+    /// on-demand, of two that match in price and work the first is kept.
     pub fn swapped_out(
         &self,
         k: usize,
@@ -356,7 +356,7 @@ impl<'a> Setup<'a> {
                     (theirs >= units(c)).then_some(theirs > units(c))
                 })
                 .collect();
-            s != k
+            (s != k || !on_demand)
                 && p <= price
                 && more.is_some_and(|more| !on_demand || p < price || more.contains(&true) || s < k)
         })
