@@ -882,9 +882,9 @@ async fn a_browser_page_cannot_write_or_read_through_a_rebound_name() {
     }
 }
 
-/// A two-class problem with whole hourly counts, which the default build's
-/// MILP cannot finish in minutes (README, "Planner"): it holds a solver slot
-/// for as long as a test needs.
+/// A two-class problem with whole hourly counts, which takes the search over
+/// reserved counts about 11 s in a release build (README, "Planner"): it
+/// holds a solver slot for the fraction of a second a test needs.
 fn heavy_problem() -> Value {
     serde_json::from_str(include_str!("fixtures/heavy-two-class-week.json")).unwrap()
 }
