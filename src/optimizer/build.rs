@@ -206,12 +206,8 @@ fn level(
             );
             let needed: Vec<usize> = classes.iter().copied().filter(|c| demanded(*c)).collect();
             let units = |c: usize| setup.units(k, c).unwrap_or(0.0) * e.gamma;
-            let classes = if setup.swapped_out(k, price, units, &needed, false) {
-                vars.dominated += classes.len();
-                Vec::new()
-            } else {
-                classes
-            };
+            let swapped = setup.swapped_out(k, price, units, &needed, false);
+            let classes = unless_swapped(classes, swapped, &mut vars.dominated);
             let parts = hourly(
                 m,
                 &mut lv,
@@ -240,12 +236,8 @@ fn level(
             let wanted = (0..rows.len()).filter(serving).filter(|c| demanded(*c));
             let classes = undominated(wanted, |c| setup.od_dominated(k, c), &mut vars.dominated);
             let units = |c: usize| setup.units(k, c).unwrap_or(0.0);
-            let classes = if setup.swapped_out(k, price, units, &classes, true) {
-                vars.dominated += classes.len();
-                Vec::new()
-            } else {
-                classes
-            };
+            let swapped = setup.swapped_out(k, price, units, &classes, true);
+            let classes = unless_swapped(classes, swapped, &mut vars.dominated);
             let parts = hourly(
                 m,
                 &mut lv,
@@ -310,6 +302,17 @@ fn undominated(
             !drop
         })
         .collect()
+}
+
+/// `classes`, or none when their offer's count is `swapped` out
+/// (`Setup::swapped_out`), with the dropped shares counted in `dropped`.
+fn unless_swapped(classes: Vec<usize>, swapped: bool, dropped: &mut usize) -> Vec<usize> {
+    if swapped {
+        *dropped += classes.len();
+        Vec::new()
+    } else {
+        classes
+    }
 }
 
 /// The variables of one offer's spot or on-demand count in a level, split

@@ -554,7 +554,7 @@ impl Search<'_> {
     /// The plan at whole reserved counts `point`, its hours solved exactly
     /// level by level, unless it cannot beat `best`. A level not solved yet
     /// counts at a lower bound: its relaxation's cost, or what `history`
-    /// knows at a point above. A level whose relaxation is already whole is
+    /// knows at a supply at or above the point's. A level whose relaxation is already whole is
     /// optimal as it is. The others are solved largest expected gap over
     /// that bound first (the gap they showed last time), so that a point
     /// that cannot win is told early. A level whose cost `history` pins
@@ -715,7 +715,7 @@ mod tests {
     use super::History;
 
     #[test]
-    fn the_history_bounds_a_level_from_points_above_and_below_in_every_count() {
+    fn the_history_bounds_a_level_from_supplies_above_and_below_in_every_pool() {
         let mut history = History {
             gaps: vec![0.0; 2],
             points: Vec::new(),

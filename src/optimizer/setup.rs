@@ -349,16 +349,15 @@ impl<'a> Setup<'a> {
             let Some(p) = self.offers[s].offer.on_demand_price else {
                 return false;
             };
-            let more: Option<Vec<bool>> = classes
+            let theirs = |c: usize| self.units(s, c).unwrap_or(0.0);
+            let covers = classes
                 .iter()
-                .map(|&c| {
-                    let theirs = self.units(s, c)?;
-                    (theirs >= units(c)).then_some(theirs > units(c))
-                })
-                .collect();
+                .all(|&c| self.units(s, c).is_some() && theirs(c) >= units(c));
+            let does_more = classes.iter().any(|&c| theirs(c) > units(c));
             (s != k || !on_demand)
                 && p <= price
-                && more.is_some_and(|more| !on_demand || p < price || more.contains(&true) || s < k)
+                && covers
+                && (!on_demand || p < price || does_more || s < k)
         })
     }
 
