@@ -21,6 +21,7 @@ const MODELS: &[(&str, f64)] = &[
     ("H200-141GB", 141.0),
     ("GH200-96GB", 96.0),
     ("B200", 180.0),
+    ("B300", 268.0),
     ("GB200", 186.0),
     ("A10G", 24.0),
     ("A10", 24.0),
@@ -64,6 +65,8 @@ const ALIASES: &[(&str, &str)] = &[
     ("h200", "H200-141GB"),
     ("gh200", "GH200-96GB"),
     ("b200", "B200"),
+    ("b300", "B300"),
+    ("h200nvl", "H200-141GB"),
     ("gb200", "GB200"),
     ("a10g", "A10G"),
     ("a10", "A10"),
@@ -119,12 +122,24 @@ const NOISE: &[&str] = &[
     "sxm2",
     "sxm4",
     "sxm5",
+    "sxm6",
     "pcie",
     "habana",
     "aws",
     "intel",
     "virtual",
     "workstation",
+    // Memory technology and packaging words in long names ("NVIDIA H100
+    // 80GB HBM3", "RTX 6000 Ada Generation", "RTX PRO 6000 Blackwell Server
+    // Edition", "MI300X OAM"): the model is the same with or without them.
+    "hbm2",
+    "hbm2e",
+    "hbm3",
+    "hbm3e",
+    "oam",
+    "generation",
+    "server",
+    "edition",
 ];
 
 /// Normalizes a provider's GPU name. `memory_hint_gib` is the per-GPU memory the
@@ -291,6 +306,39 @@ mod tests {
         assert_eq!(name("RTX A6000", None), "A6000");
         assert_eq!(name("Inferentia2", None), "Inferentia2");
         assert_eq!(name("NVIDIA RTX PRO 6000 Blackwell", None), "RTX-PRO-6000");
+        assert_eq!(name("B300", None), "B300");
+    }
+
+    /// Long names as the GPU clouds and `DescribeInstanceTypes` spell them.
+    #[test]
+    fn long_spellings_of_known_models_normalize() {
+        for (raw, model) in [
+            ("NVIDIA H200 NVL", "H200-141GB"),
+            ("H200 NVL", "H200-141GB"),
+            ("NVIDIA H200 141GB HBM3e", "H200-141GB"),
+            ("NVIDIA H100 80GB HBM3", "H100-80GB"),
+            ("NVIDIA H100 NVL", "H100-94GB"),
+            ("NVIDIA A100-SXM4-80GB", "A100-80GB"),
+            ("NVIDIA A100 80GB PCIe", "A100-80GB"),
+            ("Tesla V100-SXM2-32GB", "V100-32GB"),
+            ("NVIDIA RTX 6000 Ada Generation", "RTX6000-ADA"),
+            (
+                "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                "RTX-PRO-6000",
+            ),
+            ("AMD Instinct MI300X OAM", "MI300X"),
+            ("NVIDIA B300 SXM6", "B300"),
+            ("NVIDIA GB200", "GB200"),
+        ] {
+            let m = normalize(raw, None);
+            assert!(m.known, "{raw} is not recognised");
+            assert_eq!(m.name, model, "{raw}");
+        }
+        // The NVL board of an H200 is a form of the same model.
+        assert_eq!(
+            form_factor("H200-141GB", "NVIDIA H200 NVL"),
+            Some(crate::FormFactor::Nvl)
+        );
     }
 
     #[test]

@@ -12,6 +12,9 @@ const FAMILIES: &[(&str, &str)] = &[
     ("p5e", "H200-141GB"),
     ("p5en", "H200-141GB"),
     ("p6-b200", "B200"),
+    ("p6-b300", "B300"),
+    // DescribeInstanceTypes names this GPU just `NVIDIA`.
+    ("p6e-gb200", "GB200"),
     ("g3", "M60"),
     ("g3s", "M60"),
     ("g4dn", "T4"),
@@ -21,6 +24,11 @@ const FAMILIES: &[(&str, &str)] = &[
     ("g6", "L4"),
     ("gr6", "L4"),
     ("g6e", "L40S"),
+    // Slices of an L4: see FRACTIONS.
+    ("g6f", "L4"),
+    ("gr6f", "L4"),
+    // DescribeInstanceTypes says `RTX PRO 6000 Blackwell Server Edition`.
+    ("g7e", "RTX-PRO-6000"),
     ("dl1", "Gaudi"),
 ];
 
@@ -41,6 +49,8 @@ const SIZES: &[(&str, u32)] = &[
     ("p5e.48xlarge", 8),
     ("p5en.48xlarge", 8),
     ("p6-b200.48xlarge", 8),
+    ("p6-b300.48xlarge", 8),
+    ("p6e-gb200.36xlarge", 4),
     ("g3s.xlarge", 1),
     ("g3.4xlarge", 1),
     ("g3.8xlarge", 2),
@@ -87,8 +97,36 @@ const SIZES: &[(&str, u32)] = &[
     ("g6e.12xlarge", 4),
     ("g6e.24xlarge", 4),
     ("g6e.48xlarge", 8),
+    ("g7e.2xlarge", 1),
+    ("g7e.4xlarge", 1),
+    ("g7e.8xlarge", 1),
+    ("g7e.12xlarge", 2),
+    ("g7e.24xlarge", 4),
+    ("g7e.48xlarge", 8),
     ("dl1.24xlarge", 8),
 ];
+
+/// Sizes that rent a slice of one GPU, and how much of it. The price list's
+/// `gpu` attribute does not say (it reads 1), nor does DescribeInstanceTypes'
+/// `count` (0), so until fractions are records these sizes are not priced as
+/// whole GPUs: a g6f.large would otherwise read as an L4 at an eighth of its
+/// price.
+const FRACTIONS: &[(&str, f64)] = &[
+    ("g6f.large", 0.125),
+    ("g6f.xlarge", 0.125),
+    ("g6f.2xlarge", 0.25),
+    ("g6f.4xlarge", 0.5),
+    ("gr6f.4xlarge", 0.5),
+];
+
+/// The share of one GPU a fractional size rents (`g6f.2xlarge` -> 0.25).
+#[must_use]
+pub fn fraction(instance_type: &str) -> Option<f64> {
+    FRACTIONS
+        .iter()
+        .find(|(t, _)| *t == instance_type)
+        .map(|(_, f)| *f)
+}
 
 /// Every GPU size this table knows: (instance type, GPU model, GPUs).
 pub fn sizes() -> impl Iterator<Item = (&'static str, &'static str, u32)> {
@@ -127,6 +165,16 @@ mod tests {
     #[test]
     fn every_size_has_a_known_family() {
         assert_eq!(sizes().count(), SIZES.len());
+    }
+
+    #[test]
+    fn fractional_sizes_are_slices_of_a_known_family() {
+        for (t, share) in FRACTIONS {
+            assert_eq!(model(family(t)), Some("L4"), "{t}");
+            assert!(*share > 0.0 && *share < 1.0, "{t}");
+        }
+        assert_eq!(fraction("g6f.2xlarge"), Some(0.25));
+        assert_eq!(fraction("g6.2xlarge"), None);
     }
 
     #[test]

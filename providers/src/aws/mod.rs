@@ -343,6 +343,8 @@ impl Provider for AwsProvider {
 }
 
 #[cfg(test)]
+mod integrity_tests;
+#[cfg(test)]
 mod sdk_tests;
 #[cfg(test)]
 mod tests;

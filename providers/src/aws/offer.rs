@@ -7,7 +7,14 @@
 //! - [`PriceListItem`] is one decoded element of a `GetProducts` page.
 //!
 //! Only Linux, shared-tenancy, no-pre-installed-software, no-licence instance
-//! products with GPUs or accelerators are kept; every other row is counted.
+//! products of the `OnDemand` market with GPUs or accelerators are kept, and
+//! only terms with a price above zero; every other row is counted by reason.
+//!
+//! The price list also sells Capacity Blocks under the same `usagetype`: rows
+//! that pass every other filter, priced at the block's operating-system fee
+//! ($0.00 for Linux, cents elsewhere), before or after the on-demand row, on
+//! any page. Taken as on-demand prices they poisoned real catalogs (OpenCost
+//! read p4d at $0.032), so only `marketoption` decides, never the row order.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
@@ -216,6 +223,15 @@ impl Collector {
             return;
         }
         let attr = |k: &str| p.attributes.get(k).map_or("", String::as_str);
+        // A row without the attribute predates Capacity Blocks: on-demand.
+        let market = p
+            .attributes
+            .get("marketoption")
+            .map_or("OnDemand", String::as_str);
+        if market != "OnDemand" {
+            snap.skip("marketoption_not_ondemand");
+            return;
+        }
         for (key, wanted, reason) in [
             ("operatingSystem", "Linux", "os"),
             ("tenancy", "Shared", "tenancy"),
@@ -231,6 +247,12 @@ impl Collector {
         let instance_type = attr("instanceType").to_owned();
         if !super::selected(&state.filter, &instance_type) {
             snap.skip("filtered");
+            return;
+        }
+        // The price list's `gpu` says 1 for a slice of an L4, and
+        // DescribeInstanceTypes says 0: neither is the GPUs it rents.
+        if gpus::fraction(&instance_type).is_some() {
+            snap.skip("fractional_gpu");
             return;
         }
         let described = match &state.described {
@@ -346,6 +368,7 @@ impl<'de> Visitor<'de> for SkuTermsSeed<'_> {
     }
 }
 
+/// A dimension's USD price: `None` when it has none or it is not a number.
 fn usd(d: &Dimension) -> Option<f64> {
     d.price_per_unit
         .get("USD")?
@@ -399,8 +422,16 @@ fn record(state: &mut Collector, sku: &str, term: &OfferTerm, reserved: bool) {
         state.snapshot.skip("no_price");
         return;
     }
+    // A $0.00 row is a placeholder (a new type's, or an allocated
+    // reservation's): it must neither become a price nor take the key from
+    // the real row that may follow it.
+    if recurring <= 0.0 && upfront <= 0.0 {
+        state.snapshot.skip("zero_price");
+        return;
+    }
     let key = (kept.region.clone(), kept.instance_type.clone(), kind, class);
     if !state.seen_prices.insert(key) {
+        tracing::warn!(provider = "aws", sku, region = %kept.region, instance_type = %kept.instance_type, price_kind = %kind, "A second price-list row for the same price; keeping the first.");
         state.snapshot.skip("duplicate");
         return;
     }

@@ -104,11 +104,17 @@ impl BulkIndex {
     }
 }
 
+/// The revision of what [`offer::parse`] keeps of a file. A catalog synced
+/// before a change to it (revision 2: Capacity Block and $0.00 rows are no
+/// longer prices) reads every offer file again, though AWS published nothing
+/// new, so prices read by the old rules are replaced.
+const PARSE_RULES: u32 = 2;
+
 fn version_of(offer_url: &str, filter: &[String]) -> String {
     let mut types = filter.to_vec();
     types.sort();
     format!(
-        "{offer_url} gpuplan/{} types={}",
+        "{offer_url} gpuplan/{} rules/{PARSE_RULES} types={}",
         env!("CARGO_PKG_VERSION"),
         types.join(",")
     )

@@ -15,7 +15,7 @@ use axum::response::Response;
 
 use crate::test_server::{self, FixtureServer, Seen};
 
-fn sdk_config(server: &FixtureServer, regions: &[&str]) -> AwsConfig {
+pub(super) fn sdk_config(server: &FixtureServer, regions: &[&str]) -> AwsConfig {
     AwsConfig {
         credentials: Credentials::Static {
             access_key_id: "AKIDGPUPLANTEST".to_owned(),

@@ -4,8 +4,11 @@
 //!
 //! Quirks handled here (docs/providers.md §7): money is `units` (a string, may be
 //! absent) + `nanos`/1e9; the latest `pricingInfo` wins; tiered rates take the
-//! first non-zero tier; SKUs are classified by `usageType`, never by wording;
-//! Virtual Workstation GPUs (GRID licence included) are skipped. GPUs are billed
+//! first non-zero tier; Virtual Workstation GPUs (GRID licence included) are
+//! skipped. A SKU's kind comes from its description first and `usageType`
+//! second ([`sku_kind`]): Dynamic Workload Scheduler and calendar-mode SKUs
+//! say `OnDemand` too. One price per (part, kind, region): the first SKU keeps
+//! it, a second is counted as a duplicate and never replaces it. GPUs are billed
 //! apart from the VM, so a GPU machine type's price is composed:
 //! vCPUs x core + GiB x RAM + GPUs x GPU, for each kind where all three exist.
 
@@ -14,6 +17,7 @@ pub mod shapes;
 
 pub use section::Section;
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use async_trait::async_trait;
@@ -349,29 +353,57 @@ impl Money {
     }
 }
 
-/// The price of a SKU now: latest pricing info, first non-zero tier, and its unit.
-fn current_price(sku: &Sku) -> Option<(f64, &str)> {
+/// The price of a SKU now: latest pricing info, first non-zero tier, and its
+/// unit; or the reason it has none (`no_price`, or `zero_price` when every
+/// tier is free).
+fn current_price(sku: &Sku) -> Result<(f64, &str), &'static str> {
     let info = sku
         .pricing_info
         .iter()
-        .max_by(|a, b| a.effective_time.cmp(&b.effective_time))?;
+        .max_by(|a, b| a.effective_time.cmp(&b.effective_time))
+        .ok_or("no_price")?;
     let unit = info.pricing_expression.usage_unit.as_str();
     let prices: Vec<f64> = info
         .pricing_expression
         .tiered_rates
         .iter()
         .map(|r| r.unit_price.usd())
-        .collect::<Option<_>>()?;
-    prices.into_iter().find(|p| *p > 0.0).map(|p| (p, unit))
+        .collect::<Option<_>>()
+        .ok_or("no_price")?;
+    if prices.is_empty() {
+        return Err("no_price");
+    }
+    prices
+        .into_iter()
+        .find(|p| *p > 0.0)
+        .map(|p| (p, unit))
+        .ok_or("zero_price")
 }
 
-fn price_kind(usage_type: &str) -> Option<PriceKind> {
+/// What a SKU sells, or why it is not read. The description decides first,
+/// because the Dynamic Workload Scheduler's flex-start ("DWS Defined
+/// Duration", "DWS Flex Start") and calendar-mode ("... in Calendar Mode")
+/// SKUs carry `usageType` `OnDemand` at about 45% and 30% off: read by
+/// `usageType` alone, whichever came later would become the on-demand price.
+/// They are purchase kinds of their own, not read yet; "Reserved ..." SKUs are
+/// commitment placeholders, often priced 0.
+fn sku_kind(description: &str, usage_type: &str) -> Result<PriceKind, String> {
+    let d = description.trim();
+    if d.contains("DWS Defined Duration") || d.starts_with("DWS Flex Start") {
+        return Err("flex_start".to_owned());
+    }
+    if d.contains("Calendar Mode") {
+        return Err("calendar".to_owned());
+    }
+    if d.starts_with("Reserved ") {
+        return Err("reservation_placeholder".to_owned());
+    }
     match usage_type {
-        "OnDemand" => Some(PriceKind::OnDemand),
-        "Preemptible" => Some(PriceKind::Spot),
-        "Commit1Yr" => Some(PriceKind::Commit(Term::OneYear)),
-        "Commit3Yr" => Some(PriceKind::Commit(Term::ThreeYears)),
-        _ => None,
+        "OnDemand" => Ok(PriceKind::OnDemand),
+        "Preemptible" => Ok(PriceKind::Spot),
+        "Commit1Yr" => Ok(PriceKind::Commit(Term::OneYear)),
+        "Commit3Yr" => Ok(PriceKind::Commit(Term::ThreeYears)),
+        other => Err(format!("usage_type:{other}")),
     }
 }
 
@@ -440,17 +472,20 @@ fn build_snapshot(
     // (accelerator id, kind, region) -> (price, sku id); and the GPU's catalog model.
     let mut gpus: BTreeMap<(String, PriceKind, String), (f64, String)> = BTreeMap::new();
     let mut models: BTreeMap<String, gpu::GpuModel> = BTreeMap::new();
-    // (family, part, kind, region) -> price per vCPU-hour or GiB-hour.
-    let mut parts: BTreeMap<(String, Part, PriceKind, String), f64> = BTreeMap::new();
+    // (family, part, kind, region) -> (price per vCPU-hour or GiB-hour, sku id).
+    let mut parts: BTreeMap<(String, Part, PriceKind, String), (f64, String)> = BTreeMap::new();
 
     for sku in skus {
         if sku.category.resource_family != "Compute" {
             snap.skip(format!("family:{}", sku.category.resource_family));
             continue;
         }
-        let Some(kind) = price_kind(&sku.category.usage_type) else {
-            snap.skip(format!("usage_type:{}", sku.category.usage_type));
-            continue;
+        let kind = match sku_kind(&sku.description, &sku.category.usage_type) {
+            Ok(kind) => kind,
+            Err(reason) => {
+                snap.skip(reason);
+                continue;
+            }
         };
         let excluded = ["Sole Tenancy", "Custom", "Premium", "Reserved"];
         if sku.category.resource_group == "GPU" {
@@ -458,9 +493,12 @@ fn build_snapshot(
                 snap.skip("virtual_workstation");
                 continue;
             }
-            let Some((usd, unit)) = current_price(sku) else {
-                snap.skip("no_price");
-                continue;
+            let (usd, unit) = match current_price(sku) {
+                Ok(price) => price,
+                Err(reason) => {
+                    snap.skip(reason);
+                    continue;
+                }
             };
             if unit != "h" {
                 snap.skip(format!("unit:{unit}"));
@@ -472,22 +510,22 @@ fn build_snapshot(
                 .entry(id.clone())
                 .or_insert_with(|| gpu::normalize(&name, None));
             for region in sku.service_regions.iter().filter(|r| keep(r)) {
-                if gpus
-                    .insert(
-                        (id.clone(), kind, region.clone()),
-                        (usd, sku.sku_id.clone()),
-                    )
-                    .is_some()
-                {
-                    snap.skip("duplicate");
+                match gpus.entry((id.clone(), kind, region.clone())) {
+                    Entry::Vacant(e) => {
+                        e.insert((usd, sku.sku_id.clone()));
+                    }
+                    Entry::Occupied(e) => duplicate(&mut snap, &sku.sku_id, &e.get().1, region),
                 }
             }
         } else if let Some((family, part)) = component(&sku.description)
             .filter(|_| !excluded.iter().any(|w| sku.description.contains(w)))
         {
-            let Some((usd, unit)) = current_price(sku) else {
-                snap.skip("no_price");
-                continue;
+            let (usd, unit) = match current_price(sku) {
+                Ok(price) => price,
+                Err(reason) => {
+                    snap.skip(reason);
+                    continue;
+                }
             };
             let expected = if part == Part::Core { "h" } else { "GiBy.h" };
             if unit != expected {
@@ -495,7 +533,12 @@ fn build_snapshot(
                 continue;
             }
             for region in sku.service_regions.iter().filter(|r| keep(r)) {
-                parts.insert((family.clone(), part, kind, region.clone()), usd);
+                match parts.entry((family.clone(), part, kind, region.clone())) {
+                    Entry::Vacant(e) => {
+                        e.insert((usd, sku.sku_id.clone()));
+                    }
+                    Entry::Occupied(e) => duplicate(&mut snap, &sku.sku_id, &e.get().1, region),
+                }
             }
         } else {
             snap.skip("not_gpu");
@@ -537,12 +580,25 @@ fn build_snapshot(
     snap
 }
 
+/// A second SKU for a price already taken: counted and logged, never a
+/// replacement, so no rule depends on which of the two came first.
+fn duplicate(snap: &mut Snapshot, sku: &str, kept: &str, region: &str) {
+    tracing::warn!(
+        provider = PROVIDER,
+        sku,
+        kept,
+        region,
+        "Two SKUs give the same price; keeping the first."
+    );
+    snap.skip("duplicate");
+}
+
 /// Composite prices of GPU machine types in each region that offers them.
 fn add_machine_types(
     snap: &mut Snapshot,
     shapes: Option<Vec<(Shape, String)>>,
     gpus: &BTreeMap<(String, PriceKind, String), (f64, String)>,
-    parts: &BTreeMap<(String, Part, PriceKind, String), f64>,
+    parts: &BTreeMap<(String, Part, PriceKind, String), (f64, String)>,
     keep: &dyn Fn(&str) -> bool,
 ) {
     // Shape -> regions offering it: from the Compute API's zones, or, with the
@@ -596,7 +652,7 @@ fn add_machine_types(
                 let core = parts.get(&(family.clone(), Part::Core, kind, region.clone()));
                 let ram = parts.get(&(family.clone(), Part::Ram, kind, region.clone()));
                 let gpu = gpus.get(&(shape.accelerator.clone(), kind, region.clone()));
-                let (Some(core), Some(ram), Some((gpu, _))) = (core, ram, gpu) else {
+                let (Some((core, _)), Some((ram, _)), Some((gpu, _))) = (core, ram, gpu) else {
                     continue;
                 };
                 let usd = f64::from(shape.vcpus) * core

@@ -312,3 +312,152 @@ fn descriptions_name_the_gpu_and_the_machine_family_part() {
         None
     );
 }
+
+/// A Billing Catalog SKU in the real format, priced `usd` an hour (or per
+/// GiB-hour for RAM) in `us-central1`.
+fn sku(id: &str, description: &str, group: &str, usage_type: &str, usd: f64) -> serde_json::Value {
+    let unit = if group == "RAM" { "GiBy.h" } else { "h" };
+    serde_json::json!({
+        "name": format!("services/6F81-5844-456A/skus/{id}"), "skuId": id,
+        "description": description,
+        "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute",
+                     "resourceGroup": group, "usageType": usage_type},
+        "serviceRegions": ["us-central1"],
+        "pricingInfo": [{"summary": "", "pricingExpression": {
+            "usageUnit": unit, "displayQuantity": 1,
+            "tieredRates": [{"startUsageAmount": 0, "unitPrice": {"currencyCode": "USD",
+                "units": format!("{}", usd.trunc()), "nanos": ((usd.fract() * 1e9).round()) as i64}}],
+            "baseUnit": "s", "baseUnitConversionFactor": 3600},
+            "currencyConversionRate": 1, "effectiveTime": "2026-11-01T08:00:00.000Z"}],
+        "serviceProviderName": "Google",
+        "geoTaxonomy": {"type": "REGIONAL", "regions": ["us-central1"]}
+    })
+}
+
+/// Dynamic Workload Scheduler and calendar-mode SKUs say `usageType`
+/// `OnDemand` at 45% and 30% off, before and after the on-demand SKUs they
+/// share a key with, and "Reserved ..." SKUs priced 0 stand for commitments:
+/// none of them becomes or replaces an on-demand price, and a second
+/// on-demand SKU for a key does not replace the first.
+#[tokio::test]
+async fn dws_calendar_and_reserved_skus_never_become_on_demand_prices() {
+    let page_1 = serde_json::json!({"skus": [
+        sku("DWS1-A100-0001", "Nvidia Tesla A100 GPU attached to DWS Defined Duration VMs running in Americas", "GPU", "OnDemand", 1.61365),
+        sku("DWS1-A2CO-0001", "DWS Defined Duration A2 Core running in Americas", "CPU", "OnDemand", 0.01739),
+        sku("DWS1-A2RA-0001", "DWS Defined Duration A2 Ram running in Americas", "RAM", "OnDemand", 0.00233),
+        sku("CAL1-H100-0001", "Reserved Nvidia H100 80GB GPU in Americas in Calendar Mode", "GPU", "OnDemand", 7.7),
+        sku("RES1-A100-0001", "Reserved Nvidia Tesla A100 GPU running in Americas", "GPU", "OnDemand", 0.0),
+    ], "nextPageToken": "dws-2"})
+    .to_string();
+    let page_2 = serde_json::json!({"skus": [
+        sku("039F-D0DA-4055", "Nvidia Tesla A100 GPU running in Americas", "GPU", "OnDemand", 2.933908),
+        sku("ODH1-H100-0001", "Nvidia H100 80GB GPU running in Americas", "GPU", "OnDemand", 11.06),
+        sku("ODA2-CORE-0001", "A2 Instance Core running in Americas", "CPU", "OnDemand", 0.031611),
+        sku("ODA2-RAMS-0001", "A2 Instance Ram running in Americas", "RAM", "OnDemand", 0.004237),
+        sku("DWS2-H200-0001", "DWS Flex Start Nvidia H200 141GB GPU running in Americas", "GPU", "OnDemand", 5.0),
+        sku("DWS2-A100-0002", "Nvidia Tesla A100 GPU attached to DWS Defined Duration VMs running in Americas", "GPU", "OnDemand", 1.5),
+        sku("CAL2-H100-0002", "Reserved Nvidia H100 80GB GPU in Americas in Calendar Mode", "GPU", "OnDemand", 7.8),
+        sku("DUPL-A100-0001", "Nvidia Tesla A100 GPU running in Americas", "GPU", "OnDemand", 9.99),
+    ], "nextPageToken": ""})
+    .to_string();
+    let server = test_server::serve(move |req, base, _| {
+        if req.uri.contains("pageToken=dws-2") {
+            test_server::json(&page_2, base)
+        } else {
+            test_server::json(&page_1, base)
+        }
+    })
+    .await;
+    let snap = provider(&server, Some("test-key"), None, &[])
+        .fetch(&FetchContext::default())
+        .await
+        .unwrap();
+
+    assert!(close(
+        usd(&snap, "nvidia-tesla-a100", "on_demand", "us-central1"),
+        2.933908
+    ));
+    assert_eq!(
+        snap.prices
+            .iter()
+            .find(|p| p.instance_type == "nvidia-tesla-a100")
+            .and_then(|p| p.source.as_deref()),
+        Some("039F-D0DA-4055")
+    );
+    assert!(close(
+        usd(&snap, "nvidia-h100-80gb", "on_demand", "us-central1"),
+        11.06
+    ));
+    // The composite is made of the on-demand parts alone.
+    assert!(close(
+        usd(&snap, "a2-highgpu-1g", "on_demand", "us-central1"),
+        3.673385
+    ));
+    assert_eq!(
+        usd(&snap, "nvidia-h200-141gb", "on_demand", "us-central1"),
+        None
+    );
+    assert!(snap.prices.iter().all(|p| p.usd_per_hour > 0.0));
+    let skipped: Vec<(&str, u64)> = snap.skipped.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    assert_eq!(
+        skipped,
+        vec![
+            ("calendar", 2),
+            ("duplicate", 1),
+            ("flex_start", 5),
+            ("reservation_placeholder", 1),
+        ]
+    );
+}
+
+#[test]
+fn the_description_decides_the_kind_before_the_usage_type() {
+    let kind = |d: &str, u: &str| sku_kind(d, u);
+    assert_eq!(
+        kind("Nvidia Tesla A100 GPU running in Americas", "OnDemand"),
+        Ok(PriceKind::OnDemand)
+    );
+    assert_eq!(
+        kind(
+            "DWS Flex Start Nvidia H200 141GB GPU running in Americas",
+            "OnDemand"
+        ),
+        Err("flex_start".to_owned())
+    );
+    assert_eq!(
+        kind(
+            "DWS Defined Duration A3 Ram running in Americas",
+            "Preemptible"
+        ),
+        Err("flex_start".to_owned())
+    );
+    assert_eq!(
+        kind(
+            "Reserved Nvidia H100 80GB GPU in Americas in Calendar Mode",
+            "OnDemand"
+        ),
+        Err("calendar".to_owned())
+    );
+    assert_eq!(
+        kind("Reserved A2 Core running in Americas", "OnDemand"),
+        Err("reservation_placeholder".to_owned())
+    );
+    assert_eq!(
+        kind(
+            "Nvidia Tesla T4 GPU attached to Spot Preemptible VMs running in Americas",
+            "Preemptible"
+        ),
+        Ok(PriceKind::Spot)
+    );
+    assert_eq!(
+        kind(
+            "Commitment v1: Nvidia Tesla A100 GPU running in Americas for 1 Year",
+            "Commit1Yr"
+        ),
+        Ok(PriceKind::Commit(Term::OneYear))
+    );
+    assert_eq!(
+        kind("Something", "Unknown"),
+        Err("usage_type:Unknown".to_owned())
+    );
+}

@@ -37,15 +37,147 @@ pub fn index(req: &Seen, index: &str, etag: &str) -> Response {
         .into_response()
 }
 
+/// The offer files a stand-in serves, and what its GetProducts pages are
+/// made of: us-east-1's and us-west-2's.
+#[derive(Clone, Copy)]
+pub struct Offers<'a> {
+    pub east: &'a str,
+    pub west: &'a str,
+    /// GetProducts also answers for an L4 and a Trainium type that the bulk
+    /// fixtures lack.
+    pub extra_types: bool,
+}
+
+/// The bulk fixtures.
+pub const FIXTURES: Offers<'static> = Offers {
+    east: EAST,
+    west: WEST,
+    extra_types: true,
+};
+
 /// The bulk price files and the spot advisor.
 pub fn files(req: &Seen, base: &str) -> Response {
+    files_from(req, base, FIXTURES)
+}
+
+/// [`files`] with other offer files.
+pub fn files_from(req: &Seen, base: &str, offers: Offers<'_>) -> Response {
     match req.uri.as_str() {
         "/offers/v1.0/aws/AmazonEC2/current/region_index.json" => index(req, INDEX, INDEX_ETAG),
-        "/offers/v1.0/aws/AmazonEC2/20261101000000/us-east-1/index.json" => super::json(EAST, base),
-        "/offers/v1.0/aws/AmazonEC2/20261101000000/us-west-2/index.json" => super::json(WEST, base),
+        "/offers/v1.0/aws/AmazonEC2/20261101000000/us-east-1/index.json" => {
+            super::json(offers.east, base)
+        }
+        "/offers/v1.0/aws/AmazonEC2/20261101000000/us-west-2/index.json" => {
+            super::json(offers.west, base)
+        }
         "/spot-advisor-data.json" => super::json(ADVISOR, base),
         _ => super::status(404, "NoSuchKey"),
     }
+}
+
+/// One product of an offer file with its terms, for tests that build their
+/// own files in the real shape (see [`offer_file`]).
+pub struct Row<'a> {
+    pub sku: &'a str,
+    pub instance_type: &'a str,
+    pub operating_system: &'a str,
+    /// `OnDemand`, or `CapacityBlock` for a Capacity Block's fee row.
+    pub market: &'a str,
+    pub gpus: &'a str,
+    /// The on-demand `Hrs` price, as the file writes it.
+    pub on_demand: Option<&'a str>,
+    /// Reserved terms: (lease, purchase option, upfront, hourly).
+    pub reserved: &'a [(&'a str, &'a str, &'a str, &'a str)],
+}
+
+/// An offer file of `region` holding `rows`, in the real format: products
+/// first, then terms keyed by SKU and `<sku>.<offerTermCode>`. A Capacity
+/// Block row reads as AWS writes one: its own `operation` and description,
+/// and the same `usagetype` as the type's on-demand row.
+pub fn offer_file(region: &str, rows: &[Row<'_>]) -> String {
+    let prefix = match region {
+        "us-east-1" => String::new(),
+        "us-west-2" => "USW2-".to_owned(),
+        other => format!("{}-", other.to_ascii_uppercase()),
+    };
+    let mut products = serde_json::Map::new();
+    let (mut on_demand, mut reserved) = (serde_json::Map::new(), serde_json::Map::new());
+    for r in rows {
+        let cb = r.market == "CapacityBlock";
+        let operation = match (r.operating_system, cb) {
+            ("Linux", false) => "RunInstances",
+            ("Linux", true) => "RunInstances:CB",
+            (_, false) => "RunInstances:0002",
+            (_, true) => "RunInstances:0002:CB",
+        };
+        products.insert(
+            r.sku.to_owned(),
+            json!({"sku": r.sku, "productFamily": "Compute Instance", "attributes": {
+                "servicecode": "AmazonEC2", "locationType": "AWS Region",
+                "instanceType": r.instance_type, "regionCode": region,
+                "operatingSystem": r.operating_system, "tenancy": "Shared",
+                "capacitystatus": "Used", "preInstalledSw": "NA",
+                "licenseModel": "No License required", "marketoption": r.market,
+                "usagetype": format!("{prefix}BoxUsage:{}", r.instance_type),
+                "operation": operation, "gpu": r.gpus, "gpuMemory": "NA",
+                "vcpu": "192", "memory": "2048 GiB"}}),
+        );
+        if let Some(usd) = r.on_demand {
+            let code = format!("{}.JRTCKXETXF", r.sku);
+            let description = if cb {
+                format!(
+                    "${usd} per Capacity Block {} {} Instance Hour",
+                    r.operating_system, r.instance_type
+                )
+            } else {
+                format!(
+                    "${usd} per On Demand {} {} Instance Hour",
+                    r.operating_system, r.instance_type
+                )
+            };
+            on_demand.insert(
+                r.sku.to_owned(),
+                json!({code.clone(): {"offerTermCode": "JRTCKXETXF", "sku": r.sku,
+                    "effectiveDate": "2026-11-01T00:00:00Z", "termAttributes": {},
+                    "priceDimensions": {format!("{code}.6YS6EN2CT7"): {
+                        "unit": "Hrs", "beginRange": "0", "endRange": "Inf", "appliesTo": [],
+                        "rateCode": format!("{code}.6YS6EN2CT7"), "description": description,
+                        "pricePerUnit": {"USD": usd}}}}}),
+            );
+        }
+        let mut terms = serde_json::Map::new();
+        for (i, (lease, option, upfront, hourly)) in r.reserved.iter().enumerate() {
+            let code = format!("{}.RESERVED{i:02}", r.sku);
+            let mut dims = serde_json::Map::new();
+            dims.insert(
+                format!("{code}.6YS6EN2CT7"),
+                json!({"unit": "Hrs", "beginRange": "0", "endRange": "Inf", "appliesTo": [],
+                       "description": "Linux reserved hourly", "pricePerUnit": {"USD": hourly}}),
+            );
+            if *upfront != "0" {
+                dims.insert(
+                    format!("{code}.2TG2D8R56U"),
+                    json!({"unit": "Quantity", "description": "Upfront Fee", "appliesTo": [],
+                           "pricePerUnit": {"USD": upfront}}),
+                );
+            }
+            terms.insert(
+                code,
+                json!({"offerTermCode": format!("RESERVED{i:02}"), "sku": r.sku,
+                       "effectiveDate": "2026-11-01T00:00:00Z", "priceDimensions": dims,
+                       "termAttributes": {"LeaseContractLength": lease, "OfferingClass": "standard",
+                                          "PurchaseOption": option}}),
+            );
+        }
+        if !terms.is_empty() {
+            reserved.insert(r.sku.to_owned(), Value::Object(terms));
+        }
+    }
+    json!({"formatVersion": "v1.0", "disclaimer": "test", "offerCode": "AmazonEC2",
+           "version": "20261101000000", "publicationDate": "2026-11-01T00:00:00Z",
+           "products": products, "terms": {"OnDemand": on_demand, "Reserved": reserved},
+           "attributesList": {}})
+    .to_string()
 }
 
 /// Items per GetProducts page: small, so every query pages.
@@ -54,9 +186,9 @@ const PAGE: usize = 2;
 /// The first GetProducts elements of `instance_type` in `region`, as the API
 /// sends them: each a JSON string whose terms are keyed `<sku>.<code>`, with
 /// `Reserved` absent when the product has none.
-fn price_list(region: &str, instance_type: &str) -> Vec<String> {
+fn price_list(offers: Offers<'_>, region: &str, instance_type: &str) -> Vec<String> {
     let mut items = Vec::new();
-    for file in [EAST, WEST] {
+    for file in [offers.east, offers.west] {
         let offer: Value = serde_json::from_str(file).unwrap();
         for (sku, product) in offer["products"].as_object().unwrap() {
             let a = &product["attributes"];
@@ -79,6 +211,7 @@ fn price_list(region: &str, instance_type: &str) -> Vec<String> {
     // Types the bulk fixture lacks: an L4 one, and an accelerator whose price
     // list rows carry no GPU count at all.
     let extra = match instance_type {
+        _ if !offers.extra_types => None,
         "g6.xlarge" => Some(("G6XLARGELINUX01", "1", "0.8048000000")),
         "trn1.32xlarge" => Some(("TRN1LINUX000001", "NA", "21.5000000000")),
         _ => None,
@@ -346,6 +479,11 @@ fn placement_scores(region: &str, token: Option<&str>) -> Response {
 
 /// Answers Pricing (JSON, by `X-Amz-Target`) and EC2 (form, by `Action`).
 pub fn answer(req: &Seen, base: &str) -> Response {
+    answer_from(req, base, FIXTURES)
+}
+
+/// [`answer`] with GetProducts pages and bulk files made of other offer files.
+pub fn answer_from(req: &Seen, base: &str, offers: Offers<'_>) -> Response {
     if let Some(target) = req.headers.get("x-amz-target") {
         assert_eq!(target, "AWSPriceListService.GetProducts");
         let body: Value = serde_json::from_str(&req.body).unwrap();
@@ -359,7 +497,7 @@ pub fn answer(req: &Seen, base: &str) -> Response {
                 .unwrap()
         };
         assert_eq!(body["ServiceCode"], "AmazonEC2");
-        let items = price_list(&field("regionCode"), &field("instanceType"));
+        let items = price_list(offers, &field("regionCode"), &field("instanceType"));
         let start: usize = body["NextToken"]
             .as_str()
             .map_or(0, |t| t.trim_start_matches("page-").parse().unwrap());
@@ -371,7 +509,7 @@ pub fn answer(req: &Seen, base: &str) -> Response {
         return pricing_json(200, &page.to_string());
     }
     if !req.body.contains("Action=") {
-        return files(req, base);
+        return files_from(req, base, offers);
     }
     let f = form(&req.body);
     let region = signed_region(req);
