@@ -97,7 +97,9 @@ fn build_catalog(path: &std::path::Path, observations: usize) -> Duration {
         prices: list_prices(&types),
         ..Snapshot::default()
     };
-    store.write_snapshot(run, "aws", &full, now, now).unwrap();
+    store
+        .write_snapshot(run, "aws", &full, &[], now, now)
+        .unwrap();
 
     // Spread the observations over 30 days, across every type and zone.
     let series = TYPES * REGIONS * ZONES_PER_REGION;
@@ -148,7 +150,9 @@ fn write_spot(
         spot_observations,
         ..Snapshot::default()
     };
-    store.write_snapshot(run, "aws", &snap, now, now).unwrap();
+    store
+        .write_snapshot(run, "aws", &snap, &[], now, now)
+        .unwrap();
 }
 
 /// Where a prices request spends its time, without HTTP: the query, then JSON.

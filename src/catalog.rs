@@ -246,7 +246,10 @@ impl PriceFilter {
     }
 }
 
-fn gpu_matches(model: &str, wanted: &str) -> bool {
+/// Whether catalog GPU name `model` is `wanted`, a name or a family (`H100`
+/// matches `H100-80GB` and `H100-94GB`, not `GH200`), case-insensitive.
+#[must_use]
+pub fn gpu_matches(model: &str, wanted: &str) -> bool {
     let (model, wanted) = (
         model.to_ascii_lowercase(),
         wanted.trim().to_ascii_lowercase(),

@@ -280,7 +280,7 @@ mod tests {
             .unwrap();
         // gpu0: on-demand 3.0, commit_1y with 876 upfront, spot 1.0 then 2.0.
         store
-            .write_snapshot(run, "aws", &snapshot(2, 3.0), at(0), at(0))
+            .write_snapshot(run, "aws", &snapshot(2, 3.0), &[], at(0), at(0))
             .unwrap();
         let inputs = CatalogInputs {
             gpus: vec![],

@@ -1025,7 +1025,7 @@ fn owned_workspace_with(extra: &str) -> Workspace {
     let mut store = SqliteStore::open(&w.path("catalog.db")).unwrap();
     let run = store.begin_run("aws", Scope::Full, now).unwrap();
     store
-        .write_snapshot(run, "aws", &snapshot, now, now)
+        .write_snapshot(run, "aws", &snapshot, &[], now, now)
         .unwrap();
     drop(store);
     let mut rows = vec![COMMITTED_HEADER.to_owned()];

@@ -364,7 +364,7 @@ fn spot_history_summarizes_each_zone() {
         .begin_run("aws", gpuplan_providers::Scope::Full, now)
         .unwrap();
     store
-        .write_snapshot(run, "aws", &snapshot, now, now)
+        .write_snapshot(run, "aws", &snapshot, &[], now, now)
         .unwrap();
     drop(store);
 

@@ -50,7 +50,7 @@ fn seeded(path: &std::path::Path) {
             .begin_run("file:onprem", Scope::Full, at(hour))
             .unwrap();
         store
-            .write_snapshot(run, "file:onprem", &snap, at(hour), at(hour))
+            .write_snapshot(run, "file:onprem", &snap, &[], at(hour), at(hour))
             .unwrap();
     }
     store

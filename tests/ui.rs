@@ -215,7 +215,7 @@ fn seed_spot(path: &std::path::Path) {
         ..Snapshot::default()
     };
     store
-        .write_snapshot(run, "aws", &snapshot, now, now)
+        .write_snapshot(run, "aws", &snapshot, &[], now, now)
         .unwrap();
 }
 

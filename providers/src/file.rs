@@ -406,7 +406,7 @@ fn parse_row(c: &mut Cells<'_>) -> Option<(InstanceType, PriceRecord)> {
         .and_then(|_| c.parsed::<PriceKind>("price_kind", "a price kind"));
     let usd = c
         .required("usd_per_hour")
-        .and_then(|_| c.number("usd_per_hour", 0.0, true));
+        .and_then(|_| c.number("usd_per_hour", 0.0, false));
     let gpu_memory = c.number("gpu_memory_gib", 0.0, false);
     let vcpus = c.count("vcpus", 1);
     let memory_gib = c.number("memory_gib", 0.0, false);
@@ -613,6 +613,7 @@ r1,t2,L4,zero,on_demand,0.8
 r1,t3,L4,1,weekly,0.8
 r1,t4,L4,1,on_demand,-1
 ,t5,L4,1,on_demand,1
+r1,t6,L4,1,spot,0
 ";
         let errors = sheet_errors(text, SheetFormat::Csv);
         let found: Vec<(u64, &str)> = errors.iter().map(|e| (e.line, e.field.as_str())).collect();
@@ -622,8 +623,15 @@ r1,t4,L4,1,on_demand,-1
                 (3, "gpu_count"),
                 (4, "price_kind"),
                 (5, "usd_per_hour"),
-                (6, "region")
+                (6, "region"),
+                (7, "usd_per_hour")
             ]
+        );
+        // No price is stored at 0: a free row is a mistake in the sheet.
+        assert!(
+            errors[4]
+                .to_string()
+                .contains("must be a finite number > 0")
         );
         assert!(
             errors[0]

@@ -282,3 +282,24 @@ async fn throttling_is_retried_and_a_cut_or_renamed_answer_is_refused() {
     let e = fails_with(|_| test_server::status(503, "down")).await;
     assert!(e.contains("503"), "{e}");
 }
+
+/// RunPod names the H200's NVL board "H200 NVL" (id "NVIDIA H200 NVL"): the
+/// model is the H200 with 141 GB, the form its NVL board.
+#[test]
+fn an_h200_nvl_is_an_h200_on_an_nvl_board() {
+    let t: GpuType = serde_json::from_value(json!({
+        "id": "NVIDIA H200 NVL", "displayName": "H200 NVL", "memoryInGb": 143,
+        "secureCloud": true, "communityCloud": false, "maxGpuCountSecureCloud": 8,
+        "maxGpuCountCommunityCloud": 0, "minPodGpuCount": 1, "securePrice": 3.39
+    }))
+    .unwrap();
+    let snap = build_snapshot(&[t], &BTreeMap::new());
+    let one = snap
+        .instance_types
+        .iter()
+        .find(|i| i.instance_type == "1x NVIDIA H200 NVL (secure)")
+        .unwrap();
+    assert_eq!(one.gpu_model, "H200-141GB");
+    assert_eq!(one.gpu_memory_gib, Some(141.0));
+    assert_eq!(one.gpu_form_factor, Some(crate::FormFactor::Nvl));
+}

@@ -252,6 +252,7 @@ pub fn observe(
                 }
             })
             .collect()),
+        RuleKind::SuspiciousPrice => suspicious(store, fresh, rule, sources),
         RuleKind::NewOffer => {
             let filter = PriceFilter {
                 gpus: rule.gpu_models.clone(),
@@ -283,6 +284,70 @@ pub fn observe(
             Ok(out)
         }
     }
+}
+
+/// How far back a `suspicious_price` rule looks for runs: alerts are
+/// evaluated after each sync, so this only matters after a pause.
+const SUSPICIOUS_LOOKBACK_DAYS: i64 = 7;
+
+/// The suspicious prices each recent sync run stored, one observation per
+/// run with the rows the rule matches: it fires once, when first seen.
+fn suspicious(
+    store: &dyn Store,
+    fresh: &Freshness,
+    rule: &RuleConfig,
+    sources: &[String],
+) -> Result<Vec<Observation>, StoreError> {
+    let since = fresh.now - chrono::Duration::days(SUSPICIOUS_LOOKBACK_DAYS);
+    let matches = |p: &crate::store::SuspiciousPrice| {
+        (rule.gpu_models.is_empty()
+            || rule
+                .gpu_models
+                .iter()
+                .any(|g| catalog::gpu_matches(&p.gpu_model, g)))
+            && (rule.price_kinds.is_empty()
+                || rule
+                    .price_kinds
+                    .iter()
+                    .any(|k| k.to_string() == p.price_kind))
+            && (rule.price_scopes.is_empty()
+                || rule
+                    .price_scopes
+                    .iter()
+                    .any(|s| s.as_str() == p.price_scope))
+            && any_glob(&rule.regions, &p.region)
+    };
+    let mut out = Vec::new();
+    for run in store.suspicious_runs(since)? {
+        if !(sources.contains(&run.source) && any_glob(&rule.providers, &run.source)) {
+            continue;
+        }
+        let rows: Vec<_> = run.stats.suspicious.iter().filter(|p| matches(p)).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        const SHOWN: usize = 5;
+        let mut listed: Vec<String> = rows.iter().take(SHOWN).map(ToString::to_string).collect();
+        if rows.len() > SHOWN {
+            listed.push(format!("and {} more", rows.len() - SHOWN));
+        }
+        out.push(Observation {
+            key: format!("{}/run/{}", run.source, run.id),
+            value: rows.len() as f64,
+            active: true,
+            rearm: false,
+            message: format!(
+                "{}: sync run {} stored {} suspicious price(s), far below their previous price or the catalog's median: {}",
+                run.source,
+                run.id,
+                rows.len(),
+                listed.join("; ")
+            ),
+            details: json!({"source": run.source, "run_id": run.id,
+                            "finished_at": run.finished_at, "prices": rows}),
+        });
+    }
+    Ok(out)
 }
 
 /// What to write for one rule: new states and the messages they queue.
@@ -565,7 +630,7 @@ mod tests {
             .begin_run("aws", gpuplan_providers::Scope::Full, at(0))
             .unwrap();
         store
-            .write_snapshot(run, "aws", &snap, at(0), at(0))
+            .write_snapshot(run, "aws", &snap, &[], at(0), at(0))
             .unwrap();
         let fresh = Freshness::read(&store, BTreeMap::new(), at(0)).unwrap();
         let mut r = rule(RuleKind::PriceBelow, None);
@@ -582,6 +647,70 @@ mod tests {
         assert_eq!(keys(&r), ["aws/us-east-1/gpu0.xlarge/-/on_demand"]);
         r.price_scopes.push(gpuplan_providers::PriceScope::GpuOnly);
         assert_eq!(keys(&r).len(), 2);
+    }
+
+    #[test]
+    fn a_suspicious_price_rule_fires_once_per_run_naming_the_rows_it_matches() {
+        use crate::store::test_support::{at, snapshot};
+        use crate::store::{Suspicion, SuspiciousPrice, Writes as _};
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = crate::store::SqliteStore::open(&dir.path().join("c.db")).unwrap();
+        let row = |instance_type: &str, gpu_model: &str| SuspiciousPrice {
+            region: "us-east-1".into(),
+            zone: None,
+            instance_type: instance_type.into(),
+            gpu_model: gpu_model.into(),
+            price_kind: "on_demand".into(),
+            offering_class: None,
+            price_scope: "instance".into(),
+            usd_per_hour: 0.032,
+            usd_per_gpu_hour: 0.004,
+            reason: Suspicion::BelowPrevious,
+            reference_usd: 32.7726,
+        };
+        let run = store
+            .begin_run("aws", gpuplan_providers::Scope::Full, at(0))
+            .unwrap();
+        let flagged = [
+            row("p4d.24xlarge", "A100-40GB"),
+            row("p5.48xlarge", "H100-80GB"),
+        ];
+        store
+            .write_snapshot(run, "aws", &snapshot(1, 1.0), &flagged, at(0), at(0))
+            .unwrap();
+        let fresh = Freshness::read(&store, BTreeMap::new(), at(1)).unwrap();
+        let mut r = rule(RuleKind::SuspiciousPrice, None);
+        r.threshold = None;
+        r.gpu_models = vec!["A100".into()];
+        let sources = ["aws".to_owned()];
+        let seen = observe(&store, &fresh, &r, &sources).unwrap();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].key, format!("aws/run/{run}"));
+        assert!(
+            seen[0]
+                .message
+                .contains("p4d.24xlarge on_demand in us-east-1 at 0.0320 USD/h, was 32.7726")
+                && !seen[0].message.contains("p5.48xlarge"),
+            "{}",
+            seen[0].message
+        );
+        assert_eq!(seen[0].details["prices"].as_array().unwrap().len(), 1);
+        let first = decide(&r, &[], &seen, fresh.now);
+        assert_eq!(first.messages.len(), 2, "one per channel");
+        let again = observe(&store, &fresh, &r, &sources).unwrap();
+        assert!(
+            decide(&r, &first.states, &again, fresh.now)
+                .messages
+                .is_empty()
+        );
+        // Other sources' runs, and rows the rule does not match, say nothing.
+        assert!(
+            observe(&store, &fresh, &r, &["azure".to_owned()])
+                .unwrap()
+                .is_empty()
+        );
+        r.gpu_models = vec!["L4".into()];
+        assert!(observe(&store, &fresh, &r, &sources).unwrap().is_empty());
     }
 
     #[test]

@@ -107,6 +107,9 @@ pub(super) async fn run_sync(
                         s.spot_added,
                         s.availability
                     );
+                    for price in &s.suspicious {
+                        println!("{:<16} SUSPICIOUS price stored: {price}", o.provider);
+                    }
                 }
                 Err(e) => println!("{:<16} FAILED  {:>7.2}s  {e}", o.provider, o.seconds),
             }

@@ -52,12 +52,14 @@ pub enum RuleKind {
     CommitmentUnderused,
     CoverageBelow,
     BillRestated,
+    /// A sync stored prices that look wrong (see `sync::suspicious`).
+    SuspiciousPrice,
     /// A `[[budgets]]` threshold (not a kind of `[alerts.rules]`).
     Budget,
 }
 
 impl RuleKind {
-    const NAMES: [(&'static str, RuleKind); 11] = [
+    const NAMES: [(&'static str, RuleKind); 12] = [
         ("price_below", RuleKind::PriceBelow),
         ("price_above", RuleKind::PriceAbove),
         ("spot_above_committed", RuleKind::SpotAboveCommitted),
@@ -69,6 +71,7 @@ impl RuleKind {
         ("commitment_underused", RuleKind::CommitmentUnderused),
         ("coverage_below", RuleKind::CoverageBelow),
         ("bill_restated", RuleKind::BillRestated),
+        ("suspicious_price", RuleKind::SuspiciousPrice),
     ];
 
     /// Kinds that watch the bills, with a percent threshold.
@@ -518,6 +521,9 @@ pub(super) fn validate_alerts(
             })
             .collect();
         let price_scopes = match &r.price_scopes {
+            // A wrong price of a GPU alone (GCP's accelerator SKUs) is as
+            // wrong as an instance's.
+            None if kind == RuleKind::SuspiciousPrice => Vec::new(),
             None => vec![gpuplan_providers::PriceScope::Instance],
             Some(list) => list
                 .iter()

@@ -25,6 +25,7 @@ macro_rules! all_steps {
             "0011_create_leases",
             "0012_create_bills",
             "0013_add_gpu_form_factor",
+            "0014_add_sync_run_suspicious",
         )
     };
 }

@@ -28,7 +28,7 @@ pub use pool::{Location, Pool};
 pub use prune::{Prunable, Prune, PruneCounts, Retention, prune};
 pub use read::{CurrentPrice, LeaseRow, Reads, SavedPlan, SpotPoint, SyncRun};
 pub use sqlite::SqliteStore;
-pub use write::{NewPlan, WriteStats, Writes};
+pub use write::{NewPlan, Suspicion, SuspiciousPrice, WriteStats, Writes};
 
 /// Everything a caller can do with the catalog, on either backend.
 pub trait Store: Reads + Writes + Alerts + Prune + Bills + Send {}

@@ -95,8 +95,18 @@ pub(super) struct RawRun {
     pub(super) scope: String,
     pub(super) counts: [i64; 8],
     pub(super) skipped: String,
+    pub(super) suspicious: String,
     pub(super) error: Option<String>,
 }
+
+/// The columns [`RawRun`] is read from, in its order.
+pub(super) const RUN_COLUMNS: &str = "id, source, started_at, finished_at, status, instance_types,
+    prices_seen, prices_changed, prices_withdrawn, spot_seen, spot_added, availability,
+    skipped_json, error, scope, regions_unchanged, suspicious_json";
+
+/// The condition of runs that stored suspicious prices and finished at or
+/// after the first parameter (the partial index's own predicate).
+pub(super) const SUSPICIOUS_SINCE: &str = "status = 'ok' AND suspicious_json <> '[]'";
 
 pub(super) fn none_if_empty(s: String) -> Option<String> {
     if s.is_empty() { None } else { Some(s) }
@@ -132,6 +142,9 @@ impl RawRun {
                 regions_unchanged,
                 skipped: serde_json::from_str(&self.skipped).map_err(|e| {
                     StoreError::Corrupt(format!("skipped_json `{}`: {e}", self.skipped))
+                })?,
+                suspicious: serde_json::from_str(&self.suspicious).map_err(|e| {
+                    StoreError::Corrupt(format!("suspicious_json of sync run {}: {e}", self.id))
                 })?,
             },
             error: self.error,
@@ -343,4 +356,11 @@ pub trait Reads {
     /// # Errors
     /// On a database error or an unreadable stored value.
     fn sync_runs(&self, limit: u32) -> Result<Vec<SyncRun>, StoreError>;
+
+    /// The good runs that finished at or after `since` and stored suspicious
+    /// prices, oldest first.
+    ///
+    /// # Errors
+    /// On a database error or an unreadable stored value.
+    fn suspicious_runs(&self, since: DateTime<Utc>) -> Result<Vec<SyncRun>, StoreError>;
 }

@@ -8,7 +8,7 @@ use super::*;
 fn sync(pool: &Pool, snap: &Snapshot, hour: i64) -> WriteStats {
     pool.write(|s| {
         let run = s.begin_run("aws", Scope::Full, at(hour)).unwrap();
-        s.write_snapshot(run, "aws", snap, at(hour), at(hour))
+        s.write_snapshot(run, "aws", snap, &[], at(hour), at(hour))
             .unwrap()
     })
 }
@@ -123,7 +123,7 @@ fn an_error_half_way_through_a_snapshot_stores_none_of_it(db) {
     bad.prices[15].upfront_usd = -1.0;
     let (run, err) = pool.write(|s| {
         let run = s.begin_run("aws", Scope::Full, at(1)).unwrap();
-        (run, s.write_snapshot(run, "aws", &bad, at(1), at(1)).unwrap_err())
+        (run, s.write_snapshot(run, "aws", &bad, &[], at(1), at(1)).unwrap_err())
     });
     assert!(
         matches!(err, StoreError::Db(_) | StoreError::Postgres { .. }),
@@ -148,7 +148,7 @@ fn a_run_closed_as_interrupted_cannot_store_its_snapshot_afterwards(db) {
         .unwrap();
     assert_eq!(closed, 1);
     let err = pool
-        .write(|s| s.write_snapshot(run, "aws", &snapshot(2, 1.0), at(0), at(2)))
+        .write(|s| s.write_snapshot(run, "aws", &snapshot(2, 1.0), &[], at(0), at(2)))
         .unwrap_err();
     assert!(matches!(err, StoreError::RunClosed { .. }), "{err}");
     assert_eq!(count(&pool, "price_versions"), 0);
@@ -156,7 +156,7 @@ fn a_run_closed_as_interrupted_cannot_store_its_snapshot_afterwards(db) {
     let other = pool.write(|s| s.begin_run("azure", Scope::Full, at(0))).unwrap();
     pool.write(|s| s.fail_interrupted_runs(Some(("aws", Scope::Full)), at(1)))
         .unwrap();
-    pool.write(|s| s.write_snapshot(other, "azure", &snapshot(1, 1.0), at(0), at(2)))
+    pool.write(|s| s.write_snapshot(other, "azure", &snapshot(1, 1.0), &[], at(0), at(2)))
         .unwrap();
 }
 
@@ -230,10 +230,10 @@ fn the_catalog_generation_changes_when_an_older_run_finishes_last(db) {
     let pool = db.pool(0);
     let early = pool.write(|s| s.begin_run("azure", Scope::Full, at(0))).unwrap();
     let late = pool.write(|s| s.begin_run("file:x", Scope::Full, at(0))).unwrap();
-    pool.write(|s| s.write_snapshot(late, "file:x", &snapshot(1, 1.0), at(0), at(0)))
+    pool.write(|s| s.write_snapshot(late, "file:x", &snapshot(1, 1.0), &[], at(0), at(0)))
         .unwrap();
     let after_late = pool.read(|s| s.catalog_generation()).unwrap();
-    pool.write(|s| s.write_snapshot(early, "azure", &snapshot(1, 2.0), at(0), at(1)))
+    pool.write(|s| s.write_snapshot(early, "azure", &snapshot(1, 2.0), &[], at(0), at(1)))
         .unwrap();
     assert_ne!(pool.read(|s| s.catalog_generation()).unwrap(), after_late);
 }

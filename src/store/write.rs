@@ -6,12 +6,71 @@ use chrono::{DateTime, Utc};
 use gpuplan_providers::{
     AvailabilityRecord, Currency, InstanceType, PriceRecord, Scope, Snapshot, SpotObservation,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{StoreError, ts};
 
+/// Why a stored price looks wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Suspicion {
+    /// Below a tenth of the same price before this sync.
+    BelowPrevious,
+    /// Below a tenth of the catalog's median per GPU-hour for the same GPU
+    /// model and price kind.
+    BelowMedian,
+}
+
+/// A price a sync stored although it looks wrong: the second line of defence
+/// behind the providers' own rules, for a trap nobody has seen yet. It is
+/// kept with the run, reported by the sync and raised once by
+/// `suspicious_price` alert rules.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SuspiciousPrice {
+    pub region: String,
+    pub zone: Option<String>,
+    pub instance_type: String,
+    pub gpu_model: String,
+    pub price_kind: String,
+    pub offering_class: Option<String>,
+    pub price_scope: String,
+    pub usd_per_hour: f64,
+    pub usd_per_gpu_hour: f64,
+    pub reason: Suspicion,
+    /// What it was compared with: the previous USD per hour
+    /// (`below_previous`) or the median USD per GPU-hour (`below_median`).
+    pub reference_usd: f64,
+}
+
+impl std::fmt::Display for SuspiciousPrice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} in {}",
+            self.instance_type,
+            self.price_kind,
+            self.zone.as_deref().unwrap_or(&self.region)
+        )?;
+        if let Some(class) = &self.offering_class {
+            write!(f, " ({class})")?;
+        }
+        match self.reason {
+            Suspicion::BelowPrevious => write!(
+                f,
+                " at {:.4} USD/h, was {:.4}",
+                self.usd_per_hour, self.reference_usd
+            ),
+            Suspicion::BelowMedian => write!(
+                f,
+                " at {:.4} USD/GPU-h, the {} median is {:.4}",
+                self.usd_per_gpu_hour, self.gpu_model, self.reference_usd
+            ),
+        }
+    }
+}
+
 /// What writing one snapshot changed, for the sync summary and the run row.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct WriteStats {
     pub instance_types: i64,
     pub prices_seen: i64,
@@ -27,6 +86,8 @@ pub struct WriteStats {
     /// stored prices stayed current and count in `prices_seen`.
     pub regions_unchanged: i64,
     pub skipped: BTreeMap<String, u64>,
+    /// Prices stored although they look wrong.
+    pub suspicious: Vec<SuspiciousPrice>,
 }
 
 /// A plan to save.
@@ -158,17 +219,18 @@ pub(super) struct StoredSeries {
 /// changed; prices the provider no longer lists get a withdrawn version; spot
 /// observations are added once; availability is replaced. A
 /// [`Scope::SpotHistory`] snapshot only adds instance types and spot
-/// observations. The caller commits.
+/// observations. `suspicious` is recorded with the run. The caller commits.
 pub(super) fn write_snapshot(
     tx: &mut dyn SnapshotTx,
     run_id: i64,
     provider: &str,
-    snapshot: &Snapshot,
+    (snapshot, suspicious): (&Snapshot, &[SuspiciousPrice]),
     fetched_at: DateTime<Utc>,
     finished_at: DateTime<Utc>,
 ) -> Result<WriteStats, StoreError> {
     let mut stats = WriteStats {
         skipped: snapshot.skipped.clone(),
+        suspicious: suspicious.to_vec(),
         ..WriteStats::default()
     };
     for t in &snapshot.instance_types {
@@ -307,8 +369,9 @@ pub trait Writes {
     ) -> Result<usize, StoreError>;
 
     /// Writes `snapshot` as the complete current state of `provider` and marks
-    /// the run good, all in one transaction: on any error nothing of it is
-    /// stored (see [`write_snapshot`] for what is written).
+    /// the run good with the prices the sync found `suspicious`, all in one
+    /// transaction: on any error nothing of it is stored (see
+    /// [`write_snapshot`] for what is written).
     ///
     /// # Errors
     /// On a database error (the transaction is rolled back).
@@ -317,6 +380,7 @@ pub trait Writes {
         run_id: i64,
         provider: &str,
         snapshot: &Snapshot,
+        suspicious: &[SuspiciousPrice],
         fetched_at: DateTime<Utc>,
         finished_at: DateTime<Utc>,
     ) -> Result<WriteStats, StoreError>;

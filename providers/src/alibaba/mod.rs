@@ -231,6 +231,10 @@ impl AlibabaProvider {
                     skipped.push("price_not_found");
                     continue;
                 }
+                Answer::Ok(price) if price <= 0.0 => {
+                    skipped.push("zero_price");
+                    continue;
+                }
                 Answer::Ok(price) => self.config.currency.to_usd(price),
             };
             let (usd_per_hour, upfront_usd, recurring) = match kind.term_hours() {

@@ -299,6 +299,12 @@ fn classify(item: &Item, snap: &mut Snapshot) -> Option<Vec<PriceRecord>> {
         snap.skip("bad_price");
         return None;
     }
+    // A $0 row is a placeholder; it must not win the newest-date choice
+    // between duplicates either.
+    if item.retail_price == 0.0 {
+        snap.skip("zero_price");
+        return None;
+    }
     let record = |kind: PriceKind, upfront: f64, recurring: f64| PriceRecord {
         region: item.arm_region_name.clone(),
         zone: None,
@@ -336,7 +342,8 @@ fn classify(item: &Item, snap: &mut Snapshot) -> Option<Vec<PriceRecord>> {
             let mut out = vec![record(PriceKind::OnDemand, 0.0, item.retail_price)];
             for plan in &item.savings_plan {
                 match term(&plan.term) {
-                    Some(t) if plan.retail_price.is_finite() && plan.retail_price >= 0.0 => {
+                    Some(_) if plan.retail_price == 0.0 => snap.skip("zero_price"),
+                    Some(t) if plan.retail_price.is_finite() && plan.retail_price > 0.0 => {
                         out.push(record(PriceKind::SavingsPlan(t), 0.0, plan.retail_price));
                     }
                     _ => snap.skip(format!("savings_plan_term:{}", plan.term)),

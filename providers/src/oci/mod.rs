@@ -220,7 +220,7 @@ fn gpu_hour_price(item: &Item) -> Option<f64> {
         .find(|l| l.currency_code == "USD")?
         .prices
         .iter()
-        .filter(|p| p.model == "PAY_AS_YOU_GO" && p.value.is_finite() && p.value >= 0.0)
+        .filter(|p| p.model == "PAY_AS_YOU_GO" && p.value.is_finite() && p.value > 0.0)
         .min_by(|a, b| {
             a.range_min
                 .unwrap_or(0.0)

@@ -284,8 +284,10 @@ impl TencentProvider {
         };
         let mut out = Vec::new();
         for (kind, amount) in terms {
-            let Some(amount) = amount.filter(|a| a.is_finite() && *a >= 0.0) else {
-                if kind.term().is_none() {
+            let Some(amount) = amount.filter(|a| a.is_finite() && *a > 0.0) else {
+                if amount == Some(0.0) {
+                    snap.skip("zero_price");
+                } else if kind.term().is_none() {
                     snap.skip("no_price");
                 }
                 continue;

@@ -9,7 +9,8 @@ use tokio_postgres::Row;
 
 use super::{PgStore, get, narrow};
 use crate::store::read::{
-    RawRun, finish_price, none_if_empty, parse_plan, probe_limit, within_limit,
+    RUN_COLUMNS, RawRun, SUSPICIOUS_SINCE, finish_price, none_if_empty, parse_plan, probe_limit,
+    within_limit,
 };
 use crate::store::write::scope_name;
 use crate::store::{
@@ -287,13 +288,31 @@ impl Reads for PgStore<'_> {
     }
 
     fn sync_runs(&self, limit: u32) -> Result<Vec<SyncRun>, StoreError> {
-        let rows = self.query(
-            "SELECT id, source, started_at, finished_at, status, instance_types, prices_seen,
-                    prices_changed, prices_withdrawn, spot_seen, spot_added, availability,
-                    skipped_json, error, scope, regions_unchanged
-             FROM sync_runs ORDER BY id DESC LIMIT $1",
-            &[&i64::from(limit)],
-        )?;
+        self.runs(
+            &format!("SELECT {RUN_COLUMNS} FROM sync_runs ORDER BY id DESC LIMIT $1"),
+            &i64::from(limit),
+        )
+    }
+
+    fn suspicious_runs(&self, since: DateTime<Utc>) -> Result<Vec<SyncRun>, StoreError> {
+        self.runs(
+            &format!(
+                "SELECT {RUN_COLUMNS} FROM sync_runs
+                 WHERE {SUSPICIOUS_SINCE} AND finished_at >= $1 ORDER BY id"
+            ),
+            &ts(since),
+        )
+    }
+}
+
+impl PgStore<'_> {
+    /// The runs `sql` selects ([`RUN_COLUMNS`], one parameter).
+    fn runs(
+        &self,
+        sql: &str,
+        param: &(dyn tokio_postgres::types::ToSql + Sync),
+    ) -> Result<Vec<SyncRun>, StoreError> {
+        let rows = self.query(sql, &[param])?;
         let mut out = Vec::with_capacity(rows.len());
         for r in &rows {
             out.push(
@@ -316,6 +335,7 @@ impl Reads for PgStore<'_> {
                     skipped: get(r, 12)?,
                     error: get(r, 13)?,
                     scope: get(r, 14)?,
+                    suspicious: get(r, 16)?,
                 }
                 .parse()?,
             );

@@ -102,7 +102,7 @@ fn a_duty_is_held_once_and_a_deposed_holder_cannot_write() {
     };
     refused(
         one.write_fenced(Some(&old), |s| {
-            s.write_snapshot(run, "aws", &snapshot(2, 1.0), at(1), at(1))
+            s.write_snapshot(run, "aws", &snapshot(2, 1.0), &[], at(1), at(1))
         })
         .unwrap_err(),
     );
@@ -143,7 +143,7 @@ fn a_duty_is_held_once_and_a_deposed_holder_cannot_write() {
     two.write_fenced(Some(&fence), |s| s.save_plan(&plan))
         .unwrap();
     two.write_fenced(Some(&fence), |s| {
-        s.write_snapshot(run, "aws", &snapshot(2, 1.0), at(1), at(1))
+        s.write_snapshot(run, "aws", &snapshot(2, 1.0), &[], at(1), at(1))
     })
     .unwrap();
     second.heartbeat(at(2)).unwrap();

@@ -9,7 +9,9 @@ use super::{PgStore, PgTx, get};
 use crate::store::write::{
     SeriesKey, SnapshotTx, StoredSeries, VersionValues, scope_name, write_snapshot,
 };
-use crate::store::{INTERRUPTED, NewPlan, StoreError, WriteStats, Writes, parse_ts, ts};
+use crate::store::{
+    INTERRUPTED, NewPlan, StoreError, SuspiciousPrice, WriteStats, Writes, parse_ts, ts,
+};
 
 fn returned_id(rows: &[tokio_postgres::Row]) -> Result<i64, StoreError> {
     rows.first()
@@ -98,13 +100,21 @@ impl Writes for PgStore<'_> {
         run_id: i64,
         provider: &str,
         snapshot: &Snapshot,
+        suspicious: &[SuspiciousPrice],
         fetched_at: DateTime<Utc>,
         finished_at: DateTime<Utc>,
     ) -> Result<WriteStats, StoreError> {
         let fence = self.fence.clone();
         self.transaction(|tx| {
             tx.check_fence(fence.as_ref())?;
-            write_snapshot(tx, run_id, provider, snapshot, fetched_at, finished_at)
+            write_snapshot(
+                tx,
+                run_id,
+                provider,
+                (snapshot, suspicious),
+                fetched_at,
+                finished_at,
+            )
         })
     }
 
@@ -346,11 +356,13 @@ impl SnapshotTx for PgTx<'_, '_> {
     ) -> Result<(), StoreError> {
         self.flush_versions()?;
         let skipped = serde_json::to_string(&stats.skipped).unwrap_or_else(|_| "{}".to_owned());
+        let suspicious =
+            serde_json::to_string(&stats.suspicious).unwrap_or_else(|_| "[]".to_owned());
         let n = self.execute(
             "UPDATE sync_runs SET status = 'ok', finished_at = $2, instance_types = $3,
                  prices_seen = $4, prices_changed = $5, prices_withdrawn = $6, spot_seen = $7,
                  spot_added = $8, availability = $9, skipped_json = $10, error = NULL,
-                 regions_unchanged = $11
+                 regions_unchanged = $11, suspicious_json = $12
              WHERE id = $1 AND status = 'running'",
             &[
                 &run_id,
@@ -364,6 +376,7 @@ impl SnapshotTx for PgTx<'_, '_> {
                 &stats.availability,
                 &skipped,
                 &stats.regions_unchanged,
+                &suspicious,
             ],
         )?;
         if n == 0 {

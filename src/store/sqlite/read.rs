@@ -7,7 +7,8 @@ use rusqlite::{OptionalExtension, Row, params};
 
 use super::SqliteStore;
 use crate::store::read::{
-    RawRun, finish_price, none_if_empty, parse_plan, probe_limit, within_limit,
+    RUN_COLUMNS, RawRun, SUSPICIOUS_SINCE, finish_price, none_if_empty, parse_plan, probe_limit,
+    within_limit,
 };
 use crate::store::write::scope_name;
 use crate::store::{
@@ -315,13 +316,28 @@ impl Reads for SqliteStore {
     }
 
     fn sync_runs(&self, limit: u32) -> Result<Vec<SyncRun>, StoreError> {
-        let mut stmt = self.conn.prepare(
-            "SELECT id, source, started_at, finished_at, status, instance_types, prices_seen,
-                    prices_changed, prices_withdrawn, spot_seen, spot_added, availability,
-                    skipped_json, error, scope, regions_unchanged
-             FROM sync_runs ORDER BY id DESC LIMIT ?1",
-        )?;
-        let rows = stmt.query_map([limit], |r| {
+        self.runs(
+            &format!("SELECT {RUN_COLUMNS} FROM sync_runs ORDER BY id DESC LIMIT ?1"),
+            &i64::from(limit),
+        )
+    }
+
+    fn suspicious_runs(&self, since: DateTime<Utc>) -> Result<Vec<SyncRun>, StoreError> {
+        self.runs(
+            &format!(
+                "SELECT {RUN_COLUMNS} FROM sync_runs
+                 WHERE {SUSPICIOUS_SINCE} AND finished_at >= ?1 ORDER BY id"
+            ),
+            &ts(since),
+        )
+    }
+}
+
+impl SqliteStore {
+    /// The runs `sql` selects ([`RUN_COLUMNS`], one parameter).
+    fn runs(&self, sql: &str, param: &dyn rusqlite::ToSql) -> Result<Vec<SyncRun>, StoreError> {
+        let mut stmt = self.conn.prepare(sql)?;
+        let rows = stmt.query_map([param], |r| {
             Ok(RawRun {
                 id: r.get(0)?,
                 source: r.get(1)?,
@@ -341,6 +357,7 @@ impl Reads for SqliteStore {
                 skipped: r.get(12)?,
                 error: r.get(13)?,
                 scope: r.get(14)?,
+                suspicious: r.get(16)?,
             })
         })?;
         let mut out = Vec::new();

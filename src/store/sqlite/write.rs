@@ -10,7 +10,9 @@ use super::SqliteStore;
 use crate::store::write::{
     SeriesKey, SnapshotTx, StoredSeries, VersionValues, scope_name, write_snapshot,
 };
-use crate::store::{INTERRUPTED, NewPlan, StoreError, WriteStats, Writes, parse_ts, ts};
+use crate::store::{
+    INTERRUPTED, NewPlan, StoreError, SuspiciousPrice, WriteStats, Writes, parse_ts, ts,
+};
 
 impl Writes for SqliteStore {
     fn begin_run(
@@ -76,6 +78,7 @@ impl Writes for SqliteStore {
         run_id: i64,
         provider: &str,
         snapshot: &Snapshot,
+        suspicious: &[SuspiciousPrice],
         fetched_at: DateTime<Utc>,
         finished_at: DateTime<Utc>,
     ) -> Result<WriteStats, StoreError> {
@@ -84,7 +87,7 @@ impl Writes for SqliteStore {
             &mut SqliteTx(&tx),
             run_id,
             provider,
-            snapshot,
+            (snapshot, suspicious),
             fetched_at,
             finished_at,
         )?;
@@ -366,7 +369,7 @@ impl SnapshotTx for SqliteTx<'_> {
             "UPDATE sync_runs SET status = 'ok', finished_at = ?2, instance_types = ?3,
                  prices_seen = ?4, prices_changed = ?5, prices_withdrawn = ?6, spot_seen = ?7,
                  spot_added = ?8, availability = ?9, skipped_json = ?10, error = NULL,
-                 regions_unchanged = ?11
+                 regions_unchanged = ?11, suspicious_json = ?12
              WHERE id = ?1 AND status = 'running'",
             params![
                 run_id,
@@ -380,6 +383,7 @@ impl SnapshotTx for SqliteTx<'_> {
                 stats.availability,
                 serde_json::to_string(&stats.skipped).unwrap_or_else(|_| "{}".to_owned()),
                 stats.regions_unchanged,
+                serde_json::to_string(&stats.suspicious).unwrap_or_else(|_| "[]".to_owned()),
             ],
         )?;
         if n == 0 {

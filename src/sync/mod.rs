@@ -2,7 +2,10 @@
 //!
 //! A provider that fails, or returns a snapshot that does not hold together,
 //! leaves its last good data exactly as it was; the run is recorded as failed with
-//! the reason.
+//! the reason. No price of 0 is stored, and prices that look wrong are stored
+//! but reported ([`suspicious`]).
+
+pub mod suspicious;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -164,7 +167,14 @@ async fn check_and_write(
     (run_id, fence): (i64, Option<Fence>),
     started_at: DateTime<Utc>,
 ) -> Result<WriteStats, SyncError> {
-    let snapshot = fetched?;
+    let mut snapshot = fetched?;
+    let zero = suspicious::drop_zero_prices(&mut snapshot);
+    if zero > 0 {
+        tracing::warn!(
+            prices = zero,
+            "Prices of 0 in the provider's answer were not stored (skipped as zero_price)."
+        );
+    }
     let reject = |reason| SyncError::Rejected {
         provider: id.to_owned(),
         reason,
@@ -186,9 +196,20 @@ async fn check_and_write(
         check_regions(&snapshot, &before, &last.scope).map_err(reject)?;
     }
     let id = id.to_owned();
+    let baseline = {
+        let id = id.clone();
+        blocking(pool, move |p| {
+            p.read(|s| suspicious::Baseline::read(s, &id))
+        })
+        .await?
+    };
+    let flagged = suspicious::find(&baseline, &snapshot);
+    for price in &flagged {
+        tracing::warn!(%price, reason = ?price.reason, "Suspicious price: stored, and reported to suspicious_price alert rules.");
+    }
     let stats = blocking(pool, move |p| {
         p.write_fenced(fence.as_ref(), |s| {
-            s.write_snapshot(run_id, &id, &snapshot, started_at, Utc::now())
+            s.write_snapshot(run_id, &id, &snapshot, &flagged, started_at, Utc::now())
         })
     })
     .await?;
@@ -510,6 +531,67 @@ mod tests {
         assert_eq!(latest[0].1, "failed");
         // The four list prices stay; the spot observation is the fifth price.
         assert_eq!(pool.read(|s| s.current_prices()).unwrap().len(), 5);
+    }
+
+    #[tokio::test]
+    async fn zero_prices_are_not_stored_and_suspicious_ones_are_stored_and_reported_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Arc::new(
+            Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap(),
+        );
+        let cancel = CancellationToken::new();
+        // gpu0 on demand falls from $1 to $0.05; gpu1's comes as $0.
+        let mut poisoned = snapshot(3, 1.0);
+        for p in poisoned
+            .prices
+            .iter_mut()
+            .filter(|p| p.price_kind == gpuplan_providers::PriceKind::OnDemand)
+        {
+            let usd = match p.instance_type.as_str() {
+                "gpu0.xlarge" => 0.05,
+                "gpu1.xlarge" => 0.0,
+                _ => continue,
+            };
+            (p.usd_per_hour, p.recurring_usd_per_hour) = (usd, usd);
+        }
+        let provider = Scripted::new(vec![
+            Ok(snapshot(3, 1.0)),
+            Ok(poisoned.clone()),
+            Ok(poisoned),
+        ]);
+        let mut runs = Vec::new();
+        for _ in 0..3 {
+            let outcome =
+                sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel, None).await;
+            runs.push(outcome.result.unwrap());
+        }
+        assert!(runs[0].suspicious.is_empty());
+        let flagged: Vec<(&str, f64)> = runs[1]
+            .suspicious
+            .iter()
+            .map(|s| (s.instance_type.as_str(), s.usd_per_hour))
+            .collect();
+        assert_eq!(flagged, [("gpu0.xlarge", 0.05)]);
+        assert_eq!(runs[1].skipped["zero_price"], 1);
+        // The same price again is not news.
+        assert!(runs[2].suspicious.is_empty());
+
+        // Stored with the run; no price of 0 in the catalog.
+        let stored = pool.read(|s| s.sync_runs(10)).unwrap();
+        assert_eq!(stored[1].stats.suspicious, runs[1].suspicious);
+        let recent = pool
+            .read(|s| s.suspicious_runs(Utc::now() - chrono::Duration::hours(1)))
+            .unwrap();
+        assert_eq!(recent.len(), 1);
+        assert_eq!(Some(recent[0].id), stored.get(1).map(|r| r.id));
+        let prices = pool.read(|s| s.current_prices()).unwrap();
+        assert!(prices.iter().all(|p| p.usd_per_hour > 0.0));
+        assert!(
+            prices
+                .iter()
+                .any(|p| p.instance_type == "gpu0.xlarge" && p.usd_per_hour == 0.05),
+            "a suspicious price is stored"
+        );
     }
 
     #[test]

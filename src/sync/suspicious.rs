@@ -1,0 +1,265 @@
+//! The second line of defence behind the providers' own rules: a sync that
+//! brings a price far below what it was, or far below what the catalog
+//! charges for the same GPU, stores it (a real price cut must not be lost)
+//! but reports it, for the trap nobody has seen yet. Capacity Block fee rows
+//! read as on-demand prices ($32.77 an hour becoming $0.032) are the shape of
+//! defect this catches.
+//!
+//! A price is suspicious when it is below [`SHARE`] of
+//! - its own series' current price (`below_previous`), or
+//! - when it is new or changed, the median USD per GPU-hour of the catalog
+//!   for the same GPU model and price kind (`below_median`).
+//!
+//! Unchanged prices are not judged again, so each is reported once.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use gpuplan_providers::{PriceKind, PriceScope, Snapshot};
+
+use crate::store::{Store, StoreError, Suspicion, SuspiciousPrice};
+
+/// The share of its reference below which a price is suspicious.
+pub const SHARE: f64 = 0.1;
+
+/// (region, zone, instance type, price kind, offering class): one price.
+type Key = (String, Option<String>, String, String, Option<String>);
+
+/// What one source's new prices are judged against: the catalog before the
+/// sync.
+#[derive(Debug, Default)]
+pub struct Baseline {
+    /// The source's current prices (USD per hour), with the time of the
+    /// observation for spot prices read from history.
+    previous: HashMap<Key, (f64, Option<DateTime<Utc>>)>,
+    /// The source's instance types: GPU model and count, for spot
+    /// observations of a snapshot that does not describe its types.
+    types: HashMap<String, (String, u32)>,
+    /// Every other source's current prices per GPU-hour, by (GPU model,
+    /// price kind), to which the snapshot's own are added.
+    others: HashMap<(String, String), Vec<f64>>,
+}
+
+impl Baseline {
+    /// The catalog as it stands, for a sync of `source`.
+    ///
+    /// # Errors
+    /// On a store error.
+    pub fn read(store: &dyn Store, source: &str) -> Result<Self, StoreError> {
+        let mut baseline = Self::default();
+        for p in store.prices_as_of(None, None)? {
+            if p.provider == source {
+                baseline
+                    .types
+                    .insert(p.instance_type.clone(), (p.gpu_model.clone(), p.gpu_count));
+                baseline.previous.insert(
+                    (
+                        p.region,
+                        p.zone,
+                        p.instance_type,
+                        p.price_kind,
+                        p.offering_class,
+                    ),
+                    (p.usd_per_hour, p.observed_at),
+                );
+            } else if let Some(per_gpu) = per_gpu_hour(p.usd_per_hour, p.gpu_count) {
+                baseline
+                    .others
+                    .entry((p.gpu_model, p.price_kind))
+                    .or_default()
+                    .push(per_gpu);
+            }
+        }
+        Ok(baseline)
+    }
+}
+
+fn per_gpu_hour(usd_per_hour: f64, gpu_count: u32) -> Option<f64> {
+    let v = usd_per_hour / f64::from(gpu_count.max(1));
+    (v.is_finite() && v > 0.0).then_some(v)
+}
+
+/// One price of the snapshot, as it will stand in the catalog.
+struct Candidate {
+    key: Key,
+    usd_per_hour: f64,
+    observed_at: Option<DateTime<Utc>>,
+    gpu_model: String,
+    gpu_count: u32,
+    price_scope: PriceScope,
+}
+
+/// The prices of `snapshot` that look wrong against `baseline`.
+#[must_use]
+pub fn find(baseline: &Baseline, snapshot: &Snapshot) -> Vec<SuspiciousPrice> {
+    let candidates = candidates(baseline, snapshot);
+    let medians = medians(baseline, &candidates);
+    let mut out = Vec::new();
+    for c in candidates {
+        let previous = baseline.previous.get(&c.key);
+        let changed = match previous {
+            None => true,
+            // A spot price is new only when it was observed after the stored one.
+            Some((_, Some(stored_at))) => c.observed_at.is_some_and(|at| at > *stored_at),
+            Some((usd, None)) => (usd - c.usd_per_hour).abs() > 1e-9 * usd.abs().max(1.0),
+        };
+        if !changed {
+            continue;
+        }
+        let Some(per_gpu) = per_gpu_hour(c.usd_per_hour, c.gpu_count) else {
+            continue;
+        };
+        let verdict = match previous {
+            Some((usd, _)) if c.usd_per_hour < SHARE * usd => {
+                Some((Suspicion::BelowPrevious, *usd))
+            }
+            _ => medians
+                .get(&(c.gpu_model.clone(), c.key.3.clone()))
+                .filter(|median| per_gpu < SHARE * **median)
+                .map(|median| (Suspicion::BelowMedian, *median)),
+        };
+        if let Some((reason, reference_usd)) = verdict {
+            let (region, zone, instance_type, price_kind, offering_class) = c.key;
+            out.push(SuspiciousPrice {
+                region,
+                zone,
+                instance_type,
+                gpu_model: c.gpu_model,
+                price_kind,
+                offering_class,
+                price_scope: c.price_scope.as_str().to_owned(),
+                usd_per_hour: c.usd_per_hour,
+                usd_per_gpu_hour: per_gpu,
+                reason,
+                reference_usd,
+            });
+        }
+    }
+    out
+}
+
+/// The snapshot's prices: its list prices, and the newest observation of
+/// each spot series it brings.
+fn candidates(baseline: &Baseline, snapshot: &Snapshot) -> Vec<Candidate> {
+    let described: HashMap<&str, (&str, u32)> = snapshot
+        .instance_types
+        .iter()
+        .map(|t| {
+            (
+                t.instance_type.as_str(),
+                (t.gpu_model.as_str(), t.gpu_count),
+            )
+        })
+        .collect();
+    let gpu = |instance_type: &str| {
+        described
+            .get(instance_type)
+            .map(|(m, n)| ((*m).to_owned(), *n))
+            .or_else(|| baseline.types.get(instance_type).cloned())
+    };
+    let mut out = Vec::new();
+    for p in &snapshot.prices {
+        let Some((gpu_model, gpu_count)) = gpu(&p.instance_type) else {
+            continue;
+        };
+        out.push(Candidate {
+            key: (
+                p.region.clone(),
+                p.zone.clone(),
+                p.instance_type.clone(),
+                p.price_kind.to_string(),
+                p.offering_class.map(|c| c.as_str().to_owned()),
+            ),
+            usd_per_hour: p.usd_per_hour,
+            observed_at: None,
+            gpu_model,
+            gpu_count,
+            price_scope: p.price_scope,
+        });
+    }
+    let mut newest = BTreeMap::new();
+    for o in &snapshot.spot_observations {
+        let slot = newest
+            .entry((&o.region, &o.zone, &o.instance_type))
+            .or_insert(o);
+        if o.observed_at > slot.observed_at {
+            *slot = o;
+        }
+    }
+    for o in newest.into_values() {
+        let Some((gpu_model, gpu_count)) = gpu(&o.instance_type) else {
+            continue;
+        };
+        out.push(Candidate {
+            key: (
+                o.region.clone(),
+                Some(o.zone.clone()),
+                o.instance_type.clone(),
+                PriceKind::Spot.to_string(),
+                None,
+            ),
+            usd_per_hour: o.usd_per_hour,
+            observed_at: Some(o.observed_at),
+            gpu_model,
+            gpu_count,
+            price_scope: PriceScope::Instance,
+        });
+    }
+    out
+}
+
+/// The median USD per GPU-hour per (GPU model, price kind) of the catalog as
+/// the sync leaves it: the other sources' current prices, this source's
+/// current prices the snapshot does not carry, and the snapshot's own.
+fn medians(baseline: &Baseline, candidates: &[Candidate]) -> HashMap<(String, String), f64> {
+    let mut all = baseline.others.clone();
+    let carried: std::collections::HashSet<&Key> = candidates.iter().map(|c| &c.key).collect();
+    for (key, (usd, _)) in &baseline.previous {
+        if carried.contains(key) {
+            continue;
+        }
+        if let Some((model, n)) = baseline.types.get(&key.2)
+            && let Some(v) = per_gpu_hour(*usd, *n)
+        {
+            all.entry((model.clone(), key.3.clone()))
+                .or_default()
+                .push(v);
+        }
+    }
+    for c in candidates {
+        if let Some(v) = per_gpu_hour(c.usd_per_hour, c.gpu_count) {
+            all.entry((c.gpu_model.clone(), c.key.3.clone()))
+                .or_default()
+                .push(v);
+        }
+    }
+    all.into_iter()
+        .map(|(k, mut v)| {
+            v.sort_by(f64::total_cmp);
+            let mid = v.len() / 2;
+            let median = if v.len() % 2 == 0 {
+                (v[mid - 1] + v[mid]) / 2.0
+            } else {
+                v[mid]
+            };
+            (k, median)
+        })
+        .collect()
+}
+
+/// Takes every price and spot observation of zero out of `snapshot`, counted
+/// as `zero_price`: no price is stored at 0, whatever a provider answered.
+/// Returns how many it took.
+pub fn drop_zero_prices(snapshot: &mut Snapshot) -> u64 {
+    let before = snapshot.prices.len() + snapshot.spot_observations.len();
+    snapshot.prices.retain(|p| p.usd_per_hour != 0.0);
+    snapshot.spot_observations.retain(|o| o.usd_per_hour != 0.0);
+    let dropped = (before - snapshot.prices.len() - snapshot.spot_observations.len()) as u64;
+    if dropped > 0 {
+        *snapshot.skipped.entry("zero_price".to_owned()).or_insert(0) += dropped;
+    }
+    dropped
+}
+
+#[cfg(test)]
+mod tests;
