@@ -610,3 +610,48 @@ fn completions_load_in_bash_and_the_man_pages_render() {
         assert!(dir.join(page).exists(), "{page}");
     }
 }
+
+/// A price that falls to a twentieth is stored, but `gpuplan sync` says so,
+/// `--json` lists it with what it was, and the same price again is not news.
+#[test]
+fn a_price_that_falls_below_a_tenth_is_stored_and_reported_as_suspicious() {
+    let ws = Workspace::new(&[("onprem", "sheet.csv")]);
+    let sheet = |usd: &str| {
+        format!(
+            "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\nfra,l4-box,L4,1,on_demand,{usd}\nfra,l4-pair,L4,2,on_demand,1.6\n"
+        )
+    };
+    ws.write("sheet.csv", &sheet("0.8"));
+    let first = ws.run(&["sync"]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    assert!(!text(&first.stdout).contains("SUSPICIOUS"));
+
+    ws.write("sheet.csv", &sheet("0.04"));
+    let second = ws.run(&["sync"]);
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    assert!(
+        text(&second.stdout).contains(
+            "SUSPICIOUS price stored: l4-box on_demand in fra at 0.0400 USD/h, was 0.8000"
+        ),
+        "{}",
+        text(&second.stdout)
+    );
+    let prices = ws.json(&["prices", "--json"]);
+    assert!(
+        prices
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["instance_type"] == "l4-box" && r["usd_per_hour"] == 0.04)
+    );
+
+    let third = ws.json(&["sync", "--json"]);
+    assert_eq!(third[0]["stats"]["suspicious"], json!([]));
+    ws.write("sheet.csv", &sheet("0.003"));
+    let fourth = ws.json(&["sync", "--json"]);
+    let flagged = &fourth[0]["stats"]["suspicious"];
+    assert_eq!(flagged.as_array().unwrap().len(), 1, "{fourth}");
+    assert_eq!(flagged[0]["reason"], "below_previous");
+    assert_eq!(flagged[0]["reference_usd"], 0.04);
+    assert_eq!(flagged[0]["gpu_model"], "L4");
+}

@@ -394,6 +394,98 @@ async fn aws_public_price_files_fill_the_catalog_without_credentials() {
     );
 }
 
+/// A Capacity Block row before the on-demand row and a $0.00 placeholder, in
+/// the public offer file: `gpuplan sync` counts both by reason and the
+/// catalog has the real prices only.
+#[tokio::test(flavor = "multi_thread")]
+async fn aws_capacity_block_and_zero_rows_never_reach_the_catalog() {
+    use test_server::aws::{Offers, Row, answer_from, offer_file};
+    let row = |sku, instance_type, market, usd, gpus| Row {
+        sku,
+        instance_type,
+        operating_system: "Linux",
+        market,
+        gpus,
+        on_demand: Some(usd),
+        reserved: &[],
+    };
+    let east: &'static str = Box::leak(
+        offer_file(
+            "us-east-1",
+            &[
+                row(
+                    "P4DACAPBLOCK001",
+                    "p4d.24xlarge",
+                    "CapacityBlock",
+                    "0.0320000000",
+                    "8",
+                ),
+                row(
+                    "P4DBLINUX000001",
+                    "p4d.24xlarge",
+                    "OnDemand",
+                    "32.7726000000",
+                    "8",
+                ),
+                row(
+                    "G5AZEROPLACEHLD",
+                    "g5.xlarge",
+                    "OnDemand",
+                    "0.0000000000",
+                    "1",
+                ),
+                row(
+                    "G5BLINUX0000001",
+                    "g5.xlarge",
+                    "OnDemand",
+                    "1.0060000000",
+                    "1",
+                ),
+            ],
+        )
+        .into_boxed_str(),
+    );
+    let offers = Offers {
+        east,
+        west: test_server::aws::WEST,
+        extra_types: false,
+    };
+    let server =
+        test_server::serve(move |req: &Seen, base, _| answer_from(req, base, offers)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gpuplan.toml");
+    std::fs::write(&config, aws_config(&server.base, &["us-east-1"])).unwrap();
+    let (sync, prices) = tokio::task::spawn_blocking(move || {
+        let sync = gpuplan_aws(&config, None, &["sync", "--json"]);
+        let prices = gpuplan_aws(&config, None, &["prices", "--provider", "aws", "--json"]);
+        (sync, prices)
+    })
+    .await
+    .unwrap();
+    let sync: Value = serde_json::from_slice(&sync.stdout).unwrap();
+    let skipped = &sync[0]["stats"]["skipped"];
+    assert_eq!(skipped["marketoption_not_ondemand"], 1, "{sync}");
+    assert_eq!(skipped["zero_price"], 1, "{sync}");
+    let prices: Value = serde_json::from_slice(&prices.stdout).unwrap();
+    let on_demand = |t: &str| {
+        prices
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["instance_type"] == t && r["price_kind"] == "on_demand")
+            .map(|r| r["usd_per_hour"].as_f64().unwrap())
+    };
+    assert_eq!(on_demand("p4d.24xlarge"), Some(32.7726));
+    assert_eq!(on_demand("g5.xlarge"), Some(1.006));
+    assert!(
+        prices
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["usd_per_hour"].as_f64().unwrap() > 0.0)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn aws_with_credentials_from_the_environment_syncs_through_the_sdk() {
     let server =
