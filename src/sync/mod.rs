@@ -204,8 +204,16 @@ async fn check_and_write(
         .await?
     };
     let flagged = suspicious::find(&baseline, &snapshot);
-    for price in &flagged {
+    // The run keeps every one; the log names the first few.
+    const LOGGED: usize = 20;
+    for price in flagged.iter().take(LOGGED) {
         tracing::warn!(%price, reason = ?price.reason, "Suspicious price: stored, and reported to suspicious_price alert rules.");
+    }
+    if flagged.len() > LOGGED {
+        tracing::warn!(
+            more = flagged.len() - LOGGED,
+            "More suspicious prices: see the sync run."
+        );
     }
     let stats = blocking(pool, move |p| {
         p.write_fenced(fence.as_ref(), |s| {
