@@ -291,7 +291,9 @@ pub fn observe(
 const SUSPICIOUS_LOOKBACK_DAYS: i64 = 7;
 
 /// The suspicious prices each recent sync run stored, one observation per
-/// run with the rows the rule matches: it fires once, when first seen.
+/// run with the rows the rule matches: it fires once, when first seen. A row
+/// an earlier run already reported (AWS's full and spot-only syncs may both
+/// bring the same new spot price) is not reported again.
 fn suspicious(
     store: &dyn Store,
     fresh: &Freshness,
@@ -318,11 +320,28 @@ fn suspicious(
             && any_glob(&rule.regions, &p.region)
     };
     let mut out = Vec::new();
+    let mut reported = BTreeSet::new();
     for run in store.suspicious_runs(since)? {
         if !(sources.contains(&run.source) && any_glob(&rule.providers, &run.source)) {
             continue;
         }
-        let rows: Vec<_> = run.stats.suspicious.iter().filter(|p| matches(p)).collect();
+        let rows: Vec<_> = run
+            .stats
+            .suspicious
+            .iter()
+            .filter(|p| matches(p))
+            .filter(|p| {
+                reported.insert((
+                    run.source.clone(),
+                    p.region.clone(),
+                    p.zone.clone(),
+                    p.instance_type.clone(),
+                    p.price_kind.clone(),
+                    p.offering_class.clone(),
+                    p.usd_per_hour.to_bits(),
+                ))
+            })
+            .collect();
         if rows.is_empty() {
             continue;
         }
@@ -678,14 +697,35 @@ mod tests {
         store
             .write_snapshot(run, "aws", &snapshot(1, 1.0), &flagged, at(0), at(0))
             .unwrap();
+        // A later run (a spot-only sync overlapping the full one) that lists
+        // the same p4d price again, and a new one.
+        let later = store
+            .begin_run("aws", gpuplan_providers::Scope::SpotHistory, at(0))
+            .unwrap();
+        let mut spot = snapshot(1, 1.0);
+        spot.scope = gpuplan_providers::Scope::SpotHistory;
+        spot.prices.clear();
+        let again = [
+            row("p4d.24xlarge", "A100-40GB"),
+            row("p4de.24xlarge", "A100-80GB"),
+        ];
+        store
+            .write_snapshot(later, "aws", &spot, &again, at(0), at(0))
+            .unwrap();
         let fresh = Freshness::read(&store, BTreeMap::new(), at(1)).unwrap();
         let mut r = rule(RuleKind::SuspiciousPrice, None);
         r.threshold = None;
         r.gpu_models = vec!["A100".into()];
         let sources = ["aws".to_owned()];
         let seen = observe(&store, &fresh, &r, &sources).unwrap();
-        assert_eq!(seen.len(), 1);
+        assert_eq!(seen.len(), 2);
         assert_eq!(seen[0].key, format!("aws/run/{run}"));
+        assert_eq!(seen[1].key, format!("aws/run/{later}"));
+        assert!(
+            seen[1].message.contains("p4de.24xlarge") && !seen[1].message.contains("p4d.24xlarge "),
+            "{}",
+            seen[1].message
+        );
         assert!(
             seen[0]
                 .message
@@ -696,7 +736,7 @@ mod tests {
         );
         assert_eq!(seen[0].details["prices"].as_array().unwrap().len(), 1);
         let first = decide(&r, &[], &seen, fresh.now);
-        assert_eq!(first.messages.len(), 2, "one per channel");
+        assert_eq!(first.messages.len(), 4, "one per run and channel");
         let again = observe(&store, &fresh, &r, &sources).unwrap();
         assert!(
             decide(&r, &first.states, &again, fresh.now)

@@ -8,7 +8,9 @@
 //! A price is suspicious when it is below [`SHARE`] of
 //! - its own series' current price (`below_previous`), or
 //! - when it is new or changed, the median USD per GPU-hour of the catalog
-//!   for the same GPU model and price kind (`below_median`).
+//!   before the sync for the same GPU model and price kind (`below_median`).
+//!   The sync's own prices are not part of it: a family poisoned in every
+//!   region at once would otherwise be its own reference.
 //!
 //! Unchanged prices are not judged again, so each is reported once.
 
@@ -35,9 +37,9 @@ pub struct Baseline {
     /// The source's instance types: GPU model and count, for spot
     /// observations of a snapshot that does not describe its types.
     types: HashMap<String, (String, u32)>,
-    /// Every other source's current prices per GPU-hour, by (GPU model,
-    /// price kind), to which the snapshot's own are added.
-    others: HashMap<(String, String), Vec<f64>>,
+    /// The median USD per GPU-hour of every current price, by (GPU model,
+    /// price kind).
+    medians: HashMap<(String, String), f64>,
 }
 
 impl Baseline {
@@ -47,7 +49,14 @@ impl Baseline {
     /// On a store error.
     pub fn read(store: &dyn Store, source: &str) -> Result<Self, StoreError> {
         let mut baseline = Self::default();
+        let mut per_gpu: HashMap<(String, String), Vec<f64>> = HashMap::new();
         for p in store.prices_as_of(None, None)? {
+            if let Some(v) = per_gpu_hour(p.usd_per_hour, p.gpu_count) {
+                per_gpu
+                    .entry((p.gpu_model.clone(), p.price_kind.clone()))
+                    .or_default()
+                    .push(v);
+            }
             if p.provider == source {
                 baseline
                     .types
@@ -62,15 +71,21 @@ impl Baseline {
                     ),
                     (p.usd_per_hour, p.observed_at),
                 );
-            } else if let Some(per_gpu) = per_gpu_hour(p.usd_per_hour, p.gpu_count) {
-                baseline
-                    .others
-                    .entry((p.gpu_model, p.price_kind))
-                    .or_default()
-                    .push(per_gpu);
             }
         }
+        baseline.medians = per_gpu.into_iter().map(|(k, v)| (k, median(v))).collect();
         Ok(baseline)
+    }
+}
+
+/// The middle value; for an even count, the mean of the two middle values.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    if v.len() % 2 == 0 {
+        (v[mid - 1] + v[mid]) / 2.0
+    } else {
+        v[mid]
     }
 }
 
@@ -92,10 +107,8 @@ struct Candidate {
 /// The prices of `snapshot` that look wrong against `baseline`.
 #[must_use]
 pub fn find(baseline: &Baseline, snapshot: &Snapshot) -> Vec<SuspiciousPrice> {
-    let candidates = candidates(baseline, snapshot);
-    let medians = medians(baseline, &candidates);
     let mut out = Vec::new();
-    for c in candidates {
+    for c in candidates(baseline, snapshot) {
         let previous = baseline.previous.get(&c.key);
         let changed = match previous {
             None => true,
@@ -113,7 +126,8 @@ pub fn find(baseline: &Baseline, snapshot: &Snapshot) -> Vec<SuspiciousPrice> {
             Some((usd, _)) if c.usd_per_hour < SHARE * usd => {
                 Some((Suspicion::BelowPrevious, *usd))
             }
-            _ => medians
+            _ => baseline
+                .medians
                 .get(&(c.gpu_model.clone(), c.key.3.clone()))
                 .filter(|median| per_gpu < SHARE * **median)
                 .map(|median| (Suspicion::BelowMedian, *median)),
@@ -206,45 +220,6 @@ fn candidates(baseline: &Baseline, snapshot: &Snapshot) -> Vec<Candidate> {
         });
     }
     out
-}
-
-/// The median USD per GPU-hour per (GPU model, price kind) of the catalog as
-/// the sync leaves it: the other sources' current prices, this source's
-/// current prices the snapshot does not carry, and the snapshot's own.
-fn medians(baseline: &Baseline, candidates: &[Candidate]) -> HashMap<(String, String), f64> {
-    let mut all = baseline.others.clone();
-    let carried: std::collections::HashSet<&Key> = candidates.iter().map(|c| &c.key).collect();
-    for (key, (usd, _)) in &baseline.previous {
-        if carried.contains(key) {
-            continue;
-        }
-        if let Some((model, n)) = baseline.types.get(&key.2)
-            && let Some(v) = per_gpu_hour(*usd, *n)
-        {
-            all.entry((model.clone(), key.3.clone()))
-                .or_default()
-                .push(v);
-        }
-    }
-    for c in candidates {
-        if let Some(v) = per_gpu_hour(c.usd_per_hour, c.gpu_count) {
-            all.entry((c.gpu_model.clone(), c.key.3.clone()))
-                .or_default()
-                .push(v);
-        }
-    }
-    all.into_iter()
-        .map(|(k, mut v)| {
-            v.sort_by(f64::total_cmp);
-            let mid = v.len() / 2;
-            let median = if v.len() % 2 == 0 {
-                (v[mid - 1] + v[mid]) / 2.0
-            } else {
-                v[mid]
-            };
-            (k, median)
-        })
-        .collect()
 }
 
 /// Takes every price and spot observation of zero out of `snapshot`, counted

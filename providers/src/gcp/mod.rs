@@ -357,10 +357,17 @@ impl Money {
 /// unit; or the reason it has none (`no_price`, or `zero_price` when every
 /// tier is free).
 fn current_price(sku: &Sku) -> Result<(f64, &str), &'static str> {
+    // Compared as times: fractional seconds vary in length, so the text of
+    // `...:00Z` sorts after `...:00.5Z`.
+    let at = |i: &PricingInfo| {
+        i.effective_time
+            .as_deref()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+    };
     let info = sku
         .pricing_info
         .iter()
-        .max_by(|a, b| a.effective_time.cmp(&b.effective_time))
+        .max_by_key(|i| at(i))
         .ok_or("no_price")?;
     let unit = info.pricing_expression.usage_unit.as_str();
     let prices: Vec<f64> = info
@@ -389,10 +396,14 @@ fn current_price(sku: &Sku) -> Result<(f64, &str), &'static str> {
 /// commitment placeholders, often priced 0.
 fn sku_kind(description: &str, usage_type: &str) -> Result<PriceKind, String> {
     let d = description.trim();
-    if d.contains("DWS Defined Duration") || d.starts_with("DWS Flex Start") {
+    // Anywhere and in any case: "... attached to DWS Flex Start VMs" is as
+    // much flex-start as "DWS Flex Start ...", and at 45% off it would pass
+    // for an on-demand price.
+    let lower = d.to_ascii_lowercase();
+    if lower.contains("dws defined duration") || lower.contains("dws flex start") {
         return Err("flex_start".to_owned());
     }
-    if d.contains("Calendar Mode") {
+    if lower.contains("calendar mode") {
         return Err("calendar".to_owned());
     }
     if d.starts_with("Reserved ") {

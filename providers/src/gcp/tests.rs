@@ -433,6 +433,20 @@ fn the_description_decides_the_kind_before_the_usage_type() {
     );
     assert_eq!(
         kind(
+            "Nvidia H100 80GB GPU attached to DWS Flex Start VMs running in Americas",
+            "OnDemand"
+        ),
+        Err("flex_start".to_owned())
+    );
+    assert_eq!(
+        kind(
+            "Nvidia H100 80GB GPU in Americas in calendar mode",
+            "OnDemand"
+        ),
+        Err("calendar".to_owned())
+    );
+    assert_eq!(
+        kind(
             "Reserved Nvidia H100 80GB GPU in Americas in Calendar Mode",
             "OnDemand"
         ),
@@ -460,4 +474,24 @@ fn the_description_decides_the_kind_before_the_usage_type() {
         kind("Something", "Unknown"),
         Err("usage_type:Unknown".to_owned())
     );
+}
+
+/// The newest `pricingInfo` is found by time, not by its text: `...:00Z`
+/// sorts after `...:00.5Z` as text though it is half a second earlier.
+#[test]
+fn the_newest_pricing_info_is_told_by_time() {
+    let mut value = sku(
+        "TIME-A100-0001",
+        "Nvidia Tesla A100 GPU running in Americas",
+        "GPU",
+        "OnDemand",
+        3.0,
+    );
+    let mut newer = value["pricingInfo"][0].clone();
+    newer["effectiveTime"] = "2026-11-01T08:00:00.5Z".into();
+    newer["pricingExpression"]["tieredRates"][0]["unitPrice"]["units"] = "2".into();
+    value["pricingInfo"][0]["effectiveTime"] = "2026-11-01T08:00:00Z".into();
+    value["pricingInfo"].as_array_mut().unwrap().push(newer);
+    let parsed: Sku = serde_json::from_value(value).unwrap();
+    assert_eq!(current_price(&parsed), Ok((2.0, "h")));
 }

@@ -5,7 +5,8 @@ use crate::store::test_support::{at, snapshot};
 
 /// The catalog before the sync: `snapshot(3, 1.0)` of this source (L4 types
 /// at 1, 2 and 3 an hour on demand; spot of gpu0 in us-east-1a last seen at
-/// 1.333 at hour 1), and other sources' L4s on demand at 0.8 to 1.2.
+/// 1.333 at hour 1), and other sources' L4s on demand at 0.8 to 1.2: an L4
+/// on-demand median of 1.05.
 fn baseline() -> Baseline {
     let mut b = Baseline::default();
     let before = snapshot(3, 1.0);
@@ -35,9 +36,9 @@ fn baseline() -> Baseline {
         ),
         (1.0 / 3.0 + 1.0, Some(at(1))),
     );
-    b.others.insert(
+    b.medians.insert(
         ("L4".into(), "on_demand".into()),
-        vec![0.8, 0.9, 1.0, 1.1, 1.2],
+        median(vec![0.8, 0.9, 1.0, 1.1, 1.2, 1.0, 2.0, 3.0]),
     );
     b
 }
@@ -117,10 +118,45 @@ fn a_new_price_far_below_the_median_for_its_gpu_and_kind_is_suspicious() {
     assert_eq!(f.instance_type, "gpu8.48xlarge");
     assert_eq!(f.reason, Suspicion::BelowMedian);
     assert!((f.usd_per_gpu_hour - 0.075).abs() < 1e-12);
-    // Others 0.8..1.2, this source's 1, 2, 3, the new 0.075 and 0.2: the
-    // median of ten is the mean of 1.0 and 1.0.
-    assert!((f.reference_usd - 1.0).abs() < 1e-12, "{}", f.reference_usd);
-    assert!(f.to_string().contains("the L4 median is 1.0000"), "{f}");
+    // The catalog before the sync, without the prices being judged.
+    assert!(
+        (f.reference_usd - 1.05).abs() < 1e-12,
+        "{}",
+        f.reference_usd
+    );
+    assert!(f.to_string().contains("the L4 median is 1.0500"), "{f}");
+}
+
+#[test]
+fn medians_are_the_middle_value_or_the_mean_of_the_two() {
+    assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+    assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+    assert_eq!(median(vec![7.0]), 7.0);
+}
+
+/// A family poisoned in every region at once is judged against the catalog
+/// before the sync, not against its own prices.
+#[test]
+fn prices_poisoned_together_are_not_their_own_reference() {
+    let mut snap = snapshot(3, 1.0);
+    snap.instance_types.clear();
+    snap.prices.clear();
+    snap.spot_observations.clear();
+    let template = snapshot(1, 1.0);
+    for i in 0..50 {
+        let name = format!("new{i}.xlarge");
+        snap.instance_types.push(InstanceType {
+            instance_type: name.clone(),
+            ..template.instance_types[0].clone()
+        });
+        snap.prices.push(PriceRecord {
+            instance_type: name,
+            usd_per_hour: 0.03,
+            recurring_usd_per_hour: 0.03,
+            ..template.prices[0].clone()
+        });
+    }
+    assert_eq!(find(&baseline(), &snap).len(), 50);
 }
 
 #[test]
