@@ -21,7 +21,7 @@ use crate::alerts::deliver;
 use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::planning::PlanService;
+use crate::plan::PlanService;
 use crate::scheduler::{self, AlertHook, Backoff, Clock, Source};
 use crate::store::{Location, Pool};
 use crate::web::AppState;

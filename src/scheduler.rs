@@ -25,11 +25,11 @@ use crate::cluster::Cluster;
 use crate::config::{PlanInput, RuleConfig, Schedule, ScheduledPlan, SyncConfig};
 use crate::metrics::Metrics;
 use crate::optimizer::DemandClass;
-use crate::plan_settings::Overrides;
-use crate::planning::{Input, PlanRequest, PlanService};
+use crate::plan::settings::Overrides;
+use crate::plan::{Input, PlanRequest, PlanService};
+use crate::plan::{forecast, inputs};
 use crate::store::Pool;
 use crate::sync::{self, SyncError};
-use crate::{forecast, plan_inputs};
 
 /// Backoff after failed syncs.
 #[derive(Debug, Clone, Copy)]
@@ -507,13 +507,13 @@ async fn plan_once(
     fence: &crate::store::Fence,
 ) -> Result<usize, String> {
     let classes = match &plan.input {
-        PlanInput::Demand(path) => plan_inputs::read_catalog_classes(path, plan.classes.as_deref())
+        PlanInput::Demand(path) => inputs::read_catalog_classes(path, plan.classes.as_deref())
             .map_err(|e| e.to_string())?,
         PlanInput::Usage {
             path,
             horizon_hours,
         } => {
-            let usage = plan_inputs::read_demand(path).map_err(|e| e.to_string())?;
+            let usage = inputs::read_demand(path).map_err(|e| e.to_string())?;
             vec![DemandClass::default_class(
                 forecast::forecast(&usage, *horizon_hours)?.gpus,
             )]
@@ -525,7 +525,7 @@ async fn plan_once(
         } => {
             let (pool, teams, gpus, days) = (pool.clone(), teams.clone(), plan.gpus.clone(), *days);
             let usage = tokio::task::spawn_blocking(move || {
-                pool.read(|s| crate::bills::demand::usage_from_bills(s, &teams, &gpus, days))
+                pool.read(|s| crate::plan::from_bills::usage_from_bills(s, &teams, &gpus, days))
             })
             .await
             .map_err(|e| e.to_string())?
@@ -536,7 +536,7 @@ async fn plan_once(
         }
     };
     let owned = match &plan.owned {
-        Some(path) => Some(plan_inputs::read_owned(path).map_err(|e| e.to_string())?),
+        Some(path) => Some(inputs::read_owned(path).map_err(|e| e.to_string())?),
         None => None,
     };
     let request = PlanRequest {

@@ -20,9 +20,9 @@ use serde_json::{Value, json};
 use crate::catalog::{self, Freshness, SpotQuery};
 use crate::metrics::Metrics;
 use crate::optimizer::{Backend, Problem, ValidationError};
-use crate::plan_inputs::OwnedEntry;
-use crate::plan_settings::Overrides;
-use crate::planning::{Input, PlanError, PlanRequest};
+use crate::plan::inputs::OwnedEntry;
+use crate::plan::settings::Overrides;
+use crate::plan::{Input, PlanError, PlanRequest};
 use crate::store::StoreError;
 
 use crate::web::params::Params;

@@ -13,13 +13,11 @@ pub mod aggregate;
 pub mod allocation;
 pub mod charge;
 mod cur2;
-pub mod demand;
 pub mod files;
 pub mod focus;
 pub mod gpus;
 pub mod health;
 pub mod load;
-pub mod owned;
 pub mod query;
 pub mod read;
 #[cfg(feature = "aws")]

@@ -21,11 +21,11 @@ use crate::alerts::deliver;
 use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter, SpotHistory, SpotQuery};
 use crate::config::{self, Config};
 use crate::daemon;
-use crate::forecast;
 use crate::optimizer::{self, OptimizeError, PlanResult, Problem};
-use crate::plan_inputs;
-use crate::plan_settings::{self, Overrides};
-use crate::planning::{Input, PlanError, PlanRequest, PlanService};
+use crate::plan::forecast;
+use crate::plan::inputs;
+use crate::plan::settings::{self, Overrides};
+use crate::plan::{Input, PlanError, PlanRequest, PlanService};
 use crate::store::{Location, Pool, Prunable, Store, StoreError};
 use crate::telemetry::LogFormat;
 

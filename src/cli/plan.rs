@@ -1,5 +1,5 @@
 //! `gpuplan plan`: a problem file, or demand or usage against the catalog,
-//! through the one plan pipeline ([`crate::planning`]).
+//! through the one plan pipeline ([`crate::plan`]).
 
 use super::*;
 
@@ -38,7 +38,7 @@ pub struct PlanArgs {
     #[arg(long, conflicts_with = "problem")]
     owned_from_bills: bool,
     /// With --usage-from-bills: days of complete bills to forecast from.
-    #[arg(long, default_value_t = crate::bills::demand::DEFAULT_DAYS, requires = "usage_from_bills")]
+    #[arg(long, default_value_t = crate::plan::from_bills::DEFAULT_DAYS, requires = "usage_from_bills")]
     usage_days: u32,
     /// With --usage or --usage-from-bills: hours to forecast and plan.
     #[arg(long, default_value_t = 168)]
@@ -63,7 +63,7 @@ pub struct PlanArgs {
     scenario_seed: u64,
     /// With --usage or --usage-from-bills: folds of the rolling-origin backtest
     /// the ranges and scenarios are calibrated on.
-    #[arg(long, default_value_t = crate::forecast::DEFAULT_FOLDS as u64,
+    #[arg(long, default_value_t = crate::plan::forecast::DEFAULT_FOLDS as u64,
           value_parser = clap::value_parser!(u64).range(1..=100))]
     folds: u64,
     /// Levels of the demand ranges to report, e.g. `0.8,0.9` [default: 0.8].
@@ -185,7 +185,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
     let from_bills = if args.owned_from_bills {
         let pool = open_store(config)?;
         Some(
-            pool.read(crate::bills::owned::owned_from_bills)
+            pool.read(crate::plan::owned_from_bills::owned_from_bills)
                 .map_err(|e| CliError::Failed(e.into()))?,
         )
     } else {
@@ -212,7 +212,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
             }
         }
         (None, Some(path), _) => {
-            let classes = match plan_inputs::read_catalog_classes(path, args.classes.as_deref()) {
+            let classes = match inputs::read_catalog_classes(path, args.classes.as_deref()) {
                 Ok(c) => c,
                 Err(e) => return refuse(e.to_string()),
             };
@@ -230,7 +230,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
                 ));
             }
             let (usage, label) = match usage_csv {
-                Some(path) => match plan_inputs::read_demand(path) {
+                Some(path) => match inputs::read_demand(path) {
                     Ok(u) => (u, path.display().to_string()),
                     Err(e) => return refuse(e.to_string()),
                 },
@@ -243,7 +243,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
                     }
                     let pool = open_store(config)?;
                     let read = pool.read(|s| {
-                        crate::bills::demand::usage_from_bills(
+                        crate::plan::from_bills::usage_from_bills(
                             s,
                             &args.teams,
                             &args.catalog.gpus,
@@ -256,7 +256,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
                             bills_usage = Some(u);
                             (demand, "the bills".to_owned())
                         }
-                        Err(crate::bills::demand::DemandError::Store(e)) => {
+                        Err(crate::plan::from_bills::DemandError::Store(e)) => {
                             return Err(CliError::Failed(e.into()));
                         }
                         Err(e) => return refuse(format!("--usage-from-bills: {e}")),
@@ -523,7 +523,7 @@ fn risk_keys(args: &PlanArgs) -> Result<serde_json::Map<String, serde_json::Valu
 
 /// What `--owned-from-bills` found: the reservations counted as owned, and
 /// every commitment held but not modelled, with its hourly amount.
-fn held_report(f: &crate::bills::owned::FromBills) -> String {
+fn held_report(f: &crate::plan::owned_from_bills::FromBills) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     if f.modelled.is_empty() && f.not_modelled.is_empty() {
@@ -570,11 +570,11 @@ fn plan_overrides(args: &PlanArgs) -> Result<Overrides, String> {
         ("--checkpoint-hours", a.checkpoint_hours),
     ] {
         if let Some(v) = value {
-            plan_settings::check_hours(flag, v).map_err(|e| e.to_string())?;
+            settings::check_hours(flag, v).map_err(|e| e.to_string())?;
         }
     }
     if let Some(t) = args.time_limit_secs {
-        plan_settings::check_time_limit("--time-limit-secs", t).map_err(|e| e.to_string())?;
+        settings::check_time_limit("--time-limit-secs", t).map_err(|e| e.to_string())?;
     }
     let spot_window = a
         .spot_window
@@ -598,7 +598,7 @@ fn catalog_input(
 ) -> Result<Input, String> {
     let a = &args.catalog;
     let owned = match &args.owned {
-        Some(path) => Some(plan_inputs::read_owned(path).map_err(|e| e.to_string())?),
+        Some(path) => Some(inputs::read_owned(path).map_err(|e| e.to_string())?),
         None => None,
     };
     let checks = [

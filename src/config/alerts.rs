@@ -286,7 +286,7 @@ pub(super) fn validate_plans(
                 days: c.bounded(
                     &at("usage_days"),
                     p.usage_days,
-                    crate::bills::demand::DEFAULT_DAYS,
+                    crate::plan::from_bills::DEFAULT_DAYS,
                     1..=3660,
                 ),
                 horizon_hours,

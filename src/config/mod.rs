@@ -30,6 +30,7 @@ mod schedule;
 mod sources;
 mod store;
 
+use crate::plan::settings::PlannerConfig;
 pub use alerts::{
     AlertsConfig, ChannelConfig, ChannelUrl, PlanInput, RuleConfig, RuleKind, ScheduledPlan,
     Threshold, is_http_url,
@@ -41,7 +42,6 @@ pub use budgets::{
     ThresholdOn,
 };
 pub use fx::FxRates;
-pub use planner::PlannerConfig;
 pub use schedule::Schedule;
 #[cfg(feature = "alibaba")]
 pub use sources::AlibabaSourceConfig;

@@ -1,24 +1,8 @@
 //! `[planner]`: the defaults of every plan.
 
 use super::*;
-use crate::optimizer::Owned;
-use crate::plan_inputs::OwnedEntry;
-use crate::plan_settings::{self, PlanSettings};
-
-#[derive(Debug, Clone)]
-pub struct PlannerConfig {
-    /// Solves run at once; more API requests get 503 with `Retry-After`, and
-    /// scheduled plans and the CLI wait for a slot.
-    pub max_concurrent_solves: usize,
-    /// The defaults of every plan (CLI flags and API fields override them).
-    pub defaults: PlanSettings,
-    /// Reservations the team already holds: catalog plans count them unless
-    /// a request gives its own list.
-    pub owned: Vec<Owned>,
-    /// MiB one MIP search may add to the process before it stops with its
-    /// best plan: a daemon-wide guard, which no request can raise.
-    pub max_solve_memory_mib: u64,
-}
+use crate::plan::inputs::OwnedEntry;
+use crate::plan::settings::{self, PlanSettings, PlannerConfig};
 
 /// The default memory bound of one solve: with the default two solves at
 /// once, 4 GiB in all, well under the memory of a machine that plans.
@@ -41,7 +25,7 @@ pub(super) struct RawPlanner {
 pub(super) fn validate(raw: RawPlanner, c: &mut Checker) -> PlannerConfig {
     let mut hours = |key: &str, value: Option<f64>, default: f64| {
         value.map_or(default, |h| {
-            plan_settings::check_hours(&format!("planner.{key}"), h).unwrap_or_else(|e| {
+            settings::check_hours(&format!("planner.{key}"), h).unwrap_or_else(|e| {
                 c.fail(e.path, e.message);
                 default
             })
@@ -51,7 +35,7 @@ pub(super) fn validate(raw: RawPlanner, c: &mut Checker) -> PlannerConfig {
     let checkpoint_hours = hours("checkpoint_hours", raw.checkpoint_hours, 1.0);
     let default_time_limit = Duration::from_secs(300);
     let time_limit = raw.time_limit_secs.map_or(default_time_limit, |t| {
-        plan_settings::check_time_limit("planner.time_limit_secs", t).unwrap_or_else(|e| {
+        settings::check_time_limit("planner.time_limit_secs", t).unwrap_or_else(|e| {
             c.fail(e.path, e.message);
             default_time_limit
         })

@@ -162,7 +162,7 @@ mod tests {
     use axum::routing::get;
 
     use super::*;
-    use crate::planning::PlanService;
+    use crate::plan::PlanService;
     use crate::store::Pool;
 
     #[tokio::test]

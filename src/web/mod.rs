@@ -22,7 +22,7 @@ use tokio::sync::Notify;
 use crate::catalog::{self, Freshness, PriceFilter};
 use crate::config::FxRates;
 use crate::metrics::Metrics;
-use crate::planning::PlanService;
+use crate::plan::PlanService;
 use crate::store::{Pool, StoreError};
 
 use params::Params;

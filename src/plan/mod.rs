@@ -12,16 +12,23 @@ use chrono::Utc;
 use serde_json::{Value, json};
 
 use crate::catalog::Freshness;
-use crate::config::PlannerConfig;
 use crate::fingerprint::fingerprint;
 use crate::optimizer::{
     Backend, DemandClass, OptimizeError, Owned, PlanChange, PlanResult, Policy, Problem,
     SolveOptions, ValidationError, compare,
 };
-use crate::plan_settings::{Overrides, PlanSettings};
-use crate::planner::{self, CatalogInputs};
-use crate::solver_pool::{Busy, SolverPool};
 use crate::store::{NewPlan, Pool, Store, StoreError};
+use from_catalog::CatalogInputs;
+use settings::{Overrides, PlanSettings, PlannerConfig};
+use solver_pool::{Busy, SolverPool};
+
+pub mod forecast;
+pub mod from_bills;
+pub mod from_catalog;
+pub mod inputs;
+pub mod owned_from_bills;
+pub mod settings;
+pub mod solver_pool;
 
 /// Where a plan's problem comes from.
 #[derive(Debug, Clone)]
@@ -211,17 +218,17 @@ impl PlanService {
                 let built = tokio::task::spawn_blocking(move || {
                     pool.read(|store| {
                         let fresh = Freshness::read(store, intervals, Utc::now())?;
-                        planner::build_problem(store, &fresh, classes, &inputs, policy)
+                        from_catalog::build_problem(store, &fresh, classes, &inputs, policy)
                     })
                 })
                 .await
                 .map_err(|e| PlanError::Internal(format!("the catalog read: {e}")))??;
                 let mut problem = built.problem;
                 let mut skipped = match owned {
-                    Some(given) => planner::attach_owned(&mut problem, given, true)?,
-                    None => planner::attach_owned(&mut problem, self.owned.clone(), false)?,
+                    Some(given) => from_catalog::attach_owned(&mut problem, given, true)?,
+                    None => from_catalog::attach_owned(&mut problem, self.owned.clone(), false)?,
                 };
-                skipped.extend(planner::attach_owned(&mut problem, found, false)?);
+                skipped.extend(from_catalog::attach_owned(&mut problem, found, false)?);
                 (problem, Some(built.stale_sources), skipped)
             }
         };

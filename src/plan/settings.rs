@@ -6,7 +6,23 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::optimizer::ValidationError;
+use crate::optimizer::{Owned, ValidationError};
+
+/// `[planner]`: the daemon-wide plan settings, validated by `config`.
+#[derive(Debug, Clone)]
+pub struct PlannerConfig {
+    /// Solves run at once; more API requests get 503 with `Retry-After`, and
+    /// scheduled plans and the CLI wait for a slot.
+    pub max_concurrent_solves: usize,
+    /// The defaults of every plan (CLI flags and API fields override them).
+    pub defaults: PlanSettings,
+    /// Reservations the team already holds: catalog plans count them unless
+    /// a request gives its own list.
+    pub owned: Vec<Owned>,
+    /// MiB one MIP search may add to the process before it stops with its
+    /// best plan: a daemon-wide guard, which no request can raise.
+    pub max_solve_memory_mib: u64,
+}
 
 /// How a plan is built and solved: the `[planner]` defaults, or a request's
 /// overrides of them.

@@ -1,5 +1,5 @@
 //! A forecast of demand from past hourly usage (a demand CSV, see
-//! [`crate::plan_inputs`]).
+//! [`crate::plan::inputs`]).
 //!
 //! The forecast is an hour-of-week seasonal profile on a linear trend:
 //! `y(t) = a + b·t + s(t mod P)`, with `P` = 168 hours when the history has at
@@ -10,7 +10,7 @@
 //! fits on all but the last week (or day) and reports the error of forecasting
 //! it: mean absolute error in GPUs and WAPE (total absolute error / total usage).
 
-use crate::plan_inputs::Demand;
+use crate::plan::inputs::Demand;
 
 /// A forecast and how well the same method predicted the recent past.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

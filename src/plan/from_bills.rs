@@ -5,8 +5,8 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::time::{DAY, HOUR, floor_day, to_utc};
-use crate::plan_inputs::Demand;
+use crate::bills::time::{DAY, HOUR, floor_day, to_utc};
+use crate::plan::inputs::Demand;
 use crate::store::bills::{BillQuery, Bucket};
 use crate::store::{Store, StoreError};
 

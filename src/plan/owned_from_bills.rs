@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::time::{DAY, to_utc};
+use crate::bills::time::{DAY, to_utc};
 use crate::optimizer::Owned;
 use crate::store::{Store, StoreError};
 
