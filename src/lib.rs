@@ -21,7 +21,6 @@ pub mod plan;
 pub mod scheduler;
 pub mod server;
 pub mod store;
-pub mod sync;
 pub mod telemetry;
 pub mod ui;
 pub mod web;

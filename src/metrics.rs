@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 
-use crate::sync::SyncOutcome;
+use crate::catalog::sync::SyncOutcome;
 
 /// Latency buckets in seconds: the API answers in milliseconds.
 const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];

@@ -21,15 +21,16 @@ use std::collections::BTreeMap;
 
 use crate::alerts;
 use crate::catalog::Freshness;
+use crate::catalog::sync::SyncConfig;
+use crate::catalog::sync::{self, SyncError};
 use crate::cluster::Cluster;
-use crate::config::{PlanInput, RuleConfig, Schedule, ScheduledPlan, SyncConfig};
+use crate::config::{PlanInput, RuleConfig, Schedule, ScheduledPlan};
 use crate::metrics::Metrics;
 use crate::optimizer::DemandClass;
 use crate::plan::settings::Overrides;
 use crate::plan::{Input, PlanRequest, PlanService};
 use crate::plan::{forecast, inputs};
 use crate::store::Pool;
-use crate::sync::{self, SyncError};
 
 /// Backoff after failed syncs.
 #[derive(Debug, Clone, Copy)]

@@ -38,10 +38,10 @@ pub(super) async fn run_sync(
     for provider in &providers {
         let duty = crate::cluster::sync_duty(provider.id(), Scope::Full);
         let Some(held) = cluster.take(&duty, Utc::now(), &cancel).await else {
-            outcomes.push(crate::sync::SyncOutcome {
+            outcomes.push(crate::catalog::sync::SyncOutcome {
                 provider: provider.id().to_owned(),
                 run_id: None,
-                result: Err(crate::sync::SyncError::Busy {
+                result: Err(crate::catalog::sync::SyncError::Busy {
                     provider: provider.id().to_owned(),
                     duty,
                 }),
@@ -50,7 +50,7 @@ pub(super) async fn run_sync(
             continue;
         };
         outcomes.push(
-            crate::sync::sync_provider(
+            crate::catalog::sync::sync_provider(
                 &pool,
                 provider.as_ref(),
                 Scope::Full,

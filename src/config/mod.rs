@@ -30,6 +30,7 @@ mod schedule;
 mod sources;
 mod store;
 
+use crate::catalog::sync::SyncConfig;
 use crate::plan::settings::PlannerConfig;
 pub use alerts::{
     AlertsConfig, ChannelConfig, ChannelUrl, PlanInput, RuleConfig, RuleKind, ScheduledPlan,
@@ -59,13 +60,13 @@ pub use sources::LambdaSourceConfig;
 pub use sources::NebiusSourceConfig;
 #[cfg(feature = "oci")]
 pub use sources::OciSourceConfig;
+pub use sources::ProvidersConfig;
 #[cfg(feature = "runpod")]
 pub use sources::RunpodSourceConfig;
 #[cfg(feature = "tencent")]
 pub use sources::TencentSourceConfig;
 #[cfg(feature = "vast")]
 pub use sources::VastSourceConfig;
-pub use sources::{ProvidersConfig, SyncConfig};
 pub use store::{STORE_URL_ENV, StoreConfig};
 
 use alerts::{RawAlerts, validate_alerts};

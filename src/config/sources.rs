@@ -40,19 +40,6 @@ pub(super) const DEFAULT_MAX_SHRINK_PCT: f64 = 20.0;
 pub(super) const DEFAULT_AWS_SPOT_SCHEDULE: &str = "0 5-55/10 * * * *";
 
 #[derive(Debug, Clone)]
-pub struct SyncConfig {
-    /// A snapshot with this share (0..1) fewer prices than the source's last good
-    /// one is rejected as suspicious (a page chain that stopped early, say).
-    pub max_shrink: f64,
-    /// Backoff of the daemon's retries after a failed sync.
-    pub retry_initial: Duration,
-    pub retry_max: Duration,
-    /// Tries of one HTTP request within a sync, the first included.
-    pub http_attempts: u32,
-    pub http_timeout: Duration,
-}
-
-#[derive(Debug, Clone)]
 pub struct ProvidersConfig {
     #[cfg(feature = "aws")]
     pub aws: AwsSourceConfig,
@@ -606,18 +593,6 @@ fn validate_files(
         }
     }
     file
-}
-
-impl SyncConfig {
-    /// How each source's HTTP requests are retried within one sync.
-    #[must_use]
-    pub fn retry_policy(&self) -> RetryPolicy {
-        RetryPolicy {
-            max_attempts: self.http_attempts,
-            request_timeout: self.http_timeout,
-            ..RetryPolicy::default()
-        }
-    }
 }
 
 #[cfg(feature = "aws")]

@@ -10,6 +10,8 @@ use serde::Serialize;
 
 use crate::store::{CurrentPrice, SpotPoint, Store, StoreError};
 
+pub mod sync;
+
 /// When a source's data counts as stale: older than twice its sync interval.
 #[derive(Debug, Clone)]
 pub struct Freshness {

@@ -9,13 +9,12 @@ pub mod suspicious;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use gpuplan_providers::{FetchContext, Provider, ProviderError, RegionScope, Scope, Snapshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::SyncConfig;
 use crate::store::{Fence, Pool, StoreError, WriteStats};
 
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +31,32 @@ pub enum SyncError {
     /// On a shared catalog, a replica holds the source's sync duty.
     #[error("{provider}: a replica is syncing it now ({duty} is held); try again when it is done")]
     Busy { provider: String, duty: String },
+}
+
+/// `[sync]`: how a sync judges a snapshot and retries, validated by `config`.
+#[derive(Debug, Clone)]
+pub struct SyncConfig {
+    /// A snapshot with this share (0..1) fewer prices than the source's last good
+    /// one is rejected (a page chain that stopped early, say).
+    pub max_shrink: f64,
+    /// Backoff of the daemon's retries after a failed sync.
+    pub retry_initial: Duration,
+    pub retry_max: Duration,
+    /// Tries of one HTTP request within a sync, the first included.
+    pub http_attempts: u32,
+    pub http_timeout: Duration,
+}
+
+impl SyncConfig {
+    /// How each source's HTTP requests are retried within one sync.
+    #[must_use]
+    pub fn retry_policy(&self) -> gpuplan_providers::http::RetryPolicy {
+        gpuplan_providers::http::RetryPolicy {
+            max_attempts: self.http_attempts,
+            request_timeout: self.http_timeout,
+            ..gpuplan_providers::http::RetryPolicy::default()
+        }
+    }
 }
 
 /// The result of syncing one provider.
