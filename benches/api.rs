@@ -392,7 +392,10 @@ async fn main() {
         );
     }
     // What a browser downloads for a page: its HTML and every bundled file.
-    let assets: usize = gpuplan::ui::ASSETS.iter().map(|a| a.bytes.len()).sum();
+    let assets: usize = gpuplan::daemon::http::ui::ASSETS
+        .iter()
+        .map(|a| a.bytes.len())
+        .sum();
     for page in ["/", "/ui/prices"] {
         let html = client.get(format!("{base}{page}")).send().await.unwrap();
         let html = html.bytes().await.unwrap().len();

@@ -6,21 +6,14 @@
 //! outbox. docs/catalog.md draws the whole picture.
 
 pub mod alerts;
-pub mod api;
 pub mod bills;
 pub mod budgets;
 pub mod catalog;
 pub mod cli;
-pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod fingerprint;
-pub mod metrics;
 pub mod optimizer;
 pub mod plan;
-pub mod scheduler;
-pub mod server;
 pub mod store;
 pub mod telemetry;
-pub mod ui;
-pub mod web;

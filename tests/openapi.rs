@@ -41,7 +41,7 @@ async fn schemathesis_finds_nothing_the_description_does_not_allow() {
         eprintln!("GPUPLAN_API_TOOLS is not set: the OpenAPI checks are skipped");
         return;
     };
-    let spec = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/api/openapi.json");
+    let spec = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/daemon/http/api/openapi.json");
     let valid = Command::new(tools.join("openapi-spec-validator"))
         .arg(&spec)
         .output()

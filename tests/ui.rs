@@ -636,7 +636,7 @@ async fn beyond_loopback_pages_need_the_token_through_a_login_cookie() {
 #[tokio::test]
 async fn the_bundled_files_are_served_with_their_types() {
     let d = start(None).await;
-    for asset in gpuplan::ui::ASSETS {
+    for asset in gpuplan::daemon::http::ui::ASSETS {
         let r = d.get(&format!("/ui/assets/{}", asset.name)).await;
         assert_eq!(r.status(), 200);
         assert_eq!(r.headers()[header::CONTENT_TYPE], asset.content_type);

@@ -159,7 +159,7 @@ async fn bills_sync(config: &Config, only: Option<&str>, json: bool) -> Result<E
         eprintln!("No bill sources are configured ([bills.NAME] in the config); nothing to load.");
     }
     let pool = Arc::new(open_store(config)?);
-    let cluster = crate::cluster::Cluster::new(pool.clone());
+    let cluster = crate::daemon::duties::Cluster::new(pool.clone());
     let cancel = CancellationToken::new();
     let mut report = LoadReport::default();
     for s in sources {

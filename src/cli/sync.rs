@@ -33,10 +33,10 @@ pub(super) async fn run_sync(
     let cancel = CancellationToken::new();
     // On a shared catalog a sync is a duty here too: a source that a replica
     // is syncing now is not synced twice.
-    let cluster = crate::cluster::Cluster::new(pool.clone());
+    let cluster = crate::daemon::duties::Cluster::new(pool.clone());
     let mut outcomes = Vec::new();
     for provider in &providers {
-        let duty = crate::cluster::sync_duty(provider.id(), Scope::Full);
+        let duty = crate::daemon::duties::sync_duty(provider.id(), Scope::Full);
         let Some(held) = cluster.take(&duty, Utc::now(), &cancel).await else {
             outcomes.push(crate::catalog::sync::SyncOutcome {
                 provider: provider.id().to_owned(),

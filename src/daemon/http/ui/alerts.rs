@@ -8,7 +8,7 @@ use axum::response::Response;
 use maud::html;
 
 use super::{PageError, layout};
-use crate::web::{AppState, read};
+use crate::daemon::http::state::{AppState, read};
 
 /// The newest messages shown.
 const MESSAGES: u32 = 100;

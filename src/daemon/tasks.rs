@@ -23,9 +23,9 @@ use crate::alerts;
 use crate::catalog::Freshness;
 use crate::catalog::sync::SyncConfig;
 use crate::catalog::sync::{self, SyncError};
-use crate::cluster::Cluster;
 use crate::config::{PlanInput, RuleConfig, Schedule, ScheduledPlan};
-use crate::metrics::Metrics;
+use crate::daemon::duties::Cluster;
+use crate::daemon::metrics::Metrics;
 use crate::optimizer::DemandClass;
 use crate::plan::settings::Overrides;
 use crate::plan::{Input, PlanRequest, PlanService};
@@ -304,9 +304,9 @@ async fn take_sync_duty(
     source: &Source,
     ctx: &Context,
     done_since: DateTime<Utc>,
-) -> Option<crate::cluster::Held> {
+) -> Option<crate::daemon::duties::Held> {
     let id = source.provider.id().to_owned();
-    let duty = crate::cluster::sync_duty(&id, source.scope);
+    let duty = crate::daemon::duties::sync_duty(&id, source.scope);
     let until = source.schedule.next_after(ctx.clock.now());
     let held = ctx.cluster.take(&duty, until, &ctx.cancel).await?;
     if !ctx.pool.is_shared() {

@@ -1,31 +1,27 @@
 //! What the HTTP API and the dashboard share: the handlers' state, the
-//! catalog cache, reads off the async runtime, the error answer, the query
-//! parameters, and the token comparison. Both import from here; neither
-//! imports the other, and `server` puts their routes together.
-
-pub(crate) mod params;
+//! catalog cache, reads off the async runtime and the token comparison. Both
+//! import from here (and the error answer and query parameters from their
+//! own files); neither imports the other, and `http` puts their routes
+//! together.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Json;
 use axum::body::Bytes;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use gpuplan_providers::secret::Secret;
 use gpuplan_providers::{PriceKind, PriceScope};
-use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::catalog::{self, Freshness, PriceFilter};
 use crate::config::FxRates;
-use crate::metrics::Metrics;
+use crate::daemon::metrics::Metrics;
 use crate::plan::PlanService;
 use crate::store::{Pool, StoreError};
 
-use params::Params;
+use super::error::ApiError;
+use super::params::Params;
 
 /// What the handlers share.
 pub struct AppState {
@@ -46,7 +42,7 @@ pub struct AppState {
     /// The alert rules, for the dashboard to list.
     pub rules: Vec<crate::config::RuleConfig>,
     /// This replica's duties, for `GET /v1/cluster`.
-    pub cluster: Arc<crate::cluster::Cluster>,
+    pub cluster: Arc<crate::daemon::duties::Cluster>,
     /// Grace days of each bill source, for the state of its periods.
     pub bill_grace: BTreeMap<String, u32>,
     /// Budgets, bill sources and allocation, for `/v1/budgets` and `/v1/spend`.
@@ -56,56 +52,6 @@ pub struct AppState {
 /// The largest request body read: a problem with the most offers and the
 /// longest horizon the optimizer takes fits in well under this.
 pub const MAX_BODY_BYTES: usize = 4 << 20;
-
-/// An error answer: status and a JSON body naming what was wrong.
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub message: String,
-    pub parameter: Option<String>,
-}
-
-impl ApiError {
-    pub(crate) fn bad_parameter(parameter: &str, message: impl Into<String>) -> Self {
-        Self {
-            status: StatusCode::BAD_REQUEST,
-            message: format!("{parameter}: {}", message.into()),
-            parameter: Some(parameter.to_owned()),
-        }
-    }
-
-    pub(crate) fn internal(err: &dyn std::fmt::Display) -> Self {
-        tracing::error!(error = %err, "Request failed.");
-        Self {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            message: err.to_string(),
-            parameter: None,
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = match &self.parameter {
-            Some(p) => json!({"error": self.message, "parameter": p}),
-            None => json!({"error": self.message}),
-        };
-        (self.status, Json(body)).into_response()
-    }
-}
-
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::TooLarge { .. } => Self {
-                status: StatusCode::BAD_REQUEST,
-                message: e.to_string(),
-                parameter: None,
-            },
-            e => Self::internal(&e),
-        }
-    }
-}
 
 /// Compares a presented token with ours in time independent of where they differ.
 pub(crate) fn token_matches(given: &str, token: &Secret) -> bool {

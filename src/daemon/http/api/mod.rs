@@ -18,15 +18,16 @@ use chrono::Utc;
 use serde_json::{Value, json};
 
 use crate::catalog::{self, Freshness, SpotQuery};
-use crate::metrics::Metrics;
+use crate::daemon::metrics::Metrics;
 use crate::optimizer::{Backend, Problem, ValidationError};
 use crate::plan::inputs::OwnedEntry;
 use crate::plan::settings::Overrides;
 use crate::plan::{Input, PlanError, PlanRequest};
 use crate::store::StoreError;
 
-use crate::web::params::Params;
-use crate::web::{ApiError, AppState, PRICE_FILTERS, cheapest_at, lock, price_filter, read};
+use crate::daemon::http::error::ApiError;
+use crate::daemon::http::params::Params;
+use crate::daemon::http::state::{AppState, PRICE_FILTERS, cheapest_at, lock, price_filter, read};
 
 /// Every API route as (method, path, handler): one table, so the router
 /// and the list the OpenAPI description is checked against cannot differ.
@@ -54,7 +55,7 @@ fn table() -> Vec<(Method, &'static str, MethodRouter<Arc<AppState>>)> {
     ]
 }
 
-/// The API's routes; [`crate::server::router`] hardens them with the dashboard's.
+/// The API's routes; [`crate::daemon::http::router`] hardens them with the dashboard's.
 pub fn routes() -> Router<Arc<AppState>> {
     table()
         .into_iter()
@@ -94,7 +95,7 @@ fn scrape_figures(
     store: &dyn crate::store::Store,
     fresh: &Freshness,
     state: &AppState,
-) -> Result<crate::metrics::Figures, StoreError> {
+) -> Result<crate::daemon::metrics::Figures, StoreError> {
     let cheapest = cheapest_at(store, fresh, state, None)?
         .into_iter()
         .filter_map(|((model, group), r)| {
@@ -112,7 +113,7 @@ fn scrape_figures(
         .collect();
     let budgets = crate::alerts::bills::budget_statuses(store, &state.bills)?
         .into_iter()
-        .map(|b| crate::metrics::BudgetFigure {
+        .map(|b| crate::daemon::metrics::BudgetFigure {
             name: b.name,
             currency: b.currency,
             amount: b.amount,
@@ -121,7 +122,7 @@ fn scrape_figures(
         })
         .collect();
     let commitments = crate::bills::health::commitment_health(store, &state.bills.sources)?;
-    Ok(crate::metrics::Figures {
+    Ok(crate::daemon::metrics::Figures {
         cheapest,
         stale,
         budgets,

@@ -4,7 +4,12 @@
 //! the token is compared in constant time when the daemon listens beyond
 //! loopback, every request is measured, and a panicking handler answers 500.
 
+pub mod api;
+pub mod error;
 mod guard;
+pub mod params;
+pub mod state;
+pub mod ui;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,11 +21,15 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use gpuplan_providers::secret::Secret;
 
-use crate::web::{ApiError, AppState, MAX_BODY_BYTES, token_matches};
+use error::ApiError;
+use state::{AppState, MAX_BODY_BYTES, token_matches};
 
 /// Every route of the daemon: the API's and the dashboard's, hardened.
 pub fn router(state: Arc<AppState>) -> Router {
-    harden(crate::api::routes().merge(crate::ui::routes()), state)
+    harden(
+        crate::daemon::http::api::routes().merge(crate::daemon::http::ui::routes()),
+        state,
+    )
 }
 
 /// The layers every route gets, outermost last: metrics, the browser guard,
@@ -114,10 +123,10 @@ async fn measure(State(state): State<Arc<AppState>>, req: Request, next: Next) -
 
 async fn authorize(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
-    let open = matches!(path, "/healthz" | "/readyz") || crate::ui::is_open(path);
+    let open = matches!(path, "/healthz" | "/readyz") || crate::daemon::http::ui::is_open(path);
     match &state.token {
         Some(token) if !open && !presents(req.headers(), token) => {
-            if crate::ui::is_page(path) && req.method() == axum::http::Method::GET {
+            if crate::daemon::http::ui::is_page(path) && req.method() == axum::http::Method::GET {
                 // A person at a browser: to the login form, not a JSON error.
                 return (StatusCode::SEE_OTHER, [(header::LOCATION, "/ui/login")]).into_response();
             }
@@ -146,7 +155,7 @@ fn presents(headers: &HeaderMap, token: &Secret) -> bool {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == crate::ui::TOKEN_COOKIE)
+        .find(|(name, _)| *name == crate::daemon::http::ui::TOKEN_COOKIE)
         .map(|(_, value)| value);
     bearer
         .into_iter()
@@ -174,7 +183,7 @@ mod tests {
         let config = crate::config::Config::default();
         let state = Arc::new(AppState {
             pool: pool.clone(),
-            cluster: crate::cluster::Cluster::new(pool.clone()),
+            cluster: crate::daemon::duties::Cluster::new(pool.clone()),
             metrics: Arc::default(),
             triggers: BTreeMap::new(),
             intervals: BTreeMap::new(),

@@ -13,9 +13,10 @@ use maud::{Markup, html};
 use serde_json::{Value, json};
 
 use super::{PageError, data_island, layout, money, not_found};
+use crate::daemon::http::error::ApiError;
+use crate::daemon::http::params::Params;
+use crate::daemon::http::state::{AppState, read};
 use crate::store::SavedPlan;
-use crate::web::params::Params;
-use crate::web::{ApiError, AppState, read};
 
 /// What the page shows of one plan.
 struct Shown {

@@ -21,9 +21,10 @@ use crate::bills::query::{self, MAX_DAYS};
 use crate::bills::time::day_name as date;
 use crate::bills::{UNALLOCATED, UsageKind};
 use crate::budgets::{self, BudgetStatus};
+use crate::daemon::http::error::ApiError;
+use crate::daemon::http::params::Params;
+use crate::daemon::http::state::{AppState, read};
 use crate::store::bills::{BillQuery, Bucket};
-use crate::web::params::Params;
-use crate::web::{ApiError, AppState, read};
 
 const DAY: i64 = 86_400;
 /// Rows a page reads at most; a window with more is refused by name.

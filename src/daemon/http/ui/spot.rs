@@ -13,8 +13,9 @@ use serde_json::json;
 
 use super::{PageError, data_island, layout, money};
 use crate::catalog::{self, MAX_SPOT_OBSERVATIONS, PriceFilter, SpotQuery};
-use crate::web::params::Params;
-use crate::web::{ApiError, AppState, read};
+use crate::daemon::http::error::ApiError;
+use crate::daemon::http::params::Params;
+use crate::daemon::http::state::{AppState, read};
 
 const RANGES: [&str; 5] = ["24h", "7d", "30d", "90d", "all"];
 

@@ -17,14 +17,19 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub mod duties;
+pub mod http;
+pub mod metrics;
+pub mod tasks;
+
 use crate::alerts::deliver;
-use crate::cluster::Cluster;
 use crate::config::Config;
-use crate::metrics::Metrics;
+use crate::daemon::duties::Cluster;
+use crate::daemon::http::state::AppState;
+use crate::daemon::metrics::Metrics;
 use crate::plan::PlanService;
-use crate::scheduler::{self, AlertHook, Backoff, Clock, Source};
 use crate::store::{Location, Pool};
-use crate::web::AppState;
+use tasks::{AlertHook, Backoff, Clock, Source};
 
 /// The environment variable holding the API's bearer token.
 pub const TOKEN_ENV: &str = "GPUPLAN_API_TOKEN";
@@ -126,7 +131,7 @@ pub async fn run_with_providers(
             cancel: cancel.clone(),
         }));
     }
-    let ctx = scheduler::Context {
+    let ctx = tasks::Context {
         pool: pool.clone(),
         policy: config.sync.clone(),
         backoff: Backoff {
@@ -155,7 +160,7 @@ pub async fn run_with_providers(
         triggers.insert(id.clone(), trigger.clone());
         let span = tracing::info_span!("source", provider = %id);
         tracker.spawn(tracing::Instrument::instrument(
-            scheduler::run_source(
+            tasks::run_source(
                 Source {
                     provider,
                     scope: Scope::Full,
@@ -172,7 +177,7 @@ pub async fn run_with_providers(
     if let Some((provider, schedule)) = config.providers.aws.spot_job()? {
         let span = tracing::info_span!("source", provider = "aws", scope = "spot_history");
         tracker.spawn(tracing::Instrument::instrument(
-            scheduler::run_source(
+            tasks::run_source(
                 Source {
                     provider: Box::new(provider),
                     scope: Scope::SpotHistory,
@@ -187,7 +192,7 @@ pub async fn run_with_providers(
     }
 
     for bills in config.bills.values().filter(|b| b.enabled) {
-        tracker.spawn(scheduler::run_bills(
+        tracker.spawn(tasks::run_bills(
             bills.source.clone(),
             bills.schedule.clone(),
             pool.clone(),
@@ -198,7 +203,7 @@ pub async fn run_with_providers(
         ));
     }
 
-    tracker.spawn(scheduler::run_pruning(
+    tracker.spawn(tasks::run_pruning(
         config.store.prune_schedule.clone(),
         config.store.retention.clone(),
         pool.clone(),
@@ -213,7 +218,7 @@ pub async fn run_with_providers(
         intervals.clone(),
     ));
     for (name, plan) in &config.alerts.plans {
-        tracker.spawn(scheduler::run_plan(
+        tracker.spawn(tasks::run_plan(
             name.clone(),
             plan.clone(),
             planning.clone(),
@@ -240,7 +245,7 @@ pub async fn run_with_providers(
         bill_grace: config.bill_grace(),
         bills: over_bills,
     });
-    let server = axum::serve(listener, crate::server::router(state))
+    let server = axum::serve(listener, crate::daemon::http::router(state))
         .with_graceful_shutdown(cancel.clone().cancelled_owned());
     tracker.spawn(async move {
         if let Err(e) = server.await {

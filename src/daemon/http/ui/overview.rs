@@ -11,7 +11,7 @@ use maud::{Markup, html};
 
 use super::{PageError, age, layout, money};
 use crate::catalog::{self, Cheapest};
-use crate::web::{AppState, cheapest_at, read};
+use crate::daemon::http::state::{AppState, cheapest_at, read};
 
 /// The three prices a card shows.
 const GROUPS: [&str; 3] = catalog::PRICE_GROUPS;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::ApiError;
+use super::error::ApiError;
 
 /// The query's values by parameter, each list split on commas.
 pub struct Params {

@@ -11,7 +11,8 @@ use axum::response::{IntoResponse, Response};
 use maud::html;
 
 use super::layout;
-use crate::web::{ApiError, AppState};
+use crate::daemon::http::error::ApiError;
+use crate::daemon::http::state::AppState;
 
 /// The cookie that carries the token.
 pub const TOKEN_COOKIE: &str = "gpuplan_token";
@@ -59,7 +60,7 @@ pub async fn submit(State(state): State<Arc<AppState>>, body: axum::body::Bytes)
     let Some(given) = given else {
         return refuse(StatusCode::BAD_REQUEST, "token: send {\"token\": \"…\"}");
     };
-    if !crate::web::token_matches(given.trim(), expected) {
+    if !crate::daemon::http::state::token_matches(given.trim(), expected) {
         return refuse(StatusCode::UNAUTHORIZED, "token: not the daemon's token");
     }
     let cookie = format!(

@@ -10,7 +10,7 @@
 
 use axum::http::{HeaderMap, Method, StatusCode, header};
 
-use crate::web::ApiError;
+use crate::daemon::http::error::ApiError;
 
 /// Checks one request; `loopback` tells whether the daemon listens on loopback.
 ///

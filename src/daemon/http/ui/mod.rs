@@ -25,7 +25,8 @@ use axum::routing::get;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use crate::catalog::age;
-use crate::web::{ApiError, AppState};
+use crate::daemon::http::error::ApiError;
+use crate::daemon::http::state::AppState;
 
 pub use assets::{ASSETS, Asset};
 pub use login::TOKEN_COOKIE;

@@ -13,8 +13,9 @@ use serde_json::{Value, json};
 
 use super::{PageError, layout, money};
 use crate::catalog::{self, CatalogRecord};
-use crate::web::params::Params;
-use crate::web::{ApiError, AppState, PRICE_FILTERS, cached_records, price_filter, read};
+use crate::daemon::http::error::ApiError;
+use crate::daemon::http::params::Params;
+use crate::daemon::http::state::{AppState, PRICE_FILTERS, cached_records, price_filter, read};
 
 /// Every column, in order: (name, heading). `price` is in the chosen unit
 /// and period.

@@ -11,9 +11,10 @@ use chrono::Utc;
 
 use crate::bills::query::{self, QueryError};
 use crate::bills::{allocation, load};
+use crate::daemon::http::error::ApiError;
+use crate::daemon::http::params::Params;
+use crate::daemon::http::state::{AppState, read};
 use crate::store::{Store, StoreError};
-use crate::web::params::Params;
-use crate::web::{ApiError, AppState, read};
 
 const WINDOW: &[&str] = &["since", "until", "provider", "limit"];
 
