@@ -55,6 +55,7 @@ mod checks;
 mod hourly;
 mod incumbent;
 mod lp;
+mod measure;
 mod model;
 mod report;
 mod reserved_search;
@@ -71,15 +72,14 @@ use serde_json::{Value, json};
 
 pub use change::{PlanChange, compare};
 pub use lp::{Backend, LpError};
+pub use measure::{cvar, quantile};
 pub use model::{
     DemandClass, DemandPaths, MAX_CLASSES, MAX_DEMAND_PER_HOUR, MAX_HORIZON_HOURS, MAX_OFFERS,
     MAX_OWNED, MAX_SCENARIO_HOURS, MAX_SCENARIOS, Measure, Offer, Owned, Policy, Problem, Ranges,
     ReservedOption, Residuals, Risk, Scenario, SplitMix64, SpotPrice, Stochastic, ValidationError,
     half_width,
 };
-pub use risk::{
-    FrontierPoint, Holding, RiskReport, ScenarioReport, Shortfall, V3Result, cvar, quantile,
-};
+pub use risk::{FrontierPoint, Holding, RiskReport, ScenarioReport, Shortfall, V3Result};
 pub use verify::verify;
 
 use build::{Scope, build};

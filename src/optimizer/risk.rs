@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use super::build::{Scope, Vars, build};
 use super::lp::{LpError, Milp, Row, Sense, Solved};
+use super::measure::{cvar, quantile};
 use super::model::{Measure, Problem, Ranges, Stochastic};
 use super::report::{self, Plan};
 use super::scan::Scan;
@@ -29,10 +30,6 @@ use super::{
     CostBreakdown, GpuHours, Hourly, ModelStats, OptimizeError, PlanResult, Served, SolveOptions,
     checks, ms, solve_model,
 };
-
-/// The quantile guard of §11.6: sums such as 0.35 + 0.35 + 0.25 reach 0.95
-/// however the additions round.
-const QUANTILE_GUARD: f64 = 1e-9;
 
 /// The version 3 additions to a result (§11.12).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -104,29 +101,6 @@ pub struct FrontierPoint {
     pub reserved: Vec<Holding>,
     pub reserved_gpus: f64,
     pub primary: bool,
-}
-
-/// `Q_α[X]`: the smallest `X_ω` whose cumulative probability reaches
-/// `α − 1e-9`; `xs` holds `(value, probability)`.
-#[must_use]
-pub fn quantile(xs: &[(f64, f64)], alpha: f64) -> f64 {
-    let mut sorted = xs.to_vec();
-    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut cumulative = 0.0;
-    for (x, p) in &sorted {
-        cumulative += p;
-        if cumulative >= alpha - QUANTILE_GUARD {
-            return *x;
-        }
-    }
-    sorted.last().map_or(0.0, |(x, _)| *x)
-}
-
-/// `CVaR_β[X] = Q_β + 1/(1−β)·Σ p·max(0, X − Q_β)`.
-#[must_use]
-pub fn cvar(xs: &[(f64, f64)], beta: f64) -> f64 {
-    let q = quantile(xs, beta);
-    q + xs.iter().map(|(x, p)| p * (x - q).max(0.0)).sum::<f64>() / (1.0 - beta)
 }
 
 /// Pool availability per hour, for the pools down in some hour.

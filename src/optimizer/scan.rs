@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use super::build::Vars;
-use super::risk::cvar;
+use super::measure::cvar;
 use super::setup::Setup;
 
 /// More knapsack cells than this (split items × reachable units) leave the
