@@ -7,7 +7,6 @@
 
 pub mod alerts;
 pub mod bills;
-pub mod budgets;
 pub mod catalog;
 pub mod cli;
 pub mod config;

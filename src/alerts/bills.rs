@@ -8,22 +8,13 @@ use serde_json::{Value, json};
 
 use super::{Observation, any_glob, crossing};
 use crate::bills::allocation;
+use crate::bills::budgets::{self, BillsSetup, BudgetConfig, BudgetStatus, DataDays, ThresholdOn};
 use crate::bills::time::day_name as day;
-use crate::budgets::{self, BillSourceRef, BudgetStatus, DataDays};
-use crate::config::{BudgetConfig, RuleConfig, RuleKind, ThresholdOn};
+use crate::config::{RuleConfig, RuleKind};
 use crate::store::bills::{BillQuery, Bucket};
 use crate::store::{Store, StoreError};
 
 const DAY: i64 = 86_400;
-
-/// What the alerts over the bills need besides their rules.
-#[derive(Debug, Clone, Default)]
-pub struct BillAlerts {
-    pub budgets: Vec<BudgetConfig>,
-    pub sources: Vec<BillSourceRef>,
-    /// `[allocation] unallocated = "proportional"`.
-    pub proportional: bool,
-}
 
 /// The state-machine rule of a budget's thresholds: they fire on crossing
 /// and re-arm as soon as the figure is back below (no hysteresis: only a
@@ -108,24 +99,6 @@ pub fn budget_observations(status: &BudgetStatus) -> Vec<Observation> {
         .collect()
 }
 
-/// Each budget's figures, with the states of its thresholds.
-///
-/// # Errors
-/// On a store error.
-pub fn budget_statuses(
-    store: &dyn Store,
-    bills: &BillAlerts,
-) -> Result<Vec<BudgetStatus>, StoreError> {
-    bills
-        .budgets
-        .iter()
-        .map(|b| {
-            let states = store.alert_states(Some(&budgets::rule_name(&b.name)))?;
-            budgets::status(store, b, &bills.sources, bills.proportional, &states)
-        })
-        .collect()
-}
-
 /// What a rule over the bills watches now.
 ///
 /// # Errors
@@ -133,7 +106,7 @@ pub fn budget_statuses(
 pub fn observe(
     store: &dyn Store,
     rule: &RuleConfig,
-    bills: &BillAlerts,
+    bills: &BillsSetup,
     now: DateTime<Utc>,
 ) -> Result<Vec<Observation>, StoreError> {
     let Ok(days) = budgets::data_days(store, &bills.sources, &[])? else {
@@ -205,11 +178,11 @@ pub fn observe(
 fn unallocated(
     store: &dyn Store,
     rule: &RuleConfig,
-    bills: &BillAlerts,
+    bills: &BillsSetup,
     days: DataDays,
 ) -> Result<Vec<Observation>, StoreError> {
     let (month, start, _) =
-        budgets::period_of(crate::config::BudgetPeriod::Month, days.complete_to);
+        budgets::period_of(crate::bills::budgets::BudgetPeriod::Month, days.complete_to);
     let q = BillQuery {
         since: start,
         until: days.complete_to + DAY,
@@ -256,7 +229,7 @@ fn unallocated(
 fn restated(
     store: &dyn Store,
     rule: &RuleConfig,
-    bills: &BillAlerts,
+    bills: &BillsSetup,
     now: DateTime<Utc>,
 ) -> Result<Vec<Observation>, StoreError> {
     let recent = now - chrono::Duration::days(i64::from(rule.days));

@@ -11,9 +11,12 @@ use crate::alerts::evaluate;
 use crate::bills::aggregate::{
     Commitment, CommitmentHour, PeriodData, SpendDay, Total, UsageKey, UsageValue,
 };
+use crate::bills::budgets::{
+    BillSourceRef, BillsSetup, BudgetPeriod, BudgetScope, BudgetThreshold, CostBasis,
+    budget_statuses,
+};
 use crate::bills::{BillProvider, UNALLOCATED, UsageKind};
 use crate::catalog::Freshness;
-use crate::config::{BudgetPeriod, BudgetScope, BudgetThreshold, CostBasis};
 use crate::store::Pool;
 use crate::store::test_support::{TestDb, on_both_backends};
 
@@ -75,7 +78,7 @@ fn period(month_start: i64, month_end: i64, spent: &[Spent]) -> PeriodData {
 
 struct Bench {
     pool: Pool,
-    bills: BillAlerts,
+    bills: BillsSetup,
     rules: Vec<RuleConfig>,
     clock: i64,
 }
@@ -84,7 +87,7 @@ impl Bench {
     fn new(db: &TestDb, budgets: Vec<BudgetConfig>, rules: Vec<RuleConfig>) -> Self {
         Self {
             pool: db.pool(0),
-            bills: BillAlerts {
+            bills: BillsSetup {
                 budgets,
                 sources: vec![BillSourceRef {
                     name: "aws-payer".into(),

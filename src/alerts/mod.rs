@@ -510,7 +510,7 @@ pub fn evaluate(
     fresh: &Freshness,
     rules: &[RuleConfig],
     sources: &[String],
-    over_bills: &bills::BillAlerts,
+    over_bills: &crate::bills::budgets::BillsSetup,
 ) -> Result<usize, StoreError> {
     let mut all = Decisions::default();
     let mut add = |rule: &RuleConfig, observations: &[Observation], store: &dyn Store| {
@@ -533,7 +533,7 @@ pub fn evaluate(
         .iter()
         .filter(|b| !b.thresholds.is_empty())
     {
-        let status = crate::budgets::status(
+        let status = crate::bills::budgets::status(
             store,
             budget,
             &over_bills.sources,

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::bills::budgets::{self, BillSourceRef};
 use crate::bills::time::DAY;
-use crate::budgets::{self, BillSourceRef};
 use crate::store::{Store, StoreError};
 
 /// Complete days the utilization is taken over, as `commitment_underused`

@@ -11,6 +11,7 @@
 pub mod advice;
 pub mod aggregate;
 pub mod allocation;
+pub mod budgets;
 pub mod charge;
 mod cur2;
 pub mod files;

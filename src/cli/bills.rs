@@ -406,9 +406,9 @@ pub(super) fn run_spend(config: &Config, args: &SpendArgs) -> Result<ExitCode, C
 
 /// `gpuplan budgets`: each budget's figures and thresholds.
 pub(super) fn run_budgets(config: &Config, format: Format) -> Result<ExitCode, CliError> {
-    let over_bills = config.bill_alerts();
+    let over_bills = config.bills_setup();
     let statuses = read_with(config, |s| {
-        crate::alerts::bills::budget_statuses(s, &over_bills)
+        crate::bills::budgets::budget_statuses(s, &over_bills)
     })?;
     if format.print(&statuses)? {
         return Ok(ExitCode::SUCCESS);
@@ -467,8 +467,8 @@ pub(super) fn run_budgets(config: &Config, format: Format) -> Result<ExitCode, C
                 "{}: {} {} of spend in scope is left out (not in {}, never converted)",
                 b.name,
                 money(match b.basis {
-                    crate::config::CostBasis::Effective => o.effective_cost,
-                    crate::config::CostBasis::Billed => o.billed_cost,
+                    crate::bills::budgets::CostBasis::Effective => o.effective_cost,
+                    crate::bills::budgets::CostBasis::Billed => o.billed_cost,
                 }),
                 o.currency,
                 b.currency

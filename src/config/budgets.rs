@@ -1,93 +1,11 @@
 //! `[[budgets]]` and `[allocation]`: spend limits over the bills, and how
 //! spend no tag or account names is shared among teams.
 
-use serde::Serialize;
-
 use super::*;
-
-/// The calendar a budget resets on (UTC).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BudgetPeriod {
-    Month,
-    Quarter,
-    Year,
-}
-
-/// Which cost a budget counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CostBasis {
-    /// Amortized: commitments spread over the hours they cover.
-    Effective,
-    /// Cash: what the invoice charges when.
-    Billed,
-}
-
-impl CostBasis {
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Effective => "effective",
-            Self::Billed => "billed",
-        }
-    }
-}
-
-/// What a threshold compares against the amount.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ThresholdOn {
-    Actual,
-    Forecast,
-}
-
-impl ThresholdOn {
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Actual => "actual",
-            Self::Forecast => "forecast",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BudgetThreshold {
-    pub percent: f64,
-    pub on: ThresholdOn,
-}
-
-/// Which spend a budget counts; an empty list matches everything.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct BudgetScope {
-    pub teams: Vec<String>,
-    pub providers: Vec<String>,
-    /// Sub-accounts or billing accounts.
-    pub accounts: Vec<String>,
-    pub gpu_only: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BudgetConfig {
-    pub name: String,
-    pub amount: f64,
-    pub currency: String,
-    pub period: BudgetPeriod,
-    pub basis: CostBasis,
-    pub scope: BudgetScope,
-    pub thresholds: Vec<BudgetThreshold>,
-    pub channels: Vec<String>,
-}
-
-/// `[allocation]`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AllocationConfig {
-    /// Split each day's unallocated spend across teams in proportion to
-    /// their allocated spend (`unallocated = "proportional"`), or keep it
-    /// as its own line (`"keep"`, the default).
-    pub proportional: bool,
-}
+use crate::bills::budgets::{
+    AllocationConfig, BudgetConfig, BudgetPeriod, BudgetScope, BudgetThreshold, CostBasis,
+    ThresholdOn,
+};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -30,6 +30,7 @@ mod schedule;
 mod sources;
 mod store;
 
+use crate::bills::budgets::{AllocationConfig, BillSourceRef, BillsSetup, BudgetConfig};
 use crate::catalog::sync::SyncConfig;
 use crate::plan::settings::PlannerConfig;
 pub use alerts::{
@@ -38,10 +39,6 @@ pub use alerts::{
 };
 pub use api::ApiConfig;
 pub use bills::BillSourceConfig;
-pub use budgets::{
-    AllocationConfig, BudgetConfig, BudgetPeriod, BudgetScope, BudgetThreshold, CostBasis,
-    ThresholdOn,
-};
 pub use fx::FxRates;
 pub use schedule::Schedule;
 #[cfg(feature = "alibaba")]
@@ -152,14 +149,14 @@ impl Config {
     /// Budgets, the bill sources and the allocation mode, as the alerts and
     /// answers over the bills take them.
     #[must_use]
-    pub fn bill_alerts(&self) -> crate::alerts::bills::BillAlerts {
-        crate::alerts::bills::BillAlerts {
+    pub fn bills_setup(&self) -> BillsSetup {
+        BillsSetup {
             budgets: self.budgets.clone(),
             sources: self
                 .bills
                 .values()
                 .filter(|b| b.enabled)
-                .map(|b| crate::budgets::BillSourceRef {
+                .map(|b| BillSourceRef {
                     name: b.source.name.clone(),
                     provider: b.source.provider,
                 })

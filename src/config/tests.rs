@@ -1,6 +1,7 @@
 use gpuplan_providers::aws::{Credentials as AwsCredentials, Sources as AwsSources};
 
 use super::*;
+use crate::bills::budgets::{BudgetPeriod, CostBasis, ThresholdOn};
 
 use proptest::strategy::Strategy as _;
 

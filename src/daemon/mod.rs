@@ -109,7 +109,7 @@ pub async fn run_with_providers(
     let wake = Arc::new(Notify::new());
     let now = chrono::Utc::now();
     let intervals = config.source_intervals(now);
-    let over_bills = config.bill_alerts();
+    let over_bills = config.bills_setup();
     let budgets_alert = over_bills.budgets.iter().any(|b| !b.thresholds.is_empty());
     let alerts = (!config.alerts.rules.is_empty() || budgets_alert).then(|| {
         Arc::new(AlertHook {

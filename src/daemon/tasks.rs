@@ -167,7 +167,7 @@ pub struct AlertHook {
     /// Evaluation is a duty: one replica at a time.
     pub cluster: Arc<Cluster>,
     /// Budgets and the bill sources the rules over the bills read.
-    pub bills: alerts::bills::BillAlerts,
+    pub bills: crate::bills::budgets::BillsSetup,
 }
 
 /// How long alert evaluation waits for another replica's evaluation to end.

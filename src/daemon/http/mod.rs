@@ -198,7 +198,7 @@ mod tests {
             fx: config.fx.clone(),
             rules: Vec::new(),
             bill_grace: BTreeMap::new(),
-            bills: crate::alerts::bills::BillAlerts::default(),
+            bills: crate::bills::budgets::BillsSetup::default(),
         });
         let routes = Router::new()
             .route(

@@ -46,7 +46,7 @@ pub struct AppState {
     /// Grace days of each bill source, for the state of its periods.
     pub bill_grace: BTreeMap<String, u32>,
     /// Budgets, bill sources and allocation, for `/v1/budgets` and `/v1/spend`.
-    pub bills: crate::alerts::bills::BillAlerts,
+    pub bills: crate::bills::budgets::BillsSetup,
 }
 
 /// The largest request body read: a problem with the most offers and the

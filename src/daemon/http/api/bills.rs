@@ -95,7 +95,7 @@ pub(super) async fn budgets(
     Params::parse(uri.query(), &[])?;
     let over_bills = state.bills.clone();
     let rows = read(&state, move |store, _, _| {
-        crate::alerts::bills::budget_statuses(store, &over_bills)
+        crate::bills::budgets::budget_statuses(store, &over_bills)
     })
     .await?;
     Ok(Json(rows).into_response())

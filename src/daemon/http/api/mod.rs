@@ -111,7 +111,7 @@ fn scrape_figures(
             (n, stale)
         })
         .collect();
-    let budgets = crate::alerts::bills::budget_statuses(store, &state.bills)?
+    let budgets = crate::bills::budgets::budget_statuses(store, &state.bills)?
         .into_iter()
         .map(|b| crate::daemon::metrics::BudgetFigure {
             name: b.name,

@@ -15,12 +15,12 @@ use maud::html;
 use serde_json::{Value, json};
 
 use super::{PageError, data_island, layout};
-use crate::alerts::bills::budget_statuses;
 use crate::bills::allocation;
+use crate::bills::budgets::budget_statuses;
+use crate::bills::budgets::{self, BudgetStatus};
 use crate::bills::query::{self, MAX_DAYS};
 use crate::bills::time::day_name as date;
 use crate::bills::{UNALLOCATED, UsageKind};
-use crate::budgets::{self, BudgetStatus};
 use crate::daemon::http::error::ApiError;
 use crate::daemon::http::params::Params;
 use crate::daemon::http::state::{AppState, read};
@@ -51,7 +51,8 @@ fn window(p: &Params, complete_to: Option<i64>) -> Result<Window, ApiError> {
     };
     let (default_since, default_until) = match complete_to {
         Some(day) => {
-            let (_, start, end) = budgets::period_of(crate::config::BudgetPeriod::Month, day);
+            let (_, start, end) =
+                budgets::period_of(crate::bills::budgets::BudgetPeriod::Month, day);
             (start, end)
         }
         None => {

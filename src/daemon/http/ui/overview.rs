@@ -55,7 +55,7 @@ pub async fn page(State(state): State<Arc<AppState>>) -> Result<Response, PageEr
                 name,
             })
             .collect::<Vec<_>>();
-        let statuses = crate::alerts::bills::budget_statuses(store, &state.bills)?;
+        let statuses = crate::bills::budgets::budget_statuses(store, &state.bills)?;
         let spans = store.bill_spend_span()?;
         let mut loaded: BTreeMap<String, String> = BTreeMap::new();
         for l in store.bill_loads(None)? {

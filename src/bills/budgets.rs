@@ -11,9 +11,102 @@ use serde::Serialize;
 
 use crate::bills::BillProvider;
 use crate::bills::allocation;
-use crate::config::{BudgetConfig, BudgetPeriod, CostBasis, ThresholdOn};
 use crate::store::bills::{BillQuery, Bucket};
 use crate::store::{AlertState, Store, StoreError};
+
+/// The calendar a budget resets on (UTC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetPeriod {
+    Month,
+    Quarter,
+    Year,
+}
+
+/// Which cost a budget counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostBasis {
+    /// Amortized: commitments spread over the hours they cover.
+    Effective,
+    /// Cash: what the invoice charges when.
+    Billed,
+}
+
+impl CostBasis {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Effective => "effective",
+            Self::Billed => "billed",
+        }
+    }
+}
+
+/// What a threshold compares against the amount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThresholdOn {
+    Actual,
+    Forecast,
+}
+
+impl ThresholdOn {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Actual => "actual",
+            Self::Forecast => "forecast",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BudgetThreshold {
+    pub percent: f64,
+    pub on: ThresholdOn,
+}
+
+/// Which spend a budget counts; an empty list matches everything.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BudgetScope {
+    pub teams: Vec<String>,
+    pub providers: Vec<String>,
+    /// Sub-accounts or billing accounts.
+    pub accounts: Vec<String>,
+    pub gpu_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BudgetConfig {
+    pub name: String,
+    pub amount: f64,
+    pub currency: String,
+    pub period: BudgetPeriod,
+    pub basis: CostBasis,
+    pub scope: BudgetScope,
+    pub thresholds: Vec<BudgetThreshold>,
+    pub channels: Vec<String>,
+}
+
+/// `[allocation]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AllocationConfig {
+    /// Split each day's unallocated spend across teams in proportion to
+    /// their allocated spend (`unallocated = "proportional"`), or keep it
+    /// as its own line (`"keep"`, the default).
+    pub proportional: bool,
+}
+
+/// The bills as budgets, answers and alerts take them: the budgets, the
+/// enabled bill sources and the allocation mode.
+#[derive(Debug, Clone, Default)]
+pub struct BillsSetup {
+    pub budgets: Vec<BudgetConfig>,
+    pub sources: Vec<BillSourceRef>,
+    /// `[allocation] unallocated = "proportional"`.
+    pub proportional: bool,
+}
 
 const DAY: i64 = 86_400;
 /// Complete days the forecast averages.
@@ -361,4 +454,22 @@ mod tests {
             at("2027-01-01T00:00:00Z")
         );
     }
+}
+
+/// Each budget's figures, with the states of its thresholds.
+///
+/// # Errors
+/// On a store error.
+pub fn budget_statuses(
+    store: &dyn Store,
+    bills: &BillsSetup,
+) -> Result<Vec<BudgetStatus>, StoreError> {
+    bills
+        .budgets
+        .iter()
+        .map(|b| {
+            let states = store.alert_states(Some(&rule_name(&b.name)))?;
+            status(store, b, &bills.sources, bills.proportional, &states)
+        })
+        .collect()
 }
