@@ -414,6 +414,24 @@ pub fn status(
     Ok(out)
 }
 
+/// Each budget's figures, with the states of its thresholds.
+///
+/// # Errors
+/// On a store error.
+pub fn budget_statuses(
+    store: &dyn Store,
+    bills: &BillsSetup,
+) -> Result<Vec<BudgetStatus>, StoreError> {
+    bills
+        .budgets
+        .iter()
+        .map(|b| {
+            let states = store.alert_states(Some(&rule_name(&b.name)))?;
+            status(store, b, &bills.sources, bills.proportional, &states)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,22 +472,4 @@ mod tests {
             at("2027-01-01T00:00:00Z")
         );
     }
-}
-
-/// Each budget's figures, with the states of its thresholds.
-///
-/// # Errors
-/// On a store error.
-pub fn budget_statuses(
-    store: &dyn Store,
-    bills: &BillsSetup,
-) -> Result<Vec<BudgetStatus>, StoreError> {
-    bills
-        .budgets
-        .iter()
-        .map(|b| {
-            let states = store.alert_states(Some(&rule_name(&b.name)))?;
-            status(store, b, &bills.sources, bills.proportional, &states)
-        })
-        .collect()
 }

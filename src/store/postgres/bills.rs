@@ -12,9 +12,10 @@ use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use super::{PgStore, PgTx, get};
 use crate::bills::aggregate::PeriodData;
 use crate::store::bills::{
-    self, Arg, BillQuery, Bills, CommitmentRecord, CoverageRow, Db, FileRecord, GpuCatalog,
-    PeriodWrite, SpendRow, StoredLoad, UsageRow, Val,
+    self, BillQuery, Bills, CommitmentRecord, CoverageRow, FileRecord, GpuCatalog, PeriodWrite,
+    SpendRow, StoredLoad, UsageRow,
 };
+use crate::store::sql::{self, Arg, Db, Val};
 use crate::store::{Fence, StoreError};
 
 impl ToSql for Arg<'_> {
@@ -95,7 +96,7 @@ fn insert_chunks(
             .chain(chunk)
             .map(|v| v as &(dyn ToSql + Sync))
             .collect();
-        let sql = bills::insert_sql(table, columns, shared.len(), chunk.len() / width, '$');
+        let sql = sql::insert_sql(table, columns, shared.len(), chunk.len() / width, '$');
         execute(&sql, &p)?;
     }
     Ok(())

@@ -9,9 +9,10 @@ use super::SqliteStore;
 use crate::bills::aggregate::PeriodData;
 use crate::store::StoreError;
 use crate::store::bills::{
-    self, Arg, BillQuery, Bills, CommitmentRecord, CoverageRow, Db, FileRecord, GpuCatalog,
-    PeriodWrite, SpendRow, StoredLoad, UsageRow, Val,
+    self, BillQuery, Bills, CommitmentRecord, CoverageRow, FileRecord, GpuCatalog, PeriodWrite,
+    SpendRow, StoredLoad, UsageRow,
 };
+use crate::store::sql::{self, Arg, Db, Val};
 
 fn value(a: Arg<'_>) -> ValueRef<'_> {
     match a {
@@ -87,7 +88,7 @@ impl Db for SqliteDb<'_> {
         // reset) cost as much as the row it inserted.
         let width = columns.len().saturating_sub(shared.len()).max(1);
         let per = (MAX_INSERT_VALUES / width).clamp(1, MAX_INSERT_ROWS);
-        let sql = |rows| bills::insert_sql(table, columns, shared.len(), rows, '?');
+        let sql = |rows| sql::insert_sql(table, columns, shared.len(), rows, '?');
         let mut full = None;
         for chunk in values.chunks(per * width) {
             let rows = chunk.len() / width;
@@ -266,7 +267,7 @@ mod tests {
     #[test]
     fn insert_sql_numbers_the_shared_parameters_first_in_every_row() {
         assert_eq!(
-            bills::insert_sql("t", &["a", "b", "c", "d"], 1, 2, '$'),
+            sql::insert_sql("t", &["a", "b", "c", "d"], 1, 2, '$'),
             "INSERT INTO t (a, b, c, d) VALUES ($1, $2, $3, $4), ($1, $5, $6, $7)"
         );
     }
