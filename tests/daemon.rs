@@ -883,7 +883,7 @@ async fn a_browser_page_cannot_write_or_read_through_a_rebound_name() {
 }
 
 /// A two-class problem with whole hourly counts, which takes the search over
-/// reserved counts about 11 s in a release build (README, "Planner"): it
+/// reserved counts about 11 s in a release build (docs/planner.md): it
 /// holds a solver slot for the fraction of a second a test needs.
 fn heavy_problem() -> Value {
     serde_json::from_str(include_str!("fixtures/heavy-two-class-week.json")).unwrap()

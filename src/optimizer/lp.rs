@@ -11,7 +11,7 @@ use good_lp::{
 };
 
 /// The MIP solvers this build can use; microlp (pure Rust) is the default,
-/// chosen by measurement (README, "Planner").
+/// chosen by measurement (docs/planner.md).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Backend {
     #[default]

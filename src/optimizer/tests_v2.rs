@@ -253,7 +253,7 @@ fn v2_reductions_never_change_the_optimum_and_every_plan_checks() {
     let mut statuses = std::collections::BTreeMap::new();
     for seed in 1..=24 {
         // Integer hourly counts stay small: the default backend's branch
-        // and bound is slow on them (see the README's planner section).
+        // and bound is slow on them (see docs/planner.md).
         let integer_hourly = seed % 4 == 0;
         let (offers, hours) = if integer_hourly { (4, 4) } else { (7, 24) };
         let doc = random_v2(seed, offers, hours, integer_hourly);
