@@ -1,349 +1,11 @@
-//! Files as rows of cells: CSV, gzipped CSV and Parquet, read column by
-//! name. Only the columns a mapping asks for are decoded (a Parquet file is
-//! read with a projection), and a cell borrows from the file's buffers, so a
-//! row costs no allocation.
+//! Parquet files: each worker decodes its own share of the row groups,
+//! only the wanted columns, and maps each batch's rows in place.
 
-use std::fs::File;
-use std::io::{BufReader, Read};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use arrow_array::cast::AsArray;
-use arrow_array::types::{
-    Date32Type, Decimal128Type, Float32Type, Float64Type, Int32Type, Int64Type,
-    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
-    TimestampSecondType,
-};
-use arrow_array::{Array, ArrayRef, DictionaryArray, RecordBatch};
-use arrow_schema::{DataType, Field, Schema, TimeUnit};
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
-    RowSelector,
-};
-
-use super::BillError;
-use super::files::Contents;
-
-/// One cell of a row. `Null` is an empty CSV field, the literal `null`, or
-/// a Parquet null.
-#[derive(Debug, Clone, Copy)]
-pub enum Cell<'a> {
-    Null,
-    Text(&'a str),
-    Num(f64),
-    /// Unix seconds, UTC.
-    Time(i64),
-    /// A key-value map (Parquet `map<string,string>`, or BigQuery's list of
-    /// key/value structs).
-    Pairs(Pairs<'a>),
-}
-
-/// Key-value entries of one row.
-#[derive(Debug, Clone, Copy)]
-pub struct Pairs<'a> {
-    keys: StrCol<'a>,
-    values: StrCol<'a>,
-    start: usize,
-    end: usize,
-}
-
-impl<'a> Pairs<'a> {
-    pub fn iter(&self) -> impl Iterator<Item = (&'a str, Option<&'a str>)> + '_ {
-        (self.start..self.end).filter_map(|i| Some((self.keys.get(i)?, self.values.get(i))))
-    }
-}
-
-/// A key-value column of a batch whose keys and values are dictionaries:
-/// each row's entries as ids into the two, read without building a cell.
-/// Within one epoch (see [`Batch::epoch`]) equal ids are equal texts.
-pub struct MapIds<'a> {
-    /// The map (or list) column itself, for its nulls.
-    cells: &'a dyn Array,
-    offsets: &'a [i32],
-    keys: &'a DictionaryArray<Int32Type>,
-    values: &'a DictionaryArray<Int32Type>,
-    key_text: &'a arrow_array::StringArray,
-    value_text: &'a arrow_array::StringArray,
-}
-
-impl<'a> MapIds<'a> {
-    /// How many values the values' dictionary holds: the bound of their ids.
-    pub fn value_count(&self) -> Option<u32> {
-        u32::try_from(self.value_text.len()).ok()
-    }
-
-    /// Row `r`'s entries as the ids of their key and value (`None` for a
-    /// null value), leaving out an entry without a key; `None` for a null
-    /// cell.
-    pub fn row(&self, r: usize) -> Option<impl Iterator<Item = (u32, Option<u32>)> + Clone + 'a> {
-        if self.cells.is_null(r) {
-            return None;
-        }
-        let at = |j: usize| {
-            self.offsets
-                .get(j)
-                .and_then(|o| usize::try_from(*o).ok())
-                .unwrap_or(0)
-        };
-        let (start, end) = (at(r), at(r + 1));
-        let (keys, values) = (self.keys.keys(), self.values.keys());
-        let (key_ids, value_ids) = (keys.values(), values.values());
-        Some(
-            (start..end.min(key_ids.len()).min(value_ids.len())).filter_map(move |j| {
-                let key = u32::try_from(key_ids[j])
-                    .ok()
-                    .filter(|_| keys.is_valid(j))?;
-                let value = u32::try_from(value_ids[j])
-                    .ok()
-                    .filter(|_| values.is_valid(j));
-                Some((key, value))
-            }),
-        )
-    }
-
-    /// The text of key `id`.
-    pub fn key_text(&self, id: u32) -> Option<&'a str> {
-        entry(self.key_text, id)
-    }
-
-    /// The text of value `id`.
-    pub fn value_text(&self, id: u32) -> Option<&'a str> {
-        entry(self.value_text, id)
-    }
-}
-
-/// Entry `id` of a dictionary's values.
-fn entry(values: &arrow_array::StringArray, id: u32) -> Option<&str> {
-    let id = usize::try_from(id).ok()?;
-    (id < values.len() && values.is_valid(id)).then(|| values.value(id))
-}
-
-/// A row as a mapping sees it: cells by the position of the wanted column.
-pub trait RowCells {
-    /// The cell of wanted column `i`; `Null` when the file lacks the column.
-    fn cell(&self, i: usize) -> Cell<'_>;
-    /// 1-based, counting the header as line 1.
-    fn line(&self) -> u64;
-    /// The batch this row belongs to and its index there, when the file is
-    /// decoded in batches (Parquet): a mapping may read the batch a column
-    /// at a time when its first row comes.
-    fn batch(&self) -> Option<(&Batch<'_>, usize)> {
-        None
-    }
-}
-
-/// What takes each row of a file.
-pub type RowFn<'f> = dyn FnMut(&dyn RowCells) -> Result<(), BillError> + Send + 'f;
-
-/// An opened file: its header, then its rows.
-pub struct Table {
-    shown: String,
-    header: Vec<String>,
-    inner: Inner,
-}
-
-enum Inner {
-    Csv(csv::Reader<Box<dyn Read>>),
-    Parquet(Parquet),
-}
-
-/// A Parquet file, read by every worker at once, each its own share of the
-/// rows: each thread opens the bytes on its own, so decoding runs on every
-/// core beside the mapping.
-struct Parquet {
-    bytes: ParquetBytes,
-    meta: ArrowReaderMetadata,
-}
-
-enum ParquetBytes {
-    /// A file on disk (kept here so a spooled copy lives as long as the
-    /// table), opened again by each thread for a file offset of its own.
-    File(Contents),
-    Memory(bytes::Bytes),
-}
-
-/// Rows decoded per Parquet batch: large enough to amortize decoding, small
-/// enough that a batch of 60 columns stays a few MB.
-const BATCH_ROWS: usize = 8192;
-
-impl Table {
-    /// Opens a file by its name: `*.parquet`, `*.csv.gz`, or `*.csv`.
-    /// `shown` is its path under the source's folder, which errors name.
-    ///
-    /// # Errors
-    /// `File` when it cannot be opened or its header cannot be read.
-    pub fn open(contents: Contents, shown: &str) -> Result<Self, BillError> {
-        let fail = |why: String| BillError::file(shown, why);
-        let name = shown
-            .rsplit('/')
-            .next()
-            .unwrap_or(shown)
-            .to_ascii_lowercase();
-        let not_parquet =
-            |e: parquet::errors::ParquetError| fail(format!("not a readable Parquet file: {e}"));
-        if name.ends_with(".parquet") {
-            let bytes = match contents {
-                Contents::Memory(b) => ParquetBytes::Memory(b),
-                local => ParquetBytes::File(local),
-            };
-            let meta = match &bytes {
-                ParquetBytes::Memory(b) => parquet_metadata(b),
-                ParquetBytes::File(c) => parquet_metadata(&open_file(c).map_err(&fail)?),
-            }
-            .map_err(not_parquet)?;
-            let header = meta
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect();
-            return Ok(Self {
-                shown: shown.to_owned(),
-                header,
-                inner: Inner::Parquet(Parquet { bytes, meta }),
-            });
-        }
-        let reader: Box<dyn Read> = match contents {
-            Contents::Memory(bytes) => Box::new(std::io::Cursor::new(bytes)),
-            local => Box::new(BufReader::new(open_file(&local).map_err(&fail)?)),
-        };
-        let reader: Box<dyn Read> = if name.ends_with(".gz") {
-            Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(reader)))
-        } else {
-            reader
-        };
-        let mut csv = csv::ReaderBuilder::new()
-            .has_headers(true)
-            .flexible(false)
-            .from_reader(reader);
-        let header = csv
-            .headers()
-            .map_err(|e| fail(format!("cannot read the header: {}", csv_why(&e))))?
-            .iter()
-            .enumerate()
-            .map(|(i, h)| {
-                let h = if i == 0 {
-                    h.trim_start_matches('\u{feff}')
-                } else {
-                    h
-                };
-                h.trim().to_owned()
-            })
-            .collect();
-        Ok(Self {
-            shown: shown.to_owned(),
-            header,
-            inner: Inner::Csv(csv),
-        })
-    }
-
-    /// The column names, in file order.
-    #[must_use]
-    pub fn header(&self) -> &[String] {
-        &self.header
-    }
-
-    /// Calls one of `workers` with every row. `wanted[i]` is the file
-    /// position of the i-th wanted column (from [`Table::header`]), `None`
-    /// when absent. A Parquet file's rows are cut into one contiguous share
-    /// per worker (along row groups), each decoded and mapped on a thread of
-    /// its own; a CSV file is read in order by the first.
-    ///
-    /// # Errors
-    /// The error at the lowest line where any row failed, or a `File` error
-    /// when the file is cut short or malformed.
-    pub fn rows(
-        self,
-        wanted: &[Option<usize>],
-        workers: &mut [&mut RowFn<'_>],
-    ) -> Result<(), BillError> {
-        let Some(first) = workers.first_mut() else {
-            return Ok(());
-        };
-        match self.inner {
-            Inner::Csv(reader) => csv_rows(&self.shown, reader, wanted, *first),
-            Inner::Parquet(p) => parquet_rows(&self.shown, &self.header, &p, wanted, workers),
-        }
-    }
-}
-
-fn open_file(contents: &Contents) -> Result<File, String> {
-    let path = contents.path().unwrap_or(std::path::Path::new(""));
-    File::open(path).map_err(|e| format!("cannot open: {e}"))
-}
-
-fn csv_why(e: &csv::Error) -> String {
-    match e.kind() {
-        csv::ErrorKind::Io(io) => format!("read failed ({io}); a gzip file cut short?"),
-        csv::ErrorKind::UnequalLengths {
-            expected_len, len, ..
-        } => format!("{len} fields where the header has {expected_len}"),
-        csv::ErrorKind::Utf8 { .. } => "not UTF-8 text".to_owned(),
-        _ => e.to_string(),
-    }
-}
-
-struct CsvRow<'a> {
-    record: &'a csv::StringRecord,
-    wanted: &'a [Option<usize>],
-    line: u64,
-}
-
-impl RowCells for CsvRow<'_> {
-    fn cell(&self, i: usize) -> Cell<'_> {
-        match self
-            .wanted
-            .get(i)
-            .copied()
-            .flatten()
-            .and_then(|at| self.record.get(at))
-        {
-            None | Some("") => Cell::Null,
-            Some(t) => match t.trim() {
-                "" => Cell::Null,
-                t if t.eq_ignore_ascii_case("null") => Cell::Null,
-                t => Cell::Text(t),
-            },
-        }
-    }
-
-    fn line(&self) -> u64 {
-        self.line
-    }
-}
-
-fn csv_rows(
-    shown: &str,
-    mut reader: csv::Reader<Box<dyn Read>>,
-    wanted: &[Option<usize>],
-    f: &mut RowFn<'_>,
-) -> Result<(), BillError> {
-    let mut record = csv::StringRecord::new();
-    loop {
-        match reader.read_record(&mut record) {
-            Ok(true) => {}
-            Ok(false) => return Ok(()),
-            Err(e) => {
-                let line = e.position().map_or(0, csv::Position::line);
-                return Err(BillError::file(
-                    shown,
-                    format!("line {line}: {}", csv_why(&e)),
-                ));
-            }
-        }
-        let line = record.position().map_or(0, csv::Position::line);
-        f(&CsvRow {
-            record: &record,
-            wanted,
-            line,
-        })?;
-    }
-}
+use super::*;
 
 /// A string column of any of Arrow's string layouts.
 #[derive(Debug, Clone, Copy)]
-enum StrCol<'a> {
+pub(super) enum StrCol<'a> {
     Utf8(&'a arrow_array::StringArray),
     Large(&'a arrow_array::LargeStringArray),
     View(&'a arrow_array::StringViewArray),
@@ -364,7 +26,7 @@ impl<'a> StrCol<'a> {
         })
     }
 
-    fn get(&self, i: usize) -> Option<&'a str> {
+    pub(super) fn get(&self, i: usize) -> Option<&'a str> {
         match self {
             Self::Utf8(a) => a.is_valid(i).then(|| a.value(i)),
             Self::Large(a) => a.is_valid(i).then(|| a.value(i)),
@@ -379,7 +41,7 @@ impl<'a> StrCol<'a> {
 }
 
 /// One decoded column of a batch.
-enum Col<'a> {
+pub(super) enum Col<'a> {
     Missing,
     Str(StrCol<'a>),
     /// Dictionary text: each distinct value read once, a null-like one
@@ -405,7 +67,7 @@ enum Col<'a> {
 }
 
 impl<'a> Col<'a> {
-    fn of(array: &'a ArrayRef) -> Result<Self, String> {
+    pub(super) fn of(array: &'a ArrayRef) -> Result<Self, String> {
         Ok(match array.data_type() {
             DataType::Null => Self::Missing,
             DataType::Float64 => Self::F64(array.as_primitive::<Float64Type>()),
@@ -590,10 +252,10 @@ static BATCHES: AtomicU64 = AtomicU64::new(1);
 /// a time: a tight loop over one array costs a fraction of reading the same
 /// cells row by row.
 pub struct Batch<'a> {
-    cols: Vec<Col<'a>>,
-    rows: usize,
-    serial: u64,
-    epoch: u64,
+    pub(super) cols: Vec<Col<'a>>,
+    pub(super) rows: usize,
+    pub(super) serial: u64,
+    pub(super) epoch: u64,
 }
 
 impl<'a> Batch<'a> {
@@ -725,7 +387,7 @@ static EPOCHS: AtomicU64 = AtomicU64::new(1);
 /// no new dictionary can take their addresses, so the same addresses mean
 /// the same dictionaries.
 #[derive(Default)]
-struct Dictionaries {
+pub(super) struct Dictionaries {
     held: Vec<ArrayRef>,
     addresses: Vec<(usize, usize, usize)>,
     epoch: u64,
@@ -733,7 +395,7 @@ struct Dictionaries {
 
 impl Dictionaries {
     /// The epoch of a batch with these columns.
-    fn epoch(&mut self, cols: &[Col<'_>]) -> u64 {
+    pub(super) fn epoch(&mut self, cols: &[Col<'_>]) -> u64 {
         let dictionary = |s: &StrCol<'_>| match s {
             StrCol::Dict(d, _) => Some(Arc::clone(d.values())),
             _ => None,
@@ -770,7 +432,7 @@ impl Dictionaries {
     }
 }
 
-fn parquet_rows(
+pub(super) fn parquet_rows(
     shown: &str,
     header: &[String],
     parquet: &Parquet,
@@ -845,20 +507,20 @@ fn parquet_rows(
 
 /// A run of rows of one row group.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Part {
-    group: usize,
+pub(super) struct Part {
+    pub(super) group: usize,
     /// The group's rows before the run.
-    skip: u64,
-    rows: u64,
+    pub(super) skip: u64,
+    pub(super) rows: u64,
     /// The line before the run's first row (the header is line 1).
-    line: u64,
+    pub(super) line: u64,
 }
 
 /// Each worker's share of a file's rows: `n` contiguous runs of nearly
 /// equal length, cut along row groups. Equal shares keep both cores busy
 /// to the end whatever the file's row groups, and only the group a cut
 /// falls in is read by two workers (each decoding its own rows of it).
-fn shares(group_rows: &[u64], n: usize) -> Vec<Vec<Part>> {
+pub(super) fn shares(group_rows: &[u64], n: usize) -> Vec<Vec<Part>> {
     let total: u64 = group_rows.iter().sum();
     let n = n.max(1) as u64;
     (0..n)
@@ -976,7 +638,7 @@ impl Group<'_> {
 /// repeat a few values (categories, accounts, regions, tag keys) on millions
 /// of rows, and keeping them as keys into one dictionary saves copying every
 /// string out, and reading each distinct value once a batch.
-fn parquet_metadata<T: parquet::file::reader::ChunkReader + 'static>(
+pub(super) fn parquet_metadata<T: parquet::file::reader::ChunkReader + 'static>(
     reader: &T,
 ) -> Result<ArrowReaderMetadata, parquet::errors::ParquetError> {
     let meta = ArrowReaderMetadata::load(reader, ArrowReaderOptions::new())?;
@@ -1053,196 +715,5 @@ fn as_dictionary(f: &Field, meta: &parquet::file::metadata::ParquetMetaData) -> 
             |e| f.clone().with_data_type(DataType::List(e)),
         ),
         _ => f.clone(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Part, shares};
-
-    #[test]
-    fn a_text_column_null_in_every_row_group_is_read_plain_and_others_as_dictionaries() {
-        use std::sync::Arc;
-
-        use arrow_array::cast::AsArray;
-        use arrow_array::{ArrayRef, RecordBatch, StringArray};
-        use arrow_schema::DataType;
-        use parquet::arrow::ArrowWriter;
-        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
-        let column = |v: [Option<&str>; 3]| Arc::new(StringArray::from(v.to_vec())) as ArrayRef;
-        let batch = |half: [Option<&str>; 3]| {
-            RecordBatch::try_from_iter(vec![
-                ("Empty", column([None; 3])),
-                ("Half", column(half)),
-                ("Full", column([Some("a"), Some("b"), Some("a")])),
-            ])
-            .unwrap()
-        };
-        let (first, second) = (batch([None; 3]), batch([None, Some("x"), Some("y")]));
-        let props = parquet::file::properties::WriterProperties::builder()
-            .set_max_row_group_row_count(Some(3))
-            .build();
-        let mut out = Vec::new();
-        let mut w = ArrowWriter::try_new(&mut out, first.schema(), Some(props)).unwrap();
-        w.write(&first).unwrap();
-        w.write(&second).unwrap();
-        w.close().unwrap();
-        let bytes = bytes::Bytes::from(out);
-        let meta = super::parquet_metadata(&bytes).unwrap();
-        assert_eq!(meta.metadata().num_row_groups(), 2);
-        let types: Vec<DataType> = meta
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect();
-        let dict = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
-        assert_eq!(types, [DataType::Utf8, dict.clone(), dict]);
-        let read: Vec<RecordBatch> =
-            ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, meta)
-                .build()
-                .unwrap()
-                .map(Result::unwrap)
-                .collect();
-        let half: Vec<Option<String>> = read
-            .iter()
-            .flat_map(|b| {
-                let d = b.column(1).as_dictionary::<arrow_array::types::Int32Type>();
-                let values = d.values().as_string::<i32>();
-                d.keys()
-                    .iter()
-                    .map(|k| k.map(|k| values.value(k as usize).to_owned()))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        assert_eq!(
-            half,
-            [None, None, None, None, Some("x".into()), Some("y".into())]
-        );
-        assert!(
-            read.iter()
-                .all(|b| b.column(0).null_count() == b.num_rows())
-        );
-    }
-
-    #[test]
-    fn batches_of_one_row_group_share_an_epoch_and_equal_text_shares_a_key() {
-        use std::sync::Arc;
-
-        use arrow_array::builder::{MapBuilder, StringBuilder};
-        use arrow_array::{ArrayRef, RecordBatch, StringArray};
-        use parquet::arrow::ArrowWriter;
-        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
-        let teams = ["ml", "research", "ml", "ml", "research", "infra"];
-        let mut tags = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
-        for team in teams {
-            tags.keys().append_value("team");
-            tags.values().append_value(team);
-            tags.append(true).unwrap();
-        }
-        let batch = RecordBatch::try_from_iter(vec![
-            (
-                "Region",
-                Arc::new(StringArray::from(vec![
-                    Some("us-east-1"),
-                    Some("eu-west-1"),
-                    Some("us-east-1"),
-                    None,
-                    Some("us-east-1"),
-                    Some("eu-west-1"),
-                ])) as ArrayRef,
-            ),
-            ("Tags", Arc::new(tags.finish()) as ArrayRef),
-        ])
-        .unwrap();
-        let props = parquet::file::properties::WriterProperties::builder()
-            .set_max_row_group_row_count(Some(4))
-            .build();
-        let mut out = Vec::new();
-        let mut w = ArrowWriter::try_new(&mut out, batch.schema(), Some(props)).unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
-        let bytes = bytes::Bytes::from(out);
-        let meta = super::parquet_metadata(&bytes).unwrap();
-        let mut rows = Vec::new();
-        for group in 0..2 {
-            let reader =
-                ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), meta.clone())
-                    .with_row_groups(vec![group])
-                    .with_batch_size(2)
-                    .build()
-                    .unwrap();
-            let mut dictionaries = super::Dictionaries::default();
-            for b in reader {
-                let b = b.unwrap();
-                let cols: Vec<super::Col<'_>> = b
-                    .columns()
-                    .iter()
-                    .map(|a| super::Col::of(a).unwrap())
-                    .collect();
-                let epoch = dictionaries.epoch(&cols);
-                let batch = super::Batch {
-                    cols,
-                    rows: b.num_rows(),
-                    serial: 0,
-                    epoch,
-                };
-                let mut regions = Vec::new();
-                let bound = batch.ids(0, &mut regions).unwrap();
-                assert!(regions.iter().all(|&id| id < bound), "{regions:?} {bound}");
-                let tags = batch.map_ids(1).unwrap();
-                let values = tags.value_count().unwrap();
-                for (row, region) in regions.into_iter().enumerate() {
-                    let (key, team) = tags.row(row).unwrap().next().unwrap();
-                    assert_eq!(tags.key_text(key), Some("team"));
-                    let team = team.unwrap();
-                    assert!(team < values);
-                    assert_eq!(tags.value_text(team), Some(teams[rows.len()]));
-                    rows.push((epoch, region, team));
-                }
-            }
-        }
-        // Rows 0-3 are one row group read in two batches, rows 4-5 another.
-        let epochs: Vec<u64> = rows.iter().map(|r| r.0).collect();
-        assert!(epochs[..4].iter().all(|e| *e == epochs[0]), "{rows:?}");
-        assert!(
-            epochs[4..]
-                .iter()
-                .all(|e| *e == epochs[4] && *e != epochs[0])
-        );
-        let (region, team): (Vec<u32>, Vec<u32>) = rows.iter().map(|r| (r.1, r.2)).unzip();
-        // Equal text, equal key; a null region is 0.
-        assert_eq!(region[0], region[2]);
-        assert_ne!(region[0], region[1]);
-        assert_eq!(region[3], 0);
-        assert_ne!(region[0], 0);
-        assert_eq!((team[0], team[2], team[3]), (team[0], team[0], team[0]));
-        assert_ne!(team[0], team[1]);
-        assert_ne!(team[4], team[5]);
-    }
-
-    #[test]
-    fn shares_are_equal_runs_cut_along_row_groups() {
-        let part = |group, skip, rows, line| Part {
-            group,
-            skip,
-            rows,
-            line,
-        };
-        // 5 groups, 23 rows: the cut at row 11 falls inside the third group.
-        let s = shares(&[5, 5, 5, 5, 3], 2);
-        assert_eq!(
-            s,
-            vec![
-                vec![part(0, 0, 5, 1), part(1, 0, 5, 6), part(2, 0, 1, 11)],
-                vec![part(2, 1, 4, 12), part(3, 0, 5, 16), part(4, 0, 3, 21)],
-            ]
-        );
-        // Fewer rows than workers: a worker may have none; no row is lost.
-        let s = shares(&[1], 2);
-        assert_eq!(s, vec![vec![], vec![part(0, 0, 1, 1)]]);
-        assert_eq!(shares(&[], 2), vec![Vec::<Part>::new(), vec![]]);
     }
 }
