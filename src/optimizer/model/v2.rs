@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Map, Value, json};
 
+use super::json::{demand, number, share, strings, text};
 use super::{
-    DemandClass, MAX_CLASSES, MAX_DEMAND_PER_HOUR, Offer, Owned, SpotPrice, ValidationError,
-    demand, err, number, share, strings, text,
+    DemandClass, MAX_CLASSES, MAX_DEMAND_PER_HOUR, Offer, Owned, SpotPrice, ValidationError, err,
 };
 
 const CLASS_KEYS: &[&str] = &[

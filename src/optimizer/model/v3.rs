@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use serde_json::{Map, Value};
 
 use super::generator::{Chain, DemandPaths, Generator, Initial, Ranges, Residuals};
+use super::json::{demand, number};
 use super::v2::known_keys;
-use super::{DemandClass, Offer, ValidationError, demand, err, number};
+use super::{DemandClass, Offer, ValidationError, err};
 
 /// Scenarios a problem may hold (§11.11).
 pub const MAX_SCENARIOS: usize = 1000;
