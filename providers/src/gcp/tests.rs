@@ -412,68 +412,59 @@ async fn dws_calendar_and_reserved_skus_never_become_on_demand_prices() {
 
 #[test]
 fn the_description_decides_the_kind_before_the_usage_type() {
-    let kind = |d: &str, u: &str| sku_kind(d, u);
-    assert_eq!(
-        kind("Nvidia Tesla A100 GPU running in Americas", "OnDemand"),
-        Ok(PriceKind::OnDemand)
-    );
-    assert_eq!(
-        kind(
+    let flex = || Err("flex_start".to_owned());
+    let calendar = || Err("calendar".to_owned());
+    let cases = [
+        (
+            "Nvidia Tesla A100 GPU running in Americas",
+            "OnDemand",
+            Ok(PriceKind::OnDemand),
+        ),
+        (
             "DWS Flex Start Nvidia H200 141GB GPU running in Americas",
-            "OnDemand"
+            "OnDemand",
+            flex(),
         ),
-        Err("flex_start".to_owned())
-    );
-    assert_eq!(
-        kind(
+        (
             "DWS Defined Duration A3 Ram running in Americas",
-            "Preemptible"
+            "Preemptible",
+            flex(),
         ),
-        Err("flex_start".to_owned())
-    );
-    assert_eq!(
-        kind(
+        (
             "Nvidia H100 80GB GPU attached to DWS Flex Start VMs running in Americas",
-            "OnDemand"
+            "OnDemand",
+            flex(),
         ),
-        Err("flex_start".to_owned())
-    );
-    assert_eq!(
-        kind(
-            "Nvidia H100 80GB GPU in Americas in calendar mode",
-            "OnDemand"
-        ),
-        Err("calendar".to_owned())
-    );
-    assert_eq!(
-        kind(
+        (
             "Reserved Nvidia H100 80GB GPU in Americas in Calendar Mode",
-            "OnDemand"
+            "OnDemand",
+            calendar(),
         ),
-        Err("calendar".to_owned())
-    );
-    assert_eq!(
-        kind("Reserved A2 Core running in Americas", "OnDemand"),
-        Err("reservation_placeholder".to_owned())
-    );
-    assert_eq!(
-        kind(
+        (
+            "Nvidia H100 80GB GPU in Americas in calendar mode",
+            "OnDemand",
+            calendar(),
+        ),
+        (
+            "Reserved A2 Core running in Americas",
+            "OnDemand",
+            Err("reservation_placeholder".to_owned()),
+        ),
+        (
             "Nvidia Tesla T4 GPU attached to Spot Preemptible VMs running in Americas",
-            "Preemptible"
+            "Preemptible",
+            Ok(PriceKind::Spot),
         ),
-        Ok(PriceKind::Spot)
-    );
-    assert_eq!(
-        kind(
+        (
             "Commitment v1: Nvidia Tesla A100 GPU running in Americas for 1 Year",
-            "Commit1Yr"
+            "Commit1Yr",
+            Ok(PriceKind::Commit(Term::OneYear)),
         ),
-        Ok(PriceKind::Commit(Term::OneYear))
-    );
-    assert_eq!(
-        kind("Something", "Unknown"),
-        Err("usage_type:Unknown".to_owned())
-    );
+        ("Something", "Unknown", Err("usage_type:Unknown".to_owned())),
+    ];
+    for (description, usage_type, kind) in cases {
+        assert_eq!(sku_kind(description, usage_type), kind, "{description}");
+    }
 }
 
 /// The newest `pricingInfo` is found by time, not by its text: `...:00Z`
