@@ -3,6 +3,7 @@
 //! error names the field it is about.
 
 mod generator;
+mod generator_doc;
 mod json;
 mod v2;
 mod v3;
