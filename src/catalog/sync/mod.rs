@@ -222,9 +222,9 @@ async fn check_and_write(
     }
     let id = id.to_owned();
     let baseline = {
-        let id = id.clone();
+        let (id, priced) = (id.clone(), suspicious::Priced::of(&snapshot));
         blocking(pool, move |p| {
-            p.read(|s| suspicious::Baseline::read(s, &id))
+            p.read(|s| suspicious::Baseline::read(s, &id, &priced))
         })
         .await?
     };

@@ -14,7 +14,7 @@
 //!
 //! Unchanged prices are not judged again, so each is reported once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use gpuplan_providers::{PriceKind, PriceScope, Snapshot};
@@ -42,15 +42,69 @@ pub struct Baseline {
     medians: HashMap<(String, String), f64>,
 }
 
+/// The instance types a snapshot prices, with the GPU model it gives each
+/// (none for a spot-only snapshot that does not describe its types): what
+/// [`Baseline::read`] narrows the catalog to.
+#[derive(Debug, Default)]
+pub struct Priced(BTreeMap<String, Option<String>>);
+
+impl Priced {
+    #[must_use]
+    pub fn of(snapshot: &Snapshot) -> Self {
+        let described: HashMap<&str, &str> = snapshot
+            .instance_types
+            .iter()
+            .map(|t| (t.instance_type.as_str(), t.gpu_model.as_str()))
+            .collect();
+        let types = snapshot
+            .prices
+            .iter()
+            .map(|p| &p.instance_type)
+            .chain(snapshot.spot_observations.iter().map(|o| &o.instance_type));
+        Self(
+            types
+                .map(|t| {
+                    (
+                        t.clone(),
+                        described.get(t.as_str()).map(|m| (*m).to_owned()),
+                    )
+                })
+                .collect(),
+        )
+    }
+}
+
 impl Baseline {
-    /// The catalog as it stands, for a sync of `source`.
+    /// The catalog as it stands, for a sync of `source` that brings the
+    /// prices of `priced`: only the current prices of the GPU models those
+    /// are of are read (every source's, for the medians), and nothing when
+    /// the sync brings no price.
     ///
     /// # Errors
     /// On a store error.
-    pub fn read(store: &dyn Store, source: &str) -> Result<Self, StoreError> {
+    pub fn read(store: &dyn Store, source: &str, priced: &Priced) -> Result<Self, StoreError> {
         let mut baseline = Self::default();
+        if priced.0.is_empty() {
+            return Ok(baseline);
+        }
+        let names = store.instance_type_names()?;
+        let own: HashMap<&str, &str> = names
+            .iter()
+            .filter(|(p, _, _)| p == source)
+            .map(|(_, t, m)| (t.as_str(), m.as_str()))
+            .collect();
+        let models: HashSet<&str> = priced
+            .0
+            .iter()
+            .filter_map(|(t, model)| model.as_deref().or_else(|| own.get(t.as_str()).copied()))
+            .collect();
+        let types: Vec<(String, String)> = names
+            .iter()
+            .filter(|(_, _, m)| models.contains(m.as_str()))
+            .map(|(p, t, _)| (p.clone(), t.clone()))
+            .collect();
         let mut per_gpu: HashMap<(String, String), Vec<f64>> = HashMap::new();
-        for p in store.prices_as_of(None, None)? {
+        for p in store.prices_as_of(Some(&types), None)? {
             if let Some(v) = per_gpu_hour(p.usd_per_hour, p.gpu_count) {
                 per_gpu
                     .entry((p.gpu_model.clone(), p.price_kind.clone()))

@@ -357,3 +357,51 @@ fn snapshots_that_do_not_hold_together_are_rejected_with_the_record_named() {
 
     assert!(validate(&snapshot(3, 1.0)).is_ok());
 }
+
+/// A spot-only sync that does not describe its types is judged against the
+/// catalog's spot price of the type it already knows.
+#[tokio::test]
+async fn a_spot_only_sync_is_judged_by_the_types_the_catalog_knows() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool =
+        Arc::new(Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 0).unwrap());
+    let cancel = CancellationToken::new();
+    // The full sync leaves gpu0's spot in us-east-1a at 1.333 (hour 1).
+    let mut spot = Snapshot {
+        scope: Scope::SpotHistory,
+        ..Snapshot::default()
+    };
+    spot.spot_observations
+        .push(gpuplan_providers::SpotObservation {
+            region: "us-east-1".into(),
+            zone: "us-east-1a".into(),
+            instance_type: "gpu0.xlarge".into(),
+            usd_per_hour: 0.01,
+            observed_at: crate::store::test_support::at(5),
+        });
+    let provider = Scripted::new(vec![Ok(snapshot(2, 1.0)), Ok(spot)]);
+    sync_provider(&pool, &provider, Scope::Full, &POLICY, &cancel, None)
+        .await
+        .result
+        .unwrap();
+    let stats = sync_provider(&pool, &provider, Scope::SpotHistory, &POLICY, &cancel, None)
+        .await
+        .result
+        .unwrap();
+    let flagged: Vec<(&str, &str, Option<&str>)> = stats
+        .suspicious
+        .iter()
+        .map(|s| {
+            (
+                s.instance_type.as_str(),
+                s.price_kind.as_str(),
+                s.zone.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(flagged, [("gpu0.xlarge", "spot", Some("us-east-1a"))]);
+    assert_eq!(
+        stats.suspicious[0].reason,
+        crate::store::Suspicion::BelowPrevious
+    );
+}
