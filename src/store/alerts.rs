@@ -3,7 +3,8 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::{StoreError, parse_ts};
+use super::sql::{self, Backend, Db, Val};
+use super::{StoreError, parse_ts, ts};
 
 /// Where a (rule, key) stands.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -40,36 +41,196 @@ pub struct NewMessage {
     pub payload: serde_json::Value,
 }
 
-/// An outbox row before its text columns are parsed.
-pub(super) struct RawMessage {
-    pub(super) id: i64,
-    pub(super) idempotency_key: String,
-    pub(super) rule: String,
-    pub(super) channel: String,
-    pub(super) payload: String,
-    pub(super) created: String,
-    pub(super) attempts: i64,
-    pub(super) next: String,
-    pub(super) delivered: Option<String>,
-    pub(super) last_error: Option<String>,
+/// The columns [`message`] reads, in its order.
+const MESSAGE_COLUMNS: &str = "id, idempotency_key, rule, channel, payload_json, created_at,
+     attempts, next_attempt_at, delivered_at, last_error";
+
+fn message(r: &[Val]) -> Result<OutboxMessage, StoreError> {
+    let id = r[0].int()?;
+    Ok(OutboxMessage {
+        id,
+        idempotency_key: r[1].text()?,
+        rule: r[2].text()?,
+        channel: r[3].text()?,
+        payload: serde_json::from_str(&r[4].text()?)
+            .map_err(|e| StoreError::Corrupt(format!("outbox {id}: {e}")))?,
+        created_at: parse_ts(&r[5].text()?)?,
+        attempts: r[6].int()?,
+        next_attempt_at: parse_ts(&r[7].text()?)?,
+        delivered_at: r[8].opt_text()?.as_deref().map(parse_ts).transpose()?,
+        last_error: r[9].opt_text()?,
+    })
 }
 
-impl RawMessage {
-    pub(super) fn parse(self) -> Result<OutboxMessage, StoreError> {
-        let id = self.id;
-        Ok(OutboxMessage {
-            id,
-            idempotency_key: self.idempotency_key,
-            rule: self.rule,
-            channel: self.channel,
-            payload: serde_json::from_str(&self.payload)
-                .map_err(|e| StoreError::Corrupt(format!("outbox {id}: {e}")))?,
-            created_at: parse_ts(&self.created)?,
-            attempts: self.attempts,
-            next_attempt_at: parse_ts(&self.next)?,
-            delivered_at: self.delivered.as_deref().map(parse_ts).transpose()?,
-            last_error: self.last_error,
+fn messages(db: &dyn Db, sql: &str, params: &[Val]) -> Result<Vec<OutboxMessage>, StoreError> {
+    db.rows(sql, params)?.iter().map(|r| message(r)).collect()
+}
+
+impl<B: Backend> Alerts for B {
+    fn alert_states(&self, rule: Option<&str>) -> Result<Vec<AlertState>, StoreError> {
+        let rows = self.on_conn(|db| {
+            db.rows(
+                "SELECT rule, key, fired, last_value, changed_at, last_fired_at FROM alert_state
+                 WHERE CAST($1 AS TEXT) IS NULL OR rule = $1 ORDER BY rule, key",
+                &[rule.into()],
+            )
+        })?;
+        rows.iter()
+            .map(|r| {
+                Ok(AlertState {
+                    rule: r[0].text()?,
+                    key: r[1].text()?,
+                    fired: r[2].int()? == 1,
+                    last_value: r[3].opt_real()?,
+                    changed_at: parse_ts(&r[4].text()?)?,
+                    last_fired_at: r[5].opt_text()?.as_deref().map(parse_ts).transpose()?,
+                })
+            })
+            .collect()
+    }
+
+    fn apply_alerts(
+        &mut self,
+        states: &[AlertState],
+        messages: &[NewMessage],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.in_transaction(|db| {
+            db.check_fence()?;
+            for s in states {
+                db.exec(
+                    "INSERT INTO alert_state (rule, key, fired, last_value, changed_at, last_fired_at)
+                     VALUES ($1, $2, $3, $4, $5, $6)
+                     ON CONFLICT (rule, key) DO UPDATE SET fired = excluded.fired, last_value = excluded.last_value,
+                         changed_at = excluded.changed_at, last_fired_at = excluded.last_fired_at",
+                    &[
+                        s.rule.as_str().into(),
+                        s.key.as_str().into(),
+                        i64::from(s.fired).into(),
+                        s.last_value.into(),
+                        ts(s.changed_at).into(),
+                        s.last_fired_at.map(ts).into(),
+                    ],
+                )?;
+            }
+            for m in messages {
+                db.exec(
+                    "INSERT INTO alert_outbox (idempotency_key, rule, channel, payload_json, created_at, next_attempt_at)
+                     VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (idempotency_key) DO NOTHING",
+                    &[
+                        m.idempotency_key.as_str().into(),
+                        m.rule.as_str().into(),
+                        m.channel.as_str().into(),
+                        m.payload.to_string().into(),
+                        ts(now).into(),
+                    ],
+                )?;
+            }
+            Ok(())
         })
+    }
+
+    fn claim_due_messages(
+        &mut self,
+        now: DateTime<Utc>,
+        hold_until: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<OutboxMessage>, StoreError> {
+        let mut out = self.in_transaction(|db| {
+            messages(
+                db,
+                &format!(
+                    "UPDATE alert_outbox SET next_attempt_at = $2
+                     WHERE id IN (SELECT id FROM alert_outbox
+                                  WHERE delivered_at IS NULL AND next_attempt_at <= $1
+                                  ORDER BY id LIMIT $3{})
+                     RETURNING {MESSAGE_COLUMNS}",
+                    db.dialect().skip_locked()
+                ),
+                &[
+                    ts(now).into(),
+                    ts(hold_until).into(),
+                    i64::from(limit).into(),
+                ],
+            )
+        })?;
+        out.sort_by_key(|m| m.id);
+        Ok(out)
+    }
+
+    fn message_history(&self, limit: u32) -> Result<Vec<OutboxMessage>, StoreError> {
+        self.on_conn(|db| {
+            messages(
+                db,
+                &format!("SELECT {MESSAGE_COLUMNS} FROM alert_outbox ORDER BY id DESC LIMIT $1"),
+                &[i64::from(limit).into()],
+            )
+        })
+    }
+
+    fn next_message_due(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let at = self.on_conn(|db| {
+            sql::first(
+                db,
+                "SELECT min(next_attempt_at) FROM alert_outbox WHERE delivered_at IS NULL",
+                &[],
+            )
+        })?;
+        at.map_or(Ok(None), |v| v.opt_text())?
+            .as_deref()
+            .map(parse_ts)
+            .transpose()
+    }
+
+    fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.on_conn(|db| {
+            db.exec(
+                "UPDATE alert_outbox SET delivered_at = $2, attempts = attempts + 1, last_error = NULL WHERE id = $1",
+                &[id.into(), ts(at).into()],
+            )
+        })?;
+        Ok(())
+    }
+
+    fn release_messages(&self, ids: &[i64], at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.on_conn(|db| {
+            for &id in ids {
+                db.exec(
+                    "UPDATE alert_outbox SET next_attempt_at = $2 WHERE id = $1 AND delivered_at IS NULL",
+                    &[id.into(), ts(at).into()],
+                )?;
+            }
+            Ok(())
+        })
+    }
+
+    fn mark_attempt_failed(
+        &self,
+        id: i64,
+        next: DateTime<Utc>,
+        error: &str,
+    ) -> Result<(), StoreError> {
+        self.on_conn(|db| {
+            db.exec(
+                "UPDATE alert_outbox SET attempts = attempts + 1, next_attempt_at = $2, last_error = $3 WHERE id = $1",
+                &[id.into(), ts(next).into(), error.into()],
+            )
+        })?;
+        Ok(())
+    }
+
+    fn latest_runs(&self) -> Result<Vec<(String, String, Option<String>)>, StoreError> {
+        let rows = self.on_conn(|db| {
+            db.rows(
+                "SELECT r.source, r.status, r.error FROM sync_runs r
+                 WHERE r.id = (SELECT max(id) FROM sync_runs
+                               WHERE source = r.source AND status != 'running' AND scope = 'full')",
+                &[],
+            )
+        })?;
+        rows.iter()
+            .map(|r| Ok((r[0].text()?, r[1].text()?, r[2].opt_text()?)))
+            .collect()
     }
 }
 

@@ -16,6 +16,7 @@ mod postgres;
 pub mod prune;
 mod read;
 pub mod scratch;
+mod snapshot;
 mod sql;
 mod sqlite;
 mod write;

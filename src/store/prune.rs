@@ -19,7 +19,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::{Pool, StoreError};
+use super::sql::{self, Backend};
+use super::{Pool, StoreError, ts};
 
 /// Rows deleted per transaction: small enough that a sync waiting for the
 /// writer waits milliseconds, not seconds.
@@ -221,6 +222,25 @@ pub trait Prune {
         cutoff: DateTime<Utc>,
         batch: usize,
     ) -> Result<usize, StoreError>;
+}
+
+impl<B: Backend> Prune for B {
+    fn count_prunable(&self, kind: Prunable, cutoff: DateTime<Utc>) -> Result<u64, StoreError> {
+        let n = self.on_conn(|db| sql::first(db, &kind.count_sql(), &[ts(cutoff).into()]))?;
+        Ok(n.map_or(Ok(0), |n| n.int())?.try_into().unwrap_or(0))
+    }
+
+    fn prune_batch(
+        &mut self,
+        kind: Prunable,
+        cutoff: DateTime<Utc>,
+        batch: usize,
+    ) -> Result<usize, StoreError> {
+        let batch = i64::try_from(batch).unwrap_or(i64::MAX);
+        let n = self
+            .in_transaction(|db| db.exec(&kind.delete_sql(), &[ts(cutoff).into(), batch.into()]))?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
 }
 
 /// Prunes everything `retention` allows as of `now`, [`BATCH`] rows per

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::{StoreError, WriteStats, parse_ts};
+use super::sql::{self, Backend, Db, Val};
+use super::write::scope_name;
+use super::{INTERRUPTED, StoreError, WriteStats, parse_ts, ts};
 
 /// A price as it stands now, joined with its instance type's specs.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,113 +87,118 @@ pub struct LeaseRow {
     pub heartbeat_at: DateTime<Utc>,
 }
 
-/// A sync_runs row before its text columns are parsed.
-pub(super) struct RawRun {
-    pub(super) id: i64,
-    pub(super) source: String,
-    pub(super) started: String,
-    pub(super) finished: Option<String>,
-    pub(super) status: String,
-    pub(super) scope: String,
-    pub(super) counts: [i64; 8],
-    pub(super) skipped: String,
-    pub(super) suspicious: String,
-    pub(super) error: Option<String>,
-}
-
-/// The columns [`RawRun`] is read from, in its order.
-pub(super) const RUN_COLUMNS: &str = "id, source, started_at, finished_at, status, instance_types,
+/// The columns [`run`] reads, in its order.
+const RUN_COLUMNS: &str = "id, source, started_at, finished_at, status, instance_types,
     prices_seen, prices_changed, prices_withdrawn, spot_seen, spot_added, availability,
     skipped_json, error, scope, regions_unchanged, suspicious_json";
 
-/// The condition of runs that stored suspicious prices and finished at or
-/// after the first parameter (the partial index's own predicate).
-pub(super) const SUSPICIOUS_SINCE: &str = "status = 'ok' AND suspicious_json <> '[]'";
+/// The condition of runs that stored suspicious prices (the partial index's
+/// own predicate).
+const SUSPICIOUS: &str = "status = 'ok' AND suspicious_json <> '[]'";
 
-pub(super) fn none_if_empty(s: String) -> Option<String> {
+fn none_if_empty(s: String) -> Option<String> {
     if s.is_empty() { None } else { Some(s) }
 }
 
-impl RawRun {
-    pub(super) fn parse(self) -> Result<SyncRun, StoreError> {
-        let [
-            instance_types,
-            prices_seen,
-            prices_changed,
-            prices_withdrawn,
-            spot_seen,
-            spot_added,
-            availability,
-            regions_unchanged,
-        ] = self.counts;
-        Ok(SyncRun {
-            id: self.id,
-            source: self.source,
-            started_at: parse_ts(&self.started)?,
-            finished_at: self.finished.as_deref().map(parse_ts).transpose()?,
-            status: self.status,
-            scope: self.scope,
-            stats: WriteStats {
-                instance_types,
-                prices_seen,
-                prices_changed,
-                prices_withdrawn,
-                spot_seen,
-                spot_added,
-                availability,
-                regions_unchanged,
-                skipped: serde_json::from_str(&self.skipped).map_err(|e| {
-                    StoreError::Corrupt(format!("skipped_json `{}`: {e}", self.skipped))
-                })?,
-                suspicious: serde_json::from_str(&self.suspicious).map_err(|e| {
-                    StoreError::Corrupt(format!("suspicious_json of sync run {}: {e}", self.id))
-                })?,
-            },
-            error: self.error,
+/// A count or size stored as BIGINT, as the smaller type gpuplan uses.
+fn narrow<T: TryFrom<i64>>(v: &Val, what: &str) -> Result<Option<T>, StoreError> {
+    v.opt_int()?
+        .map(|n| {
+            T::try_from(n).map_err(|_| StoreError::Corrupt(format!("{what} {n} is out of range")))
         })
-    }
+        .transpose()
 }
 
-/// A plans row before its text columns are parsed.
-pub(super) fn parse_plan(
-    id: i64,
-    created: &str,
-    name: Option<String>,
-    inputs_hash: String,
-    result: &str,
-) -> Result<SavedPlan, StoreError> {
+fn run(r: &[Val]) -> Result<SyncRun, StoreError> {
+    let id = r[0].int()?;
+    let skipped = r[12].text()?;
+    Ok(SyncRun {
+        id,
+        source: r[1].text()?,
+        started_at: parse_ts(&r[2].text()?)?,
+        finished_at: r[3].opt_text()?.as_deref().map(parse_ts).transpose()?,
+        status: r[4].text()?,
+        scope: r[14].text()?,
+        stats: WriteStats {
+            instance_types: r[5].int()?,
+            prices_seen: r[6].int()?,
+            prices_changed: r[7].int()?,
+            prices_withdrawn: r[8].int()?,
+            spot_seen: r[9].int()?,
+            spot_added: r[10].int()?,
+            availability: r[11].int()?,
+            regions_unchanged: r[15].int()?,
+            skipped: serde_json::from_str(&skipped)
+                .map_err(|e| StoreError::Corrupt(format!("skipped_json `{skipped}`: {e}")))?,
+            suspicious: serde_json::from_str(&r[16].text()?).map_err(|e| {
+                StoreError::Corrupt(format!("suspicious_json of sync run {id}: {e}"))
+            })?,
+        },
+        error: r[13].opt_text()?,
+    })
+}
+
+/// A plans row: id, created_at, name, inputs_hash, result_json.
+fn plan(r: &[Val]) -> Result<SavedPlan, StoreError> {
+    let id = r[0].int()?;
     Ok(SavedPlan {
         id,
-        created_at: parse_ts(created)?,
-        name,
-        inputs_hash,
-        result: serde_json::from_str(result)
+        created_at: parse_ts(&r[1].text()?)?,
+        name: r[2].opt_text()?,
+        inputs_hash: r[3].text()?,
+        result: serde_json::from_str(&r[4].text()?)
             .map_err(|e| StoreError::Corrupt(format!("plan {id} result: {e}")))?,
     })
 }
 
-/// Fills in the text columns of a current-prices row.
-pub(super) fn finish_price(
-    mut price: CurrentPrice,
-    observed_at: Option<&str>,
-    regions: &str,
-) -> Result<CurrentPrice, StoreError> {
-    price.observed_at = observed_at.map(parse_ts).transpose()?;
-    if regions != "[]" {
-        price.available_regions = serde_json::from_str(regions)
-            .map_err(|e| StoreError::Corrupt(format!("available_regions `{regions}`: {e}")))?;
-    }
-    Ok(price)
+/// A row of the current-prices query. Columns, in order: provider, region,
+/// zone, instance_type, price_kind, offering_class, usd_per_hour,
+/// upfront_usd, recurring_usd_per_hour, source, available_regions,
+/// max_instances, observed_at, gpu_model, gpu_count, gpu_memory_gib, vcpus,
+/// memory_gib, price_scope, currency, fx_rate, gpu_form_factor.
+fn price(r: &[Val]) -> Result<CurrentPrice, StoreError> {
+    let regions = r[10].text()?;
+    Ok(CurrentPrice {
+        provider: r[0].text()?,
+        region: r[1].text()?,
+        zone: none_if_empty(r[2].text()?),
+        instance_type: r[3].text()?,
+        price_kind: r[4].text()?,
+        offering_class: none_if_empty(r[5].text()?),
+        usd_per_hour: r[6].real()?,
+        upfront_usd: r[7].real()?,
+        recurring_usd_per_hour: r[8].real()?,
+        source: r[9].opt_text()?,
+        available_regions: if regions == "[]" {
+            Vec::new()
+        } else {
+            serde_json::from_str(&regions)
+                .map_err(|e| StoreError::Corrupt(format!("available_regions `{regions}`: {e}")))?
+        },
+        max_instances: narrow(&r[11], "max_instances")?,
+        observed_at: r[12].opt_text()?.as_deref().map(parse_ts).transpose()?,
+        gpu_model: r[13].text()?,
+        gpu_count: narrow(&r[14], "gpu_count")?.unwrap_or(0),
+        gpu_memory_gib: r[15].opt_real()?,
+        vcpus: narrow(&r[16], "vcpus")?,
+        memory_gib: r[17].opt_real()?,
+        price_scope: r[18].text()?,
+        currency: r[19].text()?,
+        fx_rate: r[20].real()?,
+        gpu_form_factor: r[21].opt_text()?,
+    })
 }
 
 /// The row limit to ask the database for: one row past `limit` tells
-/// "exactly at the limit" from "over it". `None` is no limit.
-pub(super) fn probe_limit(limit: Option<usize>) -> Option<i64> {
-    limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX - 1) + 1)
+/// "exactly at the limit" from "over it".
+fn probe_limit(limit: Option<usize>) -> i64 {
+    limit.map_or(i64::MAX, |l| {
+        i64::try_from(l).unwrap_or(i64::MAX - 1).saturating_add(1)
+    })
 }
 
 /// Refuses an answer that came back longer than `limit`.
-pub(super) fn within_limit(
+fn within_limit(
     points: Vec<SpotPoint>,
     limit: Option<usize>,
 ) -> Result<Vec<SpotPoint>, StoreError> {
@@ -363,4 +370,297 @@ pub trait Reads {
     /// # Errors
     /// On a database error or an unreadable stored value.
     fn suspicious_runs(&self, since: DateTime<Utc>) -> Result<Vec<SyncRun>, StoreError>;
+}
+
+impl<B: Backend> Reads for B {
+    fn prices_as_of(
+        &self,
+        types: Option<&[(String, String)]>,
+        at: Option<DateTime<Utc>>,
+    ) -> Result<Vec<CurrentPrice>, StoreError> {
+        let keys = types
+            .map(|t| serde_json::to_string(t).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .transpose()?;
+        let rows = self.on_conn(|db| {
+            let pairs = db.dialect().json_pairs("$1");
+            db.rows(
+                &format!(
+                    "SELECT s.provider, s.region, s.zone, s.instance_type, s.price_kind, s.offering_class,
+                            v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour, v.source,
+                            v.available_regions, v.max_instances, CAST(NULL AS TEXT) AS observed_at,
+                            t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
+                            s.price_scope, v.currency, v.fx_rate, t.gpu_form_factor
+                     FROM price_series s
+                     JOIN price_versions v
+                       ON v.id = (SELECT max(id) FROM price_versions
+                                  WHERE series_id = s.id AND (CAST($2 AS TEXT) IS NULL OR valid_from <= $2))
+                     JOIN instance_types t
+                       ON t.provider = s.provider AND t.instance_type = s.instance_type
+                     WHERE v.withdrawn = 0
+                       AND (CAST($1 AS TEXT) IS NULL OR (s.provider, s.instance_type) IN ({pairs}))
+                     UNION ALL
+                     SELECT ss.provider, ss.region, ss.zone, ss.instance_type, 'spot', '',
+                            o.usd_per_hour, 0.0, o.usd_per_hour, NULL, '[]', NULL, o.observed_at,
+                            t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
+                            'instance', ss.currency, coalesce(o.fx_rate, 1.0), t.gpu_form_factor
+                     FROM spot_series ss
+                     JOIN spot_observations o
+                       ON o.provider = ss.provider AND o.instance_type = ss.instance_type AND o.zone = ss.zone
+                      AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
+                                           WHERE provider = ss.provider AND instance_type = ss.instance_type
+                                             AND zone = ss.zone AND (CAST($2 AS TEXT) IS NULL OR observed_at <= $2))
+                     JOIN instance_types t
+                       ON t.provider = ss.provider AND t.instance_type = ss.instance_type
+                     WHERE CAST($1 AS TEXT) IS NULL OR (ss.provider, ss.instance_type) IN ({pairs})"
+                ),
+                &[keys.into(), at.map(ts).into()],
+            )
+        })?;
+        rows.iter().map(|r| price(r)).collect()
+    }
+
+    fn spot_history(
+        &self,
+        instance_type: &str,
+        provider: Option<&str>,
+        region: Option<&str>,
+        zone: Option<&str>,
+        since: DateTime<Utc>,
+        limit: Option<usize>,
+    ) -> Result<Vec<SpotPoint>, StoreError> {
+        let rows = self.on_conn(|db| {
+            db.rows(
+                &format!(
+                    "WITH matching AS (
+                         SELECT * FROM spot_observations
+                         WHERE instance_type = $1
+                           AND (CAST($2 AS TEXT) IS NULL OR provider = $2)
+                           AND (CAST($3 AS TEXT) IS NULL OR region = $3)
+                           AND (CAST($4 AS TEXT) IS NULL OR zone = $4)
+                     ),
+                     opening AS ({})
+                     SELECT provider, region, zone, instance_type, observed_at, usd_per_hour FROM opening
+                     UNION ALL
+                     SELECT provider, region, zone, instance_type, observed_at, usd_per_hour
+                     FROM matching WHERE observed_at >= $5
+                     ORDER BY provider, zone, observed_at
+                     LIMIT $6",
+                    db.dialect().newest_before("$5")
+                ),
+                &[
+                    instance_type.into(),
+                    provider.into(),
+                    region.into(),
+                    zone.into(),
+                    ts(since).into(),
+                    probe_limit(limit).into(),
+                ],
+            )
+        })?;
+        let points = rows
+            .iter()
+            .map(|r| {
+                Ok(SpotPoint {
+                    provider: r[0].text()?,
+                    region: r[1].text()?,
+                    zone: r[2].text()?,
+                    instance_type: r[3].text()?,
+                    observed_at: parse_ts(&r[4].text()?)?,
+                    usd_per_hour: r[5].real()?,
+                })
+            })
+            .collect::<Result<_, StoreError>>()?;
+        within_limit(points, limit)
+    }
+
+    fn current_price_counts(
+        &self,
+        provider: &str,
+    ) -> Result<BTreeMap<String, BTreeMap<String, i64>>, StoreError> {
+        let rows = self.on_conn(|db| {
+            db.rows(
+                "SELECT s.region, s.instance_type, count(*) FROM price_series s
+                 JOIN price_versions v
+                   ON v.id = (SELECT max(id) FROM price_versions WHERE series_id = s.id)
+                 WHERE s.provider = $1 AND v.withdrawn = 0
+                 GROUP BY s.region, s.instance_type",
+                &[provider.into()],
+            )
+        })?;
+        let mut out: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+        for r in &rows {
+            out.entry(r[0].text()?)
+                .or_default()
+                .insert(r[1].text()?, r[2].int()?);
+        }
+        Ok(out)
+    }
+
+    fn availability_of(
+        &self,
+        kind: &str,
+    ) -> Result<BTreeMap<(String, String, String), f64>, StoreError> {
+        let rows = self.on_conn(|db| {
+            db.rows(
+                "SELECT provider, region, instance_type, value FROM availability
+                 WHERE kind = $1 AND zone = ''",
+                &[kind.into()],
+            )
+        })?;
+        rows.iter()
+            .map(|r| Ok(((r[0].text()?, r[1].text()?, r[2].text()?), r[3].real()?)))
+            .collect()
+    }
+
+    fn instance_type_names(&self) -> Result<Vec<(String, String, String)>, StoreError> {
+        let rows = self.on_conn(|db| {
+            db.rows(
+                "SELECT provider, instance_type, gpu_model FROM instance_types",
+                &[],
+            )
+        })?;
+        rows.iter()
+            .map(|r| Ok((r[0].text()?, r[1].text()?, r[2].text()?)))
+            .collect()
+    }
+
+    fn saved_plan(
+        &self,
+        id: Option<i64>,
+        name: Option<&str>,
+    ) -> Result<Option<SavedPlan>, StoreError> {
+        let rows = self.on_conn(|db| {
+            db.rows(
+                "SELECT id, created_at, name, inputs_hash, result_json FROM plans
+                 WHERE (CAST($1 AS BIGINT) IS NULL OR id = $1)
+                   AND (CAST($2 AS TEXT) IS NULL OR name = $2)
+                 ORDER BY id DESC LIMIT 1",
+                &[id.into(), name.into()],
+            )
+        })?;
+        rows.first().map(|r| plan(r)).transpose()
+    }
+
+    fn saved_plan_problem(&self, id: i64) -> Result<Option<serde_json::Value>, StoreError> {
+        let text = self.on_conn(|db| {
+            sql::first(
+                db,
+                "SELECT problem_json FROM plans WHERE id = $1",
+                &[id.into()],
+            )
+        })?;
+        text.map(|t| {
+            serde_json::from_str(&t.text()?)
+                .map_err(|e| StoreError::Corrupt(format!("plan {id} problem: {e}")))
+        })
+        .transpose()
+    }
+
+    fn previous_plan_id(&self, id: i64, name: &str) -> Result<Option<i64>, StoreError> {
+        let prev = self.on_conn(|db| {
+            sql::first(
+                db,
+                "SELECT max(id) FROM plans WHERE name = $1 AND id < $2",
+                &[name.into(), id.into()],
+            )
+        })?;
+        prev.map_or(Ok(None), |v| v.opt_int())
+    }
+
+    fn catalog_generation(&self) -> Result<(i64, Option<i64>), StoreError> {
+        let rows = self.on_conn(|db| {
+            db.rows(
+                "SELECT count(*), max(id) FROM sync_runs WHERE status = 'ok'",
+                &[],
+            )
+        })?;
+        let r = rows
+            .first()
+            .ok_or_else(|| StoreError::Corrupt("count(*) returned no row".to_owned()))?;
+        Ok((r[0].int()?, r[1].opt_int()?))
+    }
+
+    fn last_good_syncs(&self) -> Result<BTreeMap<String, DateTime<Utc>>, StoreError> {
+        let rows = self.on_conn(|db| {
+            db.rows(
+                "SELECT source, max(finished_at) FROM sync_runs
+                 WHERE status = 'ok' AND scope = 'full' GROUP BY source",
+                &[],
+            )
+        })?;
+        rows.iter()
+            .map(|r| Ok((r[0].text()?, parse_ts(&r[1].text()?)?)))
+            .collect()
+    }
+
+    fn sync_done_since(
+        &self,
+        source: &str,
+        scope: gpuplan_providers::Scope,
+        since: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let done = self.on_conn(|db| {
+            sql::first(
+                db,
+                "SELECT EXISTS (SELECT 1 FROM sync_runs
+                 WHERE source = $1 AND scope = $2 AND started_at >= $3 AND status <> 'running'
+                   AND (error IS NULL OR error <> $4))",
+                &[
+                    source.into(),
+                    scope_name(scope).into(),
+                    ts(since).into(),
+                    INTERRUPTED.into(),
+                ],
+            )
+        })?;
+        Ok(done.map_or(Ok(0), |v| v.int())? != 0)
+    }
+
+    fn leases(&self) -> Result<Vec<LeaseRow>, StoreError> {
+        let rows = self.on_conn(|db| {
+            db.rows(
+                "SELECT duty, epoch, holder, taken_at, heartbeat_at FROM leases ORDER BY duty",
+                &[],
+            )
+        })?;
+        rows.iter()
+            .map(|r| {
+                Ok(LeaseRow {
+                    duty: r[0].text()?,
+                    epoch: r[1].int()?,
+                    holder: r[2].text()?,
+                    taken_at: parse_ts(&r[3].text()?)?,
+                    heartbeat_at: parse_ts(&r[4].text()?)?,
+                })
+            })
+            .collect()
+    }
+
+    fn sync_runs(&self, limit: u32) -> Result<Vec<SyncRun>, StoreError> {
+        self.on_conn(|db| {
+            runs(
+                db,
+                &format!("SELECT {RUN_COLUMNS} FROM sync_runs ORDER BY id DESC LIMIT $1"),
+                i64::from(limit).into(),
+            )
+        })
+    }
+
+    fn suspicious_runs(&self, since: DateTime<Utc>) -> Result<Vec<SyncRun>, StoreError> {
+        self.on_conn(|db| {
+            runs(
+                db,
+                &format!(
+                    "SELECT {RUN_COLUMNS} FROM sync_runs
+                     WHERE {SUSPICIOUS} AND finished_at >= $1 ORDER BY id"
+                ),
+                ts(since).into(),
+            )
+        })
+    }
+}
+
+/// The runs `sql` selects ([`RUN_COLUMNS`], one parameter).
+fn runs(db: &dyn Db, sql: &str, param: Val) -> Result<Vec<SyncRun>, StoreError> {
+    db.rows(sql, &[param])?.iter().map(|r| run(r)).collect()
 }

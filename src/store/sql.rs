@@ -1,9 +1,15 @@
 //! SQL written once for both backends: statements take their parameters as
 //! `$1`, `$2`, ... and [`Val`]s; each backend implements [`Db`], saying only
 //! how to run a statement (SQLite numbers its parameters `?1`, PostgreSQL
-//! binds each to its column's type).
+//! binds each to its column's type), and [`Backend`], saying how to reach a
+//! connection and run a transaction. Where the two dialects truly differ
+//! (locking clauses, JSON, date arithmetic), the shared statements take the
+//! fragment from [`Dialect`], so every difference is written here.
+//!
+//! Parameters that may be NULL are compared as `CAST($n AS TEXT) IS NULL`
+//! (PostgreSQL must know a parameter's type; both read that form).
 
-use super::StoreError;
+use super::{Fence, StoreError};
 
 /// A value bound to or read from a statement.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,8 +165,103 @@ pub(super) trait Db {
     ) -> Result<(), StoreError>;
     /// Fails with `Fenced` when the duty this write is for was taken over.
     fn check_fence(&self) -> Result<(), StoreError>;
+    fn dialect(&self) -> Dialect;
+}
+
+/// The SQL dialect of a backend, for the few fragments that differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl Dialect {
     /// SQL for the start (Unix seconds) of the UTC month holding `col`.
-    fn month_of(&self, col: &str) -> String;
+    pub(super) fn month_of(self, col: &str) -> String {
+        match self {
+            Self::Sqlite => {
+                format!("CAST(strftime('%s', {col}, 'unixepoch', 'start of month') AS INTEGER)")
+            }
+            Self::Postgres => format!(
+                "CAST(EXTRACT(EPOCH FROM date_trunc('month', to_timestamp({col}) AT TIME ZONE 'UTC')) AS BIGINT)"
+            ),
+        }
+    }
+
+    /// The rows (two text columns) of a JSON array of pairs in `param`.
+    pub(super) fn json_pairs(self, param: &str) -> String {
+        match self {
+            Self::Sqlite => format!("SELECT value ->> 0, value ->> 1 FROM json_each({param})"),
+            Self::Postgres => format!(
+                "SELECT e ->> 0, e ->> 1 FROM json_array_elements(CAST({param} AS json)) AS e"
+            ),
+        }
+    }
+
+    /// Ends a subquery whose rows one replica claims: replicas claiming
+    /// together skip each other's rows on PostgreSQL; SQLite has one writer.
+    pub(super) fn skip_locked(self) -> &'static str {
+        match self {
+            Self::Sqlite => "",
+            Self::Postgres => " FOR UPDATE SKIP LOCKED",
+        }
+    }
+
+    /// Ends a read of a lease row that must hold until the transaction ends.
+    pub(super) fn for_share(self) -> &'static str {
+        match self {
+            Self::Sqlite => "",
+            Self::Postgres => " FOR SHARE",
+        }
+    }
+
+    /// `matching`'s newest row before `$since` per (provider, zone):
+    /// PostgreSQL has `DISTINCT ON`, SQLite returns the row of a group's
+    /// `max()`.
+    pub(super) fn newest_before(self, since: &str) -> String {
+        match self {
+            Self::Sqlite => format!(
+                "SELECT provider, region, zone, instance_type, max(observed_at) AS observed_at, usd_per_hour
+                 FROM matching WHERE observed_at < {since}
+                 GROUP BY provider, zone"
+            ),
+            Self::Postgres => format!(
+                "SELECT DISTINCT ON (provider, zone)
+                        provider, region, zone, instance_type, observed_at, usd_per_hour
+                 FROM matching WHERE observed_at < {since}
+                 ORDER BY provider, zone, observed_at DESC"
+            ),
+        }
+    }
+}
+
+/// What a backend gives the shared statements: a connection, transactions,
+/// and what it knows of the replica it runs in.
+pub(super) trait Backend {
+    /// Runs `f` on this handle's connection, each statement on its own.
+    fn on_conn<T>(&self, f: impl FnOnce(&dyn Db) -> Result<T, StoreError>)
+    -> Result<T, StoreError>;
+    /// Runs `f` in one transaction, committed when it returns `Ok` and
+    /// rolled back otherwise; its [`Db::check_fence`] checks this handle's
+    /// fence.
+    fn in_transaction<T>(
+        &mut self,
+        f: impl FnOnce(&dyn Db) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError>;
+    /// The lease of the duty this handle writes for, if any.
+    fn fence(&self) -> Option<&Fence>;
+    /// This process's id among replicas, on a shared backend.
+    fn replica(&self) -> Option<&str>;
+}
+
+/// The first column of the first row `sql` returns, if any (an `INSERT
+/// ... RETURNING id`, a `count(*)`, a `max()`).
+pub(super) fn first(db: &dyn Db, sql: &str, params: &[Val]) -> Result<Option<Val>, StoreError> {
+    Ok(db
+        .rows(sql, params)?
+        .into_iter()
+        .next()
+        .and_then(|row| row.into_iter().next()))
 }
 
 /// `INSERT INTO table (columns) VALUES ...` for `rows` rows of
@@ -189,4 +290,10 @@ pub(super) fn insert_sql(
         columns.join(", "),
         groups.join(", ")
     )
+}
+
+/// The id an `INSERT ... RETURNING id` returned.
+pub(super) fn returned_id(id: Option<Val>) -> Result<i64, StoreError> {
+    id.ok_or_else(|| StoreError::Corrupt("INSERT returned no id".to_owned()))?
+        .int()
 }

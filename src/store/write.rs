@@ -1,14 +1,14 @@
 //! Writing sync runs and snapshots.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use gpuplan_providers::{
-    AvailabilityRecord, Currency, InstanceType, PriceRecord, Scope, Snapshot, SpotObservation,
-};
+use gpuplan_providers::{Scope, Snapshot};
 use serde::{Deserialize, Serialize};
 
-use super::{StoreError, ts};
+use super::snapshot::write_snapshot;
+use super::sql::{self, Backend, Db, returned_id};
+use super::{Fence, INTERRUPTED, StoreError, parse_ts, ts};
 
 /// Why a stored price looks wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,228 +103,6 @@ pub struct NewPlan<'a> {
     pub result_json: &'a str,
 }
 
-/// The identity of a price series, with '' for an absent zone / offering class.
-pub(super) type SeriesKey = (String, String, String, String, String);
-
-/// The values of a price version that, when any differs, make a new version.
-#[derive(Debug, PartialEq)]
-pub(super) struct VersionValues {
-    pub(super) usd_per_hour: f64,
-    pub(super) upfront_usd: f64,
-    pub(super) recurring_usd_per_hour: f64,
-    pub(super) source: Option<String>,
-    pub(super) available_regions: String,
-    pub(super) max_instances: Option<u32>,
-    pub(super) currency: String,
-    pub(super) fx_rate: f64,
-}
-
-impl VersionValues {
-    pub(super) fn of(p: &PriceRecord, currency: &Currency) -> Self {
-        Self {
-            currency: currency.code.clone(),
-            fx_rate: currency.per_usd,
-            usd_per_hour: p.usd_per_hour,
-            upfront_usd: p.upfront_usd,
-            recurring_usd_per_hour: p.recurring_usd_per_hour,
-            source: p.source.clone(),
-            available_regions: serde_json::to_string(&p.available_regions)
-                .unwrap_or_else(|_| "[]".to_owned()),
-            max_instances: p.max_instances,
-        }
-    }
-}
-
-fn series_key(p: &PriceRecord) -> SeriesKey {
-    (
-        p.region.clone(),
-        p.zone.clone().unwrap_or_default(),
-        p.instance_type.clone(),
-        p.price_kind.to_string(),
-        p.offering_class
-            .map(|c| c.as_str().to_owned())
-            .unwrap_or_default(),
-    )
-}
-
-/// The steps of writing one snapshot, each inside the backend's open
-/// transaction; [`write_snapshot`] decides what to write.
-pub(super) trait SnapshotTx {
-    fn upsert_instance_type(
-        &mut self,
-        run_id: i64,
-        provider: &str,
-        t: &InstanceType,
-    ) -> Result<(), StoreError>;
-    /// Adds an observation unless it is stored; whether it was new.
-    fn insert_spot(
-        &mut self,
-        provider: &str,
-        o: &SpotObservation,
-        fx_rate: Option<f64>,
-    ) -> Result<bool, StoreError>;
-    fn register_spot_series(
-        &mut self,
-        provider: &str,
-        key: (&str, &str),
-        region: &str,
-        currency: &str,
-    ) -> Result<(), StoreError>;
-    /// The newest version of each of the provider's series: its key, id,
-    /// values (None when withdrawn) and price scope.
-    fn current_versions(&mut self, provider: &str) -> Result<Vec<StoredSeries>, StoreError>;
-    fn insert_series(
-        &mut self,
-        provider: &str,
-        key: &SeriesKey,
-        scope: &str,
-    ) -> Result<i64, StoreError>;
-    fn set_scope(&mut self, series_id: i64, scope: &str) -> Result<(), StoreError>;
-    fn insert_version(
-        &mut self,
-        series_id: i64,
-        run_id: i64,
-        valid_from: &str,
-        values: &VersionValues,
-    ) -> Result<(), StoreError>;
-    fn withdraw(&mut self, series_id: i64, run_id: i64, valid_from: &str)
-    -> Result<(), StoreError>;
-    fn replace_availability(
-        &mut self,
-        run_id: i64,
-        provider: &str,
-        items: &[AvailabilityRecord],
-    ) -> Result<(), StoreError>;
-    fn replace_versions(
-        &mut self,
-        provider: &str,
-        versions: &BTreeMap<String, String>,
-    ) -> Result<(), StoreError>;
-    fn finish_run(
-        &mut self,
-        run_id: i64,
-        finished_at: &str,
-        stats: &WriteStats,
-    ) -> Result<(), StoreError>;
-}
-
-pub(super) struct StoredSeries {
-    pub(super) key: SeriesKey,
-    pub(super) id: i64,
-    pub(super) values: Option<VersionValues>,
-    pub(super) scope: String,
-}
-
-/// Writes `snapshot` through `tx`: prices get a new version only when a value
-/// changed; prices the provider no longer lists get a withdrawn version; spot
-/// observations are added once; availability is replaced. A
-/// [`Scope::SpotHistory`] snapshot only adds instance types and spot
-/// observations. `suspicious` is recorded with the run. The caller commits.
-pub(super) fn write_snapshot(
-    tx: &mut dyn SnapshotTx,
-    run_id: i64,
-    provider: &str,
-    (snapshot, suspicious): (&Snapshot, &[SuspiciousPrice]),
-    fetched_at: DateTime<Utc>,
-    finished_at: DateTime<Utc>,
-) -> Result<WriteStats, StoreError> {
-    let mut stats = WriteStats {
-        skipped: snapshot.skipped.clone(),
-        suspicious: suspicious.to_vec(),
-        ..WriteStats::default()
-    };
-    for t in &snapshot.instance_types {
-        tx.upsert_instance_type(run_id, provider, t)?;
-        stats.instance_types += 1;
-    }
-    write_spot(tx, provider, snapshot, &mut stats)?;
-    if snapshot.scope == Scope::Full {
-        write_prices(tx, run_id, provider, snapshot, fetched_at, &mut stats)?;
-        tx.replace_availability(run_id, provider, &snapshot.availability)?;
-        stats.availability = snapshot.availability.len() as i64;
-        tx.replace_versions(provider, &snapshot.versions)?;
-    }
-    tx.finish_run(run_id, &ts(finished_at), &stats)?;
-    Ok(stats)
-}
-
-fn write_spot(
-    tx: &mut dyn SnapshotTx,
-    provider: &str,
-    snapshot: &Snapshot,
-    stats: &mut WriteStats,
-) -> Result<(), StoreError> {
-    let rate = (snapshot.currency.code != "USD").then_some(snapshot.currency.per_usd);
-    let mut series = BTreeMap::new();
-    for o in &snapshot.spot_observations {
-        stats.spot_seen += 1;
-        stats.spot_added += i64::from(tx.insert_spot(provider, o, rate)?);
-        series.insert(
-            (o.instance_type.as_str(), o.zone.as_str()),
-            o.region.as_str(),
-        );
-    }
-    for (key, region) in series {
-        tx.register_spot_series(provider, key, region, &snapshot.currency.code)?;
-    }
-    Ok(())
-}
-
-fn write_prices(
-    tx: &mut dyn SnapshotTx,
-    run_id: i64,
-    provider: &str,
-    snapshot: &Snapshot,
-    fetched_at: DateTime<Utc>,
-    stats: &mut WriteStats,
-) -> Result<(), StoreError> {
-    let mut current: HashMap<SeriesKey, (i64, Option<VersionValues>)> = HashMap::new();
-    let mut scopes: HashMap<i64, String> = HashMap::new();
-    for s in tx.current_versions(provider)? {
-        scopes.insert(s.id, s.scope);
-        current.insert(s.key, (s.id, s.values));
-    }
-
-    let valid_from = ts(fetched_at);
-    for price in &snapshot.prices {
-        stats.prices_seen += 1;
-        let key = series_key(price);
-        let values = VersionValues::of(price, &snapshot.currency);
-        let scope = price.price_scope.as_str();
-        let existing = current.remove(&key);
-        // A scope is what the series prices, not a version: it is corrected in
-        // place (a catalog from before scopes existed).
-        if let Some((id, _)) = &existing
-            && scopes.get(id).map(String::as_str) != Some(scope)
-        {
-            tx.set_scope(*id, scope)?;
-        }
-        let series_id = match existing {
-            Some((_, Some(old))) if old == values => continue,
-            Some((id, _)) => id,
-            None => tx.insert_series(provider, &key, scope)?,
-        };
-        tx.insert_version(series_id, run_id, &valid_from, &values)?;
-        stats.prices_changed += 1;
-    }
-
-    // Whatever is left was current before and is not listed any more, unless
-    // its region is one the provider did not read again because it is unchanged.
-    stats.regions_unchanged = snapshot.unchanged_regions.len() as i64;
-    for (key, (series_id, values)) in &current {
-        if values.is_none() {
-            continue;
-        }
-        if snapshot.unchanged_regions.contains(&key.0) {
-            stats.prices_seen += 1;
-        } else {
-            tx.withdraw(*series_id, run_id, &valid_from)?;
-            stats.prices_withdrawn += 1;
-        }
-    }
-    Ok(())
-}
-
 /// Recording syncs and plans.
 pub trait Writes {
     /// Records that a sync of `source` started; returns the run id.
@@ -371,7 +149,7 @@ pub trait Writes {
     /// Writes `snapshot` as the complete current state of `provider` and marks
     /// the run good with the prices the sync found `suspicious`, all in one
     /// transaction: on any error nothing of it is stored (see
-    /// [`write_snapshot`] for what is written).
+    /// [`write_snapshot`](super::snapshot::write_snapshot) for what is written).
     ///
     /// # Errors
     /// On a database error (the transaction is rolled back).
@@ -413,4 +191,170 @@ pub(super) fn scope_name(scope: Scope) -> &'static str {
         Scope::Full => "full",
         Scope::SpotHistory => "spot_history",
     }
+}
+
+impl<B: Backend> Writes for B {
+    fn begin_run(
+        &self,
+        source: &str,
+        scope: Scope,
+        started_at: DateTime<Utc>,
+    ) -> Result<i64, StoreError> {
+        returned_id(self.on_conn(|db| {
+            sql::first(
+                db,
+                "INSERT INTO sync_runs (source, started_at, status, scope, replica)
+                 VALUES ($1, $2, 'running', $3, $4) RETURNING id",
+                &[
+                    source.into(),
+                    ts(started_at).into(),
+                    scope_name(scope).into(),
+                    self.replica().into(),
+                ],
+            )
+        })?)
+    }
+
+    fn fail_run(
+        &self,
+        run_id: i64,
+        finished_at: DateTime<Utc>,
+        error: &str,
+    ) -> Result<(), StoreError> {
+        self.on_conn(|db| {
+            db.exec(
+                "UPDATE sync_runs SET status = 'failed', finished_at = $2, error = $3
+                 WHERE id = $1 AND status = 'running'",
+                &[run_id.into(), ts(finished_at).into(), error.into()],
+            )
+        })?;
+        Ok(())
+    }
+
+    fn save_plan(&self, plan: &NewPlan<'_>) -> Result<i64, StoreError> {
+        // One statement, so the lease row's share lock lasts as long as the
+        // insert: a scheduled plan is saved only while its duty is ours.
+        let fence = self.fence();
+        let id = self.on_conn(|db| {
+            sql::first(
+                db,
+                &format!(
+                    "INSERT INTO plans (created_at, name, inputs_hash, status, objective, problem_json, result_json)
+                     SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS TEXT), CAST($4 AS TEXT),
+                            CAST($5 AS DOUBLE PRECISION), CAST($6 AS TEXT), CAST($7 AS TEXT)
+                     WHERE CAST($8 AS TEXT) IS NULL
+                        OR EXISTS (SELECT 1 FROM leases WHERE duty = $8 AND epoch = $9{})
+                     RETURNING id",
+                    db.dialect().for_share()
+                ),
+                &[
+                    ts(plan.created_at).into(),
+                    plan.name.into(),
+                    plan.inputs_hash.into(),
+                    plan.status.into(),
+                    plan.objective.into(),
+                    plan.problem_json.into(),
+                    plan.result_json.into(),
+                    fence.map(|f| f.duty.as_str()).into(),
+                    fence.map(|f| f.epoch).into(),
+                ],
+            )
+        })?;
+        match (id, fence) {
+            (None, Some(fence)) => Err(self.on_conn(|db| fenced(db, fence))?),
+            (id, _) => returned_id(id),
+        }
+    }
+
+    fn fail_interrupted_runs(
+        &self,
+        source: Option<(&str, Scope)>,
+        now: DateTime<Utc>,
+    ) -> Result<usize, StoreError> {
+        let (source, scope) = source.map(|(s, sc)| (s, scope_name(sc))).unzip();
+        let n = self.on_conn(|db| {
+            db.exec(
+                "UPDATE sync_runs SET status = 'failed', finished_at = $1, error = $4
+                 WHERE status = 'running' AND (CAST($2 AS TEXT) IS NULL OR (source = $2 AND scope = $3))",
+                &[ts(now).into(), source.into(), scope.into(), INTERRUPTED.into()],
+            )
+        })?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    fn write_snapshot(
+        &mut self,
+        run_id: i64,
+        provider: &str,
+        snapshot: &Snapshot,
+        suspicious: &[SuspiciousPrice],
+        fetched_at: DateTime<Utc>,
+        finished_at: DateTime<Utc>,
+    ) -> Result<WriteStats, StoreError> {
+        self.in_transaction(|db| {
+            write_snapshot(
+                db,
+                run_id,
+                provider,
+                (snapshot, suspicious),
+                fetched_at,
+                finished_at,
+            )
+        })
+    }
+
+    fn newest_spot_by_region(
+        &self,
+        provider: &str,
+    ) -> Result<BTreeMap<String, DateTime<Utc>>, StoreError> {
+        let rows = self.on_conn(|db| {
+            db.rows(
+                "SELECT region, max(observed_at) FROM spot_observations WHERE provider = $1 GROUP BY region",
+                &[provider.into()],
+            )
+        })?;
+        rows.iter()
+            .map(|r| Ok((r[0].text()?, parse_ts(&r[1].text()?)?)))
+            .collect()
+    }
+
+    fn source_versions(&self, provider: &str) -> Result<BTreeMap<String, String>, StoreError> {
+        let rows = self.on_conn(|db| {
+            db.rows(
+                "SELECT part, version FROM source_versions WHERE provider = $1",
+                &[provider.into()],
+            )
+        })?;
+        rows.iter()
+            .map(|r| Ok((r[0].text()?, r[1].text()?)))
+            .collect()
+    }
+
+    fn last_good_price_count(&self, source: &str) -> Result<Option<i64>, StoreError> {
+        let n = self.on_conn(|db| {
+            sql::first(
+                db,
+                "SELECT prices_seen FROM sync_runs
+                 WHERE source = $1 AND status = 'ok' AND prices_seen > 0
+                 ORDER BY id DESC LIMIT 1",
+                &[source.into()],
+            )
+        })?;
+        n.map(|n| n.int()).transpose()
+    }
+}
+
+/// The `Fenced` error of a write refused for `fence`, naming the epoch that
+/// holds the duty now.
+fn fenced(db: &dyn Db, fence: &Fence) -> Result<StoreError, StoreError> {
+    let current = sql::first(
+        db,
+        "SELECT epoch FROM leases WHERE duty = $1",
+        &[fence.duty.as_str().into()],
+    )?;
+    Ok(StoreError::Fenced {
+        duty: fence.duty.clone(),
+        held: fence.epoch,
+        current: current.map_or(Ok(0), |v| v.int())?,
+    })
 }

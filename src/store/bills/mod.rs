@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::StoreError;
-use super::sql::{Arg, Db, Val};
+use super::sql::{Arg, Backend, Db, Val};
 use crate::bills::UsageKind;
 use crate::bills::aggregate::{PeriodData, Total};
 
@@ -371,6 +371,95 @@ pub trait Bills {
     /// # Errors
     /// On a database error.
     fn gpu_catalog(&self, provider: &str) -> Result<GpuCatalog, StoreError>;
+}
+
+impl<B: Backend> Bills for B {
+    fn bill_loads(&self, source: Option<&str>) -> Result<Vec<StoredLoad>, StoreError> {
+        self.on_conn(|db| loads(db, source))
+    }
+
+    fn bill_files(&self, source: &str) -> Result<BTreeMap<String, FileRecord>, StoreError> {
+        self.on_conn(|db| files(db, source))
+    }
+
+    fn write_bill_period(
+        &mut self,
+        source: &str,
+        provider: &str,
+        data: &PeriodData,
+        state: &str,
+        now: DateTime<Utc>,
+    ) -> Result<PeriodWrite, StoreError> {
+        self.in_transaction(|db| write_period(db, source, provider, data, state, now))
+    }
+
+    fn record_bill_files(
+        &mut self,
+        source: &str,
+        files: &[(String, FileRecord)],
+        removed: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.in_transaction(|db| record_files(db, source, files, removed, now))
+    }
+
+    fn bill_usage(&self, q: &BillQuery) -> Result<Vec<UsageRow>, StoreError> {
+        self.on_conn(|db| usage(db, q))
+    }
+
+    fn bill_spend(&self, q: &BillQuery) -> Result<Vec<SpendRow>, StoreError> {
+        self.on_conn(|db| spend(db, q))
+    }
+
+    fn bill_commitments(
+        &self,
+        providers: &[String],
+        since: i64,
+        until: i64,
+    ) -> Result<Vec<CommitmentRecord>, StoreError> {
+        self.on_conn(|db| commitments(db, providers, since, until))
+    }
+
+    fn bill_coverage(
+        &self,
+        providers: &[String],
+        since: i64,
+        until: i64,
+    ) -> Result<Vec<CoverageRow>, StoreError> {
+        self.on_conn(|db| coverage(db, providers, since, until))
+    }
+
+    fn count_bill_periods_before(&self, before: &str) -> Result<u64, StoreError> {
+        self.on_conn(|db| count_periods_before(db, before))
+    }
+
+    fn prune_bill_periods_before(&mut self, before: &str) -> Result<u64, StoreError> {
+        self.in_transaction(|db| prune_periods_before(db, before))
+    }
+
+    fn bill_usage_span(&self) -> Result<Option<(i64, i64)>, StoreError> {
+        self.on_conn(usage_span)
+    }
+
+    fn bill_commitment_latest(&self) -> Result<Vec<LatestCommitmentHour>, StoreError> {
+        self.on_conn(commitment_latest)
+    }
+
+    fn bill_commitment_days(
+        &self,
+        since: i64,
+        until: i64,
+    ) -> Result<Vec<CommitmentDay>, StoreError> {
+        self.on_conn(|db| commitment_days(db, since, until))
+    }
+
+    fn bill_spend_span(&self) -> Result<BTreeMap<String, (i64, i64)>, StoreError> {
+        self.on_conn(spend_span)
+    }
+
+    fn gpu_catalog(&self, provider: &str) -> Result<GpuCatalog, StoreError> {
+        self.on_conn(|db| gpu_catalog(db, provider))
+    }
 }
 
 pub type GpuCatalog = (

@@ -171,7 +171,7 @@ fn grouped(
     let (table, bucket) = match q.by.unwrap_or(Bucket::Day) {
         Bucket::Hour => (table_hours, "start".to_owned()),
         Bucket::Day => (table_days, "start".to_owned()),
-        Bucket::Month => (table_days, db.month_of("start")),
+        Bucket::Month => (table_days, db.dialect().month_of("start")),
     };
     let mut params: Vec<Val> = vec![q.since.into(), q.until.into()];
     let mut filter = String::from("start >= $1 AND start < $2");

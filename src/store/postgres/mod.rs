@@ -6,13 +6,9 @@
 //! That keeps the pool's sockets and timers off the daemon's own runtime and
 //! works from any thread, inside a runtime or not.
 
-mod alerts;
-mod bills;
+mod db;
 pub(super) mod lease;
 mod migrate;
-mod prune;
-mod read;
-mod write;
 
 use std::future::Future;
 use std::time::Duration;
@@ -241,19 +237,6 @@ impl PgStore<'_> {
         }
     }
 
-    fn query_opt(&self, sql: &str, params: Params<'_>) -> Result<Option<Row>, StoreError> {
-        Ok(self.query(sql, params)?.into_iter().next())
-    }
-
-    /// The `Fenced` error of a write refused for `fence`, naming the epoch
-    /// that holds the duty now.
-    fn fenced(&self, fence: &Fence) -> StoreError {
-        match self.query("SELECT epoch FROM leases WHERE duty = $1", &[&fence.duty]) {
-            Ok(rows) => fenced(fence, current_epoch(&rows).unwrap_or(0)),
-            Err(e) => e,
-        }
-    }
-
     fn execute(&self, sql: &str, params: Params<'_>) -> Result<u64, StoreError> {
         match &self.conn {
             Ok(client) => self.pool.execute(client, sql, params),
@@ -272,11 +255,7 @@ impl PgStore<'_> {
         let tx = pool
             .block(client.transaction())
             .map_err(|e| pool.error(&e))?;
-        let mut wrapped = PgTx {
-            pool,
-            tx,
-            versions: write::VersionBatch::default(),
-        };
+        let mut wrapped = PgTx { pool, tx };
         let out = f(&mut wrapped)?;
         pool.block(wrapped.tx.commit())
             .map_err(|e| pool.error(&e))?;
@@ -288,8 +267,6 @@ impl PgStore<'_> {
 pub(super) struct PgTx<'p, 'c> {
     pool: &'p PgPool,
     tx: deadpool_postgres::Transaction<'c>,
-    /// A snapshot's price versions, written when its run finishes.
-    versions: write::VersionBatch,
 }
 
 impl PgTx<'_, '_> {
@@ -343,19 +320,6 @@ pub(super) fn get<'r, T: tokio_postgres::types::FromSql<'r>>(
         let name = row.columns().get(i).map_or("?", |c| c.name());
         StoreError::Corrupt(format!("column {name}: {e}"))
     })
-}
-
-/// A count or size the catalog stores as BIGINT, read back into the smaller
-/// type the rest of gpuplan uses.
-pub(super) fn narrow<T: TryFrom<i64>>(
-    value: Option<i64>,
-    what: &str,
-) -> Result<Option<T>, StoreError> {
-    value
-        .map(|v| {
-            T::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} {v} is out of range")))
-        })
-        .transpose()
 }
 
 #[cfg(test)]

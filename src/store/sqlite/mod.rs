@@ -2,12 +2,8 @@
 //! commands on one machine (WAL, a busy timeout, migrations that tolerate
 //! being run by two processes at once).
 
-mod alerts;
-mod bills;
+mod db;
 mod migrate;
-mod prune;
-mod read;
-mod write;
 
 use std::path::Path;
 use std::time::Duration;
@@ -18,6 +14,9 @@ use super::StoreError;
 
 /// How long a writer waits for another process's transaction before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Prepared statements kept per connection.
+const STATEMENT_CACHE: usize = 128;
 
 pub struct SqliteStore {
     pub(in crate::store) conn: Connection,
@@ -78,6 +77,9 @@ impl SqliteStore {
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(open_err)?;
         migrate::run(&mut conn, &shown, version)?;
+        // Every statement of `store::sql` is prepared once per connection;
+        // rusqlite keeps 16 by default, fewer than the catalog's statements.
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         Ok(Self { conn })
     }
 

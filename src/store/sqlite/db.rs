@@ -1,18 +1,12 @@
-//! Billing aggregates on SQLite: the shared statements of `store::bills`,
-//! run on this connection (or its open transaction).
+//! How the shared statements of `store::sql` run on SQLite: on this
+//! connection or its open transaction, each statement prepared once.
 
-use chrono::{DateTime, Utc};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql, params_from_iter};
 
 use super::SqliteStore;
-use crate::bills::aggregate::PeriodData;
-use crate::store::StoreError;
-use crate::store::bills::{
-    self, BillQuery, Bills, CommitmentRecord, CoverageRow, FileRecord, GpuCatalog, PeriodWrite,
-    SpendRow, StoredLoad, UsageRow,
-};
-use crate::store::sql::{self, Arg, Db, Val};
+use crate::store::sql::{self, Arg, Backend, Db, Dialect, Val};
+use crate::store::{Fence, StoreError};
 
 fn value(a: Arg<'_>) -> ValueRef<'_> {
     match a {
@@ -108,12 +102,11 @@ impl Db for SqliteDb<'_> {
     }
 
     fn check_fence(&self) -> Result<(), StoreError> {
-        // One SQLite daemon holds every duty itself.
         Ok(())
     }
 
-    fn month_of(&self, col: &str) -> String {
-        format!("CAST(strftime('%s', {col}, 'unixepoch', 'start of month') AS INTEGER)")
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
     }
 }
 
@@ -122,108 +115,31 @@ impl Db for SqliteDb<'_> {
 const MAX_INSERT_ROWS: usize = 128;
 const MAX_INSERT_VALUES: usize = 4096;
 
-impl Bills for SqliteStore {
-    fn bill_loads(&self, source: Option<&str>) -> Result<Vec<StoredLoad>, StoreError> {
-        bills::loads(&SqliteDb(&self.conn), source)
-    }
-
-    fn bill_files(
+impl Backend for SqliteStore {
+    fn on_conn<T>(
         &self,
-        source: &str,
-    ) -> Result<std::collections::BTreeMap<String, FileRecord>, StoreError> {
-        bills::files(&SqliteDb(&self.conn), source)
+        f: impl FnOnce(&dyn Db) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        f(&SqliteDb(&self.conn))
     }
 
-    fn write_bill_period(
+    fn in_transaction<T>(
         &mut self,
-        source: &str,
-        provider: &str,
-        data: &PeriodData,
-        state: &str,
-        now: DateTime<Utc>,
-    ) -> Result<PeriodWrite, StoreError> {
+        f: impl FnOnce(&dyn Db) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let tx = self.conn.transaction()?;
-        let out = bills::write_period(&SqliteDb(&tx), source, provider, data, state, now)?;
+        let out = f(&SqliteDb(&tx))?;
         tx.commit()?;
         Ok(out)
     }
 
-    fn record_bill_files(
-        &mut self,
-        source: &str,
-        files: &[(String, FileRecord)],
-        removed: &[String],
-        now: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
-        let tx = self.conn.transaction()?;
-        bills::record_files(&SqliteDb(&tx), source, files, removed, now)?;
-        tx.commit()?;
-        Ok(())
+    fn fence(&self) -> Option<&Fence> {
+        // One SQLite daemon holds every duty itself.
+        None
     }
 
-    fn bill_usage(&self, q: &BillQuery) -> Result<Vec<UsageRow>, StoreError> {
-        bills::usage(&SqliteDb(&self.conn), q)
-    }
-
-    fn bill_spend(&self, q: &BillQuery) -> Result<Vec<SpendRow>, StoreError> {
-        bills::spend(&SqliteDb(&self.conn), q)
-    }
-
-    fn bill_commitments(
-        &self,
-        providers: &[String],
-        since: i64,
-        until: i64,
-    ) -> Result<Vec<CommitmentRecord>, StoreError> {
-        bills::commitments(&SqliteDb(&self.conn), providers, since, until)
-    }
-
-    fn bill_coverage(
-        &self,
-        providers: &[String],
-        since: i64,
-        until: i64,
-    ) -> Result<Vec<CoverageRow>, StoreError> {
-        bills::coverage(&SqliteDb(&self.conn), providers, since, until)
-    }
-
-    fn count_bill_periods_before(&self, before: &str) -> Result<u64, StoreError> {
-        bills::count_periods_before(&SqliteDb(&self.conn), before)
-    }
-
-    fn prune_bill_periods_before(&mut self, before: &str) -> Result<u64, StoreError> {
-        let tx = self.conn.transaction()?;
-        let n = bills::prune_periods_before(&SqliteDb(&tx), before)?;
-        tx.commit()?;
-        Ok(n)
-    }
-
-    fn bill_usage_span(&self) -> Result<Option<(i64, i64)>, StoreError> {
-        bills::usage_span(&SqliteDb(&self.conn))
-    }
-
-    fn bill_spend_span(
-        &self,
-    ) -> Result<std::collections::BTreeMap<String, (i64, i64)>, StoreError> {
-        bills::spend_span(&SqliteDb(&self.conn))
-    }
-
-    fn bill_commitment_latest(
-        &self,
-    ) -> Result<Vec<crate::store::bills::LatestCommitmentHour>, StoreError> {
-        bills::commitment_latest(&SqliteDb(&self.conn))
-    }
-
-    fn bill_commitment_days(
-        &self,
-        since: i64,
-        until: i64,
-    ) -> Result<Vec<crate::store::bills::CommitmentDay>, StoreError> {
-        bills::commitment_days(&SqliteDb(&self.conn), since, until)
-    }
-
-    fn gpu_catalog(&self, provider: &str) -> Result<GpuCatalog, StoreError> {
-        bills::gpu_catalog(&SqliteDb(&self.conn), provider)
+    fn replica(&self) -> Option<&str> {
+        None
     }
 }
 

@@ -1,0 +1,444 @@
+//! Writing one sync's snapshot in its run's transaction: instance types,
+//! spot observations, price versions where a value changed, withdrawals,
+//! availability and source versions, and the run marked good.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use gpuplan_providers::{AvailabilityRecord, Currency, InstanceType, PriceRecord, Scope, Snapshot};
+
+use super::sql::{self, Arg, Db, returned_id};
+use super::{StoreError, SuspiciousPrice, WriteStats, ts};
+
+/// The identity of a price series, with '' for an absent zone / offering class.
+type SeriesKey = (String, String, String, String, String);
+
+/// The values of a price version that, when any differs, make a new version.
+#[derive(Debug, PartialEq)]
+struct VersionValues {
+    usd_per_hour: f64,
+    upfront_usd: f64,
+    recurring_usd_per_hour: f64,
+    source: Option<String>,
+    available_regions: String,
+    max_instances: Option<u32>,
+    currency: String,
+    fx_rate: f64,
+}
+
+impl VersionValues {
+    fn of(p: &PriceRecord, currency: &Currency) -> Self {
+        Self {
+            currency: currency.code.clone(),
+            fx_rate: currency.per_usd,
+            usd_per_hour: p.usd_per_hour,
+            upfront_usd: p.upfront_usd,
+            recurring_usd_per_hour: p.recurring_usd_per_hour,
+            source: p.source.clone(),
+            available_regions: serde_json::to_string(&p.available_regions)
+                .unwrap_or_else(|_| "[]".to_owned()),
+            max_instances: p.max_instances,
+        }
+    }
+}
+
+fn series_key(p: &PriceRecord) -> SeriesKey {
+    (
+        p.region.clone(),
+        p.zone.clone().unwrap_or_default(),
+        p.instance_type.clone(),
+        p.price_kind.to_string(),
+        p.offering_class
+            .map(|c| c.as_str().to_owned())
+            .unwrap_or_default(),
+    )
+}
+
+/// The newest version of each of the provider's series: its key, id,
+/// values (None when withdrawn) and price scope.
+struct StoredSeries {
+    key: SeriesKey,
+    id: i64,
+    values: Option<VersionValues>,
+    scope: String,
+}
+
+/// The columns of a price version, as [`Versions`] binds them.
+const VERSION_COLUMNS: [&str; 12] = [
+    "series_id",
+    "sync_run_id",
+    "valid_from",
+    "withdrawn",
+    "usd_per_hour",
+    "upfront_usd",
+    "recurring_usd_per_hour",
+    "source",
+    "available_regions",
+    "max_instances",
+    "currency",
+    "fx_rate",
+];
+
+/// A snapshot's new price versions, written together when the run
+/// finishes: a sync that changes every price of a cloud writes tens of
+/// thousands, and a statement each cost a round trip (PostgreSQL) or a
+/// statement's own work (SQLite) per row. Rows keep their order, so ids
+/// still rise in write order.
+#[derive(Default)]
+struct Versions {
+    series: Vec<(i64, Option<VersionValues>)>,
+}
+
+impl Versions {
+    fn write(&self, db: &dyn Db, run_id: i64, valid_from: &str) -> Result<(), StoreError> {
+        let mut values = Vec::with_capacity(self.series.len() * VERSION_COLUMNS.len());
+        for (series_id, v) in &self.series {
+            let v = v.as_ref();
+            values.extend([
+                Arg::Int(*series_id),
+                Arg::Int(run_id),
+                Arg::Text(valid_from),
+                Arg::Int(i64::from(v.is_none())),
+                v.map(|v| v.usd_per_hour).into(),
+                v.map(|v| v.upfront_usd).into(),
+                v.map(|v| v.recurring_usd_per_hour).into(),
+                v.and_then(|v| v.source.as_deref()).into(),
+                Arg::Text(v.map_or("[]", |v| v.available_regions.as_str())),
+                v.and_then(|v| v.max_instances).map(i64::from).into(),
+                Arg::Text(v.map_or("USD", |v| v.currency.as_str())),
+                Arg::Real(v.map_or(1.0, |v| v.fx_rate)),
+            ]);
+        }
+        db.insert_many("price_versions", &VERSION_COLUMNS, &[], &values)
+    }
+}
+
+/// Writes `snapshot` in `db`'s transaction: prices get a new version only
+/// when a value changed; prices the provider no longer lists get a
+/// withdrawn version; spot observations are added once; availability is
+/// replaced. A [`Scope::SpotHistory`] snapshot only adds instance types and
+/// spot observations. `suspicious` is recorded with the run. The caller
+/// commits.
+pub(super) fn write_snapshot(
+    db: &dyn Db,
+    run_id: i64,
+    provider: &str,
+    (snapshot, suspicious): (&Snapshot, &[SuspiciousPrice]),
+    fetched_at: DateTime<Utc>,
+    finished_at: DateTime<Utc>,
+) -> Result<WriteStats, StoreError> {
+    db.check_fence()?;
+    let mut stats = WriteStats {
+        skipped: snapshot.skipped.clone(),
+        suspicious: suspicious.to_vec(),
+        ..WriteStats::default()
+    };
+    for t in &snapshot.instance_types {
+        upsert_instance_type(db, run_id, provider, t)?;
+        stats.instance_types += 1;
+    }
+    write_spot(db, provider, snapshot, &mut stats)?;
+    if snapshot.scope == Scope::Full {
+        write_prices(db, run_id, provider, snapshot, fetched_at, &mut stats)?;
+        replace_availability(db, run_id, provider, &snapshot.availability)?;
+        stats.availability = snapshot.availability.len() as i64;
+        replace_versions(db, provider, &snapshot.versions)?;
+    }
+    finish_run(db, run_id, &ts(finished_at), &stats)?;
+    Ok(stats)
+}
+
+fn upsert_instance_type(
+    db: &dyn Db,
+    run_id: i64,
+    provider: &str,
+    t: &InstanceType,
+) -> Result<(), StoreError> {
+    db.exec(
+        "INSERT INTO instance_types
+             (provider, instance_type, gpu_model, gpu_count, gpu_memory_gib, vcpus, memory_gib, first_seen_run, gpu_form_factor)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         ON CONFLICT (provider, instance_type) DO UPDATE SET
+             gpu_model = excluded.gpu_model, gpu_count = excluded.gpu_count,
+             gpu_memory_gib = excluded.gpu_memory_gib, vcpus = excluded.vcpus,
+             memory_gib = excluded.memory_gib, gpu_form_factor = excluded.gpu_form_factor",
+        &[
+            provider.into(),
+            t.instance_type.as_str().into(),
+            t.gpu_model.as_str().into(),
+            i64::from(t.gpu_count).into(),
+            t.gpu_memory_gib.into(),
+            t.vcpus.map(i64::from).into(),
+            t.memory_gib.into(),
+            run_id.into(),
+            t.gpu_form_factor.map(|f| f.as_str()).into(),
+        ],
+    )?;
+    Ok(())
+}
+
+fn write_spot(
+    db: &dyn Db,
+    provider: &str,
+    snapshot: &Snapshot,
+    stats: &mut WriteStats,
+) -> Result<(), StoreError> {
+    let rate = (snapshot.currency.code != "USD").then_some(snapshot.currency.per_usd);
+    let mut series = BTreeMap::new();
+    for o in &snapshot.spot_observations {
+        stats.spot_seen += 1;
+        let added = db.exec(
+            "INSERT INTO spot_observations
+                 (provider, region, zone, instance_type, observed_at, usd_per_hour, fx_rate)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+            &[
+                provider.into(),
+                o.region.as_str().into(),
+                o.zone.as_str().into(),
+                o.instance_type.as_str().into(),
+                ts(o.observed_at).into(),
+                o.usd_per_hour.into(),
+                rate.into(),
+            ],
+        )?;
+        stats.spot_added += i64::from(added > 0);
+        series.insert(
+            (o.instance_type.as_str(), o.zone.as_str()),
+            o.region.as_str(),
+        );
+    }
+    for ((instance_type, zone), region) in series {
+        db.exec(
+            "INSERT INTO spot_series (provider, instance_type, zone, region, currency) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (provider, instance_type, zone) DO UPDATE SET currency = excluded.currency",
+            &[
+                provider.into(),
+                instance_type.into(),
+                zone.into(),
+                region.into(),
+                snapshot.currency.code.as_str().into(),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+fn current_versions(db: &dyn Db, provider: &str) -> Result<Vec<StoredSeries>, StoreError> {
+    let rows = db.rows(
+        "SELECT s.id, s.region, s.zone, s.instance_type, s.price_kind, s.offering_class,
+                v.withdrawn, v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour,
+                v.source, v.available_regions, v.max_instances, s.price_scope,
+                v.currency, v.fx_rate
+         FROM price_series s
+         JOIN price_versions v
+           ON v.id = (SELECT max(id) FROM price_versions WHERE series_id = s.id)
+         WHERE s.provider = $1",
+        &[provider.into()],
+    )?;
+    rows.into_iter()
+        .map(|r| {
+            let values = if r[6].int()? == 1 {
+                None
+            } else {
+                Some(VersionValues {
+                    usd_per_hour: r[7].real()?,
+                    upfront_usd: r[8].real()?,
+                    recurring_usd_per_hour: r[9].real()?,
+                    source: r[10].opt_text()?,
+                    available_regions: r[11].text()?,
+                    max_instances: r[12]
+                        .opt_int()?
+                        .map(|n| {
+                            u32::try_from(n).map_err(|_| {
+                                StoreError::Corrupt(format!("max_instances {n} is out of range"))
+                            })
+                        })
+                        .transpose()?,
+                    currency: r[14].text()?,
+                    fx_rate: r[15].real()?,
+                })
+            };
+            Ok(StoredSeries {
+                key: (
+                    r[1].text()?,
+                    r[2].text()?,
+                    r[3].text()?,
+                    r[4].text()?,
+                    r[5].text()?,
+                ),
+                id: r[0].int()?,
+                values,
+                scope: r[13].text()?,
+            })
+        })
+        .collect()
+}
+
+fn write_prices(
+    db: &dyn Db,
+    run_id: i64,
+    provider: &str,
+    snapshot: &Snapshot,
+    fetched_at: DateTime<Utc>,
+    stats: &mut WriteStats,
+) -> Result<(), StoreError> {
+    let mut current: HashMap<SeriesKey, (i64, Option<VersionValues>)> = HashMap::new();
+    let mut scopes: HashMap<i64, String> = HashMap::new();
+    for s in current_versions(db, provider)? {
+        scopes.insert(s.id, s.scope);
+        current.insert(s.key, (s.id, s.values));
+    }
+
+    let mut versions = Versions::default();
+    for price in &snapshot.prices {
+        stats.prices_seen += 1;
+        let key = series_key(price);
+        let values = VersionValues::of(price, &snapshot.currency);
+        let scope = price.price_scope.as_str();
+        let existing = current.remove(&key);
+        // A scope is what the series prices, not a version: it is corrected in
+        // place (a catalog from before scopes existed).
+        if let Some((id, _)) = &existing
+            && scopes.get(id).map(String::as_str) != Some(scope)
+        {
+            db.exec(
+                "UPDATE price_series SET price_scope = $2 WHERE id = $1",
+                &[(*id).into(), scope.into()],
+            )?;
+        }
+        let series_id = match existing {
+            Some((_, Some(old))) if old == values => continue,
+            Some((id, _)) => id,
+            None => insert_series(db, provider, &key, scope)?,
+        };
+        versions.series.push((series_id, Some(values)));
+        stats.prices_changed += 1;
+    }
+
+    // Whatever is left was current before and is not listed any more, unless
+    // its region is one the provider did not read again because it is unchanged.
+    stats.regions_unchanged = snapshot.unchanged_regions.len() as i64;
+    for (key, (series_id, values)) in &current {
+        if values.is_none() {
+            continue;
+        }
+        if snapshot.unchanged_regions.contains(&key.0) {
+            stats.prices_seen += 1;
+        } else {
+            versions.series.push((*series_id, None));
+            stats.prices_withdrawn += 1;
+        }
+    }
+    versions.write(db, run_id, &ts(fetched_at))
+}
+
+fn insert_series(
+    db: &dyn Db,
+    provider: &str,
+    key: &SeriesKey,
+    scope: &str,
+) -> Result<i64, StoreError> {
+    returned_id(sql::first(
+        db,
+        "INSERT INTO price_series (provider, region, zone, instance_type, price_kind, offering_class, price_scope)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+        &[
+            provider.into(),
+            key.0.as_str().into(),
+            key.1.as_str().into(),
+            key.2.as_str().into(),
+            key.3.as_str().into(),
+            key.4.as_str().into(),
+            scope.into(),
+        ],
+    )?)
+}
+
+fn replace_availability(
+    db: &dyn Db,
+    run_id: i64,
+    provider: &str,
+    items: &[AvailabilityRecord],
+) -> Result<(), StoreError> {
+    db.exec(
+        "DELETE FROM availability WHERE provider = $1",
+        &[provider.into()],
+    )?;
+    for a in items {
+        let (kind, value) = a.signal.to_kind_value();
+        db.exec(
+            "INSERT INTO availability (provider, region, zone, instance_type, kind, value, sync_run_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (provider, region, zone, instance_type, kind) DO UPDATE SET value = excluded.value",
+            &[
+                provider.into(),
+                a.region.as_str().into(),
+                a.zone.as_deref().unwrap_or_default().into(),
+                a.instance_type.as_str().into(),
+                kind.into(),
+                value.into(),
+                run_id.into(),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+fn replace_versions(
+    db: &dyn Db,
+    provider: &str,
+    versions: &BTreeMap<String, String>,
+) -> Result<(), StoreError> {
+    db.exec(
+        "DELETE FROM source_versions WHERE provider = $1",
+        &[provider.into()],
+    )?;
+    for (part, version) in versions {
+        db.exec(
+            "INSERT INTO source_versions (provider, part, version) VALUES ($1, $2, $3)",
+            &[
+                provider.into(),
+                part.as_str().into(),
+                version.as_str().into(),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+fn finish_run(
+    db: &dyn Db,
+    run_id: i64,
+    finished_at: &str,
+    stats: &WriteStats,
+) -> Result<(), StoreError> {
+    let n = db.exec(
+        "UPDATE sync_runs SET status = 'ok', finished_at = $2, instance_types = $3,
+             prices_seen = $4, prices_changed = $5, prices_withdrawn = $6, spot_seen = $7,
+             spot_added = $8, availability = $9, skipped_json = $10, error = NULL,
+             regions_unchanged = $11, suspicious_json = $12
+         WHERE id = $1 AND status = 'running'",
+        &[
+            run_id.into(),
+            finished_at.into(),
+            stats.instance_types.into(),
+            stats.prices_seen.into(),
+            stats.prices_changed.into(),
+            stats.prices_withdrawn.into(),
+            stats.spot_seen.into(),
+            stats.spot_added.into(),
+            stats.availability.into(),
+            serde_json::to_string(&stats.skipped)
+                .unwrap_or_else(|_| "{}".to_owned())
+                .into(),
+            stats.regions_unchanged.into(),
+            serde_json::to_string(&stats.suspicious)
+                .unwrap_or_else(|_| "[]".to_owned())
+                .into(),
+        ],
+    )?;
+    if n == 0 {
+        return Err(StoreError::RunClosed { run_id });
+    }
+    Ok(())
+}
