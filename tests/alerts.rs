@@ -3,17 +3,18 @@
 //! Slack. Also where secrets in receiver and provider URLs are pushed through
 //! every failure path and searched for everywhere the daemon writes.
 
-use std::io::{BufRead, BufReader};
+mod support;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gpuplan::alerts::deliver::{SIGNATURE_HEADER, signature};
 use gpuplan_providers::secret::Secret;
 use gpuplan_providers::test_server::{self, FixtureServer, Seen};
 use serde_json::Value;
+use support::{Served, gpuplan, until};
 
 const SECRET: &str = "shh-test-secret";
 
@@ -46,14 +47,6 @@ async fn receiver(
     (server, hooks)
 }
 
-struct Daemon {
-    child: Child,
-    base: String,
-    http: reqwest::Client,
-    /// Every line the daemon logged (JSON), for tests that search the log.
-    log: Arc<Mutex<Vec<String>>>,
-}
-
 /// The config: the API on a port the daemon picks itself (it logs which), so
 /// no other process can take it between a test choosing it and the bind.
 fn write_config(dir: &Path, receiver: &str) {
@@ -69,134 +62,59 @@ fn write_config(dir: &Path, receiver: &str) {
     std::fs::write(dir.join("gpuplan.toml"), config).unwrap();
 }
 
-async fn start(dir: &Path) -> Daemon {
-    start_with(dir, &[]).await
-}
-
 /// Starts `gpuplan serve` on the directory's config with `env` set too.
-async fn start_with(dir: &Path, env: &[(String, String)]) -> Daemon {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-        .arg("--config")
-        .arg(dir.join("gpuplan.toml"))
-        .args(["--log-format", "json", "serve"])
-        .env("GPUPLAN_TEST_HOOK_SECRET", SECRET)
-        .env("RUST_LOG", "warn,gpuplan=info,gpuplan_providers=info")
-        .envs(env.iter().cloned())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    let lines = log.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Ok(entry) = serde_json::from_str::<Value>(&line)
-                && entry["fields"]["message"] == "gpuplan is serving."
-            {
-                let _ = addr_tx.send(entry["fields"]["listen"].as_str().unwrap().to_owned());
-            }
-            lines.lock().unwrap().push(line);
-        }
-    });
-    let addr = tokio::task::spawn_blocking(move || addr_rx.recv_timeout(Duration::from_secs(20)))
-        .await
+async fn start(dir: &Path, env: &[(&str, &str)]) -> Served {
+    let env: Vec<(&str, &str)> = [("GPUPLAN_TEST_HOOK_SECRET", SECRET)]
+        .into_iter()
+        .chain(env.iter().copied())
+        .collect();
+    Served::spawn(&dir.join("gpuplan.toml"), &env).await
+}
+
+async fn ok_runs(d: &Served) -> usize {
+    let runs = d.get("/v1/sync-runs").await;
+    runs.as_array()
         .unwrap()
-        .expect("the daemon never said where it listens");
-    Daemon {
-        child,
-        base: format!("http://{addr}"),
-        http: reqwest::Client::new(),
-        log,
-    }
+        .iter()
+        .filter(|r| r["status"] == "ok")
+        .count()
 }
 
-impl Daemon {
-    async fn text(&self, path: &str) -> String {
-        let r = self.http.get(format!("{}{path}", self.base)).send();
-        r.await.unwrap().text().await.unwrap()
-    }
-
-    async fn get(&self, path: &str) -> Value {
-        serde_json::from_str(&self.text(path).await).unwrap()
-    }
-
-    async fn ok_runs(&self) -> usize {
-        let runs = self.get("/v1/sync-runs").await;
-        runs.as_array()
-            .unwrap()
-            .iter()
-            .filter(|r| r["status"] == "ok")
-            .count()
-    }
-
-    /// How many times the daemon has evaluated its rules (once after each sync).
-    async fn evaluations(&self) -> u64 {
-        let text = self.text("/metrics").await;
-        text.lines()
-            .find_map(|l| l.strip_prefix("gpuplan_alert_evaluations_total "))
-            .map_or(0, |v| v.trim().parse().unwrap())
-    }
-
-    /// Triggers a sync and waits until the rules were evaluated on its result,
-    /// so that "nothing new" afterwards means nothing fired.
-    async fn sync(&self) {
-        let (runs, evaluations) = (self.ok_runs().await, self.evaluations().await);
-        let r = self
-            .http
-            .post(format!("{}/v1/sync", self.base))
-            .header("content-type", "application/json")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status().as_u16(), 202);
-        self.until(|| async {
-            self.ok_runs().await > runs && self.evaluations().await > evaluations
-        })
-        .await;
-    }
-
-    async fn until<F: std::future::Future<Output = bool>>(&self, check: impl Fn() -> F) {
-        // A minute: a sync that walks a page chain to its 10,000-page limit
-        // took over 10 s on a loaded 2-core machine. A passing check returns
-        // at once, so only a failure waits this long.
-        for _ in 0..3000 {
-            if check().await {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("condition never held");
-    }
-
-    async fn messages(&self) -> Vec<Value> {
-        self.get("/v1/alerts").await["messages"]
-            .as_array()
-            .unwrap()
-            .clone()
-    }
-
-    fn stop(mut self) {
-        Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert_eq!(self.child.wait().unwrap().code(), Some(0));
-    }
+/// How many times the daemon has evaluated its rules (once after each sync).
+async fn evaluations(d: &Served) -> u64 {
+    let text = d.text("/metrics").await;
+    text.lines()
+        .find_map(|l| l.strip_prefix("gpuplan_alert_evaluations_total "))
+        .map_or(0, |v| v.trim().parse().unwrap())
 }
 
-/// A test that fails mid-way must not leave its daemon running: cargo would
-/// wait for the orphan's output pipes to close.
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Triggers a sync and waits until the rules were evaluated on its result,
+/// so that "nothing new" afterwards means nothing fired.
+async fn sync(d: &Served) {
+    let (runs, evaluated) = (ok_runs(d).await, evaluations(d).await);
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/sync", d.base))
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    until("a sync and its evaluation", || async {
+        ok_runs(d).await > runs && evaluations(d).await > evaluated
+    })
+    .await;
 }
 
-async fn delivered(d: &Daemon, n: usize) {
-    d.until(|| async {
-        d.messages()
+async fn messages(d: &Served) -> Vec<Value> {
+    d.get("/v1/alerts").await["messages"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+async fn delivered(d: &Served, n: usize) {
+    until("the deliveries", || async {
+        messages(d)
             .await
             .iter()
             .filter(|m| !m["delivered_at"].is_null())
@@ -212,12 +130,12 @@ async fn a_crossing_is_delivered_once_to_each_channel_and_again_after_re_arming(
     let dir = tempfile::tempdir().unwrap();
     write_config(dir.path(), &server.base);
     sheet(dir.path(), 2.5);
-    let d = start(dir.path()).await;
-    d.until(|| async { d.ok_runs().await == 1 }).await;
+    let d = start(dir.path(), &[]).await;
+    until("the first sync", || async { ok_runs(&d).await == 1 }).await;
     assert!(server.requests().is_empty());
 
     sheet(dir.path(), 1.5);
-    d.sync().await;
+    sync(&d).await;
     delivered(&d, 2).await;
     let seen = server.requests();
     let hook = seen.iter().find(|r| r.uri == "/hook").unwrap();
@@ -242,22 +160,22 @@ async fn a_crossing_is_delivered_once_to_each_channel_and_again_after_re_arming(
 
     // Still below on three more syncs: nothing new.
     for _ in 0..3 {
-        d.sync().await;
+        sync(&d).await;
     }
-    assert_eq!(d.messages().await.len(), 2);
+    assert_eq!(messages(&d).await.len(), 2);
     assert_eq!(server.requests().len(), 2);
 
     // 2.05 is above 2 but inside the 5% hysteresis: not re-armed.
     sheet(dir.path(), 2.05);
-    d.sync().await;
+    sync(&d).await;
     sheet(dir.path(), 1.9);
-    d.sync().await;
-    assert_eq!(d.messages().await.len(), 2);
+    sync(&d).await;
+    assert_eq!(messages(&d).await.len(), 2);
     // Back past it, then below again: delivered again.
     sheet(dir.path(), 2.5);
-    d.sync().await;
+    sync(&d).await;
     sheet(dir.path(), 1.2);
-    d.sync().await;
+    sync(&d).await;
     delivered(&d, 4).await;
     assert_eq!(server.requests().len(), 4);
 
@@ -272,11 +190,10 @@ async fn a_receiver_failing_twice_gets_exactly_one_accepted_delivery() {
     let dir = tempfile::tempdir().unwrap();
     write_config(dir.path(), &server.base);
     sheet(dir.path(), 1.5);
-    let d = start(dir.path()).await;
+    let d = start(dir.path(), &[]).await;
     delivered(&d, 2).await;
     assert_eq!(hooks.load(Ordering::SeqCst), 3);
-    let hook = d
-        .messages()
+    let hook = messages(&d)
         .await
         .into_iter()
         .find(|m| m["channel"] == "hook")
@@ -295,10 +212,10 @@ async fn undelivered_alerts_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     write_config(dir.path(), &server.base);
     sheet(dir.path(), 1.5);
-    let d = start(dir.path()).await;
-    d.until(|| async { d.messages().await.len() == 2 }).await;
-    d.until(|| async {
-        d.messages()
+    let d = start(dir.path(), &[]).await;
+    until("two messages", || async { messages(&d).await.len() == 2 }).await;
+    until("a try of each", || async {
+        messages(&d)
             .await
             .iter()
             .all(|m| m["attempts"].as_i64().unwrap() >= 1)
@@ -307,7 +224,7 @@ async fn undelivered_alerts_survive_a_restart() {
     d.stop();
 
     down.store(0, Ordering::SeqCst);
-    let d = start(dir.path()).await;
+    let d = start(dir.path(), &[]).await;
     delivered(&d, 2).await;
     let accepted = server
         .requests()
@@ -319,7 +236,7 @@ async fn undelivered_alerts_survive_a_restart() {
         "the hook saw its failed try and the delivery"
     );
     // The rule did not fire again on restart: still two messages.
-    assert_eq!(d.messages().await.len(), 2);
+    assert_eq!(messages(&d).await.len(), 2);
     d.stop();
 }
 
@@ -330,7 +247,7 @@ async fn alerts_test_sends_through_the_rules_channels() {
     write_config(dir.path(), &server.base);
     let dir_path = dir.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        gpuplan()
             .arg("--config")
             .arg(dir_path.join("gpuplan.toml"))
             .args(["alerts", "test", "cheap-h100-spot"])
@@ -371,9 +288,9 @@ async fn a_scheduled_plan_that_changes_alerts_its_rule() {
         )
     };
     std::fs::write(dir.path().join("sheet.csv"), priced(4.0)).unwrap();
-    let d = start(dir.path()).await;
+    let d = start(dir.path(), &[]).await;
     // The first plan reserves 4 GPUs; it is the first of its name, so no alert.
-    d.until(|| async {
+    until("the first plan", || async {
         d.get("/v1/plans/latest?name=weekly").await["result"]["reserved"][0]["count"] == 4.0
     })
     .await;
@@ -381,9 +298,11 @@ async fn a_scheduled_plan_that_changes_alerts_its_rule() {
 
     // Reserved now dearer than on-demand: the next plan reserves nothing.
     std::fs::write(dir.path().join("sheet.csv"), priced(12.0)).unwrap();
-    d.sync().await;
-    d.until(|| async { server.requests().iter().any(|r| r.uri == "/hook") })
-        .await;
+    sync(&d).await;
+    until("the plan alert", || async {
+        server.requests().iter().any(|r| r.uri == "/hook")
+    })
+    .await;
     let hook = server
         .requests()
         .into_iter()
@@ -426,7 +345,7 @@ fn refused() -> String {
 }
 
 fn run_cli(dir: &Path, args: &[&str], env: &[(String, String)]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+    let out = gpuplan()
         .arg("--config")
         .arg(dir.join("gpuplan.toml"))
         .args(args)
@@ -526,13 +445,11 @@ async fn secrets_in_urls_never_reach_the_log_the_database_or_any_answer() {
 
     // The daemon: the rule fires, every receiver fails and is retried, and
     // GCP fails again at start.
-    let d = start_with(dir.path(), &env).await;
-    d.until(|| async {
-        let messages = d.messages().await;
-        messages.len() == 4
-            && messages
-                .iter()
-                .all(|m| m["attempts"].as_i64().unwrap() >= 2)
+    let env_refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let d = start(dir.path(), &env_refs).await;
+    until("every receiver tried twice", || async {
+        let queued = messages(&d).await;
+        queued.len() == 4 && queued.iter().all(|m| m["attempts"].as_i64().unwrap() >= 2)
     })
     .await;
     let failed_gcp = |runs: &Value| {
@@ -542,8 +459,10 @@ async fn secrets_in_urls_never_reach_the_log_the_database_or_any_answer() {
             .filter(|r| r["source"] == "gcp" && r["status"] == "failed")
             .count()
     };
-    d.until(|| async { failed_gcp(&d.get("/v1/sync-runs?limit=100").await) >= 7 })
-        .await;
+    until("seven failed GCP syncs", || async {
+        failed_gcp(&d.get("/v1/sync-runs?limit=100").await) >= 7
+    })
+    .await;
     for path in [
         "/v1/alerts",
         "/v1/sync-runs?limit=100",
@@ -553,8 +472,7 @@ async fn secrets_in_urls_never_reach_the_log_the_database_or_any_answer() {
     ] {
         seen.push_str(&d.text(path).await);
     }
-    let errors: Vec<String> = d
-        .messages()
+    let errors: Vec<String> = messages(&d)
         .await
         .iter()
         .map(|m| m["last_error"].as_str().unwrap_or_default().to_owned())

@@ -2,8 +2,10 @@
 //! site, USD) and Tencent Cloud (China site, CNY at a configured rate), then
 //! `gpuplan prices --json` on what was stored.
 
+mod support;
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -35,7 +37,7 @@ impl Setup {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        support::gpuplan()
             .arg("--config")
             .arg(self.config())
             .args(args)
@@ -225,7 +227,7 @@ async fn a_failed_alibaba_or_tencent_sync_names_the_call_and_keeps_every_stored_
 #[test]
 fn a_currency_without_a_rate_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+    let out = support::gpuplan()
         .current_dir(dir.path())
         .args(["prices", "--currency", "EUR"])
         .output()

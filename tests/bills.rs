@@ -2,17 +2,17 @@
 //! files written as the clouds write them, with the documented JSON shapes,
 //! exit codes, API bounds, plans from the bills, and a `kill -9` mid-load.
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
-use gpuplan::config::Config;
-use gpuplan::daemon::{self, Options};
 use gpuplan::store::{SqliteStore, Writes as _};
 use gpuplan_providers::{InstanceType, PriceKind, PriceRecord, PriceScope, Scope, Snapshot};
 use serde_json::Value;
-use tokio::net::TcpListener;
+use support::{Daemon, NO_CLOUDS, Workspace};
 
 const HEADER: &str = "BillingAccountId,BillingPeriodStart,BillingPeriodEnd,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,ChargeClass,PricingCategory,BilledCost,EffectiveCost,BillingCurrency,ConsumedQuantity,ConsumedUnit,RegionId,SubAccountId,ServiceCategory,SkuPriceDetails,Tags";
 
@@ -30,111 +30,16 @@ fn usage_row(hour: u32, instance_type: &str, team: &str, cost: f64) -> String {
     )
 }
 
-/// The daemon in-process over a workspace's config, on a free port.
-struct Daemon {
-    base: String,
-    http: reqwest::Client,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
-}
-
-impl Daemon {
-    async fn start(w: &Workspace) -> Self {
-        let config = Config::load(&w.path("gpuplan.toml")).unwrap();
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(daemon::run(
-            config,
-            listener,
-            Options {
-                grace: Duration::from_secs(5),
-                token: None,
-            },
-            async move {
-                let _ = stopped.await;
-            },
-        ));
-        Self {
-            base,
-            http: reqwest::Client::new(),
-            stop,
-            task,
-        }
-    }
-
-    /// A GET's status and JSON body.
-    async fn get(&self, path: &str) -> (u16, Value) {
-        let r = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap();
-        (r.status().as_u16(), r.json::<Value>().await.unwrap())
-    }
-
-    async fn stop(self) {
-        self.stop.send(()).unwrap();
-        self.task.await.unwrap().unwrap();
-    }
-}
-
-struct Workspace {
-    dir: tempfile::TempDir,
-}
-
-impl Workspace {
-    fn new(extra: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("bills")).unwrap();
-        std::fs::write(
-            dir.path().join("gpuplan.toml"),
-            format!(
-                "[store]\npath = \"catalog.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
-                 [bills.aws]\nformat = \"focus\"\nprovider = \"aws\"\npath = \"bills\"\nteam_tags = [\"team\", \"project\"]\n\
-                 teams_by_account = {{ \"333333333333\" = \"research\" }}\n{extra}"
-            ),
-        )
-        .unwrap();
-        Self { dir }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let p = self.path(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
-        c.arg("--config")
-            .arg(self.path("gpuplan.toml"))
-            .args(args)
-            .current_dir(self.dir.path())
-            .env_remove("GPUPLAN_CONFIG")
-            .env("RUST_LOG", "warn");
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "{args:?} failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
+/// A workspace whose config reads FOCUS files from `bills/`, with `extra`
+/// config lines.
+fn workspace(extra: &str) -> Workspace {
+    let w = Workspace::new(&format!(
+        "[store]\npath = \"catalog.db\"\n{NO_CLOUDS}\
+         [bills.aws]\nformat = \"focus\"\nprovider = \"aws\"\npath = \"bills\"\nteam_tags = [\"team\", \"project\"]\n\
+         teams_by_account = {{ \"333333333333\" = \"research\" }}\n{extra}"
+    ));
+    std::fs::create_dir_all(w.path("bills")).unwrap();
+    w
 }
 
 fn keys(v: &Value) -> BTreeSet<String> {
@@ -157,7 +62,7 @@ const OCTOBER: [&str; 4] = ["--since", "2026-10-01", "--until", "2026-11-01"];
 
 #[test]
 fn bills_sync_and_every_answer_have_the_documented_shapes() {
-    let w = Workspace::new("");
+    let w = workspace("");
     w.write("bills/focus-2026-10.csv", &fixture());
     let sync = w.json(&["bills", "sync", "--json"]);
     let source = &sync["sources"][0];
@@ -315,7 +220,7 @@ fn bills_sync_and_every_answer_have_the_documented_shapes() {
 
 #[test]
 fn a_bad_file_makes_bills_sync_exit_1_and_bad_flags_exit_2() {
-    let w = Workspace::new("");
+    let w = workspace("");
     w.write(
         "bills/bad.csv",
         &format!(
@@ -362,7 +267,7 @@ fn a_bad_file_makes_bills_sync_exit_1_and_bad_flags_exit_2() {
 
 #[test]
 fn a_plan_forecasts_from_the_bills_up_to_their_last_complete_hour() {
-    let w = Workspace::new("[providers.file.sheet]\npath = \"sheet.csv\"\n");
+    let w = workspace("[providers.file.sheet]\npath = \"sheet.csv\"\n");
     w.write(
         "sheet.csv",
         "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\n\
@@ -436,9 +341,9 @@ fn a_plan_forecasts_from_the_bills_up_to_their_last_complete_hour() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_loads_bills_on_start_and_serves_them_bounded() {
-    let w = Workspace::new("");
+    let w = workspace("");
     w.write("bills/focus-2026-10.csv", &fixture());
-    let d = Daemon::start(&w).await;
+    let d = Daemon::start(w.config()).await;
     let mut loaded = Value::Null;
     for _ in 0..500 {
         let (status, body) = d.get("/v1/bills").await;
@@ -524,7 +429,7 @@ fn stored(w: &Workspace) -> (i64, f64, f64) {
 
 #[test]
 fn kill_9_in_the_middle_of_a_load_leaves_the_previous_generation_intact() {
-    let w = Workspace::new("");
+    let w = workspace("");
     w.write(
         "bills/oct.csv",
         &format!("{HEADER}\n{}\n", usage_row(0, "p5.48xlarge", "ml", 98.32)),
@@ -700,7 +605,7 @@ async fn an_aws_export_bucket_is_read_in_place_from_a_real_s3_server() {
     // Not under the source's prefix: never listed.
     put("elsewhere/focus-00001.csv", one.clone()).await;
 
-    let w = Workspace::new("");
+    let w = workspace("");
     let config = w.path("gpuplan.toml");
     let text = std::fs::read_to_string(&config).unwrap().replace(
         "path = \"bills\"",
@@ -835,9 +740,9 @@ fn two_days(w: &Workspace) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_evaluates_budgets_after_a_load_and_tells_their_channels_once() {
-    let w = Workspace::new(BUDGETS);
+    let w = workspace(BUDGETS);
     two_days(&w);
-    let d = Daemon::start(&w).await;
+    let d = Daemon::start(w.config()).await;
     let mut messages = Value::Null;
     for _ in 0..500 {
         let (_, alerts) = d.get("/v1/alerts").await;
@@ -871,7 +776,7 @@ async fn the_daemon_evaluates_budgets_after_a_load_and_tells_their_channels_once
 
 #[test]
 fn budgets_and_allocated_spend_from_the_cli() {
-    let w = Workspace::new(BUDGETS);
+    let w = workspace(BUDGETS);
     two_days(&w);
     assert!(w.run(&["bills", "sync"]).status.success());
     let budgets = w.json(&["budgets", "--json"]);
@@ -988,7 +893,7 @@ fn owned_workspace() -> Workspace {
 
 /// [`owned_workspace`] with more config.
 fn owned_workspace_with(extra: &str) -> Workspace {
-    let w = Workspace::new(extra);
+    let w = workspace(extra);
     // AWS's catalog as its price source writes it: the bills name AWS offers.
     let now = chrono::Utc::now();
     let price = |kind: PriceKind, usd: f64| PriceRecord {
@@ -1190,7 +1095,7 @@ fn metric_names(text: &str) -> BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_pass_promtool_and_every_rule_and_dashboard_query_names_an_exported_metric() {
     let w = owned_workspace_with(BUDGETS);
-    let d = Daemon::start(&w).await;
+    let d = Daemon::start(w.config()).await;
     let mut text = String::new();
     for _ in 0..500 {
         text = d

@@ -1,61 +1,24 @@
 //! The `gpuplan` binary end to end: real config files, real SQLite files in temp
 //! directories, and price sheets as users write them.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
+
+use std::path::Path;
+use std::process::Command;
 
 use gpuplan::store::{SqliteStore, Writes as _};
 use gpuplan_providers::{InstanceType, Scope, Snapshot, SpotObservation};
 use serde_json::{Value, json};
+use support::{NO_CLOUDS, Workspace, gpuplan};
 
-struct Workspace {
-    dir: tempfile::TempDir,
-}
-
-impl Workspace {
-    /// A directory with a config naming `sheets` (name, file name) and a catalog file.
-    fn new(sheets: &[(&str, &str)]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        // No cloud sources: these tests are about the catalog and the CLI.
-        let mut config = String::from(
-            "[store]\npath = \"catalog.db\"\n\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n",
-        );
-        for (name, file) in sheets {
-            config.push_str(&format!("\n[providers.file.{name}]\npath = \"{file}\"\n"));
-        }
-        std::fs::write(dir.path().join("gpuplan.toml"), config).unwrap();
-        Self { dir }
+/// A directory with a config naming `sheets` (name, file name) and a catalog file.
+fn workspace(sheets: &[(&str, &str)]) -> Workspace {
+    // No cloud sources: these tests are about the catalog and the CLI.
+    let mut config = format!("[store]\npath = \"catalog.db\"\n\n{NO_CLOUDS}");
+    for (name, file) in sheets {
+        config.push_str(&format!("\n[providers.file.{name}]\npath = \"{file}\"\n"));
     }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn write(&self, name: &str, text: &str) {
-        std::fs::write(self.path(name), text).unwrap();
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-            .arg("--config")
-            .arg(self.path("gpuplan.toml"))
-            .args(args)
-            .current_dir(self.dir.path())
-            .env_remove("GPUPLAN_CONFIG")
-            .env("RUST_LOG", "warn")
-            .output()
-            .unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "{args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
+    Workspace::new(&config)
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -73,7 +36,7 @@ global,gpu_1x_a10,A10,1,on_demand,0.75,,30,200,,,,,,us-east-1;us-west-1
 
 #[test]
 fn prices_json_round_trips_the_normalized_fields() {
-    let ws = Workspace::new(&[("onprem", "onprem.csv")]);
+    let ws = workspace(&[("onprem", "onprem.csv")]);
     ws.write("onprem.csv", SHEET);
     let sync = ws.run(&["sync"]);
     assert!(sync.status.success(), "{}", text(&sync.stderr));
@@ -119,7 +82,7 @@ fn prices_json_round_trips_the_normalized_fields() {
             )
         })
         .collect();
-    let copy = Workspace::new(&[("onprem", "copy.json")]);
+    let copy = workspace(&[("onprem", "copy.json")]);
     copy.write("copy.json", &serde_json::to_string_pretty(&sheet).unwrap());
     let out = copy.run(&["sync"]);
     assert!(out.status.success(), "{}", text(&out.stdout));
@@ -136,7 +99,7 @@ fn prices_json_round_trips_the_normalized_fields() {
 
 #[test]
 fn listings_print_csv_with_the_json_fields_as_columns() {
-    let ws = Workspace::new(&[("onprem", "onprem.csv")]);
+    let ws = workspace(&[("onprem", "onprem.csv")]);
     ws.write("onprem.csv", SHEET);
     assert!(ws.run(&["sync"]).status.success());
     let records = ws.json(&["prices", "--json"]);
@@ -194,7 +157,7 @@ fn listings_print_csv_with_the_json_fields_as_columns() {
 
 #[test]
 fn filters_select_by_gpu_family_kind_region_and_price() {
-    let ws = Workspace::new(&[("onprem", "onprem.csv")]);
+    let ws = workspace(&[("onprem", "onprem.csv")]);
     ws.write("onprem.csv", SHEET);
     assert!(ws.run(&["sync"]).status.success());
     let kinds = |args: &[&str]| -> Vec<String> {
@@ -228,7 +191,7 @@ fn filters_select_by_gpu_family_kind_region_and_price() {
 
 #[test]
 fn a_bad_sheet_row_is_named_and_the_previous_data_stays() {
-    let ws = Workspace::new(&[("onprem", "onprem.csv")]);
+    let ws = workspace(&[("onprem", "onprem.csv")]);
     ws.write("onprem.csv", SHEET);
     assert!(ws.run(&["sync"]).status.success());
     let before = ws.json(&["prices", "--json"]);
@@ -257,7 +220,7 @@ fn a_bad_sheet_row_is_named_and_the_previous_data_stays() {
 
 #[test]
 fn a_missing_sheet_fails_the_sync_naming_the_file() {
-    let ws = Workspace::new(&[("onprem", "nowhere.csv")]);
+    let ws = workspace(&[("onprem", "nowhere.csv")]);
     let out = ws.run(&["sync"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -269,7 +232,7 @@ fn a_missing_sheet_fails_the_sync_naming_the_file() {
 
 #[test]
 fn bad_config_and_arguments_exit_2_naming_what_is_wrong() {
-    let ws = Workspace::new(&[]);
+    let ws = workspace(&[]);
     ws.write("gpuplan.toml", "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n[providers.file.onprem]\npath = \"p.csv\"\nschedule = \"hourly\"\n");
     let out = ws.run(&["sync"]);
     assert_eq!(out.status.code(), Some(2));
@@ -279,7 +242,7 @@ fn bad_config_and_arguments_exit_2_naming_what_is_wrong() {
         text(&out.stderr)
     );
 
-    let ws = Workspace::new(&[("onprem", "p.csv")]);
+    let ws = workspace(&[("onprem", "p.csv")]);
     let out = ws.run(&["sync", "--provider", "aws"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
@@ -307,7 +270,7 @@ fn bad_config_and_arguments_exit_2_naming_what_is_wrong() {
 
 #[test]
 fn the_printed_example_config_validates() {
-    let ws = Workspace::new(&[]);
+    let ws = workspace(&[]);
     let example = ws.run(&["config", "example"]);
     assert!(example.status.success());
     ws.write("example.toml", &text(&example.stdout));
@@ -322,7 +285,7 @@ fn the_printed_example_config_validates() {
 
 #[test]
 fn spot_history_summarizes_each_zone() {
-    let ws = Workspace::new(&[("spot", "spot.csv")]);
+    let ws = workspace(&[("spot", "spot.csv")]);
     ws.write(
         "spot.csv",
         "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\nr,t,L4,1,on_demand,1\n",
@@ -426,10 +389,9 @@ fn spot_history_summarizes_each_zone() {
 #[test]
 fn no_config_file_uses_the_defaults_in_the_working_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+    let out = gpuplan()
         .args(["prices", "--json"])
         .current_dir(dir.path())
-        .env_remove("GPUPLAN_CONFIG")
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -442,7 +404,7 @@ fn no_config_file_uses_the_defaults_in_the_working_directory() {
 
 #[test]
 fn store_prune_counts_in_a_dry_run_and_keeps_current_prices() {
-    let ws = Workspace::new(&[("onprem", "onprem.csv")]);
+    let ws = workspace(&[("onprem", "onprem.csv")]);
     ws.write("onprem.csv", SHEET);
     for _ in 0..3 {
         assert!(ws.run(&["sync"]).status.success());
@@ -480,7 +442,7 @@ fn store_prune_counts_in_a_dry_run_and_keeps_current_prices() {
 
 #[test]
 fn config_validate_warns_about_a_channel_variable_this_environment_lacks() {
-    let ws = Workspace::new(&[]);
+    let ws = workspace(&[]);
     ws.write(
         "gpuplan.toml",
         "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
@@ -498,7 +460,7 @@ fn config_validate_warns_about_a_channel_variable_this_environment_lacks() {
 
 #[test]
 fn the_form_factor_tells_an_h100_sxm_from_a_pcie_and_filters_by_it() {
-    let ws = Workspace::new(&[("lab", "lab.csv")]);
+    let ws = workspace(&[("lab", "lab.csv")]);
     // One form given in a column, one read from the GPU's name, one model
     // with a single form (none).
     ws.write(
@@ -549,7 +511,7 @@ fn the_form_factor_tells_an_h100_sxm_from_a_pcie_and_filters_by_it() {
 
 #[test]
 fn completions_load_in_bash_and_the_man_pages_render() {
-    let ws = Workspace::new(&[]);
+    let ws = workspace(&[]);
     let bash = ws.run(&["completions", "bash"]);
     assert!(bash.status.success());
     let script = ws.path("gpuplan.bash");
@@ -615,7 +577,7 @@ fn completions_load_in_bash_and_the_man_pages_render() {
 /// `--json` lists it with what it was, and the same price again is not news.
 #[test]
 fn a_price_that_falls_below_a_tenth_is_stored_and_reported_as_suspicious() {
-    let ws = Workspace::new(&[("onprem", "sheet.csv")]);
+    let ws = workspace(&[("onprem", "sheet.csv")]);
     let sheet = |usd: &str| {
         format!(
             "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\nfra,l4-box,L4,1,on_demand,{usd}\nfra,l4-pair,L4,2,on_demand,1.6\n"

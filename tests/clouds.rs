@@ -1,8 +1,10 @@
 //! `gpuplan sync` against local servers speaking the Azure, GCP and Lambda wire
 //! formats, then `gpuplan prices --json` on what was stored.
 
+mod support;
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -78,7 +80,7 @@ impl Setup {
     }
 
     fn run(&self, args: &[&str], lambda_key: Option<&str>) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
+        let mut cmd = support::gpuplan();
         cmd.arg("--config").arg(self.config()).args(args);
         cmd.env("GPUPLAN_GCP_API_KEY", "gcp-key")
             .env("RUST_LOG", "warn")
@@ -294,7 +296,7 @@ async fn a_missing_key_fails_only_its_provider_and_names_the_variable() {
 /// credential chain finds exactly the keys given (none: no keys, no profile
 /// files, no instance metadata service).
 fn gpuplan_aws(config: &std::path::Path, keys: Option<(&str, &str)>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
+    let mut cmd = support::gpuplan();
     cmd.arg("--config")
         .arg(config)
         .args(args)

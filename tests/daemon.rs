@@ -2,6 +2,8 @@
 //! servers: scheduled syncs, the API, failures and recovery, shutdown, the token
 //! rule, and the lock on the catalog.
 
+mod support;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -10,13 +12,11 @@ use std::time::Duration;
 use gpuplan::config::Config;
 use gpuplan::daemon::{self, Options};
 use gpuplan::store::{Reads as _, SqliteStore};
-use gpuplan_providers::secret::Secret;
 use gpuplan_providers::test_server::{self, FixtureServer};
 use gpuplan_providers::{FetchContext, Provider, ProviderError, Snapshot, async_trait};
 use serde_json::Value;
+use support::{Daemon, gpuplan};
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 const AZURE_1: &str = include_str!("../providers/fixtures/azure/eastus-1.json");
 const AZURE_2: &str = include_str!("../providers/fixtures/azure/eastus-2.json");
@@ -45,16 +45,6 @@ async fn azure(fail: usize, truncate: Arc<AtomicBool>) -> FixtureServer {
     .await
 }
 
-struct TestDaemon {
-    dir: tempfile::TempDir,
-    base: String,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<anyhow::Result<()>>,
-    http: reqwest::Client,
-    /// Sent by `get` and `post` when the daemon has one.
-    token: Option<String>,
-}
-
 /// Writes the sheet and a config (`extra` appended) into a temp dir.
 fn config_in(dir: &Path, azure_base: Option<&str>, extra: &str) -> Config {
     std::fs::write(dir.join("onprem.csv"), SHEET).unwrap();
@@ -69,94 +59,6 @@ fn config_in(dir: &Path, azure_base: Option<&str>, extra: &str) -> Config {
     );
     std::fs::write(dir.join("gpuplan.toml"), &text).unwrap();
     Config::parse(&text, dir).unwrap()
-}
-
-async fn start(
-    dir: tempfile::TempDir,
-    config: Config,
-    providers: Option<Vec<Box<dyn Provider>>>,
-    token: Option<&str>,
-) -> TestDaemon {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = oneshot::channel::<()>();
-    let options = Options {
-        grace: Duration::from_secs(5),
-        token: token.map(Secret::new),
-    };
-    let shutdown = async move {
-        let _ = stopped.await;
-    };
-    let task = tokio::spawn(async move {
-        match providers {
-            Some(p) => daemon::run_with_providers(config, p, listener, options, shutdown).await,
-            None => daemon::run(config, listener, options, shutdown).await,
-        }
-    });
-    TestDaemon {
-        dir,
-        base,
-        stop: Some(stop),
-        task,
-        http: reqwest::Client::new(),
-        token: token.map(str::to_owned),
-    }
-}
-
-impl TestDaemon {
-    fn authorized(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        match &self.token {
-            Some(t) => req.bearer_auth(t),
-            None => req,
-        }
-    }
-
-    async fn get(&self, path: &str) -> (u16, Value) {
-        let r = self
-            .authorized(self.http.get(format!("{}{path}", self.base)))
-            .send()
-            .await
-            .unwrap();
-        let status = r.status().as_u16();
-        let text = r.text().await.unwrap();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
-    }
-
-    async fn post(&self, path: &str) -> (u16, Value) {
-        let r = self
-            .authorized(self.http.post(format!("{}{path}", self.base)))
-            .header("content-type", "application/json")
-            .send()
-            .await
-            .unwrap();
-        let status = r.status().as_u16();
-        (
-            status,
-            serde_json::from_str(&r.text().await.unwrap()).unwrap(),
-        )
-    }
-
-    /// Polls the sync-run log until `done` holds for it (at most 10 s).
-    async fn runs_until(&self, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        for _ in 0..500 {
-            let (_, runs) = self.get("/v1/sync-runs").await;
-            let runs = runs.as_array().cloned().unwrap_or_default();
-            if done(&runs) {
-                return runs;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("sync runs never reached the expected state");
-    }
-
-    async fn stop(mut self) -> tempfile::TempDir {
-        self.stop.take().unwrap().send(()).unwrap();
-        self.task.await.unwrap().unwrap();
-        self.dir
-    }
 }
 
 fn statuses(runs: &[Value], source: &str) -> Vec<String> {
@@ -175,7 +77,7 @@ async fn a_fresh_daemon_syncs_at_start_and_the_api_matches_the_cli() {
     let server = azure(0, Arc::default()).await;
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path(), Some(&server.base), "[fx]\nCNY = 7.0\n");
-    let d = start(dir, config, None, None).await;
+    let d = Daemon::start(config).await;
 
     let (status, ready) = d.get("/readyz").await;
     assert_eq!((status, ready["ready"].as_bool()), (200, Some(true)));
@@ -185,11 +87,10 @@ async fn a_fresh_daemon_syncs_at_start_and_the_api_matches_the_cli() {
     let (status, api) = d.get("/v1/prices").await;
     assert_eq!(status, 200);
     assert_eq!(api.as_array().unwrap().len(), 9);
-    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+    let cli = gpuplan()
         .arg("--config")
-        .arg(d.dir.path().join("gpuplan.toml"))
+        .arg(dir.path().join("gpuplan.toml"))
         .args(["prices", "--json"])
-        .env("RUST_LOG", "warn")
         .output()
         .unwrap();
     assert!(
@@ -265,16 +166,12 @@ async fn a_fresh_daemon_syncs_at_start_and_the_api_matches_the_cli() {
 async fn answers_follow_the_catalog_after_each_sync() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path(), None, "");
-    let d = start(dir, config, None, None).await;
+    let d = Daemon::start(config).await;
     d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
     let (_, first) = d.get("/v1/prices?kind=on_demand").await;
     assert_eq!(first[0]["usd_per_hour"], 18.4);
 
-    std::fs::write(
-        d.dir.path().join("onprem.csv"),
-        SHEET.replace("18.4", "16.0"),
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("onprem.csv"), SHEET.replace("18.4", "16.0")).unwrap();
     d.post("/v1/sync").await;
     d.runs_until(|r| ok_count(r, "file:onprem") == 2).await;
     let (_, second) = d.get("/v1/prices?kind=on_demand").await;
@@ -287,7 +184,7 @@ async fn a_source_failing_with_500s_retries_and_recovers() {
     let server = azure(2, Arc::default()).await;
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path(), Some(&server.base), "");
-    let d = start(dir, config, None, None).await;
+    let d = Daemon::start(config).await;
     let runs = d.runs_until(|r| ok_count(r, "azure") == 1).await;
     assert_eq!(statuses(&runs, "azure"), vec!["ok", "failed", "failed"]);
     let failed = runs
@@ -307,7 +204,7 @@ async fn a_truncated_snapshot_is_rejected_and_the_old_data_stays_served() {
     let server = azure(0, truncate.clone()).await;
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path(), Some(&server.base), "");
-    let d = start(dir, config, None, None).await;
+    let d = Daemon::start(config).await;
     d.runs_until(|r| ok_count(r, "azure") == 1).await;
     let (_, before) = d.get("/v1/prices?provider=azure").await;
 
@@ -334,7 +231,7 @@ async fn a_truncated_snapshot_is_rejected_and_the_old_data_stays_served() {
 async fn bad_parameters_get_400_naming_the_parameter() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path(), None, "");
-    let d = start(dir, config, None, None).await;
+    let d = Daemon::start(config).await;
     for (path, parameter) in [
         ("/v1/prices?gpus=H100", "gpus"),
         ("/v1/prices?kind=weekly", "kind"),
@@ -377,7 +274,7 @@ async fn beyond_loopback_the_api_needs_the_token() {
         .unwrap_err();
     assert!(err.to_string().contains("GPUPLAN_API_TOKEN"), "{err}");
 
-    let d = start(dir, config, None, Some("s3cret")).await;
+    let d = Daemon::start_with(config, None, Some("s3cret")).await;
     let (status, _, _) = raw(&d, "GET", "/v1/prices", &[], "").await;
     assert_eq!(status, 401);
     assert_eq!(d.get("/healthz").await.0, 200);
@@ -404,7 +301,7 @@ async fn beyond_loopback_the_api_needs_the_token() {
 async fn a_second_daemon_on_the_same_catalog_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path(), None, "");
-    let d = start(dir, config.clone(), None, None).await;
+    let d = Daemon::start(config.clone()).await;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let options = Options {
         grace: Duration::from_secs(1),
@@ -421,11 +318,11 @@ async fn a_second_daemon_on_the_same_catalog_refuses_to_start() {
 async fn readiness_fails_while_the_catalog_cannot_be_read() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path(), None, "");
-    let d = start(dir, config, None, None).await;
+    let d = Daemon::start(config).await;
     let (status, ready) = d.get("/readyz").await;
     assert_eq!((status, ready["ready"].as_bool()), (200, Some(true)));
     // Another process breaks the file under the daemon.
-    let path = d.dir.path().join("catalog.db");
+    let path = dir.path().join("catalog.db");
     let broken = rusqlite::Connection::open(&path).unwrap();
     broken
         .execute_batch("ALTER TABLE sync_runs RENAME TO sync_runs_gone")
@@ -480,7 +377,7 @@ async fn stopping_during_a_slow_sync_leaves_the_catalog_consistent() {
     let provider: Box<dyn Provider> = Box::new(HangsAfterFirst {
         calls: AtomicUsize::new(0),
     });
-    let d = start(dir, config, Some(vec![provider]), None).await;
+    let d = Daemon::start_with(config, Some(vec![provider]), None).await;
     d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
     let (_, before) = d.get("/v1/prices").await;
     d.post("/v1/sync").await;
@@ -492,7 +389,7 @@ async fn stopping_during_a_slow_sync_leaves_the_catalog_consistent() {
     .await;
 
     let started = std::time::Instant::now();
-    let dir = d.stop().await;
+    d.stop().await;
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "shutdown waited for the hanging sync"
@@ -526,7 +423,7 @@ async fn sigterm_stops_the_real_process_mid_sync_and_it_exits_0() {
         Some(&silent_base),
         "[api]\nlisten = \"127.0.0.1:0\"",
     );
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+    let mut child = gpuplan()
         .arg("--config")
         .arg(dir.path().join("gpuplan.toml"))
         .args(["serve", "--shutdown-grace-secs", "5"])
@@ -576,7 +473,7 @@ async fn sigterm_stops_the_real_process_mid_sync_and_it_exits_0() {
 async fn plans_are_solved_saved_and_fetched_over_the_api() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path(), None, "");
-    let d = start(dir, config, None, None).await;
+    let d = Daemon::start(config).await;
     d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
     let post = |path: &str, body: Value| {
         let req = d.http.post(format!("{}{path}", d.base)).json(&body);
@@ -715,7 +612,7 @@ async fn plans_are_solved_saved_and_fetched_over_the_api() {
 /// A request as a hostile page or client would send it: any method, headers
 /// and body. Answers the status, the `Retry-After` header and the body.
 async fn raw(
-    d: &TestDaemon,
+    d: &Daemon,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
@@ -748,7 +645,7 @@ const JSON: (&str, &str) = ("content-type", "application/json");
 async fn out_of_range_numbers_get_a_400_naming_them_instead_of_a_dropped_connection() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path(), None, "");
-    let d = start(dir, config, None, None).await;
+    let d = Daemon::start(config).await;
     let (status, body) = d
         .get("/v1/spot-history?instance=p5.48xlarge&since=100000000000d")
         .await;
@@ -815,7 +712,7 @@ async fn a_browser_page_cannot_write_or_read_through_a_rebound_name() {
     for token in [None, Some("s3cret")] {
         let dir = tempfile::tempdir().unwrap();
         let config = config_in(dir.path(), None, "");
-        let d = start(dir, config, None, token).await;
+        let d = Daemon::start_with(config, None, token).await;
         let bearer = format!("Bearer {}", token.unwrap_or(""));
         let auth = ("authorization", bearer.as_str());
         d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
@@ -893,7 +790,7 @@ fn heavy_problem() -> Value {
 async fn solves_beyond_the_cap_get_503_and_queries_keep_answering() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path(), None, "[planner]\nmax_concurrent_solves = 1");
-    let d = start(dir, config, None, None).await;
+    let d = Daemon::start(config).await;
     d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
     let heavy = {
         let req = d
@@ -942,7 +839,7 @@ async fn solves_beyond_the_cap_get_503_and_queries_keep_answering() {
 async fn invented_methods_do_not_become_metric_labels() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path(), None, "");
-    let d = start(dir, config, None, None).await;
+    let d = Daemon::start(config).await;
     for method in ["FOO", "BAR", "GET"] {
         raw(&d, method, "/v1/prices", &[], "").await;
     }
@@ -976,7 +873,7 @@ async fn the_api_and_scheduled_plans_take_planner_defaults_and_the_api_overrides
          [alerts.plans.classes]\ndemand = \"two.csv\"\nclasses = \"classes.toml\"\nowned = \"owned.csv\"\n\
          schedule = \"* * * * * *\"\ngpu = [\"H100\"]\n",
     );
-    let d = start(dir, config, None, None).await;
+    let d = Daemon::start(config).await;
     d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
     let defaults = serde_json::json!({"time_limit_secs": 60.0, "spot_window_secs": 259200.0,
                                       "restart_hours": 2.0, "checkpoint_hours": 4.0});
@@ -1046,7 +943,7 @@ async fn a_scheduled_plan_waits_for_the_catalogs_first_sync() {
     );
     let sheet = dir.path().join("onprem.csv");
     std::fs::remove_file(&sheet).unwrap();
-    let d = start(dir, config, None, None).await;
+    let d = Daemon::start(config).await;
     d.runs_until(|r| {
         statuses(r, "file:onprem")
             .first()

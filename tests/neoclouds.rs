@@ -4,6 +4,8 @@
 //! marketplace medians, preemptible observations, form factors, and the
 //! requests one sync makes.
 
+mod support;
+
 use std::process::{Command, Output};
 
 use gpuplan_providers::test_server::nebius::{Market, NebiusStandIn};
@@ -56,7 +58,7 @@ async fn neoclouds() -> FixtureServer {
 }
 
 fn command(dir: &std::path::Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
+    let mut c = support::gpuplan();
     c.arg("--config")
         .arg(dir.join("gpuplan.toml"))
         .args(args)

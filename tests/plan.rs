@@ -1,16 +1,16 @@
 //! `gpuplan plan`: problem files and catalog-built problems, end to end.
 
+mod support;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
 fn gpuplan(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+    support::gpuplan()
         .args(args)
         .current_dir(dir)
-        .env_remove("GPUPLAN_CONFIG")
-        .env("RUST_LOG", "warn")
         .output()
         .unwrap()
 }

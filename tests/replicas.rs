@@ -2,19 +2,19 @@
 //! done once. Needs a server (`GPUPLAN_TEST_PG_URL`, started by `.ci/run`);
 //! skipped without one.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use chrono::{DateTime, Timelike, Utc};
 use gpuplan::config::Config;
-use gpuplan::daemon::{self, Options};
 use gpuplan::store::scratch::ScratchDatabase;
 use gpuplan::store::{Location, NewMessage, Pool};
 use gpuplan_providers::secret::Secret;
 use gpuplan_providers::test_server::{self, Seen};
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use support::Daemon;
 
 const SHEET: &str = "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\n\
                      onprem-fra,dgx-h100,H100,8,on_demand,18.4\n";
@@ -30,26 +30,6 @@ fn config(dir: &Path, url: &str) -> Config {
          [providers.file.onprem]\npath = \"onprem.csv\"\nschedule = \"*/{CYCLE_SECS} * * * * *\"\n"
     );
     Config::parse(&text, dir).unwrap()
-}
-
-struct Replica {
-    base: String,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
-}
-
-async fn start(config: Config) -> Replica {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = oneshot::channel::<()>();
-    let options = Options {
-        grace: Duration::from_secs(5),
-        token: None,
-    };
-    let task = tokio::spawn(daemon::run(config, listener, options, async move {
-        let _ = stopped.await;
-    }));
-    Replica { base, stop, task }
 }
 
 async fn get_json(http: &reqwest::Client, url: String) -> serde_json::Value {
@@ -69,7 +49,7 @@ async fn three_replicas_sync_each_source_exactly_once_per_cycle() {
     let config = config(dir.path(), db.url());
     let mut replicas = Vec::new();
     for _ in 0..3 {
-        replicas.push(start(config.clone()).await);
+        replicas.push(Daemon::start(config.clone()).await);
     }
     let http = reqwest::Client::new();
     let started = Utc::now();
@@ -80,8 +60,9 @@ async fn three_replicas_sync_each_source_exactly_once_per_cycle() {
 
     let mut alive = Vec::new();
     for r in replicas {
-        if r.task.is_finished() {
-            panic!("a replica stopped early: {:?}", r.task.await.unwrap());
+        if !r.is_running() {
+            r.stop().await;
+            panic!("a replica stopped early");
         }
         alive.push(r);
     }
@@ -135,8 +116,7 @@ async fn three_replicas_sync_each_source_exactly_once_per_cycle() {
     );
 
     for r in replicas {
-        let _ = r.stop.send(());
-        r.task.await.unwrap().unwrap();
+        r.stop().await;
     }
 }
 
@@ -172,7 +152,7 @@ async fn three_replicas_deliver_a_thousand_alerts_once_each() {
     let started = std::time::Instant::now();
     let mut replicas = Vec::new();
     for _ in 0..3 {
-        replicas.push(start(config.clone()).await);
+        replicas.push(Daemon::start(config.clone()).await);
     }
     let delivered = || {
         pool.read(|s| s.message_history(u32::try_from(MESSAGES).unwrap()))
@@ -205,8 +185,7 @@ async fn three_replicas_deliver_a_thousand_alerts_once_each() {
         requests.len()
     );
     for r in replicas {
-        let _ = r.stop.send(());
-        r.task.await.unwrap().unwrap();
+        r.stop().await;
     }
 }
 
@@ -281,7 +260,10 @@ async fn replicas_ride_out_a_postgresql_restart() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path(), &cluster.url());
-    let replicas = [start(config.clone()).await, start(config).await];
+    let replicas = [
+        Daemon::start(config.clone()).await,
+        Daemon::start(config).await,
+    ];
     let http = reqwest::Client::new();
     let runs = |base: String| {
         let http = http.clone();
@@ -361,8 +343,7 @@ async fn replicas_ride_out_a_postgresql_restart() {
         good.len()
     );
     for r in replicas {
-        let _ = r.stop.send(());
-        r.task.await.unwrap().unwrap();
+        r.stop().await;
     }
     drop(cluster);
 }

@@ -2,7 +2,9 @@
 //! a server (`GPUPLAN_TEST_PG_URL`, started by `.ci/run`); the refusals of
 //! bad flags run without one.
 
-use std::process::{Command, Output};
+mod support;
+
+use std::process::Output;
 
 use chrono::{DateTime, Utc};
 use gpuplan::store::scratch::ScratchDatabase;
@@ -87,7 +89,7 @@ fn seeded(path: &std::path::Path) {
 }
 
 fn copy(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+    support::gpuplan()
         .args(["store", "copy"])
         .args(args)
         .env_remove("GPUPLAN_STORE_URL")

@@ -2,9 +2,8 @@
 //! source's sync is killed (`kill -9`) mid-sync and another takes the duty
 //! over. Needs a server (`GPUPLAN_TEST_PG_URL`, started by `.ci/run`).
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -13,6 +12,7 @@ use axum::extract::{RawQuery, State};
 use axum::response::IntoResponse;
 use gpuplan::store::scratch::ScratchDatabase;
 use serde_json::Value;
+use support::{Served, gpuplan};
 
 const AZURE_1: &str = include_str!("../providers/fixtures/azure/eastus-1.json");
 const AZURE_2: &str = include_str!("../providers/fixtures/azure/eastus-2.json");
@@ -53,66 +53,15 @@ async fn azure() -> Arc<Azure> {
     azure
 }
 
-/// A `gpuplan serve` process; killed when dropped.
-struct Replica {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(config: &Path) -> Replica {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-        .arg("--config")
-        .arg(config)
-        .args(["--log-format", "json", "serve"])
-        .env_remove("GPUPLAN_STORE_URL")
-        .env("RUST_LOG", "warn,gpuplan=info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Ok(entry) = serde_json::from_str::<Value>(&line)
-                && entry["fields"]["message"] == "gpuplan is serving."
-            {
-                let _ = tx.send(entry["fields"]["listen"].as_str().unwrap().to_owned());
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the replica never said where it listens");
-    Replica {
-        child,
-        base: format!("http://{addr}"),
-    }
-}
-
-async fn get(replica: &Replica, path: &str) -> Value {
-    reqwest::get(format!("{}{path}", replica.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
-async fn holds(replica: &Replica, duty: &str) -> bool {
-    get(replica, "/v1/cluster").await["duties_held"]
+async fn holds(replica: &Served, duty: &str) -> bool {
+    replica.get("/v1/cluster").await["duties_held"]
         .get(duty)
         .is_some()
 }
 
-async fn azure_runs(replica: &Replica) -> Vec<Value> {
-    get(replica, "/v1/sync-runs")
+async fn azure_runs(replica: &Served) -> Vec<Value> {
+    replica
+        .get("/v1/sync-runs")
         .await
         .as_array()
         .unwrap()
@@ -141,7 +90,7 @@ async fn a_replica_killed_mid_sync_is_replaced_within_seconds() {
     )
     .unwrap();
 
-    let first = start(&config);
+    let mut first = Served::spawn(&config, &[]).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     while !(holds(&first, "sync:azure").await && azure.second_pages.load(Ordering::SeqCst) > 0) {
         assert!(
@@ -150,18 +99,21 @@ async fn a_replica_killed_mid_sync_is_replaced_within_seconds() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let others = [start(&config), start(&config)];
+    let others = [
+        Served::spawn(&config, &[]).await,
+        Served::spawn(&config, &[]).await,
+    ];
     // Mid-sync, nothing of the snapshot is visible from any replica.
     for r in &others {
         assert_eq!(
-            get(r, "/v1/prices?provider=azure").await,
+            r.get("/v1/prices?provider=azure").await,
             serde_json::json!([])
         );
         assert!(!holds(r, "sync:azure").await);
     }
 
     // A one-off `gpuplan sync` does not sync it a second time meanwhile.
-    let cli = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+    let cli = gpuplan()
         .arg("--config")
         .arg(&config)
         .args(["sync", "--provider", "azure"])
@@ -175,9 +127,8 @@ async fn a_replica_killed_mid_sync_is_replaced_within_seconds() {
         "{said}"
     );
 
-    let mut first = first;
-    first.child.kill().unwrap();
-    first.child.wait().unwrap();
+    first.signal("-KILL");
+    first.wait();
     let killed = Instant::now();
     let taken_by = loop {
         let mut holder = None;
@@ -229,6 +180,6 @@ async fn a_replica_killed_mid_sync_is_replaced_within_seconds() {
     assert_eq!(statuses[0].0, "ok");
     assert_eq!(statuses[1].0, "failed");
     assert!(statuses[1].1.starts_with("interrupted"), "{statuses:?}");
-    let prices = get(&others[0], "/v1/prices?provider=azure").await;
+    let prices = others[0].get("/v1/prices?provider=azure").await;
     assert!(!prices.as_array().unwrap().is_empty());
 }

@@ -3,18 +3,15 @@
 //! escaping of provider strings, for URLs that leave the machine, and for the
 //! browser login beyond loopback.
 
-use std::time::Duration;
+mod support;
 
 use chrono::Utc;
 use gpuplan::config::Config;
-use gpuplan::daemon::{self, Options};
 use gpuplan::store::{SqliteStore, Writes as _};
-use gpuplan_providers::secret::Secret;
 use gpuplan_providers::{InstanceType, Scope, Snapshot, SpotObservation};
 use reqwest::header;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use support::{Daemon, until};
 
 /// A price sheet whose instance names include markup that must stay text.
 const SHEET: &str = "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,gpu_memory_gib,upfront_usd\n\
@@ -101,17 +98,9 @@ fn bills_month() -> String {
     rows.join("\n") + "\n"
 }
 
-struct Daemon {
-    base: String,
-    http: reqwest::Client,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
-    _dir: tempfile::TempDir,
-}
-
 /// Seeds spot history of one AWS type in two zones, then starts the daemon
 /// with the sheet as its only source (and `token` beyond loopback).
-async fn start(token: Option<&str>) -> Daemon {
+async fn start(token: Option<&str>) -> (Daemon, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("sheet.csv"), SHEET).unwrap();
     std::fs::create_dir_all(dir.path().join("bills")).unwrap();
@@ -129,60 +118,19 @@ async fn start(token: Option<&str>) -> Daemon {
     std::fs::write(dir.path().join("gpuplan.toml"), text).unwrap();
     let config = Config::parse(text, dir.path()).unwrap();
     seed_spot(&dir.path().join("catalog.db"));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = oneshot::channel::<()>();
-    let options = Options {
-        grace: Duration::from_secs(5),
-        token: token.map(Secret::new),
-    };
-    let task = tokio::spawn(async move {
-        daemon::run(config, listener, options, async move {
-            let _ = stopped.await;
-        })
-        .await
-    });
-    let d = Daemon {
-        base,
-        http: reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap(),
-        stop: Some(stop),
-        task,
-        _dir: dir,
-    };
-    // The sheet's first sync.
-    for _ in 0..500 {
-        let r = d.http.get(format!("{}/v1/prices?provider=file", d.base));
-        let r = match token {
-            Some(t) => r.bearer_auth(t),
-            None => r,
-        };
-        if let Ok(r) = r.send().await
-            && let Ok(v) = r.json::<Value>().await
-            && v.as_array().is_some_and(|a| a.len() == 4)
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    // And the bills' first load.
-    for _ in 0..500 {
-        let r = d.http.get(format!("{}/v1/bills", d.base));
-        let r = match token {
-            Some(t) => r.bearer_auth(t),
-            None => r,
-        };
-        if let Ok(r) = r.send().await
-            && let Ok(v) = r.json::<Value>().await
-            && v.as_array().is_some_and(|a| !a.is_empty())
-        {
-            return d;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the sheet or the bills never loaded");
+    let d = Daemon::start_with(config, None, token).await;
+    // The sheet's first sync, and the bills' first load.
+    until("the sheet's first sync", || async {
+        let (_, v) = d.get("/v1/prices?provider=file").await;
+        v.as_array().is_some_and(|a| a.len() == 4)
+    })
+    .await;
+    until("the bills' first load", || async {
+        let (_, v) = d.get("/v1/bills").await;
+        v.as_array().is_some_and(|a| !a.is_empty())
+    })
+    .await;
+    (d, dir)
 }
 
 fn seed_spot(path: &std::path::Path) {
@@ -219,8 +167,17 @@ fn seed_spot(path: &std::path::Path) {
         .unwrap();
 }
 
-impl Daemon {
-    async fn get(&self, path: &str) -> reqwest::Response {
+/// The dashboard's view of the daemon: requests as a browser sends them,
+/// without the API token.
+trait Browser {
+    async fn fetch(&self, path: &str) -> reqwest::Response;
+    async fn page(&self, path: &str) -> String;
+    async fn json(&self, path: &str) -> Value;
+    async fn plan(&self, name: &str, demand: &[f64]);
+}
+
+impl Browser for Daemon {
+    async fn fetch(&self, path: &str) -> reqwest::Response {
         self.http
             .get(format!("{}{path}", self.base))
             .send()
@@ -230,7 +187,7 @@ impl Daemon {
 
     /// A page's HTML, after checking the answer is a page with our policy.
     async fn page(&self, path: &str) -> String {
-        let r = self.get(path).await;
+        let r = self.fetch(path).await;
         assert_eq!(r.status(), 200, "{path}");
         let csp = r.headers()[header::CONTENT_SECURITY_POLICY]
             .to_str()
@@ -252,7 +209,7 @@ impl Daemon {
     }
 
     async fn json(&self, path: &str) -> Value {
-        self.get(path).await.json().await.unwrap()
+        self.fetch(path).await.json().await.unwrap()
     }
 
     async fn plan(&self, name: &str, demand: &[f64]) {
@@ -265,11 +222,6 @@ impl Daemon {
             .await
             .unwrap();
         assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
-    }
-
-    async fn stop(mut self) {
-        self.stop.take().unwrap().send(()).unwrap();
-        self.task.await.unwrap().unwrap();
     }
 }
 
@@ -338,7 +290,7 @@ fn strip_tags(s: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
-    let d = start(None).await;
+    let (d, _dir) = start(None).await;
 
     let overview = d.page("/").await;
     for link in [
@@ -387,7 +339,7 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
     // The exports hold the rows shown, in the order shown.
     let view = "/ui/prices?provider=file&unit=gib&period=month&sort=price&dir=desc&cols=instance_type,price_kind,price";
     let csv = d
-        .get(&format!("{view}&format=csv"))
+        .fetch(&format!("{view}&format=csv"))
         .await
         .text()
         .await
@@ -462,7 +414,7 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
     let latest = d.json("/v1/plans/latest").await;
     let by_id = d.page(&format!("/ui/plans/{}", latest["id"])).await;
     assert_eq!(by_id, plan);
-    assert_eq!(d.get("/ui/plans/999999").await.status(), 404);
+    assert_eq!(d.fetch("/ui/plans/999999").await.status(), 404);
 
     // A version 3 plan draws its risk frontier.
     let r = d
@@ -520,7 +472,7 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
     }
     // The untagged 40 a day is split: nothing stays unallocated.
     assert_eq!(by_team["unallocated"].1, 0.0);
-    let csv = d.get("/ui/spend?format=csv").await.text().await.unwrap();
+    let csv = d.fetch("/ui/spend?format=csv").await.text().await.unwrap();
     assert_eq!(csv.lines().count() - 1, shown.len());
     let json_rows = d.json("/ui/spend?format=json").await;
     assert_eq!(json_rows.as_array().unwrap().len(), shown.len());
@@ -562,7 +514,7 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
         ("/ui/commitments?since=2026-10-05&until=2026-10-01", "since"),
         ("/ui/spend?since=2000-01-01&until=2026-01-01", "since"),
     ] {
-        let r = d.get(path).await;
+        let r = d.fetch(path).await;
         assert_eq!(r.status(), 400, "{path}");
         assert!(r.text().await.unwrap().contains(parameter), "{path}");
     }
@@ -571,13 +523,13 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn beyond_loopback_pages_need_the_token_through_a_login_cookie() {
-    let d = start(Some("s3cret-token")).await;
-    let r = d.get("/").await;
+    let (d, _dir) = start(Some("s3cret-token")).await;
+    let r = d.fetch("/").await;
     assert_eq!(r.status(), 303);
     assert_eq!(r.headers()[header::LOCATION], "/ui/login");
-    assert_eq!(d.get("/ui/login").await.status(), 200);
-    assert_eq!(d.get("/ui/assets/app.js").await.status(), 200);
-    assert_eq!(d.get("/v1/prices").await.status(), 401);
+    assert_eq!(d.fetch("/ui/login").await.status(), 200);
+    assert_eq!(d.fetch("/ui/assets/app.js").await.status(), 200);
+    assert_eq!(d.fetch("/v1/prices").await.status(), 401);
 
     let login = |content_type: &'static str, body: &'static str| {
         d.http
@@ -635,14 +587,14 @@ async fn beyond_loopback_pages_need_the_token_through_a_login_cookie() {
 
 #[tokio::test]
 async fn the_bundled_files_are_served_with_their_types() {
-    let d = start(None).await;
+    let (d, _dir) = start(None).await;
     for asset in gpuplan::daemon::http::ui::ASSETS {
-        let r = d.get(&format!("/ui/assets/{}", asset.name)).await;
+        let r = d.fetch(&format!("/ui/assets/{}", asset.name)).await;
         assert_eq!(r.status(), 200);
         assert_eq!(r.headers()[header::CONTENT_TYPE], asset.content_type);
         assert_eq!(r.bytes().await.unwrap().as_ref(), asset.bytes);
     }
-    assert_eq!(d.get("/ui/assets/../Cargo.toml").await.status(), 404);
+    assert_eq!(d.fetch("/ui/assets/../Cargo.toml").await.status(), 404);
     d.stop().await;
 }
 
@@ -669,7 +621,7 @@ async fn a_real_browser_loads_every_page_draws_the_charts_filters_and_exports() 
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
     std::fs::create_dir_all(&out).unwrap();
 
-    let d = start(None).await;
+    let (d, _dir) = start(None).await;
     // Two days of a working-hours peak: reserved covers the base, the peak
     // goes to spot or on-demand.
     let demand: Vec<f64> = (0..48)

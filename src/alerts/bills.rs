@@ -7,10 +7,10 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::{Observation, any_glob, crossing};
+use crate::alerts::rules::{Rule, RuleKind};
 use crate::bills::allocation;
 use crate::bills::budgets::{self, BillsSetup, BudgetConfig, BudgetStatus, DataDays, ThresholdOn};
 use crate::bills::time::day_name as day;
-use crate::config::{RuleConfig, RuleKind};
 use crate::store::bills::{BillQuery, Bucket};
 use crate::store::{Store, StoreError};
 
@@ -20,8 +20,8 @@ const DAY: i64 = 86_400;
 /// and re-arm as soon as the figure is back below (no hysteresis: only a
 /// restatement lowers a period's spend).
 #[must_use]
-pub fn budget_rule(b: &BudgetConfig) -> RuleConfig {
-    RuleConfig {
+pub fn budget_rule(b: &BudgetConfig) -> Rule {
+    Rule {
         name: budgets::rule_name(&b.name),
         kind: RuleKind::Budget,
         gpu_models: Vec::new(),
@@ -105,7 +105,7 @@ pub fn budget_observations(status: &BudgetStatus) -> Vec<Observation> {
 /// On a store error.
 pub fn observe(
     store: &dyn Store,
-    rule: &RuleConfig,
+    rule: &Rule,
     bills: &BillsSetup,
     now: DateTime<Utc>,
 ) -> Result<Vec<Observation>, StoreError> {
@@ -177,7 +177,7 @@ pub fn observe(
 /// currency, on the effective basis.
 fn unallocated(
     store: &dyn Store,
-    rule: &RuleConfig,
+    rule: &Rule,
     bills: &BillsSetup,
     days: DataDays,
 ) -> Result<Vec<Observation>, StoreError> {
@@ -228,7 +228,7 @@ fn unallocated(
 /// Each fires once: its key names the generation it made.
 fn restated(
     store: &dyn Store,
-    rule: &RuleConfig,
+    rule: &Rule,
     bills: &BillsSetup,
     now: DateTime<Utc>,
 ) -> Result<Vec<Observation>, StoreError> {

@@ -79,12 +79,12 @@ fn period(month_start: i64, month_end: i64, spent: &[Spent]) -> PeriodData {
 struct Bench {
     pool: Pool,
     bills: BillsSetup,
-    rules: Vec<RuleConfig>,
+    rules: Vec<Rule>,
     clock: i64,
 }
 
 impl Bench {
-    fn new(db: &TestDb, budgets: Vec<BudgetConfig>, rules: Vec<RuleConfig>) -> Self {
+    fn new(db: &TestDb, budgets: Vec<BudgetConfig>, rules: Vec<Rule>) -> Self {
         Self {
             pool: db.pool(0),
             bills: BillsSetup {
@@ -459,8 +459,8 @@ fn bill_restated_fires_once_per_restatement(db) {
 }
 }
 
-fn rule_over_bills(name: &str, kind: RuleKind, percent: f64) -> RuleConfig {
-    RuleConfig {
+fn rule_over_bills(name: &str, kind: RuleKind, percent: f64) -> Rule {
+    Rule {
         name: name.into(),
         kind,
         gpu_models: Vec::new(),

@@ -20,7 +20,7 @@ use sha2::Sha256;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ChannelConfig, ChannelUrl, is_http_url};
+use crate::alerts::channels::{ChannelConfig, ChannelUrl, is_http_url};
 use crate::store::{OutboxMessage, Pool};
 
 /// The header carrying `sha256=<hex HMAC of the body>` when a secret is set.

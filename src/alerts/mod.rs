@@ -9,7 +9,9 @@
 //! and the queued messages are written in one transaction.
 
 pub mod bills;
+pub mod channels;
 pub mod deliver;
+pub mod rules;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,8 +19,8 @@ use chrono::{DateTime, Utc};
 use gpuplan_providers::PriceKind;
 use serde_json::{Value, json};
 
+use crate::alerts::rules::{Rule, RuleKind, Threshold};
 use crate::catalog::{self, CatalogRecord, Freshness, PriceFilter};
-use crate::config::{RuleConfig, RuleKind, Threshold};
 use crate::fingerprint::fingerprint;
 use crate::store::{AlertState, NewMessage, Store, StoreError};
 
@@ -81,7 +83,7 @@ fn crossing(below: bool, v: f64, t: f64, h: f64) -> (bool, bool) {
 pub fn observe(
     store: &dyn Store,
     fresh: &Freshness,
-    rule: &RuleConfig,
+    rule: &Rule,
     sources: &[String],
 ) -> Result<Vec<Observation>, StoreError> {
     let h = rule.hysteresis;
@@ -297,7 +299,7 @@ const SUSPICIOUS_LOOKBACK_DAYS: i64 = 7;
 fn suspicious(
     store: &dyn Store,
     fresh: &Freshness,
-    rule: &RuleConfig,
+    rule: &Rule,
     sources: &[String],
 ) -> Result<Vec<Observation>, StoreError> {
     let since = fresh.now - chrono::Duration::days(SUSPICIOUS_LOOKBACK_DAYS);
@@ -380,7 +382,7 @@ pub struct Decisions {
 /// previous states and the time, it returns what changed.
 #[must_use]
 pub fn decide(
-    rule: &RuleConfig,
+    rule: &Rule,
     previous: &[AlertState],
     observations: &[Observation],
     now: DateTime<Utc>,
@@ -433,7 +435,7 @@ pub fn decide(
 /// plan) records when it last fired, for cooldowns.
 #[must_use]
 pub fn plan_changed(
-    rules: &[RuleConfig],
+    rules: &[Rule],
     previous: &[AlertState],
     plan: &str,
     change: &crate::optimizer::PlanChange,
@@ -479,13 +481,7 @@ pub fn plan_changed(
 }
 
 /// One message per channel of `rule`, each with its own stable idempotency key.
-fn push_messages(
-    out: &mut Decisions,
-    rule: &RuleConfig,
-    key: &str,
-    payload: &Value,
-    now: DateTime<Utc>,
-) {
+fn push_messages(out: &mut Decisions, rule: &Rule, key: &str, payload: &Value, now: DateTime<Utc>) {
     for channel in &rule.channels {
         let id = format!("{}|{key}|{}|{channel}", rule.name, now.timestamp_micros());
         let idempotency_key = format!("gpuplan-{}", fingerprint(id.as_bytes()));
@@ -508,12 +504,12 @@ fn push_messages(
 pub fn evaluate(
     store: &mut dyn Store,
     fresh: &Freshness,
-    rules: &[RuleConfig],
+    rules: &[Rule],
     sources: &[String],
     over_bills: &crate::bills::budgets::BillsSetup,
 ) -> Result<usize, StoreError> {
     let mut all = Decisions::default();
-    let mut add = |rule: &RuleConfig, observations: &[Observation], store: &dyn Store| {
+    let mut add = |rule: &Rule, observations: &[Observation], store: &dyn Store| {
         let previous = store.alert_states(Some(&rule.name))?;
         let d = decide(rule, &previous, observations, fresh.now);
         all.states.extend(d.states);

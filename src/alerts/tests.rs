@@ -1,7 +1,7 @@
 use super::*;
 
-fn rule(kind: RuleKind, cooldown: Option<std::time::Duration>) -> RuleConfig {
-    RuleConfig {
+fn rule(kind: RuleKind, cooldown: Option<std::time::Duration>) -> Rule {
+    Rule {
         name: "r".into(),
         kind,
         gpu_models: vec![],
@@ -23,7 +23,7 @@ fn rule(kind: RuleKind, cooldown: Option<std::time::Duration>) -> RuleConfig {
 
 /// A `price_below` observation of the rule's threshold of 2, crossed and
 /// re-armed by the rule's own hysteresis.
-fn obs(rule: &RuleConfig, value: f64) -> Observation {
+fn obs(rule: &Rule, value: f64) -> Observation {
     let (active, rearm) = crossing(true, value, 2.0, rule.hysteresis);
     Observation {
         key: "cheapest".into(),
@@ -36,7 +36,7 @@ fn obs(rule: &RuleConfig, value: f64) -> Observation {
 }
 
 /// Runs the state machine over a series of values; returns how many times it fired.
-fn fires(rule: &RuleConfig, values: &[f64]) -> Vec<usize> {
+fn fires(rule: &Rule, values: &[f64]) -> Vec<usize> {
     let mut states: Vec<AlertState> = Vec::new();
     let mut fired_at = Vec::new();
     for (i, v) in values.iter().enumerate() {
@@ -62,7 +62,7 @@ fn a_crossing_fires_once_and_rearms_only_past_the_hysteresis() {
     let series = [2.5, 1.5, 1.4, 1.6, 2.05, 1.9, 2.2, 1.8];
     assert_eq!(fires(&r, &series), vec![1, 7]);
     // With 2% hysteresis, 2.05 is past 2.04 and re-arms: 1.9 fires again.
-    let narrow = RuleConfig {
+    let narrow = Rule {
         hysteresis: 0.02,
         ..r.clone()
     };
@@ -98,7 +98,7 @@ fn price_rules_ignore_gpu_only_prices_unless_they_ask_for_them() {
     let mut r = rule(RuleKind::PriceBelow, None);
     r.price_kinds = vec![gpuplan_providers::PriceKind::OnDemand];
     r.every_offer = true;
-    let keys = |r: &RuleConfig| -> Vec<String> {
+    let keys = |r: &Rule| -> Vec<String> {
         observe(&store, &fresh, r, &[])
             .unwrap()
             .into_iter()

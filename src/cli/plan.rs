@@ -2,6 +2,7 @@
 //! through the one plan pipeline ([`crate::plan`]).
 
 use super::*;
+use crate::plan::Planned;
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("input").required(true).args(["problem", "demand", "usage", "usage_from_bills"])))]
@@ -159,145 +160,80 @@ fn parse_backend(s: &str) -> Result<optimizer::Backend, String> {
         })
 }
 
+/// Why a plan stopped before it was solved: an input refused (printed as
+/// JSON, exit 2) or a failure.
+enum Stop {
+    Refused(String),
+    Failed(CliError),
+}
+
+impl From<CliError> for Stop {
+    fn from(e: CliError) -> Self {
+        Self::Failed(e)
+    }
+}
+
+impl From<String> for Stop {
+    fn from(message: String) -> Self {
+        Self::Refused(message)
+    }
+}
+
+/// What a plan was made from, beside its problem: shown with its result.
+#[derive(Default)]
+struct Sources {
+    forecast: Option<forecast::Forecast>,
+    bills_usage: Option<crate::plan::from_bills::BillsUsage>,
+    ranges: Option<RangesInfo>,
+    owned_from_bills: Option<crate::plan::owned_from_bills::FromBills>,
+}
+
 pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
-    let refuse = |message: String| {
-        println!("{}", json!({"status": "error", "error": message}));
-        Ok(ExitCode::from(2))
-    };
-    let mut forecast_info = None;
-    let mut bills_usage = None;
-    let mut ranges_info: Option<RangesInfo> = None;
-    let mut scenario_keys = match risk_keys(args) {
-        Ok(k) => k,
-        Err(message) => return refuse(message),
-    };
-    if let Some(l) = args.range_levels.iter().find(|l| !(**l > 0.0 && **l < 1.0)) {
-        return refuse(format!(
-            "--range-levels: {l} is out of range; levels are strictly between 0 and 1"
-        ));
+    match plan(config, args).await {
+        Ok(code) => Ok(code),
+        Err(Stop::Refused(message)) => {
+            println!("{}", json!({"status": "error", "error": message}));
+            Ok(ExitCode::from(2))
+        }
+        Err(Stop::Failed(e)) => Err(e),
     }
-    if args.scenarios.is_some() && args.usage.is_none() && !args.usage_from_bills {
-        return refuse(
-            "--scenarios: needs --usage or --usage-from-bills, whose out-of-sample errors the scenarios are made from"
-                .to_owned(),
-        );
-    }
-    let from_bills = if args.owned_from_bills {
+}
+
+async fn plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, Stop> {
+    let mut scenario_keys = check_flags(args)?;
+    let mut sources = Sources::default();
+    if args.owned_from_bills {
         let pool = open_store(config)?;
-        Some(
+        sources.owned_from_bills = Some(
             pool.read(crate::plan::owned_from_bills::owned_from_bills)
                 .map_err(|e| CliError::Failed(e.into()))?,
-        )
-    } else {
-        None
-    };
-    let found = from_bills
+        );
+    }
+    let found = sources
+        .owned_from_bills
         .as_ref()
         .map(|f| f.owned.clone())
         .unwrap_or_default();
-    let (name, input) = match (&args.problem, &args.demand, &args.usage) {
-        (Some(path), _, _) => {
-            let shown = path.display().to_string();
-            let text = match std::fs::read_to_string(path) {
-                Ok(t) => t,
-                Err(e) => return refuse(format!("{shown}: cannot read: {e}")),
-            };
-            let doc: serde_json::Value = match serde_json::from_str(&text) {
-                Ok(d) => d,
-                Err(e) => return refuse(format!("{shown}: not JSON: {e}")),
-            };
-            match Problem::from_json(&doc) {
-                Ok(p) => (None, Input::Problem(p)),
-                Err(e) => return refuse(format!("{shown}: {e}")),
-            }
+    let (name, input) = match (&args.problem, &args.demand) {
+        (Some(path), _) => (None, problem_input(path)?),
+        (None, Some(path)) => {
+            let classes = inputs::read_catalog_classes(path, args.classes.as_deref())
+                .map_err(|e| e.to_string())?;
+            (
+                Some(args.catalog.name.clone()),
+                catalog_input(classes, found, args)?,
+            )
         }
-        (None, Some(path), _) => {
-            let classes = match inputs::read_catalog_classes(path, args.classes.as_deref()) {
-                Ok(c) => c,
-                Err(e) => return refuse(e.to_string()),
-            };
-            match catalog_input(classes, found.clone(), args) {
-                Ok(input) => (Some(args.catalog.name.clone()), input),
-                Err(message) => return refuse(message),
-            }
-        }
-        (None, None, usage_csv) => {
-            if !(1..=optimizer::MAX_HORIZON_HOURS).contains(&args.horizon_hours) {
-                return refuse(format!(
-                    "--horizon-hours: {} is out of range; allowed: 1 to {}",
-                    args.horizon_hours,
-                    optimizer::MAX_HORIZON_HOURS
-                ));
-            }
-            let (usage, label) = match usage_csv {
-                Some(path) => match inputs::read_demand(path) {
-                    Ok(u) => (u, path.display().to_string()),
-                    Err(e) => return refuse(e.to_string()),
-                },
-                None => {
-                    if !(1..=3660).contains(&args.usage_days) {
-                        return refuse(format!(
-                            "--usage-days: {} is out of range; allowed: 1 to 3660",
-                            args.usage_days
-                        ));
-                    }
-                    let pool = open_store(config)?;
-                    let read = pool.read(|s| {
-                        crate::plan::from_bills::usage_from_bills(
-                            s,
-                            &args.teams,
-                            &args.catalog.gpus,
-                            args.usage_days,
-                        )
-                    });
-                    match read {
-                        Ok(u) => {
-                            let demand = u.demand.clone();
-                            bills_usage = Some(u);
-                            (demand, "the bills".to_owned())
-                        }
-                        Err(crate::plan::from_bills::DemandError::Store(e)) => {
-                            return Err(CliError::Failed(e.into()));
-                        }
-                        Err(e) => return refuse(format!("--usage-from-bills: {e}")),
-                    }
-                }
-            };
-            let f = match forecast::forecast(&usage, args.horizon_hours) {
-                Ok(f) => f,
-                Err(e) => return refuse(format!("{label}: {e}")),
-            };
-            let rolling = forecast::rolling(&usage, args.horizon_hours, args.folds as usize);
-            let demand = match (&rolling, args.scenarios) {
-                (Ok(r), Some(count)) => {
-                    let mut demand = json!({"residuals": {"default": r.errors}});
-                    if !args.range_levels.is_empty() {
-                        demand["range_levels"] = json!(args.range_levels);
-                    }
-                    scenario_keys.insert(
-                        "scenario_generator".to_owned(),
-                        json!({"seed": args.scenario_seed, "count": count, "demand": demand}),
-                    );
-                    r.point.clone()
-                }
-                (Err(e), Some(_)) => return refuse(format!("--scenarios: {label}: {e}")),
-                _ => f.gpus.clone(),
-            };
-            ranges_info = rolling
-                .ok()
-                .map(|r| RangesInfo::new(&r, &demand, &args.range_levels));
+        (None, None) => {
+            let demand = forecast_demand(config, args, &mut scenario_keys, &mut sources)?;
             let classes = vec![optimizer::DemandClass::default_class(demand)];
-            forecast_info = Some(f);
-            match catalog_input(classes, found.clone(), args) {
-                Ok(input) => (Some(args.catalog.name.clone()), input),
-                Err(message) => return refuse(message),
-            }
+            (
+                Some(args.catalog.name.clone()),
+                catalog_input(classes, found, args)?,
+            )
         }
     };
-    let overrides = match plan_overrides(args) {
-        Ok(o) => o,
-        Err(message) => return refuse(message),
-    };
+    let overrides = plan_overrides(args)?;
     // A problem file solved without saving needs no catalog.
     let needs_store = args.save || matches!(input, Input::Catalog { .. });
     let pool = if needs_store {
@@ -307,8 +243,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
     } else {
         None
     };
-    let intervals = config.source_intervals(Utc::now());
-    let service = PlanService::new(pool, &config.planner, intervals);
+    let service = PlanService::new(pool, &config.planner, config.source_intervals(Utc::now()));
     let request = PlanRequest {
         name,
         input,
@@ -322,13 +257,14 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
     };
     let prepared = match service.prepare(&request).await {
         Ok(p) => p,
-        Err(PlanError::Invalid(e)) => return refuse(e.to_string()),
-        Err(e) => return Err(CliError::Failed(e.into())),
+        Err(PlanError::Invalid(e)) => return Err(Stop::Refused(e.to_string())),
+        Err(e) => return Err(CliError::Failed(e.into()).into()),
     };
     if let Some(path) = &args.catalog.write_problem {
         let doc = prepared.problem.to_json();
         std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default())
-            .with_context(|| format!("Failed to write {}.", path.display()))?;
+            .with_context(|| format!("Failed to write {}.", path.display()))
+            .map_err(CliError::from)?;
     }
     let planned = match service.finish(prepared, &request).await {
         Ok(p) => p,
@@ -344,26 +280,144 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
             );
             return Ok(ExitCode::from(1));
         }
-        Err(e) => return Err(CliError::Failed(e.into())),
+        Err(e) => return Err(CliError::Failed(e.into()).into()),
     };
     if args.json {
-        let mut doc = planned.to_json().context("Failed to encode the result.")?;
-        if let Some(f) = &forecast_info {
-            doc["forecast"] = json!(f);
-        }
-        if let Some(u) = &bills_usage {
-            doc["forecast"]["usage"] = json!(u);
-        }
-        if let Some(r) = &ranges_info {
-            doc["forecast"]["ranges"] = json!(r.ranges);
-            doc["forecast"]["range_coverage"] = json!(r.coverage);
-        }
-        if let Some(f) = &from_bills {
-            doc["owned_from_bills"] = json!(f);
-        }
-        print_json(&doc)?;
-        return Ok(plan_exit(&planned.result));
+        print_plan_json(&planned, &sources)?;
+    } else {
+        print_plan_text(&planned, &sources);
     }
+    Ok(plan_exit(&planned.result))
+}
+
+/// Checks the flags no other step reads; returns the risk keys they set.
+fn check_flags(args: &PlanArgs) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let keys = risk_keys(args)?;
+    if let Some(l) = args.range_levels.iter().find(|l| !(**l > 0.0 && **l < 1.0)) {
+        return Err(format!(
+            "--range-levels: {l} is out of range; levels are strictly between 0 and 1"
+        ));
+    }
+    if args.scenarios.is_some() && args.usage.is_none() && !args.usage_from_bills {
+        return Err(
+            "--scenarios: needs --usage or --usage-from-bills, whose out-of-sample errors the scenarios are made from"
+                .to_owned(),
+        );
+    }
+    Ok(keys)
+}
+
+/// A problem file, read and validated.
+fn problem_input(path: &Path) -> Result<Input, String> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{shown}: not JSON: {e}"))?;
+    Problem::from_json(&doc)
+        .map(Input::Problem)
+        .map_err(|e| format!("{shown}: {e}"))
+}
+
+/// The demand to plan, forecast from past usage (the usage CSV or the
+/// bills), and with `--scenarios` the generator of its scenarios from the
+/// forecast's out-of-sample errors. What it rests on goes to `sources`.
+fn forecast_demand(
+    config: &Config,
+    args: &PlanArgs,
+    scenario_keys: &mut serde_json::Map<String, serde_json::Value>,
+    sources: &mut Sources,
+) -> Result<Vec<f64>, Stop> {
+    if !(1..=optimizer::MAX_HORIZON_HOURS).contains(&args.horizon_hours) {
+        return Err(Stop::Refused(format!(
+            "--horizon-hours: {} is out of range; allowed: 1 to {}",
+            args.horizon_hours,
+            optimizer::MAX_HORIZON_HOURS
+        )));
+    }
+    let (usage, label) = match &args.usage {
+        Some(path) => (
+            inputs::read_demand(path).map_err(|e| e.to_string())?,
+            path.display().to_string(),
+        ),
+        None => {
+            let u = usage_from_bills(config, args)?;
+            let demand = u.demand.clone();
+            sources.bills_usage = Some(u);
+            (demand, "the bills".to_owned())
+        }
+    };
+    let f = forecast::forecast(&usage, args.horizon_hours).map_err(|e| format!("{label}: {e}"))?;
+    let rolling = forecast::rolling(&usage, args.horizon_hours, args.folds as usize);
+    let demand = match (&rolling, args.scenarios) {
+        (Ok(r), Some(count)) => {
+            let mut demand = json!({"residuals": {"default": r.errors}});
+            if !args.range_levels.is_empty() {
+                demand["range_levels"] = json!(args.range_levels);
+            }
+            scenario_keys.insert(
+                "scenario_generator".to_owned(),
+                json!({"seed": args.scenario_seed, "count": count, "demand": demand}),
+            );
+            r.point.clone()
+        }
+        (Err(e), Some(_)) => return Err(Stop::Refused(format!("--scenarios: {label}: {e}"))),
+        _ => f.gpus.clone(),
+    };
+    sources.ranges = rolling
+        .ok()
+        .map(|r| RangesInfo::new(&r, &demand, &args.range_levels));
+    sources.forecast = Some(f);
+    Ok(demand)
+}
+
+/// `--usage-from-bills`: the hourly usage of the last complete days.
+fn usage_from_bills(
+    config: &Config,
+    args: &PlanArgs,
+) -> Result<crate::plan::from_bills::BillsUsage, Stop> {
+    if !(1..=3660).contains(&args.usage_days) {
+        return Err(Stop::Refused(format!(
+            "--usage-days: {} is out of range; allowed: 1 to 3660",
+            args.usage_days
+        )));
+    }
+    let pool = open_store(config)?;
+    let read = pool.read(|s| {
+        crate::plan::from_bills::usage_from_bills(
+            s,
+            &args.teams,
+            &args.catalog.gpus,
+            args.usage_days,
+        )
+    });
+    match read {
+        Ok(u) => Ok(u),
+        Err(crate::plan::from_bills::DemandError::Store(e)) => {
+            Err(CliError::Failed(e.into()).into())
+        }
+        Err(e) => Err(Stop::Refused(format!("--usage-from-bills: {e}"))),
+    }
+}
+
+fn print_plan_json(planned: &Planned, sources: &Sources) -> Result<(), CliError> {
+    let mut doc = planned.to_json().context("Failed to encode the result.")?;
+    if let Some(f) = &sources.forecast {
+        doc["forecast"] = json!(f);
+    }
+    if let Some(u) = &sources.bills_usage {
+        doc["forecast"]["usage"] = json!(u);
+    }
+    if let Some(r) = &sources.ranges {
+        doc["forecast"]["ranges"] = json!(r.ranges);
+        doc["forecast"]["range_coverage"] = json!(r.coverage);
+    }
+    if let Some(f) = &sources.owned_from_bills {
+        doc["owned_from_bills"] = json!(f);
+    }
+    print_json(&doc)
+}
+
+fn print_plan_text(planned: &Planned, sources: &Sources) {
     let stale = planned.prepared.stale_sources.as_ref();
     if let Some(stale) = stale.filter(|s| !s.is_empty()) {
         println!(
@@ -371,48 +425,10 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
             stale.join(", ")
         );
     }
-    if let Some(f) = &forecast_info {
-        let backtest = f.backtest.as_ref().map_or_else(
-            || "no backtest (history shorter than two seasons)".to_owned(),
-            |b| {
-                format!(
-                    "backtest on the last {} h: MAE {:.2} GPUs, WAPE {}",
-                    b.hours,
-                    b.mae_gpus,
-                    b.wape
-                        .map_or_else(|| "-".to_owned(), |w| format!("{:.1}%", w * 100.0))
-                )
-            },
-        );
-        if let Some(u) = &bills_usage {
-            println!(
-                "Usage from the bills: {} h from {} to {} (the last complete hour){}{}",
-                u.hours,
-                u.from.format("%Y-%m-%d %H:%M"),
-                u.until.format("%Y-%m-%d %H:%M"),
-                if u.teams.is_empty() {
-                    String::new()
-                } else {
-                    format!(", teams {}", u.teams.join(", "))
-                },
-                if u.gpus.is_empty() {
-                    String::new()
-                } else {
-                    format!(", GPUs {}", u.gpus.join(", "))
-                },
-            );
-        }
-        println!(
-            "Forecast: {} h by {}, trend {:+.4} GPUs/h; {backtest}",
-            f.gpus.len(),
-            f.method,
-            f.trend_per_hour
-        );
-        if let Some(r) = &ranges_info {
-            print!("{}", r.report());
-        }
+    if let Some(f) = &sources.forecast {
+        print_forecast(f, sources);
     }
-    if let Some(f) = &from_bills {
+    if let Some(f) = &sources.owned_from_bills {
         print!("{}", held_report(f));
     }
     for skipped in &planned.prepared.owned_skipped {
@@ -430,7 +446,50 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
             Some(_) => println!("Saved as plan {}: unchanged since the last plan.", r.id),
         }
     }
-    Ok(plan_exit(&planned.result))
+}
+
+/// The forecast a plan was made from: where its usage came from, its
+/// method and backtest, and its calibrated ranges.
+fn print_forecast(f: &forecast::Forecast, sources: &Sources) {
+    let backtest = f.backtest.as_ref().map_or_else(
+        || "no backtest (history shorter than two seasons)".to_owned(),
+        |b| {
+            format!(
+                "backtest on the last {} h: MAE {:.2} GPUs, WAPE {}",
+                b.hours,
+                b.mae_gpus,
+                b.wape
+                    .map_or_else(|| "-".to_owned(), |w| format!("{:.1}%", w * 100.0))
+            )
+        },
+    );
+    if let Some(u) = &sources.bills_usage {
+        println!(
+            "Usage from the bills: {} h from {} to {} (the last complete hour){}{}",
+            u.hours,
+            u.from.format("%Y-%m-%d %H:%M"),
+            u.until.format("%Y-%m-%d %H:%M"),
+            if u.teams.is_empty() {
+                String::new()
+            } else {
+                format!(", teams {}", u.teams.join(", "))
+            },
+            if u.gpus.is_empty() {
+                String::new()
+            } else {
+                format!(", GPUs {}", u.gpus.join(", "))
+            },
+        );
+    }
+    println!(
+        "Forecast: {} h by {}, trend {:+.4} GPUs/h; {backtest}",
+        f.gpus.len(),
+        f.method,
+        f.trend_per_hour
+    );
+    if let Some(r) = &sources.ranges {
+        print!("{}", r.report());
+    }
 }
 
 /// The forecast's calibrated ranges (docs/planning-model.md §11.7) around

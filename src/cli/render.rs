@@ -374,7 +374,7 @@ fn frontier_report(v3: &crate::optimizer::V3Result) -> String {
 /// The configured rules, with how many of their keys are fired and when one
 /// last fired.
 pub(super) fn rules_table(
-    rules: &[crate::config::RuleConfig],
+    rules: &[crate::alerts::rules::Rule],
     states: &[crate::store::AlertState],
 ) -> String {
     let rows: Vec<[String; 5]> = rules

@@ -7,135 +7,12 @@ pub struct AlertsConfig {
     /// Scheduled plans by name (`[alerts.plans.NAME]`).
     pub plans: BTreeMap<String, ScheduledPlan>,
     pub channels: BTreeMap<String, ChannelConfig>,
-    pub rules: Vec<RuleConfig>,
+    pub rules: Vec<Rule>,
     /// Backoff of deliveries to a receiver that fails.
     pub retry_initial: Duration,
     pub retry_max: Duration,
     /// How long one delivery may take before it counts as failed.
     pub timeout: Duration,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum ChannelConfig {
-    /// Generic webhook: JSON body, `Idempotency-Key` header, optional HMAC-SHA256
-    /// signature with the secret read from the environment variable named here.
-    Webhook {
-        url: ChannelUrl,
-        secret_env: Option<String>,
-    },
-    /// Slack incoming webhook.
-    Slack { url: ChannelUrl },
-    /// The daemon's log.
-    Log,
-}
-
-/// Where a channel's URL comes from. Slack and webhook URLs carry their
-/// credential in the path, so they are secrets either way.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ChannelUrl {
-    /// `url` in the file.
-    Inline(Secret),
-    /// `url_env`: the environment variable holding it, read at start.
-    Env(String),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RuleKind {
-    PriceBelow,
-    PriceAbove,
-    SpotAboveCommitted,
-    SyncFailed,
-    Stale,
-    NewOffer,
-    PlanChanged,
-    UnallocatedSpend,
-    CommitmentUnderused,
-    CoverageBelow,
-    BillRestated,
-    /// A sync stored prices that look wrong (see `sync::suspicious`).
-    SuspiciousPrice,
-    /// A `[[budgets]]` threshold (not a kind of `[alerts.rules]`).
-    Budget,
-}
-
-impl RuleKind {
-    const NAMES: [(&'static str, RuleKind); 12] = [
-        ("price_below", RuleKind::PriceBelow),
-        ("price_above", RuleKind::PriceAbove),
-        ("spot_above_committed", RuleKind::SpotAboveCommitted),
-        ("sync_failed", RuleKind::SyncFailed),
-        ("stale", RuleKind::Stale),
-        ("new_offer", RuleKind::NewOffer),
-        ("plan_changed", RuleKind::PlanChanged),
-        ("unallocated_spend", RuleKind::UnallocatedSpend),
-        ("commitment_underused", RuleKind::CommitmentUnderused),
-        ("coverage_below", RuleKind::CoverageBelow),
-        ("bill_restated", RuleKind::BillRestated),
-        ("suspicious_price", RuleKind::SuspiciousPrice),
-    ];
-
-    /// Kinds that watch the bills, with a percent threshold.
-    #[must_use]
-    pub fn over_bills(self) -> bool {
-        matches!(
-            self,
-            Self::UnallocatedSpend
-                | Self::CommitmentUnderused
-                | Self::CoverageBelow
-                | Self::BillRestated
-                | Self::Budget
-        )
-    }
-
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        if self == Self::Budget {
-            return "budget";
-        }
-        Self::NAMES
-            .iter()
-            .find(|(_, k)| *k == self)
-            .map_or("", |(n, _)| n)
-    }
-}
-
-/// Which price a threshold compares.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Threshold {
-    PerGpuHour(f64),
-    PerInstanceHour(f64),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct RuleConfig {
-    pub name: String,
-    pub kind: RuleKind,
-    /// GPU models or families; empty matches all.
-    pub gpu_models: Vec<String>,
-    /// Price kinds; empty matches all.
-    pub price_kinds: Vec<gpuplan_providers::PriceKind>,
-    /// What the prices buy: `instance` unless the rule asks for `gpu_only`
-    /// prices too (GPUs without the machine they attach to).
-    pub price_scopes: Vec<gpuplan_providers::PriceScope>,
-    /// Glob patterns (`*`, `?`) for providers and regions (or sources); empty matches all.
-    pub providers: Vec<String>,
-    pub regions: Vec<String>,
-    pub threshold: Option<Threshold>,
-    /// Alert on the cheapest matching offer only (one key), or on every offer.
-    pub every_offer: bool,
-    /// Share of the threshold the value must move back past before re-arming.
-    pub hysteresis: f64,
-    pub cooldown: Option<Duration>,
-    pub channels: Vec<String>,
-    /// For `plan_changed`: the scheduled plans it watches; empty means all.
-    pub plans: Vec<String>,
-    /// For the kinds over the bills: the percent threshold (unallocated
-    /// share, utilization, coverage, or a restatement's change).
-    pub percent: Option<f64>,
-    /// For `bill_restated`: an absolute change that fires too.
-    pub amount: Option<f64>,
-    /// For the kinds over the bills: the days of data they look back on.
-    pub days: u32,
 }
 
 /// A plan the daemon re-solves on a schedule, alerting `plan_changed` rules
@@ -406,15 +283,6 @@ fn bill_rule_fields(
     (percent, amount, days)
 }
 
-/// An absolute http(s) URL with a host and no whitespace.
-#[must_use]
-pub fn is_http_url(u: &str) -> bool {
-    ["http://", "https://"].iter().any(|scheme| {
-        u.strip_prefix(scheme)
-            .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
-    }) && !u.contains(char::is_whitespace)
-}
-
 pub(super) fn validate_alerts(
     raw: RawAlerts,
     c: &mut Checker,
@@ -479,7 +347,7 @@ pub(super) fn validate_alerts(
         }
         channels.insert(name, channel);
     }
-    let mut rules: Vec<RuleConfig> = Vec::new();
+    let mut rules: Vec<Rule> = Vec::new();
     for (i, r) in raw.rules.into_iter().enumerate() {
         let label = if r.name.is_empty() {
             format!("alerts.rules[{i}]")
@@ -615,7 +483,7 @@ pub(super) fn validate_alerts(
             }
         }
         let (percent, amount, days) = bill_rule_fields(&r, kind, &label, c);
-        rules.push(RuleConfig {
+        rules.push(Rule {
             name: r.name,
             kind,
             gpu_models: r.gpu_models,

@@ -30,13 +30,12 @@ mod schedule;
 mod sources;
 mod store;
 
+use crate::alerts::channels::{ChannelConfig, ChannelUrl, is_http_url};
+use crate::alerts::rules::{Rule, RuleKind, Threshold};
 use crate::bills::budgets::{AllocationConfig, BillSourceRef, BillsSetup, BudgetConfig};
 use crate::catalog::sync::SyncConfig;
 use crate::plan::settings::PlannerConfig;
-pub use alerts::{
-    AlertsConfig, ChannelConfig, ChannelUrl, PlanInput, RuleConfig, RuleKind, ScheduledPlan,
-    Threshold, is_http_url,
-};
+pub use alerts::{AlertsConfig, PlanInput, ScheduledPlan};
 pub use api::ApiConfig;
 pub use bills::BillSourceConfig;
 pub use fx::FxRates;

@@ -83,54 +83,13 @@ pub async fn run_with_providers(
         Location::Sqlite(path) => Some(lock_database(path)?),
         Location::Postgres(_) => None,
     };
-
-    let pool =
-        Arc::new(Pool::open(&config.store.location, 2).context("Failed to open the catalog.")?);
-    // Runs left `running` by the last stop of this daemon. On a shared catalog
-    // they may be another replica's live runs: each is closed instead by the
-    // replica that next takes its source's duty.
-    let interrupted = if pool.is_shared() {
-        0
-    } else {
-        pool.write(|s| s.fail_interrupted_runs(None, chrono::Utc::now()))
-            .context("Failed to mark interrupted sync runs.")?
-    };
-    if interrupted > 0 {
-        tracing::warn!(
-            runs = interrupted,
-            "Marked sync runs interrupted by the last stop as failed."
-        );
-    }
+    let pool = open_catalog(&config)?;
 
     let cancel = CancellationToken::new();
     let tracker = TaskTracker::new();
     let cluster = Cluster::new(pool.clone());
-    let alert_channels = deliver::channels(&config.alerts.channels).map_err(anyhow::Error::msg)?;
-    let wake = Arc::new(Notify::new());
-    let now = chrono::Utc::now();
-    let intervals = config.source_intervals(now);
-    let over_bills = config.bills_setup();
-    let budgets_alert = over_bills.budgets.iter().any(|b| !b.thresholds.is_empty());
-    let alerts = (!config.alerts.rules.is_empty() || budgets_alert).then(|| {
-        Arc::new(AlertHook {
-            rules: config.alerts.rules.clone(),
-            intervals: intervals.clone(),
-            wake: wake.clone(),
-            cluster: cluster.clone(),
-            bills: over_bills.clone(),
-        })
-    });
-    if !alert_channels.is_empty() {
-        tracker.spawn(deliver::run(deliver::Delivery {
-            pool: pool.clone(),
-            channels: alert_channels,
-            retry_initial: config.alerts.retry_initial,
-            retry_max: config.alerts.retry_max,
-            timeout: config.alerts.timeout,
-            wake,
-            cancel: cancel.clone(),
-        }));
-    }
+    let intervals = config.source_intervals(chrono::Utc::now());
+    let alerts = start_alerts(&config, &pool, &cluster, &intervals, &tracker, &cancel)?;
     let ctx = tasks::Context {
         pool: pool.clone(),
         policy: config.sync.clone(),
@@ -144,6 +103,110 @@ pub async fn run_with_providers(
         alerts,
         cluster: cluster.clone(),
     };
+    let triggers = start_sources(&config, providers, &ctx, &tracker)?;
+    let planning = Arc::new(PlanService::new(
+        Some(pool.clone()),
+        &config.planner,
+        intervals.clone(),
+    ));
+    start_duties(&config, &ctx, &planning, &tracker);
+
+    let state = Arc::new(AppState {
+        pool,
+        metrics: ctx.metrics.clone(),
+        triggers,
+        intervals,
+        token: options.token,
+        loopback: addr.ip().is_loopback(),
+        cache: std::sync::Mutex::default(),
+        planning,
+        fx: config.fx.clone(),
+        rules: config.alerts.rules.clone(),
+        cluster,
+        bill_grace: config.bill_grace(),
+        bills: config.bills_setup(),
+    });
+    let server = axum::serve(listener, crate::daemon::http::router(state))
+        .with_graceful_shutdown(cancel.clone().cancelled_owned());
+    tracker.spawn(async move {
+        if let Err(e) = server.await {
+            tracing::error!(error = %e, "The HTTP server failed.");
+        }
+    });
+    tracing::info!(listen = %addr, "gpuplan is serving.");
+
+    shutdown.await;
+    stop(&cancel, &tracker, options.grace).await;
+    Ok(())
+}
+
+/// Opens the catalog and closes the runs the last stop of this daemon left
+/// `running`. On a shared catalog they may be another replica's live runs:
+/// each is closed instead by the replica that next takes its source's duty.
+fn open_catalog(config: &Config) -> anyhow::Result<Arc<Pool>> {
+    let pool =
+        Arc::new(Pool::open(&config.store.location, 2).context("Failed to open the catalog.")?);
+    let interrupted = if pool.is_shared() {
+        0
+    } else {
+        pool.write(|s| s.fail_interrupted_runs(None, chrono::Utc::now()))
+            .context("Failed to mark interrupted sync runs.")?
+    };
+    if interrupted > 0 {
+        tracing::warn!(
+            runs = interrupted,
+            "Marked sync runs interrupted by the last stop as failed."
+        );
+    }
+    Ok(pool)
+}
+
+/// Starts delivering queued alerts when channels are configured, and
+/// returns the hook that evaluates rules and budgets after each sync, when
+/// there is something to evaluate.
+fn start_alerts(
+    config: &Config,
+    pool: &Arc<Pool>,
+    cluster: &Arc<Cluster>,
+    intervals: &BTreeMap<String, Duration>,
+    tracker: &TaskTracker,
+    cancel: &CancellationToken,
+) -> anyhow::Result<Option<Arc<AlertHook>>> {
+    let channels = deliver::channels(&config.alerts.channels).map_err(anyhow::Error::msg)?;
+    let wake = Arc::new(Notify::new());
+    let bills = config.bills_setup();
+    let budgets_alert = bills.budgets.iter().any(|b| !b.thresholds.is_empty());
+    let hook = (!config.alerts.rules.is_empty() || budgets_alert).then(|| {
+        Arc::new(AlertHook {
+            rules: config.alerts.rules.clone(),
+            intervals: intervals.clone(),
+            wake: wake.clone(),
+            cluster: cluster.clone(),
+            bills,
+        })
+    });
+    if !channels.is_empty() {
+        tracker.spawn(deliver::run(deliver::Delivery {
+            pool: pool.clone(),
+            channels,
+            retry_initial: config.alerts.retry_initial,
+            retry_max: config.alerts.retry_max,
+            timeout: config.alerts.timeout,
+            wake,
+            cancel: cancel.clone(),
+        }));
+    }
+    Ok(hook)
+}
+
+/// Starts one scheduled task per source (and AWS's spot-history task);
+/// returns each source's trigger for `POST /v1/sync`.
+fn start_sources(
+    config: &Config,
+    providers: Vec<Box<dyn Provider>>,
+    ctx: &tasks::Context,
+    tracker: &TaskTracker,
+) -> anyhow::Result<BTreeMap<String, Arc<Notify>>> {
     let schedules: BTreeMap<String, _> = config
         .enabled_sources()
         .into_iter()
@@ -190,85 +253,62 @@ pub async fn run_with_providers(
             span,
         ));
     }
+    Ok(triggers)
+}
 
+/// Starts the other scheduled tasks: bill loads, pruning and the plans
+/// that alert when they change.
+fn start_duties(
+    config: &Config,
+    ctx: &tasks::Context,
+    planning: &Arc<PlanService>,
+    tracker: &TaskTracker,
+) {
     for bills in config.bills.values().filter(|b| b.enabled) {
         tracker.spawn(tasks::run_bills(
             bills.source.clone(),
             bills.schedule.clone(),
-            pool.clone(),
-            cluster.clone(),
+            ctx.pool.clone(),
+            ctx.cluster.clone(),
             ctx.alerts.clone(),
-            cancel.clone(),
+            ctx.cancel.clone(),
             ctx.clock,
         ));
     }
-
     tracker.spawn(tasks::run_pruning(
         config.store.prune_schedule.clone(),
         config.store.retention.clone(),
-        pool.clone(),
-        cluster.clone(),
-        cancel.clone(),
+        ctx.pool.clone(),
+        ctx.cluster.clone(),
+        ctx.cancel.clone(),
         ctx.clock,
-    ));
-
-    let planning = Arc::new(PlanService::new(
-        Some(pool.clone()),
-        &config.planner,
-        intervals.clone(),
     ));
     for (name, plan) in &config.alerts.plans {
         tracker.spawn(tasks::run_plan(
             name.clone(),
             plan.clone(),
             planning.clone(),
-            pool.clone(),
+            ctx.pool.clone(),
             ctx.alerts.clone(),
-            cluster.clone(),
-            cancel.clone(),
+            ctx.cluster.clone(),
+            ctx.cancel.clone(),
             ctx.clock,
         ));
     }
+}
 
-    let state = Arc::new(AppState {
-        pool,
-        metrics: ctx.metrics.clone(),
-        triggers,
-        intervals,
-        token: options.token,
-        loopback: addr.ip().is_loopback(),
-        cache: std::sync::Mutex::default(),
-        planning: planning.clone(),
-        fx: config.fx.clone(),
-        rules: config.alerts.rules.clone(),
-        cluster,
-        bill_grace: config.bill_grace(),
-        bills: over_bills,
-    });
-    let server = axum::serve(listener, crate::daemon::http::router(state))
-        .with_graceful_shutdown(cancel.clone().cancelled_owned());
-    tracker.spawn(async move {
-        if let Err(e) = server.await {
-            tracing::error!(error = %e, "The HTTP server failed.");
-        }
-    });
-    tracing::info!(listen = %addr, "gpuplan is serving.");
-
-    shutdown.await;
+/// Cancels every task and waits for them, at most `grace`.
+async fn stop(cancel: &CancellationToken, tracker: &TaskTracker, grace: Duration) {
     tracing::info!("Stopping: cancelling syncs and draining requests.");
     cancel.cancel();
     tracker.close();
-    if tokio::time::timeout(options.grace, tracker.wait())
-        .await
-        .is_err()
-    {
+    if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
         tracing::warn!(
-            grace_secs = options.grace.as_secs(),
+            grace_secs = grace.as_secs(),
             "Tasks still running after the grace period; exiting anyway."
         );
     }
     tracing::info!("Stopped.");
-    Ok(())
 }
 
 /// Refuses to expose the API beyond loopback without a token.

@@ -40,7 +40,7 @@ pub struct AppState {
     /// Rates for showing prices in another currency.
     pub fx: FxRates,
     /// The alert rules, for the dashboard to list.
-    pub rules: Vec<crate::config::RuleConfig>,
+    pub rules: Vec<crate::alerts::rules::Rule>,
     /// This replica's duties, for `GET /v1/cluster`.
     pub cluster: Arc<crate::daemon::duties::Cluster>,
     /// Grace days of each bill source, for the state of its periods.

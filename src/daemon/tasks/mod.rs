@@ -23,10 +23,11 @@ use tokio_util::sync::CancellationToken;
 use std::collections::BTreeMap;
 
 use crate::alerts;
+use crate::alerts::rules::Rule;
 use crate::catalog::Freshness;
 use crate::catalog::sync::SyncConfig;
 use crate::catalog::sync::{self, SyncError};
-use crate::config::{PlanInput, RuleConfig, Schedule, ScheduledPlan};
+use crate::config::{PlanInput, Schedule, ScheduledPlan};
 use crate::daemon::duties::Cluster;
 use crate::daemon::metrics::Metrics;
 use crate::optimizer::DemandClass;
@@ -162,7 +163,7 @@ pub struct Context {
 
 /// What evaluating alerts after a sync needs.
 pub struct AlertHook {
-    pub rules: Vec<RuleConfig>,
+    pub rules: Vec<Rule>,
     /// Enabled sources and their sync intervals (for staleness).
     pub intervals: BTreeMap<String, Duration>,
     /// Wakes the delivery task when messages were queued.
