@@ -4,26 +4,21 @@
 
 mod support;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use gpuplan::config::Config;
 use gpuplan::daemon::{self, Options};
 use gpuplan::store::{Reads as _, SqliteStore};
 use gpuplan_providers::test_server::{self, FixtureServer};
 use gpuplan_providers::{FetchContext, Provider, ProviderError, Snapshot, async_trait};
 use serde_json::Value;
-use support::{Daemon, gpuplan};
+use support::sheet::{SHEET, config_in, ok_count, statuses};
+use support::{Daemon, JSON, gpuplan, raw};
 use tokio::net::TcpListener;
 
 const AZURE_1: &str = include_str!("../providers/fixtures/azure/eastus-1.json");
 const AZURE_2: &str = include_str!("../providers/fixtures/azure/eastus-2.json");
-
-const SHEET: &str = "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\n\
-                     onprem-fra,dgx-h100,H100,8,on_demand,18.4\n\
-                     onprem-fra,dgx-h100,H100,8,reserved_1y,14\n";
 
 /// Azure's eastus chain. Answers 500 to the first `fail` requests, and when
 /// `truncate` is set its first page claims to be the last.
@@ -43,33 +38,6 @@ async fn azure(fail: usize, truncate: Arc<AtomicBool>) -> FixtureServer {
         }
     })
     .await
-}
-
-/// Writes the sheet and a config (`extra` appended) into a temp dir.
-fn config_in(dir: &Path, azure_base: Option<&str>, extra: &str) -> Config {
-    std::fs::write(dir.join("onprem.csv"), SHEET).unwrap();
-    let azure = match azure_base {
-        Some(base) => format!(
-            "[providers.aws]\nenabled = false\n[providers.oci]\nenabled = false\n[providers.azure]\nendpoint = \"{base}\"\nregions = [\"eastus\"]\n"
-        ),
-        None => "[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n".to_owned(),
-    };
-    let text = format!(
-        "[store]\npath = \"catalog.db\"\n\n[sync]\nhttp_attempts = 1\nretry_initial_secs = 0.05\nretry_max_secs = 0.2\n{extra}\n\n{azure}\n[providers.file.onprem]\npath = \"onprem.csv\"\n"
-    );
-    std::fs::write(dir.join("gpuplan.toml"), &text).unwrap();
-    Config::parse(&text, dir).unwrap()
-}
-
-fn statuses(runs: &[Value], source: &str) -> Vec<String> {
-    runs.iter()
-        .filter(|r| r["source"] == source)
-        .map(|r| r["status"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-fn ok_count(runs: &[Value], source: &str) -> usize {
-    statuses(runs, source).iter().filter(|s| *s == "ok").count()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -606,247 +574,6 @@ async fn plans_are_solved_saved_and_fetched_over_the_api() {
             "{bad}"
         );
     }
-    d.stop().await;
-}
-
-/// A request as a hostile page or client would send it: any method, headers
-/// and body. Answers the status, the `Retry-After` header and the body.
-async fn raw(
-    d: &Daemon,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: impl Into<reqwest::Body>,
-) -> (u16, Option<String>, Value) {
-    let mut req = d.http.request(
-        reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
-        format!("{}{path}", d.base),
-    );
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let r = req.body(body).send().await.unwrap();
-    let status = r.status().as_u16();
-    let retry = r
-        .headers()
-        .get("retry-after")
-        .map(|v| v.to_str().unwrap().to_owned());
-    let text = r.text().await.unwrap();
-    (
-        status,
-        retry,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
-}
-
-const JSON: (&str, &str) = ("content-type", "application/json");
-
-#[tokio::test(flavor = "multi_thread")]
-async fn out_of_range_numbers_get_a_400_naming_them_instead_of_a_dropped_connection() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_in(dir.path(), None, "");
-    let d = Daemon::start(config).await;
-    let (status, body) = d
-        .get("/v1/spot-history?instance=p5.48xlarge&since=100000000000d")
-        .await;
-    assert_eq!(
-        (status, body["parameter"].as_str()),
-        (400, Some("since")),
-        "{body}"
-    );
-    assert!(body["error"].as_str().unwrap().contains("3650"), "{body}");
-
-    let plan = |body: Value| raw(&d, "POST", "/v1/plans", &[JSON], body.to_string());
-    let (status, _, body) =
-        plan(serde_json::json!({"demand": [1], "spot_window": "100000000000d"})).await;
-    assert_eq!(
-        (status, body["parameter"].as_str()),
-        (400, Some("spot_window")),
-        "{body}"
-    );
-    let long = vec![1; gpuplan::optimizer::MAX_HORIZON_HOURS + 1];
-    let (status, _, body) = plan(serde_json::json!({"demand": long})).await;
-    assert_eq!(
-        (status, body["parameter"].as_str()),
-        (400, Some("demand")),
-        "{body}"
-    );
-    assert!(body["error"].as_str().unwrap().contains("8784"), "{body}");
-    let (status, _, body) = plan(serde_json::json!({"demand": [1e300]})).await;
-    assert_eq!(
-        (status, body["parameter"].as_str()),
-        (400, Some("demand[0]")),
-        "{body}"
-    );
-
-    // A body past the limit is refused from its announced length, before a
-    // byte of it is read (a raw request: a client still writing the body
-    // would see the early answer as a broken pipe).
-    let mut sock = tokio::net::TcpStream::connect(d.base.trim_start_matches("http://"))
-        .await
-        .unwrap();
-    let head = format!(
-        "POST /v1/plans HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        5 << 20
-    );
-    tokio::io::AsyncWriteExt::write_all(&mut sock, head.as_bytes())
-        .await
-        .unwrap();
-    let mut answer = vec![0; 512];
-    let n = tokio::time::timeout(
-        Duration::from_secs(10),
-        tokio::io::AsyncReadExt::read(&mut sock, &mut answer),
-    )
-    .await
-    .expect("no answer before the body was sent")
-    .unwrap();
-    let answer = String::from_utf8_lossy(&answer[..n]);
-    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
-    // The daemon still answers.
-    assert_eq!(d.get("/healthz").await.0, 200);
-    d.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_browser_page_cannot_write_or_read_through_a_rebound_name() {
-    for token in [None, Some("s3cret")] {
-        let dir = tempfile::tempdir().unwrap();
-        let config = config_in(dir.path(), None, "");
-        let d = Daemon::start_with(config, None, token).await;
-        let bearer = format!("Bearer {}", token.unwrap_or(""));
-        let auth = ("authorization", bearer.as_str());
-        d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
-        let host = d.base.trim_start_matches("http://").to_owned();
-        let own = d.base.clone();
-
-        // A simple (no-preflight) cross-site POST: text/plain.
-        let plan = serde_json::json!({"name": "evil", "demand": [8]}).to_string();
-        let (status, _, body) = raw(
-            &d,
-            "POST",
-            "/v1/plans?save=true",
-            &[auth, ("content-type", "text/plain")],
-            plan.clone(),
-        )
-        .await;
-        assert_eq!(status, 415, "{body}");
-        assert_eq!(body["parameter"], "Content-Type");
-        let (status, _, _) = raw(&d, "GET", "/v1/plans/latest?name=evil", &[auth], "").await;
-        assert_eq!(status, 404, "nothing was saved");
-
-        // JSON from another origin, or marked cross-site by the browser.
-        for (k, v) in [
-            ("origin", "https://evil.example"),
-            ("origin", "null"),
-            ("sec-fetch-site", "cross-site"),
-        ] {
-            let (status, _, body) = raw(&d, "POST", "/v1/sync", &[auth, JSON, (k, v)], "").await;
-            assert_eq!(status, 403, "{k}: {v}: {body}");
-        }
-        // A rebound name reaches the socket but gets no answer.
-        for name in ["evil.example", "evil.example:8321"] {
-            let (status, _, body) = raw(&d, "GET", "/v1/prices", &[auth, ("host", name)], "").await;
-            assert_eq!(
-                (status, body["parameter"].as_str()),
-                (403, Some("Host")),
-                "{name}"
-            );
-        }
-        let runs = d.get("/v1/sync-runs").await.1.as_array().unwrap().len();
-
-        // The daemon's own origin and loopback names work.
-        let localhost = host.replace("127.0.0.1", "localhost");
-        let (status, _, _) = raw(
-            &d,
-            "GET",
-            "/v1/prices",
-            &[auth, ("host", localhost.as_str())],
-            "",
-        )
-        .await;
-        assert_eq!(status, 200);
-        let (status, _, body) = raw(
-            &d,
-            "POST",
-            "/v1/sync",
-            &[auth, JSON, ("origin", own.as_str())],
-            "",
-        )
-        .await;
-        assert_eq!(status, 202, "{body}");
-        d.runs_until(|r| r.len() > runs).await;
-        d.stop().await;
-    }
-}
-
-/// A two-class problem with whole hourly counts, which takes the search over
-/// reserved counts about 11 s in a release build (docs/planner.md): it
-/// holds a solver slot for the fraction of a second a test needs.
-fn heavy_problem() -> Value {
-    serde_json::from_str(include_str!("fixtures/heavy-two-class-week.json")).unwrap()
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn solves_beyond_the_cap_get_503_and_queries_keep_answering() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_in(dir.path(), None, "[planner]\nmax_concurrent_solves = 1");
-    let d = Daemon::start(config).await;
-    d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
-    let heavy = {
-        let req = d
-            .http
-            .post(format!("{}/v1/plans", d.base))
-            .json(&heavy_problem());
-        tokio::spawn(async move { req.send().await })
-    };
-    // Wait until the heavy solve holds the only slot.
-    let mut running = false;
-    for _ in 0..1500 {
-        assert!(!heavy.is_finished(), "the heavy solve ended early");
-        let (_, metrics) = d.get("/metrics").await;
-        if metrics
-            .as_str()
-            .unwrap()
-            .contains("gpuplan_solves_running 1")
-        {
-            running = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(running, "the heavy solve never started");
-    let small = serde_json::json!({"demand": [8], "gpu": ["H100"]}).to_string();
-    let (status, retry, body) = raw(&d, "POST", "/v1/plans", &[JSON], small).await;
-    assert_eq!(status, 503, "{body}");
-    assert_eq!(retry.as_deref(), Some("10"));
-    assert!(body["error"].as_str().unwrap().contains("busy"), "{body}");
-    let (_, metrics) = d.get("/metrics").await;
-    assert!(
-        metrics
-            .as_str()
-            .unwrap()
-            .contains("gpuplan_solves_refused_total 1")
-    );
-    // The store is not held by the solve: queries answer meanwhile.
-    assert!(!heavy.is_finished());
-    let (status, prices) = d.get("/v1/prices?gpu=H100").await;
-    assert_eq!((status, prices.as_array().map(Vec::len)), (200, Some(2)));
-    heavy.abort();
-    d.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn invented_methods_do_not_become_metric_labels() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_in(dir.path(), None, "");
-    let d = Daemon::start(config).await;
-    for method in ["FOO", "BAR", "GET"] {
-        raw(&d, method, "/v1/prices", &[], "").await;
-    }
-    let (_, metrics) = d.get("/metrics").await;
-    let text = metrics.as_str().unwrap();
-    assert!(text.contains(r#"method="other""#), "{text}");
-    assert!(!text.contains("FOO") && !text.contains("BAR"), "{text}");
     d.stop().await;
 }
 

@@ -6,6 +6,10 @@
 // Each test binary compiles this module and uses a part of it.
 #![allow(dead_code)]
 
+pub mod bills;
+pub mod sheet;
+
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -45,6 +49,16 @@ pub fn json_of(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!("{e}: {}", String::from_utf8_lossy(&out.stdout));
     })
+}
+
+/// The keys of a JSON object.
+pub fn keys(v: &Value) -> BTreeSet<String> {
+    v.as_object().unwrap().keys().cloned().collect()
+}
+
+/// `names` as a set, to compare with [`keys`].
+pub fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| (*s).to_owned()).collect()
 }
 
 /// A temporary directory with a `gpuplan.toml`; commands run in it.
@@ -218,6 +232,39 @@ async fn answer(request: reqwest::RequestBuilder) -> (u16, Value) {
     let text = r.text().await.unwrap();
     (
         status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// The content type of a JSON request body.
+pub const JSON: (&str, &str) = ("content-type", "application/json");
+
+/// A request as a hostile page or client would send it: any method, headers
+/// and body. Answers the status, the `Retry-After` header and the body.
+pub async fn raw(
+    d: &Daemon,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<reqwest::Body>,
+) -> (u16, Option<String>, Value) {
+    let mut req = d.http.request(
+        reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+        format!("{}{path}", d.base),
+    );
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let r = req.body(body).send().await.unwrap();
+    let status = r.status().as_u16();
+    let retry = r
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let text = r.text().await.unwrap();
+    (
+        status,
+        retry,
         serde_json::from_str(&text).unwrap_or(Value::String(text)),
     )
 }
