@@ -14,7 +14,7 @@ use gpuplan::alerts::deliver::{SIGNATURE_HEADER, signature};
 use gpuplan_providers::secret::Secret;
 use gpuplan_providers::test_server::{self, FixtureServer, Seen};
 use serde_json::Value;
-use support::{Served, gpuplan, until};
+use support::{NO_CLOUDS, Served, gpuplan, until};
 
 const SECRET: &str = "shh-test-secret";
 
@@ -51,7 +51,7 @@ async fn receiver(
 /// no other process can take it between a test choosing it and the bind.
 fn write_config(dir: &Path, receiver: &str) {
     let config = format!(
-        "[store]\npath = \"c.db\"\n[api]\nlisten = \"127.0.0.1:0\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
+        "[store]\npath = \"c.db\"\n[api]\nlisten = \"127.0.0.1:0\"\n{NO_CLOUDS}\
          [providers.file.sheet]\npath = \"sheet.csv\"\nschedule = \"0 0 0 1 1 *\"\n\
          [alerts]\nretry_initial_secs = 0.05\nretry_max_secs = 0.2\n\
          [alerts.channels.hook]\ntype = \"webhook\"\nurl = \"{receiver}/hook\"\nsecret_env = \"GPUPLAN_TEST_HOOK_SECRET\"\n\
@@ -394,7 +394,7 @@ async fn secrets_in_urls_never_reach_the_log_the_database_or_any_answer() {
         format!(
             "[store]\npath = \"c.db\"\n[api]\nlisten = \"127.0.0.1:0\"\n\
              [sync]\nhttp_attempts = 1\nhttp_timeout_secs = 0.5\nretry_initial_secs = 0.05\nretry_max_secs = 0.2\n\
-             [providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
+             {NO_CLOUDS}\
              [providers.gcp]\nbilling_endpoint = \"{base}\"\n\
              [providers.file.sheet]\npath = \"sheet.csv\"\nschedule = \"0 0 0 1 1 *\"\n\
              [alerts]\nretry_initial_secs = 0.05\nretry_max_secs = 0.2\ntimeout_secs = 0.3\n\

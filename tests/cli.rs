@@ -233,7 +233,10 @@ fn a_missing_sheet_fails_the_sync_naming_the_file() {
 #[test]
 fn bad_config_and_arguments_exit_2_naming_what_is_wrong() {
     let ws = workspace(&[]);
-    ws.write("gpuplan.toml", "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n[providers.file.onprem]\npath = \"p.csv\"\nschedule = \"hourly\"\n");
+    ws.write(
+        "gpuplan.toml",
+        &format!("[store]\npath = \"c.db\"\n{NO_CLOUDS}[providers.file.onprem]\npath = \"p.csv\"\nschedule = \"hourly\"\n"),
+    );
     let out = ws.run(&["sync"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
@@ -445,8 +448,10 @@ fn config_validate_warns_about_a_channel_variable_this_environment_lacks() {
     let ws = workspace(&[]);
     ws.write(
         "gpuplan.toml",
-        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
-         [alerts.channels.chat]\ntype = \"slack\"\nurl_env = \"GPUPLAN_TEST_SURELY_UNSET_SLACK_URL\"\n",
+        &format!(
+            "[store]\npath = \"c.db\"\n{NO_CLOUDS}\
+             [alerts.channels.chat]\ntype = \"slack\"\nurl_env = \"GPUPLAN_TEST_SURELY_UNSET_SLACK_URL\"\n"
+        ),
     );
     let out = ws.run(&["config", "validate"]);
     assert!(out.status.success(), "{}", text(&out.stderr));

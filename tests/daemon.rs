@@ -14,7 +14,7 @@ use gpuplan_providers::test_server::{self, FixtureServer};
 use gpuplan_providers::{FetchContext, Provider, ProviderError, Snapshot, async_trait};
 use serde_json::Value;
 use support::sheet::{SHEET, config_in, ok_count, statuses};
-use support::{Daemon, JSON, gpuplan, raw};
+use support::{Daemon, JSON, gpuplan, raw, until};
 use tokio::net::TcpListener;
 
 const AZURE_1: &str = include_str!("../providers/fixtures/azure/eastus-1.json");
@@ -684,14 +684,9 @@ async fn a_scheduled_plan_waits_for_the_catalogs_first_sync() {
     std::fs::write(&sheet, SHEET).unwrap();
     d.post("/v1/sync").await;
     d.runs_until(|r| ok_count(r, "file:onprem") == 1).await;
-    let mut status = 0;
-    for _ in 0..500 {
-        status = d.get("/v1/plans/latest?name=nightly").await.0;
-        if status == 200 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(status, 200, "the plan is made once the catalog has synced");
+    until("the plan, once the catalog has synced", || async {
+        d.get("/v1/plans/latest?name=nightly").await.0 == 200
+    })
+    .await;
     d.stop().await;
 }

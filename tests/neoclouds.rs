@@ -11,6 +11,7 @@ use std::process::{Command, Output};
 use gpuplan_providers::test_server::nebius::{Market, NebiusStandIn};
 use gpuplan_providers::test_server::{self, FixtureServer, Seen};
 use serde_json::{Value, json};
+use support::NO_CLOUDS;
 
 const RUNPOD: &str = include_str!("../providers/fixtures/runpod/catalogue.json");
 
@@ -89,7 +90,7 @@ async fn runpod_and_vast_fill_the_catalog_when_enabled() {
     std::fs::write(
         dir.path().join("gpuplan.toml"),
         format!(
-            "[store]\npath = \"{}\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
+            "[store]\npath = \"{}\"\n{NO_CLOUDS}\
              [providers.runpod]\nenabled = true\nendpoint = \"{base}\"\n[providers.vast]\nenabled = true\nendpoint = \"{base}\"\n",
             dir.path().join("catalog.db").display(),
             base = server.base
@@ -170,7 +171,7 @@ async fn nebius_prices_presets_over_grpc_and_keeps_them_through_a_bad_sync() {
     std::fs::write(
         dir.path().join("gpuplan.toml"),
         format!(
-            "[store]\npath = \"{}\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n{}",
+            "[store]\npath = \"{}\"\n{NO_CLOUDS}{}",
             dir.path().join("catalog.db").display(),
             stand_in.config_toml(&credentials.display().to_string())
         ),

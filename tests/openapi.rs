@@ -6,13 +6,13 @@
 //! and `GPUPLAN_API_TOOLS_REQUIRED` (set in CI) makes their absence a
 //! failure instead of a skip.
 
+mod support;
+
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
 
 use gpuplan::config::Config;
-use gpuplan::daemon::{self, Options};
-use tokio::net::TcpListener;
+use support::{Daemon, NO_CLOUDS, until};
 
 const SHEET: &str = "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\n\
                      onprem-fra,dgx-h100,H100,8,on_demand,18.4\n\
@@ -57,38 +57,22 @@ async fn schemathesis_finds_nothing_the_description_does_not_allow() {
     std::fs::write(dir.path().join("onprem.csv"), SHEET).unwrap();
     std::fs::create_dir_all(dir.path().join("bills")).unwrap();
     std::fs::write(dir.path().join("bills/focus-2026-10.csv"), BILL).unwrap();
-    let text = "[store]\npath = \"catalog.db\"\n\
-        [providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
+    let text = format!(
+        "[store]\npath = \"catalog.db\"\n{NO_CLOUDS}\
         [providers.file.onprem]\npath = \"onprem.csv\"\n\
         [bills.aws]\nformat = \"focus\"\nprovider = \"aws\"\npath = \"bills\"\nteam_tags = [\"team\"]\n\
         [[budgets]]\nname = \"ml\"\namount = 1000.0\ncurrency = \"USD\"\nteams = [\"ml\"]\n\
-        [planner]\ntime_limit_secs = 2\nmax_concurrent_solves = 1\n";
-    std::fs::write(dir.path().join("gpuplan.toml"), text).unwrap();
-    let config = Config::parse(text, dir.path()).unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(daemon::run(
-        config,
-        listener,
-        Options {
-            grace: Duration::from_secs(5),
-            token: None,
-        },
-        async move {
-            let _ = stopped.await;
-        },
-    ));
-    let http = reqwest::Client::new();
-    for _ in 0..500 {
-        let prices = http.get(format!("{base}/v1/prices")).send().await;
-        if let Ok(r) = prices
-            && r.text().await.is_ok_and(|t| t.contains("dgx-h100"))
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        [planner]\ntime_limit_secs = 2\nmax_concurrent_solves = 1\n"
+    );
+    std::fs::write(dir.path().join("gpuplan.toml"), &text).unwrap();
+    let config = Config::parse(&text, dir.path()).unwrap();
+    let d = Daemon::start(config).await;
+    let base = d.base.clone();
+    until("the sheet's first sync", || async {
+        let (_, prices) = d.get("/v1/prices").await;
+        prices.to_string().contains("dgx-h100")
+    })
+    .await;
 
     // A bounded run in CI; GPUPLAN_SCHEMATHESIS_EXAMPLES and _SEED widen
     // or vary it by hand.
@@ -121,8 +105,7 @@ async fn schemathesis_finds_nothing_the_description_does_not_allow() {
     })
     .await
     .unwrap();
-    let _ = stop.send(());
-    let _ = daemon.await;
+    d.stop().await;
     let report = format!(
         "{}{}",
         String::from_utf8_lossy(&run.stdout),

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::Output;
 
 use serde_json::Value;
+use support::NO_CLOUDS;
 
 fn gpuplan(dir: &Path, args: &[&str]) -> Output {
     support::gpuplan()
@@ -35,8 +36,7 @@ fn synced_sheet(extra: &str, sheet: &str, demand: &str) -> tempfile::TempDir {
     std::fs::write(
         dir.path().join("gpuplan.toml"),
         format!(
-            "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n\
-             [providers.oci]\nenabled = false\n[providers.file.sheet]\npath = \"sheet.csv\"\n{extra}"
+            "[store]\npath = \"c.db\"\n{NO_CLOUDS}[providers.file.sheet]\npath = \"sheet.csv\"\n{extra}"
         ),
     )
     .unwrap();
@@ -302,8 +302,10 @@ fn the_cli_takes_planner_defaults_and_its_flags_override_them() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("gpuplan.toml"),
-        "[store]\npath = \"c.db\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
-         [planner]\ntime_limit_secs = 60\nspot_window = \"3d\"\nrestart_hours = 2\ncheckpoint_hours = 4\n",
+        format!(
+            "[store]\npath = \"c.db\"\n{NO_CLOUDS}\
+             [planner]\ntime_limit_secs = 60\nspot_window = \"3d\"\nrestart_hours = 2\ncheckpoint_hours = 4\n"
+        ),
     )
     .unwrap();
     let example = concat!(

@@ -14,7 +14,7 @@ use gpuplan::store::scratch::ScratchDatabase;
 use gpuplan::store::{Location, NewMessage, Pool};
 use gpuplan_providers::secret::Secret;
 use gpuplan_providers::test_server::{self, Seen};
-use support::Daemon;
+use support::{Daemon, NO_CLOUDS};
 
 const SHEET: &str = "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\n\
                      onprem-fra,dgx-h100,H100,8,on_demand,18.4\n";
@@ -26,7 +26,7 @@ const CYCLES: i64 = 20;
 fn config(dir: &Path, url: &str) -> Config {
     std::fs::write(dir.join("onprem.csv"), SHEET).unwrap();
     let text = format!(
-        "[store]\nurl = \"{url}\"\n\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
+        "[store]\nurl = \"{url}\"\n\n{NO_CLOUDS}\
          [providers.file.onprem]\npath = \"onprem.csv\"\nschedule = \"*/{CYCLE_SECS} * * * * *\"\n"
     );
     Config::parse(&text, dir).unwrap()
@@ -142,7 +142,7 @@ async fn three_replicas_deliver_a_thousand_alerts_once_each() {
 
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
-        "[store]\nurl = \"{}\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
+        "[store]\nurl = \"{}\"\n{NO_CLOUDS}\
          [alerts.channels.hook]\ntype = \"webhook\"\nurl = \"{}/hook\"\n\
          [[alerts.rules]]\nname = \"cheap\"\nkind = \"price_below\"\ngpu_models = [\"H100\"]\nusd_per_gpu_hour = 1.0\nchannels = [\"hook\"]\n",
         db.url(),

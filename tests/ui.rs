@@ -11,7 +11,7 @@ use gpuplan::store::{SqliteStore, Writes as _};
 use gpuplan_providers::{InstanceType, Scope, Snapshot, SpotObservation};
 use reqwest::header;
 use serde_json::{Value, json};
-use support::{Daemon, until};
+use support::{Daemon, NO_CLOUDS, until};
 
 /// A price sheet whose instance names include markup that must stay text.
 const SHEET: &str = "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,gpu_memory_gib,upfront_usd\n\
@@ -105,18 +105,20 @@ async fn start(token: Option<&str>) -> (Daemon, tempfile::TempDir) {
     std::fs::write(dir.path().join("sheet.csv"), SHEET).unwrap();
     std::fs::create_dir_all(dir.path().join("bills")).unwrap();
     std::fs::write(dir.path().join("bills/focus-2026-10.csv"), bills_month()).unwrap();
-    let text = "[store]\npath = \"catalog.db\"\n\
+    let text = format!(
+        "[store]\npath = \"catalog.db\"\n\
         [bills.aws-payer]\nformat = \"focus\"\nprovider = \"aws\"\npath = \"bills\"\nteam_tags = [\"team\"]\n\
         [allocation]\nunallocated = \"proportional\"\n\
         [[budgets]]\nname = \"ml-monthly\"\namount = 60000.0\ncurrency = \"USD\"\nteams = [\"ml\"]\n\
-        thresholds = [{ percent = 80, on = \"forecast\" }]\nchannels = [\"log\"]\n\
+        thresholds = [{{ percent = 80, on = \"forecast\" }}]\nchannels = [\"log\"]\n\
         [fx]\nCNY = 7.0\n\
-        [providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n\
+        {NO_CLOUDS}\
         [providers.file.onprem]\npath = \"sheet.csv\"\n\
         [alerts.channels.log]\ntype = \"log\"\n\
-        [[alerts.rules]]\nname = \"cheap-h100\"\nkind = \"price_below\"\ngpu_models = [\"H100\"]\nusd_per_gpu_hour = 3.0\nchannels = [\"log\"]\n";
-    std::fs::write(dir.path().join("gpuplan.toml"), text).unwrap();
-    let config = Config::parse(text, dir.path()).unwrap();
+        [[alerts.rules]]\nname = \"cheap-h100\"\nkind = \"price_below\"\ngpu_models = [\"H100\"]\nusd_per_gpu_hour = 3.0\nchannels = [\"log\"]\n"
+    );
+    std::fs::write(dir.path().join("gpuplan.toml"), &text).unwrap();
+    let config = Config::parse(&text, dir.path()).unwrap();
     seed_spot(&dir.path().join("catalog.db"));
     let d = Daemon::start_with(config, None, token).await;
     // The sheet's first sync, and the bills' first load.

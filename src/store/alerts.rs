@@ -54,10 +54,10 @@ fn message(r: &[Val]) -> Result<OutboxMessage, StoreError> {
         channel: r[3].text()?,
         payload: serde_json::from_str(&r[4].text()?)
             .map_err(|e| StoreError::Corrupt(format!("outbox {id}: {e}")))?,
-        created_at: parse_ts(&r[5].text()?)?,
+        created_at: parse_ts(r[5].as_str()?)?,
         attempts: r[6].int()?,
-        next_attempt_at: parse_ts(&r[7].text()?)?,
-        delivered_at: r[8].opt_text()?.as_deref().map(parse_ts).transpose()?,
+        next_attempt_at: parse_ts(r[7].as_str()?)?,
+        delivered_at: r[8].opt_str()?.map(parse_ts).transpose()?,
         last_error: r[9].opt_text()?,
     })
 }
@@ -82,8 +82,8 @@ impl<B: Backend> Alerts for B {
                     key: r[1].text()?,
                     fired: r[2].int()? == 1,
                     last_value: r[3].opt_real()?,
-                    changed_at: parse_ts(&r[4].text()?)?,
-                    last_fired_at: r[5].opt_text()?.as_deref().map(parse_ts).transpose()?,
+                    changed_at: parse_ts(r[4].as_str()?)?,
+                    last_fired_at: r[5].opt_str()?.map(parse_ts).transpose()?,
                 })
             })
             .collect()

@@ -115,8 +115,8 @@ fn run(r: &[Val]) -> Result<SyncRun, StoreError> {
     Ok(SyncRun {
         id,
         source: r[1].text()?,
-        started_at: parse_ts(&r[2].text()?)?,
-        finished_at: r[3].opt_text()?.as_deref().map(parse_ts).transpose()?,
+        started_at: parse_ts(r[2].as_str()?)?,
+        finished_at: r[3].opt_str()?.map(parse_ts).transpose()?,
         status: r[4].text()?,
         scope: r[14].text()?,
         stats: WriteStats {
@@ -143,7 +143,7 @@ fn plan(r: &[Val]) -> Result<SavedPlan, StoreError> {
     let id = r[0].int()?;
     Ok(SavedPlan {
         id,
-        created_at: parse_ts(&r[1].text()?)?,
+        created_at: parse_ts(r[1].as_str()?)?,
         name: r[2].opt_text()?,
         inputs_hash: r[3].text()?,
         result: serde_json::from_str(&r[4].text()?)
@@ -156,19 +156,19 @@ fn plan(r: &[Val]) -> Result<SavedPlan, StoreError> {
 /// upfront_usd, recurring_usd_per_hour, source, available_regions,
 /// max_instances, observed_at, gpu_model, gpu_count, gpu_memory_gib, vcpus,
 /// memory_gib, price_scope, currency, fx_rate, gpu_form_factor.
-fn price(r: &[Val]) -> Result<CurrentPrice, StoreError> {
-    let regions = r[10].text()?;
+fn price(mut r: Vec<Val>) -> Result<CurrentPrice, StoreError> {
+    let regions = r[10].take_text()?;
     Ok(CurrentPrice {
-        provider: r[0].text()?,
-        region: r[1].text()?,
-        zone: none_if_empty(r[2].text()?),
-        instance_type: r[3].text()?,
-        price_kind: r[4].text()?,
-        offering_class: none_if_empty(r[5].text()?),
+        provider: r[0].take_text()?,
+        region: r[1].take_text()?,
+        zone: none_if_empty(r[2].take_text()?),
+        instance_type: r[3].take_text()?,
+        price_kind: r[4].take_text()?,
+        offering_class: none_if_empty(r[5].take_text()?),
         usd_per_hour: r[6].real()?,
         upfront_usd: r[7].real()?,
         recurring_usd_per_hour: r[8].real()?,
-        source: r[9].opt_text()?,
+        source: r[9].take_opt_text()?,
         available_regions: if regions == "[]" {
             Vec::new()
         } else {
@@ -176,16 +176,16 @@ fn price(r: &[Val]) -> Result<CurrentPrice, StoreError> {
                 .map_err(|e| StoreError::Corrupt(format!("available_regions `{regions}`: {e}")))?
         },
         max_instances: narrow(&r[11], "max_instances")?,
-        observed_at: r[12].opt_text()?.as_deref().map(parse_ts).transpose()?,
-        gpu_model: r[13].text()?,
+        observed_at: r[12].opt_str()?.map(parse_ts).transpose()?,
+        gpu_model: r[13].take_text()?,
         gpu_count: narrow(&r[14], "gpu_count")?.unwrap_or(0),
         gpu_memory_gib: r[15].opt_real()?,
         vcpus: narrow(&r[16], "vcpus")?,
         memory_gib: r[17].opt_real()?,
-        price_scope: r[18].text()?,
-        currency: r[19].text()?,
+        price_scope: r[18].take_text()?,
+        currency: r[19].take_text()?,
         fx_rate: r[20].real()?,
-        gpu_form_factor: r[21].opt_text()?,
+        gpu_form_factor: r[21].take_opt_text()?,
     })
 }
 
@@ -416,7 +416,7 @@ impl<B: Backend> Reads for B {
                 &[keys.into(), at.map(ts).into()],
             )
         })?;
-        rows.iter().map(|r| price(r)).collect()
+        rows.into_iter().map(price).collect()
     }
 
     fn spot_history(
@@ -458,14 +458,14 @@ impl<B: Backend> Reads for B {
             )
         })?;
         let points = rows
-            .iter()
-            .map(|r| {
+            .into_iter()
+            .map(|mut r| {
                 Ok(SpotPoint {
-                    provider: r[0].text()?,
-                    region: r[1].text()?,
-                    zone: r[2].text()?,
-                    instance_type: r[3].text()?,
-                    observed_at: parse_ts(&r[4].text()?)?,
+                    provider: r[0].take_text()?,
+                    region: r[1].take_text()?,
+                    zone: r[2].take_text()?,
+                    instance_type: r[3].take_text()?,
+                    observed_at: parse_ts(r[4].as_str()?)?,
                     usd_per_hour: r[5].real()?,
                 })
             })
@@ -589,7 +589,7 @@ impl<B: Backend> Reads for B {
             )
         })?;
         rows.iter()
-            .map(|r| Ok((r[0].text()?, parse_ts(&r[1].text()?)?)))
+            .map(|r| Ok((r[0].text()?, parse_ts(r[1].as_str()?)?)))
             .collect()
     }
 
@@ -629,8 +629,8 @@ impl<B: Backend> Reads for B {
                     duty: r[0].text()?,
                     epoch: r[1].int()?,
                     holder: r[2].text()?,
-                    taken_at: parse_ts(&r[3].text()?)?,
-                    heartbeat_at: parse_ts(&r[4].text()?)?,
+                    taken_at: parse_ts(r[3].as_str()?)?,
+                    heartbeat_at: parse_ts(r[4].as_str()?)?,
                 })
             })
             .collect()

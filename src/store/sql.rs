@@ -113,6 +113,43 @@ impl Val {
         }
     }
 
+    /// The text, borrowed (to parse it without a copy).
+    pub(super) fn as_str(&self) -> Result<&str, StoreError> {
+        match self {
+            Self::Text(s) => Ok(s),
+            other => Err(StoreError::Corrupt(format!(
+                "expected text, found {other:?}"
+            ))),
+        }
+    }
+
+    /// As [`Val::as_str`], for a column that may be NULL.
+    pub(super) fn opt_str(&self) -> Result<Option<&str>, StoreError> {
+        match self {
+            Self::Null => Ok(None),
+            other => other.as_str().map(Some),
+        }
+    }
+
+    /// The text, moved out of the row (which keeps a NULL in its place):
+    /// reading a large answer then allocates each text once.
+    pub(super) fn take_text(&mut self) -> Result<String, StoreError> {
+        match std::mem::replace(self, Self::Null) {
+            Self::Text(s) => Ok(s),
+            other => Err(StoreError::Corrupt(format!(
+                "expected text, found {other:?}"
+            ))),
+        }
+    }
+
+    /// As [`Val::take_text`], for a column that may be NULL.
+    pub(super) fn take_opt_text(&mut self) -> Result<Option<String>, StoreError> {
+        match self {
+            Self::Null => Ok(None),
+            other => other.take_text().map(Some),
+        }
+    }
+
     pub(super) fn int(&self) -> Result<i64, StoreError> {
         match self {
             Self::Int(n) => Ok(*n),

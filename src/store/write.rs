@@ -314,7 +314,7 @@ impl<B: Backend> Writes for B {
             )
         })?;
         rows.iter()
-            .map(|r| Ok((r[0].text()?, parse_ts(&r[1].text()?)?)))
+            .map(|r| Ok((r[0].text()?, parse_ts(r[1].as_str()?)?)))
             .collect()
     }
 

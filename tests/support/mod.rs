@@ -200,9 +200,10 @@ impl Daemon {
         .await
     }
 
-    /// Polls the sync-run log until `done` holds for it (at most 10 s).
+    /// Polls the sync-run log until `done` holds for it (at most a minute,
+    /// as [`until`]: a passing check returns at once).
     pub async fn runs_until(&self, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        for _ in 0..500 {
+        for _ in 0..3000 {
             let (_, runs) = self.get("/v1/sync-runs").await;
             let runs = runs.as_array().cloned().unwrap_or_default();
             if done(&runs) {

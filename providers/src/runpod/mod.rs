@@ -406,5 +406,4 @@ pub fn config(
 }
 
 #[cfg(test)]
-#[path = "runpod_tests.rs"]
 mod tests;

@@ -298,5 +298,4 @@ fn restated(
 }
 
 #[cfg(test)]
-#[path = "bills_tests.rs"]
 mod tests;

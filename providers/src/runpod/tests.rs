@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::test_server::{self, FixtureServer, Seen};
 
-const CATALOGUE_FIXTURE: &str = include_str!("../fixtures/runpod/catalogue.json");
+const CATALOGUE_FIXTURE: &str = include_str!("../../fixtures/runpod/catalogue.json");
 
 fn provider(server: &FixtureServer, key: Option<&str>) -> RunpodProvider {
     RunpodProvider::new(RunpodConfig {

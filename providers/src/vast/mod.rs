@@ -259,5 +259,4 @@ pub fn config(
 }
 
 #[cfg(test)]
-#[path = "vast_tests.rs"]
 mod tests;
