@@ -99,22 +99,13 @@ async fn a_fresh_daemon_syncs_at_start_and_the_api_matches_the_cli() {
 
     // A run is visible as `ok` in the catalog a moment before the scheduler
     // records it in the metrics, so poll (bounded) for the counter.
-    let mut text = String::new();
-    for _ in 0..250 {
-        text = d
-            .http
-            .get(format!("{}/metrics", d.base))
-            .send()
+    until("the good Azure run in the metrics", || async {
+        d.text("/metrics")
             .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if text.contains("gpuplan_sync_runs_total{source=\"azure\",result=\"ok\"} 1") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+            .contains("gpuplan_sync_runs_total{source=\"azure\",result=\"ok\"} 1")
+    })
+    .await;
+    let text = d.text("/metrics").await;
     assert!(
         text.contains("gpuplan_sync_runs_total{source=\"azure\",result=\"ok\"} 1"),
         "{text}"

@@ -13,7 +13,7 @@ use gpuplan::store::{SqliteStore, Writes as _};
 use gpuplan_providers::{InstanceType, PriceKind, PriceRecord, PriceScope, Scope, Snapshot};
 use serde_json::Value;
 use support::bills::{HEADER, fixture, usage_row, workspace};
-use support::{Daemon, Workspace, keys, set};
+use support::{Daemon, Workspace, keys, set, until};
 
 const BUDGETS: &str = "[alerts.channels.ops]\ntype = \"log\"\n\n[allocation]\nunallocated = \"proportional\"\n\n\
     [[budgets]]\nname = \"ml-monthly\"\namount = 1000.0\ncurrency = \"USD\"\nteams = [\"ml\"]\n\
@@ -386,22 +386,11 @@ fn metric_names(text: &str) -> BTreeSet<String> {
 async fn metrics_pass_promtool_and_every_rule_and_dashboard_query_names_an_exported_metric() {
     let w = owned_workspace_with(BUDGETS);
     let d = Daemon::start(w.config()).await;
-    let mut text = String::new();
-    for _ in 0..500 {
-        text = d
-            .http
-            .get(format!("{}/metrics", d.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if text.contains("gpuplan_budget_actual{") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until("the budget in the metrics", || async {
+        d.text("/metrics").await.contains("gpuplan_budget_actual{")
+    })
+    .await;
+    let text = d.text("/metrics").await;
     // 98.32 and 45 an hour for 8 GPUs; a savings plan never used, a
     // reservation always; the budget of ml's October.
     for line in [

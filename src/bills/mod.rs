@@ -31,6 +31,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+pub use crate::store::bills::period::{CommitmentType, UsageKind};
 pub use aggregate::{Commitment, CommitmentHour, PeriodData, SpendDay, UsageKey, UsageValue};
 pub use load::{LoadReport, PeriodOutcome, SourceReport};
 
@@ -196,86 +197,6 @@ impl BillError {
         Self::File {
             file: file.to_owned(),
             why: why.into(),
-        }
-    }
-}
-
-/// How a GPU usage row was bought, as `usage` reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum UsageKind {
-    OnDemand,
-    Spot,
-    Reserved,
-    SavingsPlan,
-    Commit,
-}
-
-impl UsageKind {
-    pub const ALL: [Self; 5] = [
-        Self::OnDemand,
-        Self::Spot,
-        Self::Reserved,
-        Self::SavingsPlan,
-        Self::Commit,
-    ];
-
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::OnDemand => "on_demand",
-            Self::Spot => "spot",
-            Self::Reserved => "reserved",
-            Self::SavingsPlan => "savings_plan",
-            Self::Commit => "commit",
-        }
-    }
-
-    #[must_use]
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-
-    /// Whether a commitment paid for this usage (what coverage counts).
-    #[must_use]
-    pub fn is_covered(self) -> bool {
-        matches!(self, Self::Reserved | Self::SavingsPlan | Self::Commit)
-    }
-}
-
-/// The kind of a commitment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CommitmentType {
-    Reservation,
-    SavingsPlan,
-    Commit,
-}
-
-impl CommitmentType {
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Reservation => "reservation",
-            Self::SavingsPlan => "savings_plan",
-            Self::Commit => "commit",
-        }
-    }
-
-    #[must_use]
-    pub fn parse(s: &str) -> Option<Self> {
-        [Self::Reservation, Self::SavingsPlan, Self::Commit]
-            .into_iter()
-            .find(|k| k.as_str() == s)
-    }
-
-    /// The usage kind of rows this commitment covers.
-    #[must_use]
-    pub fn usage_kind(self) -> UsageKind {
-        match self {
-            Self::Reservation => UsageKind::Reserved,
-            Self::SavingsPlan => UsageKind::SavingsPlan,
-            Self::Commit => UsageKind::Commit,
         }
     }
 }

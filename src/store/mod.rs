@@ -29,8 +29,9 @@ pub use lease::DutyLease;
 pub use pool::{Location, Pool};
 pub use prune::{Prunable, Prune, PruneCounts, Retention, prune};
 pub use read::{CurrentPrice, LeaseRow, Reads, SavedPlan, SpotPoint, SyncRun};
+pub use snapshot::{Suspicion, SuspiciousPrice, WriteStats};
 pub use sqlite::SqliteStore;
-pub use write::{NewPlan, Suspicion, SuspiciousPrice, WriteStats, Writes};
+pub use write::{NewPlan, Writes};
 
 /// Everything a caller can do with the catalog, on either backend.
 pub trait Store: Reads + Writes + Alerts + Prune + Bills + Send {}

@@ -156,7 +156,7 @@ fn plan(r: &[Val]) -> Result<SavedPlan, StoreError> {
 /// upfront_usd, recurring_usd_per_hour, source, available_regions,
 /// max_instances, observed_at, gpu_model, gpu_count, gpu_memory_gib, vcpus,
 /// memory_gib, price_scope, currency, fx_rate, gpu_form_factor.
-fn price(mut r: Vec<Val>) -> Result<CurrentPrice, StoreError> {
+fn price(r: &mut [Val]) -> Result<CurrentPrice, StoreError> {
     let regions = r[10].take_text()?;
     Ok(CurrentPrice {
         provider: r[0].take_text()?,
@@ -381,9 +381,10 @@ impl<B: Backend> Reads for B {
         let keys = types
             .map(|t| serde_json::to_string(t).map_err(|e| StoreError::Corrupt(e.to_string())))
             .transpose()?;
-        let rows = self.on_conn(|db| {
+        self.on_conn(|db| {
+            let mut prices = Vec::new();
             let pairs = db.dialect().json_pairs("$1");
-            db.rows(
+            db.each_row(
                 &format!(
                     "SELECT s.provider, s.region, s.zone, s.instance_type, s.price_kind, s.offering_class,
                             v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour, v.source,
@@ -414,9 +415,13 @@ impl<B: Backend> Reads for B {
                      WHERE CAST($1 AS TEXT) IS NULL OR (ss.provider, ss.instance_type) IN ({pairs})"
                 ),
                 &[keys.into(), at.map(ts).into()],
-            )
-        })?;
-        rows.into_iter().map(price).collect()
+                &mut |r| {
+                    prices.push(price(r)?);
+                    Ok(())
+                },
+            )?;
+            Ok(prices)
+        })
     }
 
     fn spot_history(
@@ -428,8 +433,9 @@ impl<B: Backend> Reads for B {
         since: DateTime<Utc>,
         limit: Option<usize>,
     ) -> Result<Vec<SpotPoint>, StoreError> {
-        let rows = self.on_conn(|db| {
-            db.rows(
+        let mut points = Vec::new();
+        self.on_conn(|db| {
+            db.each_row(
                 &format!(
                     "WITH matching AS (
                          SELECT * FROM spot_observations
@@ -455,21 +461,19 @@ impl<B: Backend> Reads for B {
                     ts(since).into(),
                     probe_limit(limit).into(),
                 ],
-            )
-        })?;
-        let points = rows
-            .into_iter()
-            .map(|mut r| {
-                Ok(SpotPoint {
+                &mut |r| {
+                    points.push(SpotPoint {
                     provider: r[0].take_text()?,
                     region: r[1].take_text()?,
                     zone: r[2].take_text()?,
                     instance_type: r[3].take_text()?,
                     observed_at: parse_ts(r[4].as_str()?)?,
                     usd_per_hour: r[5].real()?,
-                })
-            })
-            .collect::<Result<_, StoreError>>()?;
+                    });
+                    Ok(())
+                },
+            )
+        })?;
         within_limit(points, limit)
     }
 

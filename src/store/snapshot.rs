@@ -6,9 +6,90 @@ use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
 use gpuplan_providers::{AvailabilityRecord, Currency, InstanceType, PriceRecord, Scope, Snapshot};
+use serde::{Deserialize, Serialize};
 
 use super::sql::{self, Arg, Db, returned_id};
-use super::{StoreError, SuspiciousPrice, WriteStats, ts};
+use super::{StoreError, ts};
+
+/// Why a stored price looks wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Suspicion {
+    /// Below a tenth of the same price before this sync.
+    BelowPrevious,
+    /// Below a tenth of the catalog's median per GPU-hour for the same GPU
+    /// model and price kind.
+    BelowMedian,
+}
+
+/// A price a sync stored although it looks wrong: the second line of defence
+/// behind the providers' own rules, for a trap nobody has seen yet. It is
+/// kept with the run, reported by the sync and raised once by
+/// `suspicious_price` alert rules.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SuspiciousPrice {
+    pub region: String,
+    pub zone: Option<String>,
+    pub instance_type: String,
+    pub gpu_model: String,
+    pub price_kind: String,
+    pub offering_class: Option<String>,
+    pub price_scope: String,
+    pub usd_per_hour: f64,
+    pub usd_per_gpu_hour: f64,
+    pub reason: Suspicion,
+    /// What it was compared with: the previous USD per hour
+    /// (`below_previous`) or the median USD per GPU-hour (`below_median`).
+    pub reference_usd: f64,
+}
+
+impl std::fmt::Display for SuspiciousPrice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} in {}",
+            self.instance_type,
+            self.price_kind,
+            self.zone.as_deref().unwrap_or(&self.region)
+        )?;
+        if let Some(class) = &self.offering_class {
+            write!(f, " ({class})")?;
+        }
+        match self.reason {
+            Suspicion::BelowPrevious => write!(
+                f,
+                " at {:.4} USD/h, was {:.4}",
+                self.usd_per_hour, self.reference_usd
+            ),
+            Suspicion::BelowMedian => write!(
+                f,
+                " at {:.4} USD/GPU-h, the {} median is {:.4}",
+                self.usd_per_gpu_hour, self.gpu_model, self.reference_usd
+            ),
+        }
+    }
+}
+
+/// What writing one snapshot changed, for the sync summary and the run row.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WriteStats {
+    pub instance_types: i64,
+    pub prices_seen: i64,
+    /// New price versions: new series and changed prices.
+    pub prices_changed: i64,
+    /// Prices the provider no longer lists, closed with a withdrawn version.
+    pub prices_withdrawn: i64,
+    pub spot_seen: i64,
+    /// Observations not stored before.
+    pub spot_added: i64,
+    pub availability: i64,
+    /// Regions the provider found unchanged since the last good sync: their
+    /// stored prices stayed current and count in `prices_seen`.
+    pub regions_unchanged: i64,
+    pub skipped: BTreeMap<String, u64>,
+    /// Prices stored although they look wrong.
+    pub suspicious: Vec<SuspiciousPrice>,
+}
 
 /// The identity of a price series, with '' for an absent zone / offering class.
 type SeriesKey = (String, String, String, String, String);

@@ -189,7 +189,24 @@ impl Val {
 /// written `$1`, `$2`, ...
 pub(super) trait Db {
     fn exec(&self, sql: &str, params: &[Val]) -> Result<u64, StoreError>;
-    fn rows(&self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, StoreError>;
+    /// Calls `each` with every row `sql` returns, in one buffer reused
+    /// from row to row: a large answer (every current price) is read
+    /// without holding all of its rows twice. `each` may move values out.
+    fn each_row(
+        &self,
+        sql: &str,
+        params: &[Val],
+        each: &mut dyn FnMut(&mut [Val]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+    /// Every row `sql` returns.
+    fn rows(&self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, StoreError> {
+        let mut out = Vec::new();
+        self.each_row(sql, params, &mut |row| {
+            out.push(row.to_vec());
+            Ok(())
+        })?;
+        Ok(out)
+    }
     /// Inserts rows into `table (columns)`. The first `shared.len()` columns
     /// take `shared` in every row (bound once a statement: SQLite copies
     /// every text it binds); `values` holds the other columns, row after row.

@@ -191,6 +191,16 @@ impl Daemon {
         answer(self.request(reqwest::Method::GET, path)).await
     }
 
+    /// A GET's body, as text.
+    pub async fn text(&self, path: &str) -> String {
+        let r = self
+            .request(reqwest::Method::GET, path)
+            .send()
+            .await
+            .unwrap();
+        r.text().await.unwrap()
+    }
+
     /// A POST of no body, as JSON, and its status and body.
     pub async fn post(&self, path: &str) -> (u16, Value) {
         answer(

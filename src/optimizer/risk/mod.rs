@@ -20,95 +20,18 @@ mod summary;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-use serde::Serialize;
 use serde_json::json;
 
 use super::build::{Scope, build};
 use super::lp::{LpError, Row, Sense, Solved};
-use super::model::{Measure, Problem, Ranges, Stochastic};
+use super::model::{Measure, Problem, Stochastic};
 use super::report::{self, Plan};
 use super::scan::Scan;
 use super::setup::Setup;
-use super::{
-    CostBreakdown, ModelStats, OptimizeError, PlanResult, SolveOptions, checks, ms, solve_model,
-};
+use super::{ModelStats, OptimizeError, PlanResult, SolveOptions, checks, ms, solve_model};
 use extensive::{Availability, Extensive, Group, Part};
-use summary::{Figures, demand_of, figures};
-
-/// The version 3 additions to a result (§11.12).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct V3Result {
-    pub risk: RiskReport,
-    pub expected_cost: Option<f64>,
-    pub p95_cost: Option<f64>,
-    pub cvar_cost: Option<f64>,
-    pub var_cost: Option<f64>,
-    /// With the `savings_shortfall` measure.
-    #[serde(flatten)]
-    pub shortfall: Option<Shortfall>,
-    pub scenarios: Vec<ScenarioReport>,
-    pub frontier: Vec<FrontierPoint>,
-    pub frontier_flat: Option<bool>,
-    pub frontier_tail_gain: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ranges: Option<Ranges>,
-}
-
-/// The figures of the loss `L = C − B` under the `savings_shortfall` measure.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Shortfall {
-    pub expected_shortfall: f64,
-    pub p95_shortfall: f64,
-    pub cvar_shortfall: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RiskReport {
-    pub lambda: f64,
-    pub beta: f64,
-    pub measure: &'static str,
-    pub flat_tolerance: f64,
-    /// The λ values solved, ascending.
-    pub frontier: Vec<f64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ScenarioReport {
-    pub id: String,
-    pub probability: f64,
-    pub cost: Option<f64>,
-    pub cost_breakdown: Option<CostBreakdown>,
-    pub baseline_on_demand_cost: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shortfall: Option<f64>,
-}
-
-/// A new purchase on the frontier: offer, option, count.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Holding {
-    pub offer: String,
-    pub option: String,
-    pub count: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FrontierPoint {
-    pub lambda: f64,
-    pub objective: f64,
-    pub expected_cost: f64,
-    pub p95_cost: f64,
-    pub cvar_cost: f64,
-    pub var_cost: f64,
-    /// With the `savings_shortfall` measure.
-    #[serde(flatten)]
-    pub shortfall: Option<Shortfall>,
-    pub reserved: Vec<Holding>,
-    pub reserved_gpus: f64,
-    pub primary: bool,
-}
-
-/// One frontier point: λ, its figures, and its plan per scenario group.
-type Point = (f64, Figures, Vec<Plan>);
+pub use summary::{FrontierPoint, Holding, RiskReport, ScenarioReport, Shortfall, V3Result};
+use summary::{Point, Totals, demand_of, figures};
 
 /// New purchases per reserved column, as the one-class scan chose them.
 type Counts = BTreeMap<usize, f64>;
@@ -229,10 +152,18 @@ pub(super) fn solve(
     }
     result.model_stats = solver.model_stats(removed, scanned.is_some());
     result.timings.build_ms = build_ms;
+    let totals = Totals {
+        st,
+        opts,
+        groups: &solver.groups,
+        group_of: &solver.group_of,
+        parts: &solver.parts,
+        owned_hours: solver.owned_hours,
+    };
     summary::fill(
         &mut result,
         &mut v3,
-        &solver,
+        &totals,
         problem,
         (&points, primary),
         (&baselines, &input_baselines),

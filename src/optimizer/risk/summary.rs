@@ -7,10 +7,99 @@ use std::collections::BTreeMap;
 use super::super::measure::{cvar, quantile};
 use super::super::model::{Measure, Problem, Stochastic};
 use super::super::report::Plan;
-use super::super::{CostBreakdown, GpuHours, Hourly, OptimizeError, PlanResult, Served, checks};
-use super::{
-    FrontierPoint, Holding, Point, RiskReport, ScenarioReport, Shortfall, Solver, V3Result,
+use serde::Serialize;
+
+use super::super::model::Ranges;
+use super::super::{
+    CostBreakdown, GpuHours, Hourly, OptimizeError, PlanResult, Served, SolveOptions, checks,
 };
+use super::extensive::{Group, Part};
+
+/// The version 3 additions to a result (§11.12).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct V3Result {
+    pub risk: RiskReport,
+    pub expected_cost: Option<f64>,
+    pub p95_cost: Option<f64>,
+    pub cvar_cost: Option<f64>,
+    pub var_cost: Option<f64>,
+    /// With the `savings_shortfall` measure.
+    #[serde(flatten)]
+    pub shortfall: Option<Shortfall>,
+    pub scenarios: Vec<ScenarioReport>,
+    pub frontier: Vec<FrontierPoint>,
+    pub frontier_flat: Option<bool>,
+    pub frontier_tail_gain: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranges: Option<Ranges>,
+}
+
+/// The figures of the loss `L = C − B` under the `savings_shortfall` measure.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Shortfall {
+    pub expected_shortfall: f64,
+    pub p95_shortfall: f64,
+    pub cvar_shortfall: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RiskReport {
+    pub lambda: f64,
+    pub beta: f64,
+    pub measure: &'static str,
+    pub flat_tolerance: f64,
+    /// The λ values solved, ascending.
+    pub frontier: Vec<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScenarioReport {
+    pub id: String,
+    pub probability: f64,
+    pub cost: Option<f64>,
+    pub cost_breakdown: Option<CostBreakdown>,
+    pub baseline_on_demand_cost: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shortfall: Option<f64>,
+}
+
+/// A new purchase on the frontier: offer, option, count.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Holding {
+    pub offer: String,
+    pub option: String,
+    pub count: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FrontierPoint {
+    pub lambda: f64,
+    pub objective: f64,
+    pub expected_cost: f64,
+    pub p95_cost: f64,
+    pub cvar_cost: f64,
+    pub var_cost: f64,
+    /// With the `savings_shortfall` measure.
+    #[serde(flatten)]
+    pub shortfall: Option<Shortfall>,
+    pub reserved: Vec<Holding>,
+    pub reserved_gpus: f64,
+    pub primary: bool,
+}
+
+/// One frontier point: λ, its figures, and its plan per scenario group.
+pub(super) type Point = (f64, Figures, Vec<Plan>);
+
+/// What the totals of a plan are weighed with: the scenario groups, each
+/// input scenario's group, the groups' models and the owned hours.
+pub(super) struct Totals<'a, 'p> {
+    pub(super) st: &'a Stochastic,
+    pub(super) opts: &'a SolveOptions,
+    pub(super) groups: &'a [Group],
+    pub(super) group_of: &'a [usize],
+    pub(super) parts: &'a [Part<'p>],
+    pub(super) owned_hours: Option<f64>,
+}
 
 /// The risk figures of one plan, from its rounded scenario costs.
 #[derive(Debug, Clone, PartialEq)]
@@ -113,15 +202,15 @@ pub(super) fn demand_of(st: &Stochastic, c: usize) -> f64 {
 pub(super) fn fill(
     result: &mut PlanResult,
     v3: &mut V3Result,
-    solver: &Solver<'_, '_>,
+    totals: &Totals<'_, '_>,
     problem: &Problem,
     (points, primary): (&[Point], usize),
     (baselines, input_baselines): (&[Option<f64>], &[Option<f64>]),
 ) -> Result<(), OptimizeError> {
-    let st = solver.st;
+    let st = totals.st;
     let (_, f, plans) = &points[primary];
     let expected = |x: &dyn Fn(&Plan) -> f64| -> f64 {
-        solver
+        totals
             .groups
             .iter()
             .zip(plans)
@@ -140,14 +229,14 @@ pub(super) fn fill(
     result.gpu_hours = GpuHours {
         demand: result.gpu_hours.demand,
         reserved: plans[0].gpu_hours.reserved,
-        owned: solver.owned_hours,
+        owned: totals.owned_hours,
         spot_effective: expected(&|p| p.gpu_hours.spot_effective),
         spot_paid: expected(&|p| p.gpu_hours.spot_paid),
         on_demand: expected(&|p| p.gpu_hours.on_demand),
     };
     let baseline = baselines
         .iter()
-        .zip(&solver.groups)
+        .zip(totals.groups)
         .map(|(b, g)| b.map(|b| b * g.probability))
         .sum::<Option<f64>>();
     result.baseline_on_demand_cost = baseline;
@@ -158,7 +247,7 @@ pub(super) fn fill(
     let shortfall = st.risk.measure == Measure::SavingsShortfall;
     let mut scenario_hourly = BTreeMap::new();
     for (i, s) in st.scenarios.iter().enumerate() {
-        let plan = &plans[solver.group_of[i]];
+        let plan = &plans[totals.group_of[i]];
         let report = &mut v3.scenarios[i];
         report.cost = Some(plan.objective());
         report.cost_breakdown = Some(plan.breakdown.clone());
@@ -184,12 +273,12 @@ pub(super) fn fill(
     } else {
         0.0
     };
-    let owned_total = solver.owned_hours.unwrap_or(0.0);
+    let owned_total = totals.owned_hours.unwrap_or(0.0);
     let owned_used = if owned_total > 0.0 {
         let mut used = 0.0;
-        for (p, g) in solver.parts.iter().zip(&solver.groups) {
+        for (p, g) in totals.parts.iter().zip(totals.groups) {
             let none = vec![0.0; p.setup.offers.len()];
-            used += g.probability * checks::usable_gpu_hours(&p.setup, &none, solver.opts)?;
+            used += g.probability * checks::usable_gpu_hours(&p.setup, &none, totals.opts)?;
         }
         Some(used / owned_total)
     } else {

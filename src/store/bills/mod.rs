@@ -11,9 +11,9 @@ use serde::Serialize;
 
 use super::StoreError;
 use super::sql::{Arg, Backend, Db, Val};
-use crate::bills::UsageKind;
-use crate::bills::aggregate::{PeriodData, Total};
+use period::{PeriodData, Total, UsageKind};
 
+pub mod period;
 mod read;
 mod write;
 
@@ -462,7 +462,6 @@ impl<B: Backend> Bills for B {
     }
 }
 
-pub type GpuCatalog = (
-    Vec<crate::bills::gpus::CatalogType>,
-    Vec<crate::bills::gpus::CatalogSku>,
-);
+/// The catalog's GPU instance types of a provider (instance type, GPU
+/// model, GPUs) and its per-GPU SKUs (SKU, instance type, GPU model).
+pub type GpuCatalog = (Vec<(String, String, u32)>, Vec<(String, String, String)>);

@@ -2,8 +2,15 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use chrono::TimeZone as _;
+
 use super::*;
-use crate::bills::time::to_utc as utc;
+
+/// A stored Unix time as UTC (0 for one out of range, which no stored
+/// period holds).
+fn utc(t: i64) -> DateTime<Utc> {
+    Utc.timestamp_opt(t, 0).single().unwrap_or_default()
+}
 
 pub(in crate::store) fn loads(
     db: &dyn Db,

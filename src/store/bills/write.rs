@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use super::period::{UsageKey, UsageValue};
 use super::*;
-use crate::bills::aggregate::{UsageKey, UsageValue};
 use crate::store::ts;
 
 /// Tolerance for comparing sums of many small costs: float sums of the

@@ -106,8 +106,16 @@ impl Db for PgDb<'_, '_, '_> {
         self.execute(sql, &params(p))
     }
 
-    fn rows(&self, sql: &str, p: &[Val]) -> Result<Vec<Vec<Val>>, StoreError> {
-        self.query(sql, &params(p))?.iter().map(vals).collect()
+    fn each_row(
+        &self,
+        sql: &str,
+        p: &[Val],
+        each: &mut dyn FnMut(&mut [Val]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        for row in self.query(sql, &params(p))? {
+            each(&mut vals(&row)?)?;
+        }
+        Ok(())
     }
 
     fn insert_many(

@@ -47,13 +47,18 @@ impl Db for SqliteDb<'_> {
         Ok(n as u64)
     }
 
-    fn rows(&self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, StoreError> {
+    fn each_row(
+        &self,
+        sql: &str,
+        params: &[Val],
+        each: &mut dyn FnMut(&mut [Val]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         let mut stmt = self.0.prepare_cached(&numbered(sql))?;
         let n = stmt.column_count();
         let mut rows = stmt.query(params_from_iter(params))?;
-        let mut out = Vec::new();
+        let mut row = Vec::with_capacity(n);
         while let Some(r) = rows.next()? {
-            let mut row = Vec::with_capacity(n);
+            row.clear();
             for i in 0..n {
                 row.push(match r.get_ref(i)? {
                     ValueRef::Null => Val::Null,
@@ -65,9 +70,9 @@ impl Db for SqliteDb<'_> {
                     }
                 });
             }
-            out.push(row);
+            each(&mut row)?;
         }
-        Ok(out)
+        Ok(())
     }
 
     fn insert_many(
