@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod tasks;
 
 use crate::alerts::deliver;
+use crate::bills::budgets::BillsSetup;
 use crate::config::Config;
 use crate::daemon::duties::Cluster;
 use crate::daemon::http::state::AppState;
@@ -89,7 +90,10 @@ pub async fn run_with_providers(
     let tracker = TaskTracker::new();
     let cluster = Cluster::new(pool.clone());
     let intervals = config.source_intervals(chrono::Utc::now());
-    let alerts = start_alerts(&config, &pool, &cluster, &intervals, &tracker, &cancel)?;
+    let bills = config.bills_setup();
+    let alerts = start_alerts(
+        &config, &bills, &pool, &cluster, &intervals, &tracker, &cancel,
+    )?;
     let ctx = tasks::Context {
         pool: pool.clone(),
         policy: config.sync.clone(),
@@ -124,7 +128,7 @@ pub async fn run_with_providers(
         rules: config.alerts.rules.clone(),
         cluster,
         bill_grace: config.bill_grace(),
-        bills: config.bills_setup(),
+        bills,
     });
     let server = axum::serve(listener, crate::daemon::http::router(state))
         .with_graceful_shutdown(cancel.clone().cancelled_owned());
@@ -166,6 +170,7 @@ fn open_catalog(config: &Config) -> anyhow::Result<Arc<Pool>> {
 /// there is something to evaluate.
 fn start_alerts(
     config: &Config,
+    bills: &BillsSetup,
     pool: &Arc<Pool>,
     cluster: &Arc<Cluster>,
     intervals: &BTreeMap<String, Duration>,
@@ -174,7 +179,6 @@ fn start_alerts(
 ) -> anyhow::Result<Option<Arc<AlertHook>>> {
     let channels = deliver::channels(&config.alerts.channels).map_err(anyhow::Error::msg)?;
     let wake = Arc::new(Notify::new());
-    let bills = config.bills_setup();
     let budgets_alert = bills.budgets.iter().any(|b| !b.thresholds.is_empty());
     let hook = (!config.alerts.rules.is_empty() || budgets_alert).then(|| {
         Arc::new(AlertHook {
@@ -182,7 +186,7 @@ fn start_alerts(
             intervals: intervals.clone(),
             wake: wake.clone(),
             cluster: cluster.clone(),
-            bills,
+            bills: bills.clone(),
         })
     });
     if !channels.is_empty() {

@@ -12,8 +12,9 @@
 use super::{Fence, StoreError};
 
 /// A value bound to or read from a statement.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(super) enum Val {
+    #[default]
     Null,
     Int(i64),
     Real(f64),
@@ -202,7 +203,7 @@ pub(super) trait Db {
     fn rows(&self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, StoreError> {
         let mut out = Vec::new();
         self.each_row(sql, params, &mut |row| {
-            out.push(row.to_vec());
+            out.push(row.iter_mut().map(std::mem::take).collect());
             Ok(())
         })?;
         Ok(out)
