@@ -40,10 +40,11 @@ fn instance_types() -> Vec<InstanceType> {
             gpu_form_factor: None,
             instance_type: format!("g{i}.{}xlarge", 1 << (i % 5)),
             gpu_model: gpus[i % gpus.len()].to_owned(),
-            gpu_count: 1 << (i % 4),
+            gpu_count: f64::from(1u32 << (i % 4)),
             gpu_memory_gib: Some(80.0),
             vcpus: Some(8),
             memory_gib: Some(64.0),
+            mig_profile: None,
         })
         .collect()
 }

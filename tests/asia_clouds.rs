@@ -127,9 +127,10 @@ async fn one_sync_fills_the_catalog_from_alibaba_and_tencent_in_usd_with_their_c
     );
 
     let count = |p: &str| all.iter().filter(|r| r["provider"] == p).count();
-    // 15 list prices and the newest spot price of 3 (type, zone) pairs.
-    assert_eq!(count("alibaba"), 18, "{report}");
-    assert_eq!(count("tencent"), 10, "{report}");
+    // 19 list prices (4 of a twelfth of an A10) and the newest spot price
+    // of 3 (type, zone) pairs; Tencent's include half a T4.
+    assert_eq!(count("alibaba"), 22, "{report}");
+    assert_eq!(count("tencent"), 11, "{report}");
 
     let on_demand = find(&all, "alibaba", None, "ecs.gn7i-c8g1.2xlarge", "on_demand");
     assert_eq!(on_demand["usd_per_hour"], 1.2);
@@ -202,7 +203,8 @@ async fn a_failed_alibaba_or_tencent_sync_names_the_call_and_keeps_every_stored_
     })
     .await
     .unwrap();
-    assert_eq!(before.len(), 28);
+    // With a twelfth of an A10 on four terms.
+    assert_eq!(before.len(), 33);
 
     bad.store(true, Ordering::SeqCst);
     let (out, after) = tokio::task::spawn_blocking(move || {

@@ -313,10 +313,11 @@ fn spot_history_summarizes_each_zone() {
             gpu_form_factor: None,
             instance_type: "g6.xlarge".into(),
             gpu_model: "L4".into(),
-            gpu_count: 1,
+            gpu_count: 1.0,
             gpu_memory_gib: Some(24.0),
             vcpus: Some(4),
             memory_gib: Some(16.0),
+            mig_profile: None,
         }],
         spot_observations: vec![
             point("us-east-1a", 2, 0.40),

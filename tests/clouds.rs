@@ -143,7 +143,7 @@ async fn one_sync_fills_the_catalog_from_all_four_clouds() {
     }
 
     let records = setup.prices();
-    assert_eq!(by_provider(&records, "azure").len(), 7);
+    assert_eq!(by_provider(&records, "azure").len(), 8);
     assert_eq!(by_provider(&records, "gcp").len(), 39);
     assert_eq!(by_provider(&records, "lambda").len(), 4);
     // Oracle's per-GPU-hour parts, multiplied out to its GPU shapes, with
@@ -264,7 +264,7 @@ async fn a_bad_answer_keeps_the_prices(provider: &'static str, count: usize, nam
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_page_chain_that_stops_early_is_rejected_and_the_last_good_data_stays() {
-    a_bad_answer_keeps_the_prices("azure", 7, &["azure", "truncated"]).await;
+    a_bad_answer_keeps_the_prices("azure", 8, &["azure", "truncated"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -288,7 +288,7 @@ async fn a_missing_key_fails_only_its_provider_and_names_the_variable() {
     let records = tokio::task::spawn_blocking(move || setup.prices())
         .await
         .unwrap();
-    assert_eq!(by_provider(&records, "azure").len(), 7);
+    assert_eq!(by_provider(&records, "azure").len(), 8);
     assert!(by_provider(&records, "lambda").is_empty());
 }
 

@@ -54,7 +54,31 @@ async fn a_fresh_daemon_syncs_at_start_and_the_api_matches_the_cli() {
 
     let (status, api) = d.get("/v1/prices").await;
     assert_eq!(status, 200);
-    assert_eq!(api.as_array().unwrap().len(), 9);
+    assert_eq!(api.as_array().unwrap().len(), 10);
+    // A sixth of an A10 is a record: its share as gpu_count, its own memory,
+    // and the price of a whole-GPU hour; whole counts stay integers.
+    let slice = api
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["instance_type"] == "Standard_NV6ads_A10_v5")
+        .unwrap();
+    assert!(
+        (slice["gpu_count"].as_f64().unwrap() - 1.0 / 6.0).abs() < 1e-9,
+        "{slice}"
+    );
+    assert_eq!(slice["gpu_memory_gib"], 4.0);
+    assert!(
+        (slice["usd_per_gpu_hour"].as_f64().unwrap() - 2.724).abs() < 1e-9,
+        "{slice}"
+    );
+    let whole = api
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["instance_type"] == "Standard_NC24ads_A100_v4")
+        .unwrap();
+    assert_eq!(whole["gpu_count"].to_string(), "1");
     let cli = gpuplan()
         .arg("--config")
         .arg(dir.path().join("gpuplan.toml"))

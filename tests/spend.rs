@@ -205,10 +205,11 @@ fn owned_workspace_with(extra: &str) -> Workspace {
             gpu_form_factor: None,
             instance_type: "p5.48xlarge".into(),
             gpu_model: "H100-80GB".into(),
-            gpu_count: 8,
+            gpu_count: 8.0,
             gpu_memory_gib: Some(80.0),
             vcpus: Some(192),
             memory_gib: Some(2048.0),
+            mig_profile: None,
         }],
         prices: vec![
             price(PriceKind::OnDemand, 98.32),

@@ -152,10 +152,11 @@ fn seed_spot(path: &std::path::Path) {
             gpu_form_factor: None,
             instance_type: "p5.48xlarge".into(),
             gpu_model: "H100-80GB".into(),
-            gpu_count: 8,
+            gpu_count: 8.0,
             gpu_memory_gib: Some(80.0),
             vcpus: Some(192),
             memory_gib: Some(2048.0),
+            mig_profile: None,
         }],
         spot_observations: vec![
             obs("us-east-1a", 30, 40.0),

@@ -35,6 +35,7 @@ pub const COLUMNS: &[&str] = &[
     "max_instances",
     "price_scope",
     "gpu_form_factor",
+    "mig_profile",
 ];
 const REQUIRED: usize = 6;
 
@@ -343,6 +344,15 @@ impl Cells<'_> {
     }
 }
 
+/// The memory a MIG profile names (`1g.10gb` -> 10, `3g.40gb` -> 40), or
+/// `None` when `profile` is not one (`<compute slices>g.<memory>gb`).
+fn mig_memory(profile: &str) -> Option<f64> {
+    let (compute, memory) = profile.trim().split_once('.')?;
+    let slices: u32 = compute.strip_suffix('g')?.parse().ok()?;
+    let gib: f64 = memory.strip_suffix("gb")?.parse().ok()?;
+    ((1..=8).contains(&slices) && gib.is_finite() && gib > 0.0).then_some(gib)
+}
+
 /// Identity of a price within a sheet: a second row with the same key is a mistake.
 type PriceKey = (
     String,
@@ -397,9 +407,16 @@ fn parse_row(c: &mut Cells<'_>) -> Option<(InstanceType, PriceRecord)> {
     let region = c.required("region");
     let instance_type = c.required("instance_type");
     let gpu_name = c.required("gpu_model");
-    let gpu_count = c
-        .required("gpu_count")
-        .and_then(|_| c.count("gpu_count", 1));
+    let gpu_count = c.required("gpu_count").and_then(|text| {
+        gpu::parse_count(&text)
+            .map_err(|e| {
+                c.fail(
+                    "gpu_count",
+                    format!("{e} (GPUs per instance, or a share of one like 1/7)"),
+                )
+            })
+            .ok()
+    });
     let kind_text = c.required("price_kind");
     let kind = kind_text
         .as_ref()
@@ -419,6 +436,25 @@ fn parse_row(c: &mut Cells<'_>) -> Option<(InstanceType, PriceRecord)> {
         .parsed::<crate::PriceScope>("price_scope", "a price scope")
         .unwrap_or_default();
     let form_factor = c.parsed::<crate::FormFactor>("gpu_form_factor", "a GPU form factor");
+    let mig = c
+        .text("mig_profile")
+        .map(str::to_owned)
+        .and_then(|p| match mig_memory(&p) {
+            Some(gib) => Some((p, gib)),
+            None => {
+                c.fail(
+                    "mig_profile",
+                    format!("`{p}` is not a MIG profile like 1g.10gb"),
+                );
+                None
+            }
+        });
+    if mig.is_some() && gpu_count.is_some_and(|n| n >= 1.0) {
+        c.fail(
+            "mig_profile",
+            "a MIG profile names a slice: gpu_count must be below 1 (1/7 for 1g.10gb of an H100)",
+        );
+    }
     let available_regions: Vec<String> = c
         .text("available_regions")
         .map(|s| {
@@ -455,7 +491,16 @@ fn parse_row(c: &mut Cells<'_>) -> Option<(InstanceType, PriceRecord)> {
         );
         return None;
     }
-    let model = gpu::normalize(&gpu_name, gpu_memory);
+    // A slice's memory is its own (the column, or the MIG profile's figure);
+    // the whole card's decides between model sizes.
+    let slice_memory = (gpu_count < 1.0)
+        .then(|| gpu_memory.or(mig.as_ref().map(|(_, gib)| *gib)))
+        .flatten();
+    let card_hint = match slice_memory {
+        Some(m) => Some(m / gpu_count),
+        None => gpu_memory,
+    };
+    let model = gpu::normalize(&gpu_name, card_hint);
     if !model.known {
         tracing::warn!(file = c.file, line = c.row.line, gpu_model = %model.name, "GPU model is not in the normalization table; keeping it as written.");
     }
@@ -464,9 +509,10 @@ fn parse_row(c: &mut Cells<'_>) -> Option<(InstanceType, PriceRecord)> {
         instance_type: instance_type.clone(),
         gpu_model: model.name,
         gpu_count,
-        gpu_memory_gib: model.memory_gib,
+        gpu_memory_gib: slice_memory.or_else(|| gpu::share_memory(model.memory_gib, gpu_count)),
         vcpus,
         memory_gib,
+        mig_profile: mig.map(|(p, _)| p),
     };
     let price = PriceRecord {
         region,
@@ -577,7 +623,7 @@ us-east-1,p4d.24xlarge,NVIDIA A100-SXM4-40GB,8,on_demand,19.22,,,
         assert_eq!(snap.prices.len(), 3);
         assert_eq!(snap.instance_types.len(), 2);
         let dgx = &snap.instance_types[0];
-        assert_eq!((dgx.gpu_model.as_str(), dgx.gpu_count), ("H100-80GB", 8));
+        assert_eq!((dgx.gpu_model.as_str(), dgx.gpu_count), ("H100-80GB", 8.0));
         let p4d = &snap.instance_types[1];
         assert_eq!(p4d.gpu_model, "A100-40GB");
         let reserved = &snap.prices[1];
@@ -602,6 +648,78 @@ us-east-1,p4d.24xlarge,NVIDIA A100-SXM4-40GB,8,on_demand,19.22,,,
             vec!["us-east-1", "us-west-1"]
         );
         assert_eq!(snap.prices[0].max_instances, Some(4));
+    }
+
+    #[test]
+    fn slices_and_mig_profiles_of_owned_gpus_are_records() {
+        let text = "\
+region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,mig_profile,gpu_memory_gib
+onprem-fra,h100-1g.10gb,H100,1/7,on_demand,0.45,1g.10gb,
+onprem-fra,h100-3g.40gb,H100,3/7,on_demand,1.30,3g.40gb,
+onprem-fra,l4-half,L4,0.5,on_demand,0.40,,
+onprem-fra,a100-quarter,A100,0.25,on_demand,0.60,,20
+";
+        let snap = parse_sheet("file:t", "t.csv", text, SheetFormat::Csv).unwrap();
+        let t = |name: &str| {
+            snap.instance_types
+                .iter()
+                .find(|t| t.instance_type == name)
+                .unwrap()
+        };
+        let one = t("h100-1g.10gb");
+        assert_eq!(
+            (
+                one.gpu_model.as_str(),
+                one.gpu_count,
+                one.gpu_memory_gib,
+                one.mig_profile.as_deref()
+            ),
+            ("H100-80GB", 1.0 / 7.0, Some(10.0), Some("1g.10gb"))
+        );
+        assert_eq!(
+            (
+                t("h100-3g.40gb").gpu_count,
+                t("h100-3g.40gb").gpu_memory_gib
+            ),
+            (3.0 / 7.0, Some(40.0))
+        );
+        // Without a profile, a slice has its share of the card's memory...
+        assert_eq!(
+            (t("l4-half").gpu_count, t("l4-half").gpu_memory_gib),
+            (0.5, Some(12.0))
+        );
+        // ...or the memory the sheet gives it, which is the slice's: 20 GiB
+        // as a quarter is the 80 GB A100.
+        let quarter = t("a100-quarter");
+        assert_eq!(
+            (quarter.gpu_model.as_str(), quarter.gpu_memory_gib),
+            ("A100-80GB", Some(20.0))
+        );
+
+        let bad = "\
+region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,mig_profile
+r,t1,H100,1/0,on_demand,1,
+r,t2,H100,0,on_demand,1,
+r,t3,H100,1/7,on_demand,1,big
+r,t4,H100,1,on_demand,1,1g.10gb
+";
+        let errors = sheet_errors(bad, SheetFormat::Csv);
+        let found: Vec<(u64, &str)> = errors.iter().map(|e| (e.line, e.field.as_str())).collect();
+        assert_eq!(
+            found,
+            vec![
+                (2, "gpu_count"),
+                (3, "gpu_count"),
+                (4, "mig_profile"),
+                (5, "mig_profile")
+            ]
+        );
+        assert!(
+            errors[0].to_string().contains("divides by zero"),
+            "{}",
+            errors[0]
+        );
+        assert!(errors[3].to_string().contains("below 1"), "{}", errors[3]);
     }
 
     #[test]

@@ -167,6 +167,115 @@ pub fn normalize(provider_name: &str, memory_hint_gib: Option<f64>) -> GpuModel 
     }
 }
 
+/// Two GPU counts closer than this are the same count: a sixth of a GPU is
+/// stored as the nearest f64, and sums of slices round.
+pub const COUNT_TOLERANCE: f64 = 1e-9;
+
+/// Largest denominator [`count_label`] and [`parse_count`] look for: slices
+/// are sold as far down as a twelfth (Alibaba's `A10*1/12`).
+const MAX_DENOMINATOR: u32 = 64;
+
+/// A GPU count as the catalog writes it: a whole count as an integer (`8`),
+/// a slice as the number it is (`0.125`), so JSON and CSV of whole GPUs read
+/// as they did before slices were records.
+///
+/// # Errors
+/// Whatever the serializer returns.
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `serialize_with` passes a reference
+pub fn serialize_count<S: serde::Serializer>(count: &f64, s: S) -> Result<S::Ok, S::Error> {
+    match whole(*count) {
+        Some(n) => s.serialize_u32(n),
+        None => s.serialize_f64(*count),
+    }
+}
+
+/// A GPU count as a JSON number, whole counts as integers (see [`serialize_count`]).
+#[must_use]
+pub fn count_json(count: f64) -> serde_json::Value {
+    whole(count).map_or_else(|| serde_json::json!(count), |n| serde_json::json!(n))
+}
+
+/// [`serialize_count`] of an optional count.
+///
+/// # Errors
+/// Whatever the serializer returns.
+#[allow(clippy::ref_option)] // serde's `serialize_with` passes a reference
+pub fn serialize_opt_count<S: serde::Serializer>(
+    count: &Option<f64>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match count {
+        Some(c) => serialize_count(c, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// The count as a whole number, when it is one.
+#[must_use]
+pub fn whole(count: f64) -> Option<u32> {
+    let rounded = count.round();
+    ((count - rounded).abs() < COUNT_TOLERANCE && (0.0..=f64::from(u32::MAX)).contains(&rounded))
+        .then(|| {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let n = rounded as u32;
+            n
+        })
+}
+
+/// The count as people write it: `8`, or `1/8` for a slice (`0.3` when it is
+/// no simple fraction).
+#[must_use]
+pub fn count_label(count: f64) -> String {
+    if let Some(n) = whole(count) {
+        return n.to_string();
+    }
+    for d in 2..=MAX_DENOMINATOR {
+        if let Some(n) = whole(count * f64::from(d)) {
+            return format!("{n}/{d}");
+        }
+    }
+    format!("{count}")
+}
+
+/// Reads a GPU count written as a number (`8`, `0.125`) or a fraction
+/// (`1/7`): it must be above 0.
+///
+/// # Errors
+/// A message saying what is wrong with `text`.
+pub fn parse_count(text: &str) -> Result<f64, String> {
+    let text = text.trim();
+    let value = match text.split_once('/') {
+        Some((n, d)) => {
+            let n: u32 = n
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{text}` is not a fraction like 1/7"))?;
+            let d: u32 = d
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{text}` is not a fraction like 1/7"))?;
+            if d == 0 {
+                return Err(format!("`{text}` divides by zero"));
+            }
+            f64::from(n) / f64::from(d)
+        }
+        None => text
+            .parse::<f64>()
+            .map_err(|_| format!("`{text}` is not a number"))?,
+    };
+    if !value.is_finite() || value <= 0.0 {
+        return Err(format!("`{text}` must be above 0"));
+    }
+    Ok(value)
+}
+
+/// The memory an instance's GPU share gives it: the card's memory for whole
+/// GPUs, that share of it for a slice (an eighth of a 24 GiB L4: 3 GiB).
+#[must_use]
+pub fn share_memory(card_gib: Option<f64>, count: f64) -> Option<f64> {
+    card_gib.map(|m| if count < 1.0 { m * count } else { m })
+}
+
 /// Models sold in more than one form: only these carry a form factor.
 const MULTI_FORM: &[&str] = &[
     "A100-40GB",
@@ -257,6 +366,29 @@ fn key(name: &str) -> (String, Option<f64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn counts_read_and_print_as_people_write_them() {
+        assert_eq!(count_label(8.0), "8");
+        assert_eq!(count_label(0.125), "1/8");
+        assert_eq!(count_label(1.0 / 6.0), "1/6");
+        assert_eq!(count_label(1.0 / 12.0), "1/12");
+        assert_eq!(count_label(0.5), "1/2");
+        assert_eq!(parse_count("1/7"), Ok(1.0 / 7.0));
+        assert_eq!(parse_count(" 0.25 "), Ok(0.25));
+        assert_eq!(parse_count("8"), Ok(8.0));
+        for bad in ["0", "-1", "1/0", "a/7", "NaN", "inf", ""] {
+            assert!(parse_count(bad).is_err(), "{bad}");
+        }
+        let json = |c: f64| {
+            let mut out = Vec::new();
+            serialize_count(&c, &mut serde_json::Serializer::new(&mut out)).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(json(8.0), "8");
+        assert_eq!(json(0.125), "0.125");
+        assert_eq!(share_memory(Some(24.0), 0.125), Some(3.0));
+        assert_eq!(share_memory(Some(80.0), 8.0), Some(80.0));
+    }
 
     #[test]
     fn form_factors_come_from_the_name_for_models_sold_in_several_forms() {

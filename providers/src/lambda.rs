@@ -168,10 +168,11 @@ fn build_snapshot(response: Response) -> Snapshot {
             gpu_form_factor: gpu::form_factor(&model.name, &spec.gpu_description),
             instance_type: spec.name,
             gpu_model: model.name,
-            gpu_count: spec.specs.gpus,
+            gpu_count: f64::from(spec.specs.gpus),
             gpu_memory_gib: model.memory_gib,
             vcpus: Some(spec.specs.vcpus),
             memory_gib: Some(spec.specs.memory_gib),
+            mig_profile: None,
         });
     }
     snap
@@ -273,7 +274,7 @@ mod tests {
                 spec("gpu_1x_a10").gpu_model.as_str(),
                 spec("gpu_1x_a10").gpu_count
             ),
-            ("A10", 1)
+            ("A10", 1.0)
         );
         assert_eq!(spec("gpu_1x_a100").gpu_model, "A100-40GB");
         assert_eq!(
@@ -281,7 +282,7 @@ mod tests {
                 spec("gpu_8x_h100_sxm5").gpu_model.as_str(),
                 spec("gpu_8x_h100_sxm5").gpu_count
             ),
-            ("H100-80GB", 8)
+            ("H100-80GB", 8.0)
         );
         assert_eq!(spec("gpu_8x_v100").gpu_model, "V100");
         // The description says the form: "H100 (80 GB SXM5)".

@@ -118,13 +118,20 @@ pub struct FetchContext {
 pub struct InstanceType {
     pub instance_type: String,
     pub gpu_model: String,
-    pub gpu_count: u32,
+    /// GPUs per instance, or the share of one GPU a slice rents (0.125 for
+    /// an eighth); see [`crate::gpu::COUNT_TOLERANCE`] for comparing them.
+    #[serde(serialize_with = "crate::gpu::serialize_count")]
+    pub gpu_count: f64,
+    /// Memory per GPU, or a slice's own memory (see [`crate::gpu::share_memory`]).
     pub gpu_memory_gib: Option<f64>,
     pub vcpus: Option<u32>,
     pub memory_gib: Option<f64>,
     /// Which form of a model sold in several (see [`crate::gpu::form_factor`]).
     #[serde(default)]
     pub gpu_form_factor: Option<FormFactor>,
+    /// The MIG profile of a slice of an owned GPU (`1g.10gb`), from a price sheet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_profile: Option<String>,
 }
 
 /// The form a GPU model is sold in, where it is sold in more than one:
@@ -366,6 +373,12 @@ pub enum PriceKind {
     /// Prepaid subscriptions (`prepaid_1m`, Alibaba and Tencent): the whole
     /// term paid upfront, nothing recurring.
     Prepaid(Term),
+    /// GCP's Dynamic Workload Scheduler flex-start: capacity when it is
+    /// free, for at most 7 days a VM, at a discount (`flex_start`).
+    FlexStart,
+    /// GCP's calendar mode: capacity reserved ahead for 1 to 90 days
+    /// (`calendar`).
+    Calendar,
 }
 
 impl PriceKind {
@@ -392,14 +405,35 @@ impl PriceKind {
         ] {
             kinds.push(Self::Prepaid(term));
         }
+        kinds.extend([Self::FlexStart, Self::Calendar]);
         kinds
+    }
+
+    /// Whether the kind sells a run of bounded length (flex-start, calendar
+    /// mode) rather than hours for as long as they are wanted: such prices
+    /// do not serve a plan of hourly demand.
+    #[must_use]
+    pub fn bounded_run(self) -> bool {
+        matches!(self, Self::FlexStart | Self::Calendar)
+    }
+
+    /// The shortest and longest run the kind sells, in hours, where it
+    /// limits them: a flex-start VM runs at most 7 days, a calendar-mode
+    /// reservation 1 to 90 days.
+    #[must_use]
+    pub fn duration_hours(self) -> (Option<f64>, Option<f64>) {
+        match self {
+            Self::FlexStart => (None, Some(168.0)),
+            Self::Calendar => (Some(24.0), Some(2160.0)),
+            _ => (None, None),
+        }
     }
 
     /// The term, for kinds that commit to one.
     #[must_use]
     pub fn term(self) -> Option<Term> {
         match self {
-            Self::OnDemand | Self::Spot => None,
+            Self::OnDemand | Self::Spot | Self::FlexStart | Self::Calendar => None,
             Self::AwsReserved(t, _)
             | Self::Reserved(t)
             | Self::SavingsPlan(t)
@@ -425,6 +459,8 @@ impl fmt::Display for PriceKind {
             Self::SavingsPlan(t) => write!(f, "savings_plan_{}", t.tag()),
             Self::Commit(t) => write!(f, "commit_{}", t.tag()),
             Self::Prepaid(t) => write!(f, "prepaid_{}", t.tag()),
+            Self::FlexStart => f.write_str("flex_start"),
+            Self::Calendar => f.write_str("calendar"),
         }
     }
 }
@@ -511,8 +547,16 @@ mod tests {
     #[test]
     fn every_price_kind_round_trips_through_its_contract_name() {
         let names: Vec<String> = PriceKind::all().iter().map(ToString::to_string).collect();
-        assert_eq!(names.len(), 20);
+        assert_eq!(names.len(), 22);
         assert!(names.contains(&"reserved_3y_partial_upfront".to_owned()));
+        assert_eq!("flex_start".parse::<PriceKind>(), Ok(PriceKind::FlexStart));
+        assert_eq!(PriceKind::FlexStart.duration_hours(), (None, Some(168.0)));
+        assert_eq!(
+            PriceKind::Calendar.duration_hours(),
+            (Some(24.0), Some(2160.0))
+        );
+        assert!(PriceKind::Calendar.bounded_run() && !PriceKind::OnDemand.bounded_run());
+        assert_eq!(PriceKind::Calendar.term_hours(), None);
         assert!(names.contains(&"savings_plan_1y".to_owned()));
         assert!(names.contains(&"prepaid_1m".to_owned()));
         assert_eq!(PriceKind::Prepaid(Term::OneMonth).term_hours(), Some(730.0));

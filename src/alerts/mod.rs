@@ -136,7 +136,7 @@ pub fn observe(
                         r.instance_type,
                         r.price_kind,
                         r.zone.as_deref().unwrap_or(&r.region),
-                        r.gpu_count,
+                        gpuplan_providers::gpu::count_label(r.gpu_count),
                         r.gpu_model,
                         if below { "below" } else { "above" }
                     ),
@@ -274,7 +274,11 @@ pub fn observe(
                 out.push(Observation {
                     message: format!(
                         "new GPU offer: {} x {} as {} in {} ({})",
-                        r.gpu_count, r.gpu_model, r.instance_type, r.region, r.provider
+                        gpuplan_providers::gpu::count_label(r.gpu_count),
+                        r.gpu_model,
+                        r.instance_type,
+                        r.region,
+                        r.provider
                     ),
                     details: json!({"offer": r}),
                     active: true,

@@ -8,16 +8,17 @@ use std::collections::HashMap;
 use super::BillProvider;
 
 /// A GPU instance type or SKU as the catalog spells it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GpuType {
     pub instance_type: String,
     pub gpu_model: String,
-    /// GPUs per instance; `None` for a SKU billed per GPU-hour.
-    pub gpu_count: Option<u32>,
+    /// GPUs per instance (or the share of one a slice rents); `None` for a
+    /// SKU billed per GPU-hour.
+    pub gpu_count: Option<f64>,
 }
 
 /// What a row's instance type or SKU is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Placement<'g> {
     Gpu(&'g GpuType),
     /// It carries GPUs, but no table says which or how many.
@@ -36,7 +37,7 @@ pub struct GpuTypes {
 }
 
 /// A catalog row: (instance type, GPU model, GPUs per instance).
-pub type CatalogType = (String, String, u32);
+pub type CatalogType = (String, String, f64);
 /// A catalog GPU price: (SKU or part number, instance type, GPU model).
 pub type CatalogSku = (String, String, String);
 
@@ -57,7 +58,7 @@ impl GpuTypes {
     pub fn new(provider: BillProvider, catalog: &[CatalogType], skus: &[CatalogSku]) -> Self {
         let mut types = HashMap::new();
         for (instance_type, gpu_model, gpu_count) in catalog {
-            if *gpu_count == 0 {
+            if *gpu_count <= 0.0 {
                 continue;
             }
             types.insert(
@@ -151,13 +152,13 @@ fn is_gpu_family(provider: BillProvider, instance_type: &str) -> bool {
 
 /// Instance types the providers' own tables give a GPU count for.
 fn builtin(provider: BillProvider) -> Vec<GpuType> {
-    let table: Vec<(String, String, u32)> = match provider {
+    let table: Vec<(String, String, f64)> = match provider {
         #[cfg(feature = "aws")]
         BillProvider::Aws => gpuplan_providers::aws::gpus::sizes()
             .map(|(t, m, n)| (t.to_owned(), m.to_owned(), n))
             .collect(),
         #[cfg(feature = "azure")]
-        BillProvider::Azure => gpuplan_providers::azure::skus::whole_sizes()
+        BillProvider::Azure => gpuplan_providers::azure::skus::sizes()
             .map(|(t, m, n)| (t.to_owned(), m.to_owned(), n))
             .collect(),
         #[cfg(feature = "gcp")]
@@ -165,7 +166,7 @@ fn builtin(provider: BillProvider) -> Vec<GpuType> {
             .into_iter()
             .map(|s| {
                 let model = gpuplan_providers::gpu::normalize(&s.accelerator, None).name;
-                (s.name, model, s.accelerator_count)
+                (s.name, model, f64::from(s.accelerator_count))
             })
             .collect(),
         _ => Vec::new(),
@@ -188,8 +189,8 @@ mod tests {
         GpuTypes::new(
             BillProvider::Aws,
             &[
-                ("p5.48xlarge".into(), "H100-80GB".into(), 8),
-                ("m5.xlarge".into(), String::new(), 0),
+                ("p5.48xlarge".into(), "H100-80GB".into(), 8.0),
+                ("m5.xlarge".into(), String::new(), 0.0),
             ],
             &[],
         )
@@ -201,7 +202,10 @@ mod tests {
         let Placement::Gpu(t) = g.place("p5.48xlarge", None) else {
             panic!("p5.48xlarge is in the catalog");
         };
-        assert_eq!((t.gpu_model.as_str(), t.gpu_count), ("H100-80GB", Some(8)));
+        assert_eq!(
+            (t.gpu_model.as_str(), t.gpu_count),
+            ("H100-80GB", Some(8.0))
+        );
         assert_eq!(g.place("m5.xlarge", None), Placement::NotGpu);
     }
 
@@ -221,7 +225,7 @@ mod tests {
                 panic!("{name} is in the Azure table");
             };
             assert_eq!(t.instance_type, "Standard_ND96asr_v4");
-            assert_eq!(t.gpu_count, Some(8));
+            assert_eq!(t.gpu_count, Some(8.0));
         }
     }
 

@@ -111,14 +111,23 @@ pub struct CatalogRecord {
     pub zone: Option<String>,
     pub instance_type: String,
     pub gpu_model: String,
-    pub gpu_count: u32,
+    /// GPUs per instance, or the share of one GPU a slice rents (0.125).
+    #[serde(serialize_with = "gpuplan_providers::gpu::serialize_count")]
+    pub gpu_count: f64,
+    /// Memory per GPU, or a slice's own.
     pub gpu_memory_gib: Option<f64>,
     /// `sxm`, `pcie` or `nvl` where the model is sold in several forms.
     pub gpu_form_factor: Option<String>,
+    /// The MIG profile of a slice of an owned GPU (`1g.10gb`), from a price sheet.
+    pub mig_profile: Option<String>,
     pub vcpus: Option<u32>,
     pub memory_gib: Option<f64>,
     pub price_kind: String,
     pub offering_class: Option<String>,
+    /// The shortest and longest run the kind sells, in hours: flex-start
+    /// runs at most 168, calendar mode 24 to 2160; null for other kinds.
+    pub min_duration_hours: Option<f64>,
+    pub max_duration_hours: Option<f64>,
     pub usd_per_hour: f64,
     pub usd_per_gpu_hour: f64,
     pub observed_at: Option<DateTime<Utc>>,
@@ -319,9 +328,35 @@ pub fn prices_at(
     Ok(out)
 }
 
+impl CatalogRecord {
+    /// The GPU memory an instance has in all: its GPUs' together, or a
+    /// slice's own.
+    #[must_use]
+    pub fn instance_gpu_memory_gib(&self) -> Option<f64> {
+        self.gpu_memory_gib.map(|m| {
+            if self.gpu_count < 1.0 {
+                m
+            } else {
+                m * self.gpu_count
+            }
+        })
+    }
+}
+
 fn record(p: CurrentPrice, fresh: &Freshness) -> CatalogRecord {
-    let usd_per_gpu_hour = p.usd_per_hour / f64::from(p.gpu_count.max(1));
+    // A slice's price per GPU-hour is that of the whole GPU it is a share of.
+    let usd_per_gpu_hour = if p.gpu_count > 0.0 {
+        p.usd_per_hour / p.gpu_count
+    } else {
+        p.usd_per_hour
+    };
+    let (min_duration_hours, max_duration_hours) = p
+        .price_kind
+        .parse::<PriceKind>()
+        .map_or((None, None), PriceKind::duration_hours);
     CatalogRecord {
+        min_duration_hours,
+        max_duration_hours,
         stale: fresh.is_stale(&p.provider),
         fetched_at: fresh.last_good.get(&p.provider).copied(),
         usd_per_gpu_hour,
@@ -333,6 +368,7 @@ fn record(p: CurrentPrice, fresh: &Freshness) -> CatalogRecord {
         gpu_count: p.gpu_count,
         gpu_memory_gib: p.gpu_memory_gib,
         gpu_form_factor: p.gpu_form_factor,
+        mig_profile: p.mig_profile,
         vcpus: p.vcpus,
         memory_gib: p.memory_gib,
         price_kind: p.price_kind,

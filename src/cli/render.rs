@@ -60,7 +60,7 @@ pub(super) fn prices_table(records: &[CatalogRecord], now: DateTime<Utc>) -> Str
                     Some(f) => format!("{} {f}", r.gpu_model),
                     None => r.gpu_model.clone(),
                 },
-                r.gpu_count.to_string(),
+                gpuplan_providers::gpu::count_label(r.gpu_count),
                 kind,
                 format!(
                     "{:.4}",

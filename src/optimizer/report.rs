@@ -64,7 +64,7 @@ fn owned_gpu_hours(setup: &Setup<'_>) -> f64 {
         .filter_map(|e| {
             let o = problem.offers.iter().find(|o| o.id == e.offer)?;
             let hours = active_hours(e.remaining_hours, problem.horizon()) as f64;
-            Some(e.count * f64::from(o.gpus_per_instance) * hours)
+            Some(e.count * o.gpus_per_instance * hours)
         })
         .sum()
 }
@@ -90,7 +90,7 @@ fn v2_base(setup: &Setup<'_>) -> V2Result {
             count: e.count,
             remaining_hours: e.remaining_hours,
             active_hours: hours,
-            gpus: e.count * f64::from(o.gpus_per_instance),
+            gpus: e.count * o.gpus_per_instance,
             effective_hourly_price: r,
             sunk_cost: cost,
             usable: setup.offers.iter().any(|k| k.offer.id == o.id),

@@ -198,7 +198,7 @@ impl<'a> Setup<'a> {
                 .collect();
             offers.push(OfferInfo {
                 offer: o,
-                g: f64::from(o.gpus_per_instance),
+                g: o.gpus_per_instance,
                 gamma,
                 phi,
                 spot: !o.spot_price.is_none() && gamma > 0.0 && o.max_spot_instances != Some(0.0),

@@ -117,6 +117,36 @@ fn eligibility_filters_report_the_first_failing_one() {
 }
 
 #[test]
+fn slices_serve_small_demand_unless_a_memory_floor_excludes_them() {
+    // A quarter of a GPU for two hours, in whole instances: two eighths of an
+    // L4 (0.25/h each, 2.0 per whole-GPU hour) cost less than a whole L4 at
+    // 1.0/h. (With fractional counts the whole L4 is cheaper per GPU.)
+    let mut eighth = offer("g6f.large", 1, Some(0.25), None);
+    eighth["gpus_per_instance"] = json!(0.125);
+    eighth["gpu_model"] = json!("L4");
+    eighth["gpu_memory_gib"] = json!(3);
+    let mut whole = offer("g6.xlarge", 1, Some(1.0), None);
+    whole["gpu_model"] = json!("L4");
+    whole["gpu_memory_gib"] = json!(24);
+    let doc = json!({"demand": [0.25, 0.25], "offers": [eighth.clone(), whole.clone()],
+                     "policy": {"integer_hourly": true}});
+    let r = run(doc, false);
+    assert_eq!(r.status, "optimal");
+    assert!(close(r.objective, 1.0), "{:?}", r.objective);
+    // A floor of 16 GiB is checked against the slice's own 3 GiB.
+    let doc = json!({"demand": [0.25, 0.25], "offers": [eighth, whole],
+                     "policy": {"integer_hourly": true, "min_gpu_memory_gib": 16}});
+    let r = run(doc, false);
+    let reasons: Vec<(&str, &str)> = r
+        .excluded_offers
+        .iter()
+        .map(|e| (e.offer.as_str(), e.reason))
+        .collect();
+    assert_eq!(reasons, vec![("g6f.large", "gpu_memory")]);
+    assert!(close(r.objective, 2.0), "{:?}", r.objective);
+}
+
+#[test]
 fn no_eligible_offers_capacity_integrality_and_budget_are_told_apart() {
     let r = run(
         json!({"demand": [1], "offers": [offer("a", 1, Some(1.0), None)], "policy": {"gpu_models": ["B200"]}}),

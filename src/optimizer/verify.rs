@@ -257,7 +257,7 @@ pub fn verify(problem: &Problem, result: &Value, relax: bool) -> Result<(), Stri
                         "{id} serves class {} it is not eligible for",
                         class.id
                     ))?;
-                    let g = f64::from(o.gpus_per_instance);
+                    let g = o.gpus_per_instance;
                     let sums = match *kind {
                         "spot_instances" => {
                             let u = phi * o.spot_yield(p.spot_overhead_factor) * g * x;

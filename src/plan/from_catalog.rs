@@ -92,7 +92,12 @@ pub fn build_problem(
         - chrono::Duration::from_std(inputs.spot_window).unwrap_or(chrono::Duration::days(7));
 
     let mut groups: BTreeMap<(String, String, String), Vec<CatalogRecord>> = BTreeMap::new();
-    for r in records {
+    let bounded = |r: &CatalogRecord| {
+        r.price_kind
+            .parse::<PriceKind>()
+            .is_ok_and(PriceKind::bounded_run)
+    };
+    for r in records.into_iter().filter(|r| !bounded(r)) {
         groups
             .entry((
                 r.provider.clone(),
@@ -169,7 +174,7 @@ pub fn build_problem(
             gpu_model: first.gpu_model.clone(),
             gpu_form_factor: first.gpu_form_factor.clone(),
             gpu_memory_gib: first.gpu_memory_gib,
-            gpus_per_instance: first.gpu_count.max(1),
+            gpus_per_instance: first.gpu_count,
             on_demand_price: median(
                 &mut on_demand.iter().map(|r| r.usd_per_hour).collect::<Vec<_>>(),
             ),

@@ -17,7 +17,9 @@ pub struct CurrentPrice {
     pub zone: Option<String>,
     pub instance_type: String,
     pub gpu_model: String,
-    pub gpu_count: u32,
+    /// GPUs per instance, or the share of one a slice rents.
+    pub gpu_count: f64,
+    /// Memory per GPU, or a slice's own.
     pub gpu_memory_gib: Option<f64>,
     pub vcpus: Option<u32>,
     pub memory_gib: Option<f64>,
@@ -38,6 +40,8 @@ pub struct CurrentPrice {
     pub fx_rate: f64,
     /// `sxm`, `pcie` or `nvl` where the model is sold in several forms.
     pub gpu_form_factor: Option<String>,
+    /// The MIG profile of a slice of an owned GPU (`1g.10gb`).
+    pub mig_profile: Option<String>,
 }
 
 /// One stored spot observation.
@@ -155,7 +159,7 @@ fn plan(r: &[Val]) -> Result<SavedPlan, StoreError> {
 /// zone, instance_type, price_kind, offering_class, usd_per_hour,
 /// upfront_usd, recurring_usd_per_hour, source, available_regions,
 /// max_instances, observed_at, gpu_model, gpu_count, gpu_memory_gib, vcpus,
-/// memory_gib, price_scope, currency, fx_rate, gpu_form_factor.
+/// memory_gib, price_scope, currency, fx_rate, gpu_form_factor, mig_profile.
 fn price(r: &mut [Val]) -> Result<CurrentPrice, StoreError> {
     let regions = r[10].take_text()?;
     Ok(CurrentPrice {
@@ -178,7 +182,7 @@ fn price(r: &mut [Val]) -> Result<CurrentPrice, StoreError> {
         max_instances: narrow(&r[11], "max_instances")?,
         observed_at: r[12].opt_str()?.map(parse_ts).transpose()?,
         gpu_model: r[13].take_text()?,
-        gpu_count: narrow(&r[14], "gpu_count")?.unwrap_or(0),
+        gpu_count: r[14].real()?,
         gpu_memory_gib: r[15].opt_real()?,
         vcpus: narrow(&r[16], "vcpus")?,
         memory_gib: r[17].opt_real()?,
@@ -186,6 +190,7 @@ fn price(r: &mut [Val]) -> Result<CurrentPrice, StoreError> {
         currency: r[19].take_text()?,
         fx_rate: r[20].real()?,
         gpu_form_factor: r[21].take_opt_text()?,
+        mig_profile: r[22].take_opt_text()?,
     })
 }
 
@@ -390,7 +395,7 @@ impl<B: Backend> Reads for B {
                             v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour, v.source,
                             v.available_regions, v.max_instances, CAST(NULL AS TEXT) AS observed_at,
                             t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
-                            s.price_scope, v.currency, v.fx_rate, t.gpu_form_factor
+                            s.price_scope, v.currency, v.fx_rate, t.gpu_form_factor, t.mig_profile
                      FROM price_series s
                      JOIN price_versions v
                        ON v.id = (SELECT max(id) FROM price_versions
@@ -403,7 +408,7 @@ impl<B: Backend> Reads for B {
                      SELECT ss.provider, ss.region, ss.zone, ss.instance_type, 'spot', '',
                             o.usd_per_hour, 0.0, o.usd_per_hour, NULL, '[]', NULL, o.observed_at,
                             t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
-                            'instance', ss.currency, coalesce(o.fx_rate, 1.0), t.gpu_form_factor
+                            'instance', ss.currency, coalesce(o.fx_rate, 1.0), t.gpu_form_factor, t.mig_profile
                      FROM spot_series ss
                      JOIN spot_observations o
                        ON o.provider = ss.provider AND o.instance_type = ss.instance_type AND o.zone = ss.zone

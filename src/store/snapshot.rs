@@ -237,22 +237,25 @@ fn upsert_instance_type(
 ) -> Result<(), StoreError> {
     db.exec(
         "INSERT INTO instance_types
-             (provider, instance_type, gpu_model, gpu_count, gpu_memory_gib, vcpus, memory_gib, first_seen_run, gpu_form_factor)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+             (provider, instance_type, gpu_model, gpu_count, gpu_memory_gib, vcpus, memory_gib, first_seen_run,
+              gpu_form_factor, mig_profile)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
          ON CONFLICT (provider, instance_type) DO UPDATE SET
              gpu_model = excluded.gpu_model, gpu_count = excluded.gpu_count,
              gpu_memory_gib = excluded.gpu_memory_gib, vcpus = excluded.vcpus,
-             memory_gib = excluded.memory_gib, gpu_form_factor = excluded.gpu_form_factor",
+             memory_gib = excluded.memory_gib, gpu_form_factor = excluded.gpu_form_factor,
+             mig_profile = excluded.mig_profile",
         &[
             provider.into(),
             t.instance_type.as_str().into(),
             t.gpu_model.as_str().into(),
-            i64::from(t.gpu_count).into(),
+            t.gpu_count.into(),
             t.gpu_memory_gib.into(),
             t.vcpus.map(i64::from).into(),
             t.memory_gib.into(),
             run_id.into(),
             t.gpu_form_factor.map(|f| f.as_str()).into(),
+            t.mig_profile.as_deref().into(),
         ],
     )?;
     Ok(())

@@ -91,10 +91,11 @@ pub fn snapshot(n: usize, base: f64) -> Snapshot {
             gpu_form_factor: None,
             instance_type: name.clone(),
             gpu_model: "L4".into(),
-            gpu_count: 1,
+            gpu_count: 1.0,
             gpu_memory_gib: Some(24.0),
             vcpus: Some(8),
             memory_gib: Some(32.0),
+            mig_profile: None,
         });
         let usd = base + i as f64;
         s.prices.push(PriceRecord {

@@ -109,16 +109,32 @@ fn describe(info: &wire::InstanceTypeInfo) -> Result<InstanceType, &'static str>
     if amount <= 0.0 || spec.is_empty() {
         return Err("no_gpu");
     }
-    // vGPU slices (`NVIDIA A10*1/12`, `NVIDIA T4/4`) say so in the spec,
-    // whatever GPUAmount says.
-    if spec.contains('/') || amount.fract() != 0.0 {
-        return Err("fractional_gpu");
-    }
+    // vGPU slices say so in the spec, whatever GPUAmount (1) says:
+    // `NVIDIA A10*1/12` is a twelfth of an A10, `NVIDIA T4/4` a quarter of a T4.
+    let (spec, count) = match spec.split_once('*').or_else(|| spec.split_once('/')) {
+        Some((card, share)) => {
+            let share = if share.contains('/') {
+                gpu::parse_count(share)
+            } else {
+                gpu::parse_count(&format!("1/{share}"))
+            };
+            match share {
+                Ok(s) if s <= 1.0 => (card.trim(), s),
+                _ => return Err("unreadable_gpu_spec"),
+            }
+        }
+        None if amount.fract() == 0.0 => (spec, amount),
+        None => return Err("unreadable_gpu_spec"),
+    };
     let name = spec
         .strip_prefix("NVIDIA ")
         .or_else(|| spec.strip_prefix("AMD "))
         .unwrap_or(spec);
-    let model = gpu::normalize(name, info.gpu_memory_size);
+    // GPUMemorySize is the slice's: the card's decides between model sizes.
+    let card_memory = info
+        .gpu_memory_size
+        .map(|m| if count < 1.0 { m / count } else { m });
+    let model = gpu::normalize(name, card_memory);
     if !model.known {
         tracing::warn!(provider = PROVIDER, instance_type = %info.instance_type_id, gpu = %spec, "GPU model is not in the normalization table; keeping it as written.");
     }
@@ -126,10 +142,11 @@ fn describe(info: &wire::InstanceTypeInfo) -> Result<InstanceType, &'static str>
         gpu_form_factor: gpu::form_factor(&model.name, spec),
         instance_type: info.instance_type_id.clone(),
         gpu_model: model.name,
-        gpu_count: amount as u32,
-        gpu_memory_gib: model.memory_gib,
+        gpu_count: count,
+        gpu_memory_gib: gpu::share_memory(model.memory_gib, count),
         vcpus: info.cpu_core_count,
         memory_gib: info.memory_size,
+        mig_profile: None,
     })
 }
 

@@ -102,9 +102,9 @@ async fn a_full_sync_pages_through_types_and_spot_history_and_prices_the_instanc
             .iter()
             .all(|p| !(p.region == "us-east-1" && p.instance_type.contains("gn7i")))
     );
-    assert_eq!(snap.prices.len(), 4 + 3 + 4 + 4);
+    assert_eq!(snap.prices.len(), 4 + 3 + 4 + 4 + 4);
 
-    let types: Vec<(&str, &str, u32)> = snap
+    let types: Vec<(&str, &str, f64)> = snap
         .instance_types
         .iter()
         .map(|t| (t.instance_type.as_str(), t.gpu_model.as_str(), t.gpu_count))
@@ -112,17 +112,32 @@ async fn a_full_sync_pages_through_types_and_spot_history_and_prices_the_instanc
     assert_eq!(
         types,
         [
-            ("ecs.gn6i-c4g1.xlarge", "T4", 1),
-            ("ecs.gn7e-c16g1.4xlarge", "A100-80GB", 1),
-            ("ecs.gn7i-c8g1.2xlarge", "A10", 1),
+            ("ecs.gn6i-c4g1.xlarge", "T4", 1.0),
+            ("ecs.gn7e-c16g1.4xlarge", "A100-80GB", 1.0),
+            ("ecs.gn7i-c8g1.2xlarge", "A10", 1.0),
+            ("ecs.sgn7i-vws-m2.xlarge", "A10", 1.0 / 12.0),
         ],
-        "the V100 type is listed in no zone, so it has no record"
+        "the V100 and T4/4 types are listed in no zone, so they have no record"
     );
+    // GPUMemorySize is the slice's: a twelfth of a 24 GiB A10.
+    let slice = snap
+        .instance_types
+        .iter()
+        .find(|t| t.instance_type == "ecs.sgn7i-vws-m2.xlarge")
+        .unwrap();
+    assert_eq!(slice.gpu_memory_gib, Some(2.0));
+    let slice_price = price(
+        &snap,
+        "ap-southeast-1",
+        "ecs.sgn7i-vws-m2.xlarge",
+        "on_demand",
+    )
+    .unwrap();
+    assert!(close(slice_price.usd_per_hour, 0.11), "{slice_price:?}");
     let skipped: Vec<(&str, u64)> = snap.skipped.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     assert_eq!(
         skipped,
         [
-            ("fractional_gpu", 2),
             ("no_gpu", 1),
             ("not_sold_in_region", 1),
             ("price_not_found", 1)
@@ -153,10 +168,10 @@ async fn a_full_sync_pages_through_types_and_spot_history_and_prices_the_instanc
             .all(|a| a.instance_type != "ecs.g7.large")
     );
 
-    // 1 regions + 2 type pages + Singapore (1 zones + 12 prices + 4 spot pages)
-    // + Virginia (1 zones + 5 prices + 2 spot) = 28 calls; the throttled
+    // 1 regions + 2 type pages + Singapore (1 zones + 16 prices + 5 spot pages)
+    // + Virginia (1 zones + 5 prices + 2 spot) = 33 calls; the throttled
     // DescribePrice was sent twice.
-    assert_eq!(server.requests().len(), 29);
+    assert_eq!(server.requests().len(), 34);
     assert_eq!(snap.currency, Currency::usd());
 }
 
@@ -357,25 +372,56 @@ async fn a_sync_stops_at_its_request_budget() {
 }
 
 #[test]
-fn fractional_and_gpu_less_types_are_skipped_by_reason() {
-    let info = |spec: &str, amount: f64| wire::InstanceTypeInfo {
+fn slices_are_read_from_the_spec_and_gpu_less_types_are_skipped() {
+    let info = |spec: &str, amount: f64, memory: f64| wire::InstanceTypeInfo {
         instance_type_id: "ecs.x".into(),
         cpu_core_count: Some(4),
         memory_size: Some(16.0),
         gpu_amount: Some(amount),
         gpu_spec: spec.into(),
-        gpu_memory_size: Some(40.0),
+        gpu_memory_size: Some(memory),
     };
+    // GPUAmount says 1 for a slice; the spec says how much of one.
+    let twelfth = describe(&info("NVIDIA A10*1/12", 1.0, 2.0)).unwrap();
     assert_eq!(
-        describe(&info("NVIDIA A10*1/12", 1.0)).unwrap_err(),
-        "fractional_gpu"
+        (
+            twelfth.gpu_model.as_str(),
+            twelfth.gpu_count,
+            twelfth.gpu_memory_gib
+        ),
+        ("A10", 1.0 / 12.0, Some(2.0))
     );
+    let quarter = describe(&info("NVIDIA T4/4", 1.0, 4.0)).unwrap();
     assert_eq!(
-        describe(&info("NVIDIA T4/4", 1.0)).unwrap_err(),
-        "fractional_gpu"
+        (quarter.gpu_model.as_str(), quarter.gpu_count),
+        ("T4", 0.25)
     );
-    assert_eq!(describe(&info("", 1.0)).unwrap_err(), "no_gpu");
-    assert_eq!(describe(&info("NVIDIA A10", 0.0)).unwrap_err(), "no_gpu");
-    let a100 = describe(&info("NVIDIA A100", 8.0)).unwrap();
-    assert_eq!((a100.gpu_model.as_str(), a100.gpu_count), ("A100-40GB", 8));
+    // A slice's memory is the slice's: 10 GiB of an A100 is an eighth of a
+    // 80 GiB card, so the model is the 80 GB one.
+    let eighth = describe(&info("NVIDIA A100*1/8", 1.0, 10.0)).unwrap();
+    assert_eq!(
+        (eighth.gpu_model.as_str(), eighth.gpu_memory_gib),
+        ("A100-80GB", Some(10.0))
+    );
+    for bad in ["NVIDIA A10*x/12", "NVIDIA A10*3/2", "NVIDIA A10/0"] {
+        assert_eq!(
+            describe(&info(bad, 1.0, 2.0)).unwrap_err(),
+            "unreadable_gpu_spec",
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        describe(&info("NVIDIA A10", 0.5, 12.0)).unwrap_err(),
+        "unreadable_gpu_spec"
+    );
+    assert_eq!(describe(&info("", 1.0, 40.0)).unwrap_err(), "no_gpu");
+    assert_eq!(
+        describe(&info("NVIDIA A10", 0.0, 40.0)).unwrap_err(),
+        "no_gpu"
+    );
+    let a100 = describe(&info("NVIDIA A100", 8.0, 40.0)).unwrap();
+    assert_eq!(
+        (a100.gpu_model.as_str(), a100.gpu_count),
+        ("A100-40GB", 8.0)
+    );
 }

@@ -107,10 +107,9 @@ const SIZES: &[(&str, u32)] = &[
 ];
 
 /// Sizes that rent a slice of one GPU, and how much of it. The price list's
-/// `gpu` attribute does not say (it reads 1), nor does DescribeInstanceTypes'
-/// `count` (0), so until fractions are records these sizes are not priced as
-/// whole GPUs: a g6f.large would otherwise read as an L4 at an eighth of its
-/// price.
+/// `gpu` attribute does not say (it reads 1), so the public files take the
+/// share from here; with credentials DescribeInstanceTypes'
+/// `gpuPartitionSize` says it.
 const FRACTIONS: &[(&str, f64)] = &[
     ("g6f.large", 0.125),
     ("g6f.xlarge", 0.125),
@@ -128,11 +127,14 @@ pub fn fraction(instance_type: &str) -> Option<f64> {
         .map(|(_, f)| *f)
 }
 
-/// Every GPU size this table knows: (instance type, GPU model, GPUs).
-pub fn sizes() -> impl Iterator<Item = (&'static str, &'static str, u32)> {
+/// Every GPU size this table knows, slices included: (instance type, GPU
+/// model, GPUs).
+pub fn sizes() -> impl Iterator<Item = (&'static str, &'static str, f64)> {
     SIZES
         .iter()
-        .filter_map(|(t, n)| model(family(t)).map(|m| (*t, m, *n)))
+        .map(|(t, n)| (*t, f64::from(*n)))
+        .chain(FRACTIONS.iter().copied())
+        .filter_map(|(t, n)| model(family(t)).map(|m| (t, m, n)))
 }
 
 /// The family of an instance type (`p4de.24xlarge` -> `p4de`).
@@ -164,7 +166,7 @@ mod tests {
 
     #[test]
     fn every_size_has_a_known_family() {
-        assert_eq!(sizes().count(), SIZES.len());
+        assert_eq!(sizes().count(), SIZES.len() + FRACTIONS.len());
     }
 
     #[test]

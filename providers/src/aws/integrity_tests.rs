@@ -290,18 +290,42 @@ fn a_row_without_a_market_option_is_on_demand() {
     assert_eq!(on_demand(&snap, "us-east-1", "p5.48xlarge"), 98.32);
 }
 
-/// Slices of an L4 are not whole L4s at a slice's price: they wait for
-/// fractional records rather than read as one GPU.
+/// Slices of an L4 are records of a share of one L4, whatever the price
+/// list's `gpu` says (1): never a whole L4 at a slice's price.
 #[test]
-fn fractional_sizes_are_not_priced_as_whole_gpus() {
+fn fractional_sizes_are_priced_as_the_share_of_a_gpu_they_are() {
     let file = offer_file(
         "us-east-1",
-        &[Row {
-            gpus: "1",
-            ..row("G6FLARGE0000001", "g6f.large", "OnDemand", "0.2020000000")
-        }],
+        &[
+            Row {
+                gpus: "1",
+                ..row("G6FLARGE0000001", "g6f.large", "OnDemand", "0.2020000000")
+            },
+            Row {
+                gpus: "1",
+                ..row("G6F4XLARGE00001", "g6f.4xlarge", "OnDemand", "0.9120000000")
+            },
+        ],
     );
     let snap = offer::parse(file.as_bytes(), Vec::new(), None).unwrap();
-    assert!(snap.prices.is_empty());
-    assert_eq!(skipped(&snap, "fractional_gpu"), 1);
+    let t = |name: &str| {
+        snap.instance_types
+            .iter()
+            .find(|t| t.instance_type == name)
+            .unwrap()
+    };
+    assert_eq!(
+        (
+            t("g6f.large").gpu_model.as_str(),
+            t("g6f.large").gpu_count,
+            t("g6f.large").gpu_memory_gib
+        ),
+        ("L4", 0.125, Some(3.0))
+    );
+    assert_eq!(
+        (t("g6f.4xlarge").gpu_count, t("g6f.4xlarge").gpu_memory_gib),
+        (0.5, Some(12.0))
+    );
+    assert_eq!(on_demand(&snap, "us-east-1", "g6f.large"), 0.202);
+    assert_eq!(skipped(&snap, "fractional_gpu"), 0);
 }

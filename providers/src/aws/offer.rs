@@ -249,16 +249,13 @@ impl Collector {
             snap.skip("filtered");
             return;
         }
-        // The price list's `gpu` says 1 for a slice of an L4, and
-        // DescribeInstanceTypes says 0: neither is the GPUs it rents.
-        if gpus::fraction(&instance_type).is_some() {
-            snap.skip("fractional_gpu");
-            return;
-        }
         let described = match &state.described {
             None => {
-                let count: u32 = attr("gpu").parse().unwrap_or(0);
-                if count == 0 || instance_type.is_empty() {
+                // The price list's `gpu` says 1 for a slice of an L4: the
+                // size table says how much of one it rents.
+                let count = gpus::fraction(&instance_type)
+                    .unwrap_or_else(|| attr("gpu").parse().unwrap_or(0.0));
+                if count <= 0.0 || instance_type.is_empty() {
                     snap.skip("not_gpu");
                     return;
                 }
@@ -274,8 +271,12 @@ impl Collector {
                         .as_ref()
                         .map_or_else(|| format!("unknown ({family})"), |m| m.name.clone()),
                     gpu_count: count,
-                    gpu_memory_gib: normalized.and_then(|m| m.memory_gib),
+                    gpu_memory_gib: crate::gpu::share_memory(
+                        normalized.and_then(|m| m.memory_gib),
+                        count,
+                    ),
                     gpu_form_factor: gpus::form_factor(family),
+                    mig_profile: None,
                     vcpus: attr("vcpu").parse().ok(),
                     memory_gib: attr("memory")
                         .split_whitespace()

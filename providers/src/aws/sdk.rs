@@ -400,10 +400,19 @@ async fn instance_types(
 /// named from the API's name and per-GPU memory; where that name is not one the
 /// catalog knows (p5en reports just `NVIDIA`), the family table decides.
 fn describe(info: &InstanceTypeInfo) -> Option<InstanceType> {
-    let name = info.instance_type()?.as_str().to_owned();
+    info.instance_type()?;
     let (model, count, memory) = if let Some(gpu) = info.gpu_info().and_then(|g| g.gpus().first()) {
         let mib = gpu.memory_info().and_then(|m| m.size_in_mib());
-        (gpu.name().unwrap_or_default().to_owned(), gpu.count(), mib)
+        let gpu_name = gpu.name().unwrap_or_default().to_owned();
+        // A slice (g6f) says 0 or 1 in `count`; its share is the partition
+        // size times the logical GPUs, and its memory is the slice's.
+        match gpu.gpu_partition_size() {
+            Some(share) if share > 0.0 && share < 1.0 => {
+                let logical = f64::from(gpu.logical_gpu_count().unwrap_or(1).max(1));
+                return Some(described(info, gpu_name, share * logical, None));
+            }
+            _ => (gpu_name, gpu.count(), mib),
+        }
     } else if let Some(n) = info.neuron_info().and_then(|n| n.neuron_devices().first()) {
         (
             n.name().unwrap_or_default().to_owned(),
@@ -422,23 +431,39 @@ fn describe(info: &InstanceTypeInfo) -> Option<InstanceType> {
     } else {
         return None;
     };
-    let count = u32::try_from(count.unwrap_or(0)).unwrap_or(0);
-    if count == 0 {
+    let count = count.unwrap_or(0);
+    if count <= 0 {
         return None;
     }
     let hint = memory.map(|mib| f64::from(mib) / 1024.0);
+    Some(described(info, model, f64::from(count), hint))
+}
+
+/// The instance type of `info` with `count` GPUs (or a share of one) of the
+/// API's `model`; where that name is not one the catalog knows, the family
+/// table decides.
+fn described(
+    info: &InstanceTypeInfo,
+    model: String,
+    count: f64,
+    hint: Option<f64>,
+) -> InstanceType {
+    let name = info
+        .instance_type()
+        .map_or_else(String::new, |t| t.as_str().to_owned());
     let mut normalized = crate::gpu::normalize(&model, hint);
     if !normalized.known
         && let Some(table) = gpus::model(gpus::family(&name))
     {
         normalized = crate::gpu::normalize(table, None);
     }
-    Some(InstanceType {
+    InstanceType {
         gpu_form_factor: gpus::form_factor(gpus::family(&name)),
         instance_type: name,
         gpu_model: normalized.name,
         gpu_count: count,
-        gpu_memory_gib: normalized.memory_gib,
+        gpu_memory_gib: crate::gpu::share_memory(normalized.memory_gib, count),
+        mig_profile: None,
         vcpus: info
             .v_cpu_info()
             .and_then(|v| v.default_v_cpus())
@@ -447,7 +472,7 @@ fn describe(info: &InstanceTypeInfo) -> Option<InstanceType> {
             .memory_info()
             .and_then(|m| m.size_in_mib())
             .map(|mib| mib as f64 / 1024.0),
-    })
+    }
 }
 
 /// On-demand and reserved prices: one paginated `GetProducts` per instance

@@ -75,11 +75,25 @@ async fn with_credentials_every_source_becomes_records() {
     let p5 = t("p5.48xlarge").unwrap();
     assert_eq!(
         (p5.gpu_model.as_str(), p5.gpu_count, p5.vcpus, p5.memory_gib),
-        ("H100-80GB", 8, Some(192), Some(2048.0))
+        ("H100-80GB", 8.0, Some(192), Some(2048.0))
     );
     assert_eq!(t("g6.xlarge").unwrap().gpu_model, "L4");
+    // A slice: the partition size, not `count` (0) or the price list's `gpu` (1).
+    let slice = t("g6f.xlarge").unwrap();
+    assert_eq!(
+        (
+            slice.gpu_model.as_str(),
+            slice.gpu_count,
+            slice.gpu_memory_gib
+        ),
+        ("L4", 0.125, Some(3.0))
+    );
+    assert_eq!(
+        price(&snap, "us-east-1", "g6f.xlarge", PriceKind::OnDemand).usd_per_hour,
+        0.2526
+    );
     let trn = t("trn1.32xlarge").unwrap();
-    assert_eq!((trn.gpu_model.as_str(), trn.gpu_count), ("Trainium", 16));
+    assert_eq!((trn.gpu_model.as_str(), trn.gpu_count), ("Trainium", 16.0));
     assert!(t("m7i.large").is_none());
 
     // Prices: the traps of the bulk fixture are skipped the same way.
@@ -173,16 +187,16 @@ async fn with_credentials_every_source_becomes_records() {
         AvailabilitySignal::InterruptionBucket(4)
     ));
     assert_eq!(snap.skipped.get("offering:zone_not_available"), Some(&1));
-    // One unknown zone id in the answer for each of the four types.
-    assert_eq!(snap.skipped.get("placement_score:unknown_zone"), Some(&4));
+    // One unknown zone id in the answer for each of the five types.
+    assert_eq!(snap.skipped.get("placement_score:unknown_zone"), Some(&5));
 
     // Every call paged to its end: the empty <nextToken/> ended paging.
     let calls = actions(&server);
     let count = |a: &str| calls.iter().filter(|c| *c == a).count();
     assert_eq!(count("DescribeInstanceTypes"), 3);
     assert_eq!(count("DescribeSpotPriceHistory"), 3);
-    // Two pages for each of the four us-east-1 types, one for us-west-2's.
-    assert_eq!(count("GetSpotPlacementScores"), 9);
+    // Two pages for each of the five us-east-1 types, one for us-west-2's.
+    assert_eq!(count("GetSpotPlacementScores"), 11);
     assert!(!calls.iter().any(|c| c.contains("region_index.json")));
 }
 

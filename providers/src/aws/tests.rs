@@ -91,7 +91,7 @@ async fn public_price_files_and_the_spot_advisor_become_records() {
         .unwrap();
     assert_eq!(
         (p5.gpu_model.as_str(), p5.gpu_count, p5.vcpus, p5.memory_gib),
-        ("H100-80GB", 8, Some(192), Some(2048.0))
+        ("H100-80GB", 8.0, Some(192), Some(2048.0))
     );
     // p5 is an HGX board of SXM modules; an A10G has one form.
     assert_eq!(p5.gpu_form_factor, Some(crate::FormFactor::Sxm));

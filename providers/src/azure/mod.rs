@@ -220,9 +220,7 @@ fn build_snapshot(items: Vec<Item>, now: DateTime<Utc>) -> Snapshot {
             snap.skip("effective_in_future");
             continue;
         }
-        let Some(instance) = instance_type(&item.arm_sku_name, &mut snap, &mut unknown) else {
-            continue;
-        };
+        let instance = instance_type(&item.arm_sku_name, &mut unknown);
         types
             .entry(instance.instance_type.clone())
             .or_insert(instance);
@@ -371,38 +369,33 @@ fn form_factor(sku: &str, model: &str) -> Option<crate::FormFactor> {
     crate::gpu::form_factor(model, named)
 }
 
-fn instance_type(
-    sku: &str,
-    snap: &mut Snapshot,
-    unknown: &mut BTreeSet<String>,
-) -> Option<InstanceType> {
+fn instance_type(sku: &str, unknown: &mut BTreeSet<String>) -> InstanceType {
     match skus::lookup(sku) {
-        Some(spec) => match spec.gpus {
-            skus::Gpus::Whole(n) => Some(InstanceType {
-                instance_type: sku.to_owned(),
-                gpu_model: spec.gpu_model.to_owned(),
-                gpu_count: n,
-                gpu_memory_gib: crate::gpu::normalize(spec.gpu_model, None).memory_gib,
-                gpu_form_factor: form_factor(sku, spec.gpu_model),
-                vcpus: Some(spec.vcpus),
-                memory_gib: Some(spec.memory_gib),
-            }),
-            skus::Gpus::Slice => {
-                snap.skip("fractional_gpu");
-                None
-            }
+        Some(spec) => InstanceType {
+            instance_type: sku.to_owned(),
+            gpu_model: spec.gpu_model.to_owned(),
+            gpu_count: spec.gpus,
+            gpu_memory_gib: crate::gpu::share_memory(
+                crate::gpu::normalize(spec.gpu_model, None).memory_gib,
+                spec.gpus,
+            ),
+            gpu_form_factor: form_factor(sku, spec.gpu_model),
+            vcpus: Some(spec.vcpus),
+            memory_gib: Some(spec.memory_gib),
+            mig_profile: None,
         },
         None => {
             unknown.insert(sku.to_owned());
-            Some(InstanceType {
+            InstanceType {
                 instance_type: sku.to_owned(),
                 gpu_model: format!("unknown ({sku})"),
-                gpu_count: 1,
+                gpu_count: 1.0,
                 gpu_memory_gib: None,
                 gpu_form_factor: None,
                 vcpus: None,
                 memory_gib: None,
-            })
+                mig_profile: None,
+            }
         }
     }
 }

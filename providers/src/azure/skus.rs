@@ -1,19 +1,12 @@
 //! GPU facts for Azure VM sizes. The Retail Prices API has no GPU information, so
 //! the N-series sizes are listed here (GPU model as the catalog names it, GPUs per
-//! VM, vCPUs, memory). Sizes that carry only a slice of a GPU are marked so.
-
-/// What a size carries.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Gpus {
-    Whole(u32),
-    /// A fraction of one GPU (NVadsA10 v5 below NV36): not a GPU offer we can compare.
-    Slice,
-}
+//! VM, vCPUs, memory). Sizes that carry a slice of one GPU say how much of it.
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SkuSpec {
     pub gpu_model: &'static str,
-    pub gpus: Gpus,
+    /// GPUs per VM, or the share of one (NVadsA10 v5 below NV36: 1/6 to 1/2).
+    pub gpus: f64,
     pub vcpus: u32,
     pub memory_gib: f64,
 }
@@ -21,16 +14,16 @@ pub struct SkuSpec {
 const fn whole(gpu_model: &'static str, n: u32, vcpus: u32, memory_gib: f64) -> SkuSpec {
     SkuSpec {
         gpu_model,
-        gpus: Gpus::Whole(n),
+        gpus: n as f64,
         vcpus,
         memory_gib,
     }
 }
 
-const fn slice(gpu_model: &'static str, vcpus: u32, memory_gib: f64) -> SkuSpec {
+const fn slice(gpu_model: &'static str, share: f64, vcpus: u32, memory_gib: f64) -> SkuSpec {
     SkuSpec {
         gpu_model,
-        gpus: Gpus::Slice,
+        gpus: share,
         vcpus,
         memory_gib,
     }
@@ -83,10 +76,13 @@ const SKUS: &[(&str, SkuSpec)] = &[
         "Standard_ND128isr_NDR_GB200_v6",
         whole("GB200", 4, 128, 900.0),
     ),
-    // NVadsA10 v5: A10; below NV36 a VM gets a slice of one GPU.
-    ("Standard_NV6ads_A10_v5", slice("A10", 6, 55.0)),
-    ("Standard_NV12ads_A10_v5", slice("A10", 12, 110.0)),
-    ("Standard_NV18ads_A10_v5", slice("A10", 18, 220.0)),
+    // NVadsA10 v5: A10; below NV36 a VM gets a slice of one GPU (1/6, 1/3, 1/2).
+    ("Standard_NV6ads_A10_v5", slice("A10", 1.0 / 6.0, 6, 55.0)),
+    (
+        "Standard_NV12ads_A10_v5",
+        slice("A10", 1.0 / 3.0, 12, 110.0),
+    ),
+    ("Standard_NV18ads_A10_v5", slice("A10", 0.5, 18, 220.0)),
     ("Standard_NV36ads_A10_v5", whole("A10", 1, 36, 440.0)),
     ("Standard_NV36adms_A10_v5", whole("A10", 1, 36, 880.0)),
     ("Standard_NV72ads_A10_v5", whole("A10", 2, 72, 880.0)),
@@ -109,12 +105,10 @@ pub fn lookup(arm_sku_name: &str) -> Option<SkuSpec> {
         .map(|(_, spec)| *spec)
 }
 
-/// Every size with whole GPUs: (size, GPU model, GPUs per VM).
-pub fn whole_sizes() -> impl Iterator<Item = (&'static str, &'static str, u32)> {
-    SKUS.iter().filter_map(|(name, spec)| match spec.gpus {
-        Gpus::Whole(n) => Some((*name, spec.gpu_model, n)),
-        Gpus::Slice => None,
-    })
+/// Every size, slices included: (size, GPU model, GPUs per VM).
+pub fn sizes() -> impl Iterator<Item = (&'static str, &'static str, f64)> {
+    SKUS.iter()
+        .map(|(name, spec)| (*name, spec.gpu_model, spec.gpus))
 }
 
 /// Whether a size belongs to a GPU family (NC, ND, NG, NV), known or not.
@@ -148,9 +142,7 @@ mod tests {
         assert!(is_gpu_family("Standard_NC999_v9"));
         assert!(!is_gpu_family("Standard_D4s_v5"));
         assert!(!is_gpu_family("Standard_NP10s"));
-        assert_eq!(
-            lookup("standard_nc24ads_a100_v4").unwrap().gpus,
-            Gpus::Whole(1)
-        );
+        assert_eq!(lookup("standard_nc24ads_a100_v4").unwrap().gpus, 1.0);
+        assert_eq!(lookup("Standard_NV6ads_A10_v5").unwrap().gpus, 1.0 / 6.0);
     }
 }

@@ -74,7 +74,6 @@ async fn a_sync_follows_every_page_and_classifies_each_row() {
         skipped,
         vec![
             ("devtest", 1),
-            ("fractional_gpu", 1),
             ("low_priority", 1),
             ("no_arm_sku_name", 1),
             ("not_gpu", 1),
@@ -89,8 +88,24 @@ async fn a_sync_follows_every_page_and_classifies_each_row() {
         .unwrap();
     assert_eq!(
         (a100.gpu_model.as_str(), a100.gpu_count, a100.gpu_memory_gib),
-        ("A100-80GB", 1, Some(80.0))
+        ("A100-80GB", 1.0, Some(80.0))
     );
+    // A sixth of an A10: 0.454 an hour is 2.724 per whole-GPU hour.
+    let slice = snap
+        .instance_types
+        .iter()
+        .find(|t| t.instance_type == "Standard_NV6ads_A10_v5")
+        .unwrap();
+    assert_eq!(
+        (
+            slice.gpu_model.as_str(),
+            slice.gpu_count,
+            slice.gpu_memory_gib
+        ),
+        ("A10", 1.0 / 6.0, Some(4.0))
+    );
+    let slice_price = price(&snap, "Standard_NV6ads_A10_v5", "on_demand").usd_per_hour;
+    assert!((slice_price / slice.gpu_count - 2.724).abs() < 1e-9);
     // NC A100 v4 sizes carry the PCIe card.
     assert_eq!(a100.gpu_form_factor, Some(crate::FormFactor::Pcie));
     // A GPU size missing from the table is still stored, under its own name.
@@ -100,8 +115,8 @@ async fn a_sync_follows_every_page_and_classifies_each_row() {
         .find(|t| t.instance_type == "Standard_NC999_v9")
         .unwrap();
     assert!(unknown.gpu_model.contains("Standard_NC999_v9"));
-    assert_eq!(snap.prices.len(), 8);
-    assert_eq!(snap.availability.len(), 3);
+    assert_eq!(snap.prices.len(), 9);
+    assert_eq!(snap.availability.len(), 4);
     // Two regions, eastus in two pages.
     assert_eq!(server.requests().len(), 3);
     let first = &server.requests()[0].uri;

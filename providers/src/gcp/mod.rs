@@ -392,8 +392,8 @@ fn current_price(sku: &Sku) -> Result<(f64, &str), &'static str> {
 /// Duration", "DWS Flex Start") and calendar-mode ("... in Calendar Mode")
 /// SKUs carry `usageType` `OnDemand` at about 45% and 30% off: read by
 /// `usageType` alone, whichever came later would become the on-demand price.
-/// They are purchase kinds of their own, not read yet; "Reserved ..." SKUs are
-/// commitment placeholders, often priced 0.
+/// They are purchase kinds of their own; "Reserved ..." SKUs that are not
+/// calendar mode are commitment placeholders, often priced 0.
 fn sku_kind(description: &str, usage_type: &str) -> Result<PriceKind, String> {
     let d = description.trim();
     // Anywhere and in any case: "... attached to DWS Flex Start VMs" is as
@@ -401,10 +401,10 @@ fn sku_kind(description: &str, usage_type: &str) -> Result<PriceKind, String> {
     // for an on-demand price.
     let lower = d.to_ascii_lowercase();
     if lower.contains("dws defined duration") || lower.contains("dws flex start") {
-        return Err("flex_start".to_owned());
+        return Ok(PriceKind::FlexStart);
     }
     if lower.contains("calendar mode") {
-        return Err("calendar".to_owned());
+        return Ok(PriceKind::Calendar);
     }
     if d.starts_with("Reserved ") {
         return Err("reservation_placeholder".to_owned());
@@ -424,6 +424,8 @@ fn sku_kind(description: &str, usage_type: &str) -> Result<PriceKind, String> {
 fn strip_usage_words(description: &str) -> &str {
     let d = description.trim();
     let d = d.strip_prefix("Commitment v1:").unwrap_or(d).trim();
+    let d = d.strip_prefix("DWS Defined Duration").unwrap_or(d).trim();
+    let d = d.strip_prefix("DWS Flex Start").unwrap_or(d).trim();
     d.strip_prefix("Spot Preemptible").unwrap_or(d).trim()
 }
 
@@ -460,7 +462,7 @@ fn component(description: &str) -> Option<(String, Part)> {
     let mut words = d.split_whitespace();
     let family = words.next()?.to_owned();
     let part = match (words.next()?, words.next()) {
-        ("Instance", Some("Core")) | ("Cpu", _) => Part::Core,
+        ("Instance", Some("Core")) | ("Cpu" | "Core", _) => Part::Core,
         ("Instance", Some("Ram")) | ("Ram", _) => Part::Ram,
         _ => return None,
     };
@@ -579,12 +581,13 @@ fn build_snapshot(
         snap.instance_types.push(InstanceType {
             instance_type: id.clone(),
             gpu_model: model.name.clone(),
-            gpu_count: 1,
+            gpu_count: 1.0,
             gpu_memory_gib: model.memory_gib,
             // GCP attaches its A100s and H100s as the SXM modules of a2 and a3.
             gpu_form_factor: gpu::form_factor(&model.name, "sxm"),
             vcpus: None,
             memory_gib: None,
+            mig_profile: None,
         });
     }
     add_machine_types(&mut snap, shapes, &gpus, &parts, &keep);
@@ -654,6 +657,8 @@ fn add_machine_types(
         PriceKind::Spot,
         PriceKind::Commit(Term::OneYear),
         PriceKind::Commit(Term::ThreeYears),
+        // Flex-start sells cores and RAM too; calendar mode sells GPUs alone.
+        PriceKind::FlexStart,
     ];
     for (name, (shape, regions)) in offered {
         let family = shapes::family(&name);
@@ -692,10 +697,11 @@ fn add_machine_types(
                 gpu_form_factor: gpu::form_factor(&model.name, "sxm"),
                 instance_type: name,
                 gpu_model: model.name,
-                gpu_count: shape.accelerator_count,
+                gpu_count: f64::from(shape.accelerator_count),
                 gpu_memory_gib: model.memory_gib,
                 vcpus: Some(shape.vcpus),
                 memory_gib: Some(shape.memory_gib),
+                mig_profile: None,
             });
         }
     }

@@ -137,7 +137,7 @@ async fn gpu_skus_and_composed_machine_types_from_the_built_in_shapes() {
             spec("a2-highgpu-8g").gpu_model.as_str(),
             spec("a2-highgpu-8g").gpu_count
         ),
-        ("A100-40GB", 8)
+        ("A100-40GB", 8.0)
     );
     assert_eq!(spec("a2-ultragpu-1g").gpu_model, "A100-80GB");
     assert_eq!(
@@ -145,7 +145,7 @@ async fn gpu_skus_and_composed_machine_types_from_the_built_in_shapes() {
             spec("nvidia-tesla-a100").gpu_model.as_str(),
             spec("nvidia-tesla-a100").gpu_count
         ),
-        ("A100-40GB", 1)
+        ("A100-40GB", 1.0)
     );
     assert_eq!(spec("nvidia-h100-mega-80gb").gpu_model, "H100-80GB");
     assert_eq!(
@@ -337,8 +337,9 @@ fn sku(id: &str, description: &str, group: &str, usage_type: &str, usd: f64) -> 
 /// Dynamic Workload Scheduler and calendar-mode SKUs say `usageType`
 /// `OnDemand` at 45% and 30% off, before and after the on-demand SKUs they
 /// share a key with, and "Reserved ..." SKUs priced 0 stand for commitments:
-/// none of them becomes or replaces an on-demand price, and a second
-/// on-demand SKU for a key does not replace the first.
+/// none of them becomes or replaces an on-demand price, and a second SKU
+/// for a key does not replace the first. DWS and calendar SKUs are prices of
+/// their own kinds (`flex_start`, `calendar`).
 #[tokio::test]
 async fn dws_calendar_and_reserved_skus_never_become_on_demand_prices() {
     let page_1 = serde_json::json!({"skus": [
@@ -397,23 +398,28 @@ async fn dws_calendar_and_reserved_skus_never_become_on_demand_prices() {
         usd(&snap, "nvidia-h200-141gb", "on_demand", "us-central1"),
         None
     );
+    // Each DWS and calendar SKU is its own kind's price: the first of two
+    // for a key, whichever page it is on.
+    let at = |id: &str, kind: &str| usd(&snap, id, kind, "us-central1");
+    assert!(close(at("nvidia-tesla-a100", "flex_start"), 1.61365));
+    assert!(close(at("nvidia-h200-141gb", "flex_start"), 5.0));
+    assert!(close(at("nvidia-h100-80gb", "calendar"), 7.7));
+    // A flex-start a2-highgpu-1g is made of flex-start parts:
+    // 12 x 0.01739 + 85 x 0.00233 + 1 x 1.61365.
+    assert!(close(at("a2-highgpu-1g", "flex_start"), 2.02038));
+    assert_eq!(at("a2-highgpu-1g", "calendar"), None);
     assert!(snap.prices.iter().all(|p| p.usd_per_hour > 0.0));
     let skipped: Vec<(&str, u64)> = snap.skipped.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     assert_eq!(
         skipped,
-        vec![
-            ("calendar", 2),
-            ("duplicate", 1),
-            ("flex_start", 5),
-            ("reservation_placeholder", 1),
-        ]
+        vec![("duplicate", 3), ("reservation_placeholder", 1)]
     );
 }
 
 #[test]
 fn the_description_decides_the_kind_before_the_usage_type() {
-    let flex = || Err("flex_start".to_owned());
-    let calendar = || Err("calendar".to_owned());
+    let flex = || Ok(PriceKind::FlexStart);
+    let calendar = || Ok(PriceKind::Calendar);
     let cases = [
         (
             "Nvidia Tesla A100 GPU running in Americas",

@@ -513,11 +513,12 @@ fn offers(platforms: &[compute::Platform], snap: &mut Snapshot) -> Result<Offers
             out.types.push(InstanceType {
                 instance_type: instance_type(name, &preset.name),
                 gpu_model: model.name,
-                gpu_count: gpus,
+                gpu_count: f64::from(gpus),
                 gpu_memory_gib: model.memory_gib,
                 vcpus: u32::try_from(r.vcpu_count).ok().filter(|v| *v > 0),
                 memory_gib: (r.memory_gibibytes > 0).then(|| f64::from(r.memory_gibibytes)),
                 gpu_form_factor: form,
+                mig_profile: None,
             });
             for preemptible in std::iter::once(false).chain(preemptible.then_some(true)) {
                 out.specs.push(Spec {

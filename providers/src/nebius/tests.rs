@@ -113,7 +113,7 @@ async fn prices_every_gpu_preset_of_every_project() {
         .find(|t| t.instance_type == "gpu-h100-sxm_8gpu-128vcpu-1600gb")
         .unwrap();
     assert_eq!(h100_type.gpu_model, "H100-80GB");
-    assert_eq!(h100_type.gpu_count, 8);
+    assert_eq!(h100_type.gpu_count, 8.0);
     assert_eq!(h100_type.vcpus, Some(128));
     assert_eq!(h100_type.memory_gib, Some(1600.0));
     assert_eq!(h100_type.gpu_form_factor, Some(crate::FormFactor::Sxm));

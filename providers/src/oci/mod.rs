@@ -276,12 +276,13 @@ fn build_snapshot(items: &[Item]) -> Result<Snapshot, String> {
         snap.instance_types.push(InstanceType {
             instance_type: shape.shape.to_owned(),
             gpu_model: shape.gpu_model.to_owned(),
-            gpu_count: shape.gpus,
+            gpu_count: f64::from(shape.gpus),
             gpu_memory_gib: Some(shape.gpu_memory_gib),
             // OCI's A100, H100, H200 and V100 shapes are HGX boards.
             gpu_form_factor: crate::gpu::form_factor(shape.gpu_model, "sxm"),
             vcpus: None,
             memory_gib: None,
+            mig_profile: None,
         });
         let on_demand = per_gpu * f64::from(shape.gpus);
         let record = |kind: PriceKind, usd_per_hour: f64| PriceRecord {

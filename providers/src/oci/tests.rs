@@ -73,7 +73,7 @@ async fn gpu_hours_are_multiplied_out_to_shapes_and_the_rest_is_counted_by_reaso
         .unwrap();
     assert_eq!(
         (l40s.gpu_model.as_str(), l40s.gpu_count, l40s.gpu_memory_gib),
-        ("L40S", 4, Some(48.0))
+        ("L40S", 4.0, Some(48.0))
     );
     assert_eq!(snap.skipped.get("license"), Some(&2));
     assert_eq!(snap.skipped.get("unmapped_part"), Some(&2));

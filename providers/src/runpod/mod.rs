@@ -373,11 +373,12 @@ fn build_snapshot(
                 snap.instance_types.push(InstanceType {
                     instance_type,
                     gpu_model: model.name.clone(),
-                    gpu_count: n,
+                    gpu_count: f64::from(n),
                     gpu_memory_gib: model.memory_gib,
                     vcpus: None,
                     memory_gib: None,
                     gpu_form_factor: form,
+                    mig_profile: None,
                 });
             }
         }

@@ -199,7 +199,7 @@ async fn per_gpu_prices_become_pod_sizes_on_both_clouds_with_their_stock() {
             h.gpu_memory_gib,
             h.gpu_form_factor
         ),
-        ("H100-80GB", 8, Some(80.0), Some(crate::FormFactor::Sxm))
+        ("H100-80GB", 8.0, Some(80.0), Some(crate::FormFactor::Sxm))
     );
     assert_eq!((h.vcpus, h.memory_gib), (None, None));
     assert_eq!(

@@ -212,8 +212,8 @@ impl TencentProvider {
         Ok(())
     }
 
-    /// The quota item's GPU type, or `None` (counted) when it has no whole
-    /// GPU or its charge type is not priced here.
+    /// The quota item's GPU type (a slice when GpuCount is below 1), or
+    /// `None` (counted) when it has no GPU or its charge type is not priced here.
     fn describe(
         &self,
         quota: &wire::Quota,
@@ -232,10 +232,6 @@ impl TencentProvider {
             snap.skip("no_gpu");
             return None;
         }
-        if count < 1.0 || count.fract() != 0.0 {
-            snap.skip("fractional_gpu");
-            return None;
-        }
         let Some(config) = config.filter(|c| !c.gpu_type.trim().is_empty()) else {
             tracing::warn!(provider = PROVIDER, instance_type = %quota.instance_type, "No GPU type in DescribeInstanceTypeConfigs; skipping.");
             snap.skip("no_gpu_type");
@@ -243,7 +239,12 @@ impl TencentProvider {
         };
         let spec = config.gpu_type.trim();
         let name = spec.strip_prefix("NVIDIA ").unwrap_or(spec);
-        let model = gpu::normalize(name, config.gpu_memory);
+        // GpuCount (0.25, 0.5) is the share of a slice, whose GpuMemory is
+        // the slice's: the card's decides between model sizes.
+        let card_memory = config
+            .gpu_memory
+            .map(|m| if count < 1.0 { m / count } else { m });
+        let model = gpu::normalize(name, card_memory);
         if !model.known {
             tracing::warn!(provider = PROVIDER, instance_type = %quota.instance_type, gpu = %spec, "GPU model is not in the normalization table; keeping it as written.");
         }
@@ -251,10 +252,11 @@ impl TencentProvider {
             gpu_form_factor: gpu::form_factor(&model.name, spec),
             instance_type: quota.instance_type.clone(),
             gpu_model: model.name,
-            gpu_count: count as u32,
-            gpu_memory_gib: model.memory_gib,
+            gpu_count: count,
+            gpu_memory_gib: gpu::share_memory(model.memory_gib, count),
             vcpus: quota.cpu,
             memory_gib: quota.memory,
+            mig_profile: None,
         })
     }
 

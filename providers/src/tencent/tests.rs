@@ -78,7 +78,7 @@ async fn every_zone_gets_its_on_demand_spot_and_prepaid_prices() {
         price(&snap, "na-siliconvalley-2", "GN7.2XLARGE32", "on_demand"),
         1.6
     ));
-    assert_eq!(snap.prices.len(), 10);
+    assert_eq!(snap.prices.len(), 11);
     let prepaid = snap
         .prices
         .iter()
@@ -90,7 +90,7 @@ async fn every_zone_gets_its_on_demand_spot_and_prepaid_prices() {
     );
     assert!(snap.prices.iter().all(|p| p.zone.is_some()));
 
-    let types: Vec<(&str, &str, u32)> = snap
+    let types: Vec<(&str, &str, f64)> = snap
         .instance_types
         .iter()
         .map(|t| (t.instance_type.as_str(), t.gpu_model.as_str(), t.gpu_count))
@@ -98,19 +98,20 @@ async fn every_zone_gets_its_on_demand_spot_and_prepaid_prices() {
     assert_eq!(
         types,
         [
-            ("GN7.2XLARGE32", "T4", 1),
-            ("GT4.41XLARGE948", "A100-40GB", 8)
+            ("GN7.2XLARGE32", "T4", 1.0),
+            ("GT4.41XLARGE948", "A100-40GB", 8.0),
+            ("GN7vw.4XLARGE64", "T4", 0.5)
         ]
     );
+    // Half a T4: GpuCount 0.5 (Gpu says 1), and GpuMemory is the slice's.
+    let half = snap
+        .instance_types
+        .iter()
+        .find(|t| t.instance_type == "GN7vw.4XLARGE64")
+        .unwrap();
+    assert_eq!(half.gpu_memory_gib, Some(8.0));
     let skipped: Vec<(&str, u64)> = snap.skipped.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    assert_eq!(
-        skipped,
-        [
-            ("charge_type_unsupported", 1),
-            ("fractional_gpu", 1),
-            ("no_gpu", 1)
-        ]
-    );
+    assert_eq!(skipped, [("charge_type_unsupported", 1), ("no_gpu", 1)]);
     // Sold out is still priced, and kept as no capacity.
     assert!(
         snap.availability
@@ -182,7 +183,7 @@ async fn rate_limits_are_retried_and_auth_errors_name_the_variables() {
     })
     .await;
     let snap = fetch(config(&server)).await.unwrap();
-    assert_eq!(snap.prices.len(), 10);
+    assert_eq!(snap.prices.len(), 11);
     assert_eq!(
         hits.load(Ordering::SeqCst),
         5,

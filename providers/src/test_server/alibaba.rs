@@ -82,6 +82,12 @@ pub fn trade_price(region: &str, instance_type: &str, term: &str) -> Option<f64>
             "ecs.gn7e-c16g1.4xlarge",
             [Some(3.5), Some(1800.0), Some(17520.0), Some(39420.0)],
         ),
+        // A twelfth of an A10 (`NVIDIA A10*1/12`).
+        (
+            "ap-southeast-1",
+            "ecs.sgn7i-vws-m2.xlarge",
+            [Some(0.11), Some(55.0), Some(550.0), Some(1300.0)],
+        ),
         (
             "us-east-1",
             "ecs.gn6i-c4g1.xlarge",

@@ -208,11 +208,13 @@ fn price_list(offers: Offers<'_>, region: &str, instance_type: &str) -> Vec<Stri
             );
         }
     }
-    // Types the bulk fixture lacks: an L4 one, and an accelerator whose price
-    // list rows carry no GPU count at all.
+    // Types the bulk fixture lacks: an L4 one, a slice of one, and an
+    // accelerator whose price list rows carry no GPU count at all.
     let extra = match instance_type {
         _ if !offers.extra_types => None,
         "g6.xlarge" => Some(("G6XLARGELINUX01", "1", "0.8048000000")),
+        // The price list's `gpu` says 1 for a slice.
+        "g6f.xlarge" => Some(("G6FXLARGELINUX1", "1", "0.2526000000")),
         "trn1.32xlarge" => Some(("TRN1LINUX000001", "NA", "21.5000000000")),
         _ => None,
     };
@@ -335,6 +337,14 @@ fn describe_instance_types(region: &str, token: Option<&str>) -> Response {
         ("us-east-1", Some("types-2")) => (
             instance_type("g5.xlarge", 4, 16384, &gpu("A10G", 1, 24576))
                 + &instance_type("g6.xlarge", 4, 16384, &gpu("L4", 1, 22888))
+                // An eighth of an L4: `count` 0, the share in the partition
+                // size, and the slice's memory (22888 / 8 MiB).
+                + &instance_type(
+                    "g6f.xlarge",
+                    4,
+                    16384,
+                    "<gpuInfo><gpus><item><name>L4</name><manufacturer>NVIDIA</manufacturer><count>0</count><logicalGpuCount>1</logicalGpuCount><gpuPartitionSize>0.125</gpuPartitionSize><memoryInfo><sizeInMiB>2861</sizeInMiB></memoryInfo></item></gpus><totalGpuMemoryInMiB>2861</totalGpuMemoryInMiB></gpuInfo>",
+                )
                 + &instance_type(
                     "trn1.32xlarge",
                     128,

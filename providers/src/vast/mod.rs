@@ -229,11 +229,12 @@ fn build_snapshot(offers: Vec<Offer>) -> Snapshot {
             .or_insert_with(|| InstanceType {
                 instance_type,
                 gpu_model: model,
-                gpu_count: n,
+                gpu_count: f64::from(n),
                 gpu_memory_gib: prices.memory_gib,
                 vcpus: None,
                 memory_gib: None,
                 gpu_form_factor: form,
+                mig_profile: None,
             });
     }
     snap.instance_types = types.into_values().collect();

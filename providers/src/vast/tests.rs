@@ -165,7 +165,7 @@ async fn verified_rentable_offers_become_medians_per_model_form_size_and_country
     let h = spec(sxm8);
     assert_eq!(
         (h.gpu_count, h.gpu_memory_gib, h.gpu_form_factor),
-        (8, Some(80.0), Some(FormFactor::Sxm))
+        (8.0, Some(80.0), Some(FormFactor::Sxm))
     );
     assert_eq!(
         spec("1x V100").gpu_form_factor,

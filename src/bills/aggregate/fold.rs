@@ -629,7 +629,7 @@ impl<'a> Aggregator<'a> {
                     instance_type: &g.instance_type,
                     gpu_model: &g.gpu_model,
                     hours: quantity,
-                    gpus: Some(f64::from(g.gpu_count.unwrap_or(1))),
+                    gpus: Some(g.gpu_count.unwrap_or(1.0)),
                 },
                 Placement::Unmapped => Gpu::Unmapped(t.to_owned()),
                 Placement::NotGpu => Gpu::No,

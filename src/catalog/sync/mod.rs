@@ -354,8 +354,11 @@ pub fn validate(snapshot: &Snapshot) -> Result<(), String> {
                 t.instance_type
             ));
         }
-        if t.gpu_count == 0 {
-            return Err(format!("instance type `{}` has no GPUs", t.instance_type));
+        if !(t.gpu_count.is_finite() && t.gpu_count > 0.0) {
+            return Err(format!(
+                "instance type `{}` has {} GPUs: a count must be above 0",
+                t.instance_type, t.gpu_count
+            ));
         }
         let positive = |v: Option<f64>| v.is_none_or(|v| v.is_finite() && v > 0.0);
         if !positive(t.gpu_memory_gib) || !positive(t.memory_gib) {

@@ -36,7 +36,7 @@ pub struct Baseline {
     previous: HashMap<Key, (f64, Option<DateTime<Utc>>)>,
     /// The source's instance types: GPU model and count, for spot
     /// observations of a snapshot that does not describe its types.
-    types: HashMap<String, (String, u32)>,
+    types: HashMap<String, (String, f64)>,
     /// The median USD per GPU-hour of every current price, by (GPU model,
     /// price kind).
     medians: HashMap<(String, String), f64>,
@@ -143,8 +143,9 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-fn per_gpu_hour(usd_per_hour: f64, gpu_count: u32) -> Option<f64> {
-    let v = usd_per_hour / f64::from(gpu_count.max(1));
+/// The price of a whole-GPU hour: a slice's is that of the GPU it shares.
+fn per_gpu_hour(usd_per_hour: f64, gpu_count: f64) -> Option<f64> {
+    let v = usd_per_hour / if gpu_count > 0.0 { gpu_count } else { 1.0 };
     (v.is_finite() && v > 0.0).then_some(v)
 }
 
@@ -154,7 +155,7 @@ struct Candidate {
     usd_per_hour: f64,
     observed_at: Option<DateTime<Utc>>,
     gpu_model: String,
-    gpu_count: u32,
+    gpu_count: f64,
     price_scope: PriceScope,
 }
 
@@ -209,7 +210,7 @@ pub fn find(baseline: &Baseline, snapshot: &Snapshot) -> Vec<SuspiciousPrice> {
 /// The snapshot's prices: its list prices, and the newest observation of
 /// each spot series it brings.
 fn candidates(baseline: &Baseline, snapshot: &Snapshot) -> Vec<Candidate> {
-    let described: HashMap<&str, (&str, u32)> = snapshot
+    let described: HashMap<&str, (&str, f64)> = snapshot
         .instance_types
         .iter()
         .map(|t| {

@@ -14,7 +14,7 @@ impl Problem {
             .map(|o| {
                 serde_json::json!({
                     "id": o.id, "cloud": o.cloud, "region": o.region, "instance_type": o.instance_type,
-                    "gpu_model": o.gpu_model, "gpu_form_factor": o.gpu_form_factor, "gpu_memory_gib": o.gpu_memory_gib, "gpus_per_instance": o.gpus_per_instance,
+                    "gpu_model": o.gpu_model, "gpu_form_factor": o.gpu_form_factor, "gpu_memory_gib": o.gpu_memory_gib, "gpus_per_instance": gpuplan_providers::gpu::count_json(o.gpus_per_instance),
                     "on_demand_price": o.on_demand_price, "spot_price": v2::spot_price_json(&o.spot_price),
                     "spot_interruption_rate": o.spot_interruption_rate, "spot_pool": o.spot_pool,
                     "max_spot_instances": o.max_spot_instances, "max_on_demand_instances": o.max_on_demand_instances,
@@ -290,22 +290,17 @@ pub(super) fn offer(
     let region = text(o, path, "region")?;
     let instance_type = text(o, path, "instance_type")?;
     let gpu_model = text(o, path, "gpu_model")?;
+    // A share of one GPU (0.125 for an eighth) is an offer like any other.
     let gpus_per_instance = match o.get("gpus_per_instance") {
-        Some(v) if !v.is_boolean() => match v.as_u64() {
-            Some(n) if n >= 1 && n <= u64::from(u32::MAX) => n as u32,
+        Some(v) => match v.as_f64() {
+            Some(n) if !v.is_boolean() && n.is_finite() && n > 0.0 => n,
             _ => {
                 return err(
                     format!("{path}.gpus_per_instance"),
-                    format!("must be an integer >= 1, found {v}"),
+                    format!("must be a number > 0 (GPUs, or a share of one), found {v}"),
                 );
             }
         },
-        Some(v) => {
-            return err(
-                format!("{path}.gpus_per_instance"),
-                format!("must be an integer >= 1, found {v}"),
-            );
-        }
         None => return err(format!("{path}.gpus_per_instance"), "is required"),
     };
     let gpu_memory_gib = match o.get("gpu_memory_gib") {

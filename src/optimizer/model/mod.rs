@@ -158,8 +158,10 @@ pub struct Offer {
     pub gpu_model: String,
     /// `sxm`, `pcie` or `nvl`, where the model is sold in several forms.
     pub gpu_form_factor: Option<String>,
+    /// Memory per GPU, or a slice's own: what a class's `min_gpu_memory_gib` checks.
     pub gpu_memory_gib: Option<f64>,
-    pub gpus_per_instance: u32,
+    /// GPUs per instance, or the share of one GPU a slice rents.
+    pub gpus_per_instance: f64,
     pub on_demand_price: Option<f64>,
     pub spot_price: SpotPrice,
     pub spot_interruption_rate: f64,

@@ -66,7 +66,7 @@ fn any_problem() -> impl Strategy<Value = Problem> {
                 gpu_model: gpu.to_owned(),
                 gpu_form_factor: None,
                 gpu_memory_gib: Some(if gpu == "L4" { 24.0 } else { 80.0 }),
-                gpus_per_instance: gpus,
+                gpus_per_instance: f64::from(gpus),
                 on_demand_price: od.or(Some(60.0)),
                 spot_price: spot.map(|s| s.0).into(),
                 spot_interruption_rate: spot.map_or(0.0, |s| s.1),
@@ -332,7 +332,7 @@ fn every_rule_of_the_schema_names_its_field() {
         "offers[0].gpus_per_instance"
     );
     assert_eq!(
-        error_path(|d| d["offers"][0]["gpus_per_instance"] = json!(1.5)),
+        error_path(|d| d["offers"][0]["gpus_per_instance"] = json!(-0.5)),
         "offers[0].gpus_per_instance"
     );
     assert_eq!(

@@ -464,4 +464,4 @@ impl<B: Backend> Bills for B {
 
 /// The catalog's GPU instance types of a provider (instance type, GPU
 /// model, GPUs) and its per-GPU SKUs (SKU, instance type, GPU model).
-pub type GpuCatalog = (Vec<(String, String, u32)>, Vec<(String, String, String)>);
+pub type GpuCatalog = (Vec<(String, String, f64)>, Vec<(String, String, String)>);

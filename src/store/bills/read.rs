@@ -537,13 +537,7 @@ pub(in crate::store) fn gpu_catalog(db: &dyn Db, provider: &str) -> Result<GpuCa
             &[provider.into()],
         )?
         .into_iter()
-        .map(|r| {
-            Ok((
-                r[0].text()?,
-                r[1].text()?,
-                u32::try_from(r[2].int()?).unwrap_or(0),
-            ))
-        })
+        .map(|r| Ok((r[0].text()?, r[1].text()?, r[2].real()?)))
         .collect::<Result<_, StoreError>>()?;
     let skus = db
         .rows(

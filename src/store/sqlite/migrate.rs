@@ -38,6 +38,20 @@ pub(super) fn run(conn: &mut Connection, path: &str, target: i64) -> Result<(), 
             source: Box::new(source),
         };
         tx.execute_batch(sql).map_err(fail)?;
+        // Foreign keys are off while migrating, so that a step may rebuild a
+        // table others refer to; each step must leave every reference whole.
+        let broken: i64 = tx
+            .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+                r.get(0)
+            })
+            .map_err(fail)?;
+        if broken > 0 {
+            return Err(StoreError::Migration {
+                path: path.to_owned(),
+                name,
+                source: format!("{broken} rows refer to rows that are gone").into(),
+            });
+        }
         tx.pragma_update(None, "user_version", found + 1)
             .map_err(fail)?;
         tx.commit().map_err(fail)?;

@@ -74,9 +74,12 @@ impl SqliteStore {
         use_wal(&conn).map_err(open_err)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(open_err)?;
-        conn.pragma_update(None, "foreign_keys", "ON")
+        // Off while migrating (see `migrate::run`), on for everything after.
+        conn.pragma_update(None, "foreign_keys", "OFF")
             .map_err(open_err)?;
         migrate::run(&mut conn, &shown, version)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(open_err)?;
         // Every statement of `store::sql` is prepared once per connection;
         // rusqlite keeps 16 by default, fewer than the catalog's statements.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);

@@ -155,3 +155,61 @@ fn gcp_accelerator_prices_of_an_older_catalog_become_gpu_only() {
         ]
     );
 }
+
+#[test]
+fn gpu_counts_of_an_older_catalog_become_numbers_without_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let old = open_at_version(&path, 14);
+    old.conn
+        .execute_batch(
+            "INSERT INTO sync_runs (id, source, started_at, status) VALUES (1, 'aws', '2026-01-01T00:00:00.000000Z', 'ok');
+             INSERT INTO instance_types (provider, instance_type, gpu_model, gpu_count, gpu_memory_gib, vcpus, memory_gib, first_seen_run, gpu_form_factor)
+                 VALUES ('aws', 'p5.48xlarge', 'H100-80GB', 8, 80.0, 192, 2048.0, 1, 'sxm');
+             INSERT INTO price_series (provider, region, instance_type, price_kind)
+                 VALUES ('aws', 'us-east-1', 'p5.48xlarge', 'on_demand');
+             INSERT INTO price_versions (series_id, sync_run_id, valid_from, usd_per_hour, upfront_usd, recurring_usd_per_hour)
+                 VALUES (1, 1, '2026-01-01T00:00:00.000000Z', 98.32, 0, 98.32);",
+        )
+        .unwrap();
+    drop(old);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(schema_version(&store), latest_version());
+    let prices = store.current_prices().unwrap();
+    assert_eq!(prices.len(), 1);
+    let p = &prices[0];
+    assert_eq!(
+        (
+            p.gpu_count,
+            p.gpu_memory_gib,
+            p.vcpus,
+            p.gpu_form_factor.as_deref(),
+            p.usd_per_hour
+        ),
+        (8.0, Some(80.0), Some(192), Some("sxm"), 98.32)
+    );
+    // The rebuilt table is still the one prices refer to, and takes slices.
+    let orphan = store.conn.execute(
+        "INSERT INTO price_series (provider, region, instance_type, price_kind)
+         VALUES ('aws', 'us-east-1', 'g6f.large', 'on_demand')",
+        [],
+    );
+    assert!(orphan.is_err(), "a price of an unknown type was accepted");
+    store
+        .conn
+        .execute(
+            "INSERT INTO instance_types (provider, instance_type, gpu_model, gpu_count, first_seen_run)
+             VALUES ('aws', 'g6f.large', 'L4', 0.125, 1)",
+            [],
+        )
+        .unwrap();
+    let share: f64 = store
+        .conn
+        .query_row(
+            "SELECT gpu_count FROM instance_types WHERE instance_type = 'g6f.large'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(share, 0.125);
+}

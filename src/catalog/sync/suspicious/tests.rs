@@ -92,7 +92,7 @@ fn a_new_price_far_below_the_median_for_its_gpu_and_kind_is_suspicious() {
     // the L4 on-demand median.
     snap.instance_types.push(InstanceType {
         instance_type: "gpu8.48xlarge".into(),
-        gpu_count: 8,
+        gpu_count: 8.0,
         ..snap.instance_types[0].clone()
     });
     snap.prices.push(PriceRecord {

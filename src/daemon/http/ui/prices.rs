@@ -12,6 +12,8 @@ use maud::{Markup, html};
 use serde_json::{Value, json};
 
 use super::{PageError, layout, money};
+use gpuplan_providers::gpu::{count_json, count_label};
+
 use crate::catalog::{self, CatalogRecord};
 use crate::daemon::http::error::ApiError;
 use crate::daemon::http::params::Params;
@@ -68,8 +70,8 @@ struct View {
     sort: String,
     descending: bool,
     columns: Vec<&'static str>,
-    min_gpus: Option<u32>,
-    max_gpus: Option<u32>,
+    min_gpus: Option<f64>,
+    max_gpus: Option<f64>,
     min_memory: Option<f64>,
     max_memory: Option<f64>,
     format: Option<String>,
@@ -182,8 +184,8 @@ fn view(p: &Params) -> Result<View, ApiError> {
         sort,
         descending,
         columns,
-        min_gpus: p.parsed("min_gpus", "a whole number")?,
-        max_gpus: p.parsed("max_gpus", "a whole number")?,
+        min_gpus: non_negative("min_gpus")?,
+        max_gpus: non_negative("max_gpus")?,
         min_memory: non_negative("min_gpu_memory_gib")?,
         max_memory: non_negative("max_gpu_memory_gib")?,
         format: format.filter(|f| f != "html"),
@@ -223,10 +225,8 @@ impl View {
         let hourly = match self.unit {
             Unit::Instance => r.usd_per_hour,
             Unit::Gpu => r.usd_per_gpu_hour,
-            Unit::GpuGib => match r.gpu_memory_gib {
-                Some(gib) if gib > 0.0 && r.gpu_count > 0 => {
-                    r.usd_per_hour / (gib * f64::from(r.gpu_count))
-                }
+            Unit::GpuGib => match r.instance_gpu_memory_gib() {
+                Some(gib) if gib > 0.0 => r.usd_per_hour / gib,
                 _ => return Err("GPU memory unknown"),
             },
         };
@@ -252,7 +252,7 @@ fn cell(view: &View, r: &CatalogRecord, column: &str) -> Value {
         "instance_type" => json!(r.instance_type),
         "gpu_model" => json!(r.gpu_model),
         "gpu_form_factor" => json!(r.gpu_form_factor),
-        "gpu_count" => json!(r.gpu_count),
+        "gpu_count" => count_json(r.gpu_count),
         "gpu_memory_gib" => json!(r.gpu_memory_gib),
         "vcpus" => json!(r.vcpus),
         "memory_gib" => json!(r.memory_gib),
@@ -509,6 +509,13 @@ fn html_page(
                                 "price" => td.num { (money(view.price(r).ok(), view.price(r).err().unwrap_or(""))) },
                                 "upfront_usd" | "usd_per_gpu_hour" => td.num { (money(cell(view, r, c).as_f64(), "")) },
                                 "stale" => td { @if r.stale { span.badge.stale { "stale" } } },
+                                "gpu_count" => td.num { (count_label(r.gpu_count)) },
+                                "gpu_model" if r.gpu_count < 1.0 => td {
+                                    span title=(format!("a slice: {} of one {}", count_label(r.gpu_count), r.gpu_model)) {
+                                        (count_label(r.gpu_count)) " " (r.gpu_model)
+                                    }
+                                    @if let Some(profile) = &r.mig_profile { " (MIG " (profile) ")" }
+                                },
                                 _ => td { (match cell(view, r, c) { Value::String(s) => s, Value::Null => "—".to_owned(), v => v.to_string() }) },
                             }
                         }
