@@ -78,6 +78,7 @@ fn list_prices(types: &[InstanceType]) -> Vec<PriceRecord> {
                     available_regions: vec![],
                     max_instances: None,
                     price_scope: gpuplan_providers::PriceScope::Instance,
+                    window: None,
                 });
             }
         }

@@ -231,12 +231,53 @@ async fn aws_with_credentials_from_the_environment_syncs_through_the_sdk() {
     assert_eq!(
         kinds("p5.48xlarge", "us-east-1"),
         [
+            "capacity_block",
+            "capacity_block",
+            "capacity_block",
             "on_demand",
             "reserved_1y_partial_upfront",
             "reserved_3y_all_upfront",
             "spot"
         ]
     );
+    // A Capacity Block offering in the catalog: its window, and its price per
+    // instance-hour and per GPU-hour (950.40 for 8 GPUs and 24 hours).
+    let day = records
+        .iter()
+        .find(|r| r["source"] == "cb-0a1b2c3d4e5f60718")
+        .unwrap();
+    assert_eq!(
+        (
+            &day["window_start"],
+            &day["window_end"],
+            &day["window_hours"],
+            &day["instance_count"],
+            &day["upfront_usd"],
+            &day["zone"]
+        ),
+        (
+            &Value::from("2027-03-09T11:30:00Z"),
+            &Value::from("2027-03-10T11:30:00Z"),
+            &Value::from(24.0),
+            &Value::from(1),
+            &Value::from(950.4),
+            &Value::from("us-east-1a")
+        ),
+        "{day}"
+    );
+    assert!(
+        (day["usd_per_gpu_hour"].as_f64().unwrap() - 4.95).abs() < 1e-9,
+        "{day}"
+    );
+    let on_demand = records
+        .iter()
+        .find(|r| {
+            r["instance_type"] == "p5.48xlarge"
+                && r["price_kind"] == "on_demand"
+                && r["region"] == "us-east-1"
+        })
+        .unwrap();
+    assert_eq!(on_demand["window_start"], Value::Null);
     assert_eq!(kinds("trn1.32xlarge", "us-east-1"), ["on_demand"]);
     assert!(!kinds("p5.48xlarge", "us-west-2").is_empty());
     let requests = server.requests();

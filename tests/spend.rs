@@ -199,6 +199,7 @@ fn owned_workspace_with(extra: &str) -> Workspace {
         available_regions: Vec::new(),
         max_instances: None,
         price_scope: PriceScope::Instance,
+        window: None,
     };
     let snapshot = Snapshot {
         instance_types: vec![InstanceType {

@@ -527,6 +527,7 @@ fn parse_row(c: &mut Cells<'_>) -> Option<(InstanceType, PriceRecord)> {
         available_regions,
         max_instances,
         price_scope,
+        window: None,
     };
     Some((instance, price))
 }

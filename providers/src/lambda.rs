@@ -163,6 +163,7 @@ fn build_snapshot(response: Response) -> Snapshot {
             available_regions: regions,
             max_instances: None,
             price_scope: crate::PriceScope::Instance,
+            window: None,
         });
         snap.instance_types.push(InstanceType {
             gpu_form_factor: gpu::form_factor(&model.name, &spec.gpu_description),

@@ -42,7 +42,7 @@ pub use error::ProviderError;
 pub use snapshot::{
     AvailabilityRecord, AvailabilitySignal, Currency, FetchContext, FormFactor, InstanceType,
     OfferingClass, PriceKind, PriceRecord, PriceScope, Scope, Snapshot, SpotObservation, Term,
-    Upfront,
+    Upfront, Window,
 };
 
 pub use async_trait::async_trait;

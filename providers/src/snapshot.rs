@@ -197,6 +197,31 @@ pub struct PriceRecord {
     /// What the price buys: a rentable machine, or GPUs alone.
     #[serde(default)]
     pub price_scope: PriceScope,
+    /// The fixed window a `capacity_block` offering reserves; part of its
+    /// identity, as one type in one zone is offered for several windows.
+    #[serde(default)]
+    pub window: Option<Window>,
+}
+
+/// A fixed window of capacity: `instance_count` instances from `start` to
+/// `end` (a Capacity Block).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Window {
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub instance_count: u32,
+}
+
+impl Window {
+    /// The window's length in hours: an instant block that starts at 15:10
+    /// and ends at 11:30 the next day is 20.33 hours, not the 20 its whole
+    /// hours say.
+    #[must_use]
+    pub fn hours(&self) -> f64 {
+        #[allow(clippy::cast_precision_loss)]
+        let seconds = (self.end - self.start).num_seconds() as f64;
+        seconds / 3600.0
+    }
 }
 
 /// What a price buys. Plans are made of rentable machines only: a price of
@@ -251,6 +276,24 @@ impl PriceRecord {
         match kind.term_hours() {
             Some(h) => (upfront_usd + recurring_usd_per_hour * h) / h,
             None => recurring_usd_per_hour,
+        }
+    }
+
+    /// What `usd_per_hour` must be given the record's parts: a window's
+    /// upfront fee is spread over its instances and hours, a term's over
+    /// the term.
+    #[must_use]
+    pub fn parts_hourly(&self) -> f64 {
+        match &self.window {
+            Some(w) if w.instance_count > 0 && w.hours() > 0.0 => {
+                self.upfront_usd / (f64::from(w.instance_count) * w.hours())
+                    + self.recurring_usd_per_hour
+            }
+            _ => Self::effective_hourly(
+                self.price_kind,
+                self.upfront_usd,
+                self.recurring_usd_per_hour,
+            ),
         }
     }
 }
@@ -379,6 +422,9 @@ pub enum PriceKind {
     /// GCP's calendar mode: capacity reserved ahead for 1 to 90 days
     /// (`calendar`).
     Calendar,
+    /// AWS EC2 Capacity Blocks for ML: instances reserved for a fixed window,
+    /// paid in full up front (`capacity_block`).
+    CapacityBlock,
 }
 
 impl PriceKind {
@@ -405,16 +451,16 @@ impl PriceKind {
         ] {
             kinds.push(Self::Prepaid(term));
         }
-        kinds.extend([Self::FlexStart, Self::Calendar]);
+        kinds.extend([Self::FlexStart, Self::Calendar, Self::CapacityBlock]);
         kinds
     }
 
     /// Whether the kind sells a run of bounded length (flex-start, calendar
-    /// mode) rather than hours for as long as they are wanted: such prices
+    /// mode, a Capacity Block's window) rather than hours for as long as they are wanted: such prices
     /// do not serve a plan of hourly demand.
     #[must_use]
     pub fn bounded_run(self) -> bool {
-        matches!(self, Self::FlexStart | Self::Calendar)
+        matches!(self, Self::FlexStart | Self::Calendar | Self::CapacityBlock)
     }
 
     /// The shortest and longest run the kind sells, in hours, where it
@@ -433,7 +479,11 @@ impl PriceKind {
     #[must_use]
     pub fn term(self) -> Option<Term> {
         match self {
-            Self::OnDemand | Self::Spot | Self::FlexStart | Self::Calendar => None,
+            Self::OnDemand
+            | Self::Spot
+            | Self::FlexStart
+            | Self::Calendar
+            | Self::CapacityBlock => None,
             Self::AwsReserved(t, _)
             | Self::Reserved(t)
             | Self::SavingsPlan(t)
@@ -461,6 +511,7 @@ impl fmt::Display for PriceKind {
             Self::Prepaid(t) => write!(f, "prepaid_{}", t.tag()),
             Self::FlexStart => f.write_str("flex_start"),
             Self::Calendar => f.write_str("calendar"),
+            Self::CapacityBlock => f.write_str("capacity_block"),
         }
     }
 }
@@ -547,7 +598,7 @@ mod tests {
     #[test]
     fn every_price_kind_round_trips_through_its_contract_name() {
         let names: Vec<String> = PriceKind::all().iter().map(ToString::to_string).collect();
-        assert_eq!(names.len(), 22);
+        assert_eq!(names.len(), 23);
         assert!(names.contains(&"reserved_3y_partial_upfront".to_owned()));
         assert_eq!("flex_start".parse::<PriceKind>(), Ok(PriceKind::FlexStart));
         assert_eq!(PriceKind::FlexStart.duration_hours(), (None, Some(168.0)));

@@ -124,6 +124,12 @@ pub struct CatalogRecord {
     pub memory_gib: Option<f64>,
     pub price_kind: String,
     pub offering_class: Option<String>,
+    /// The window a `capacity_block` offering reserves: its start and end,
+    /// length in hours (minutes count) and instance count; null otherwise.
+    pub window_start: Option<DateTime<Utc>>,
+    pub window_end: Option<DateTime<Utc>>,
+    pub window_hours: Option<f64>,
+    pub instance_count: Option<u32>,
     /// The shortest and longest run the kind sells, in hours: flex-start
     /// runs at most 168, calendar mode 24 to 2160; null for other kinds.
     pub min_duration_hours: Option<f64>,
@@ -355,6 +361,10 @@ fn record(p: CurrentPrice, fresh: &Freshness) -> CatalogRecord {
         .parse::<PriceKind>()
         .map_or((None, None), PriceKind::duration_hours);
     CatalogRecord {
+        window_start: p.window.map(|w| w.start),
+        window_end: p.window.map(|w| w.end),
+        window_hours: p.window.map(|w| w.hours()),
+        instance_count: p.window.map(|w| w.instance_count),
         min_duration_hours,
         max_duration_hours,
         stale: fresh.is_stale(&p.provider),

@@ -35,7 +35,17 @@ pub(super) fn prices_table(records: &[CatalogRecord], now: DateTime<Utc>) -> Str
         per_gpu_hour.as_str(),
         "AGE",
     ];
-    let rows: Vec<[String; 10]> = records
+    // Capacity Blocks are bought as windows: when any is listed, each row says
+    // its window, its hours and how many instances it holds.
+    let windows = records.iter().any(|r| r.window_start.is_some());
+    let mut header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+    if windows {
+        header.splice(
+            7..7,
+            ["WINDOW (UTC)", "HOURS", "INSTANCES"].map(str::to_owned),
+        );
+    }
+    let rows: Vec<Vec<String>> = records
         .iter()
         .map(|r| {
             let data_time = r.observed_at.or(r.fetched_at);
@@ -47,7 +57,7 @@ pub(super) fn prices_table(records: &[CatalogRecord], now: DateTime<Utc>) -> Str
                 Some(class) => format!("{} ({class})", r.price_kind),
                 None => r.price_kind.clone(),
             };
-            [
+            let mut row = vec![
                 r.provider.clone(),
                 r.region.clone(),
                 r.zone.clone().unwrap_or_else(|| "-".to_owned()),
@@ -73,10 +83,33 @@ pub(super) fn prices_table(records: &[CatalogRecord], now: DateTime<Utc>) -> Str
                         .map_or(r.usd_per_gpu_hour, |c| c.per_gpu_hour)
                 ),
                 age,
-            ]
+            ];
+            if windows {
+                let window = match (r.window_start, r.window_end) {
+                    (Some(s), Some(e)) => format!(
+                        "{} → {}",
+                        s.format("%Y-%m-%d %H:%M"),
+                        e.format("%Y-%m-%d %H:%M")
+                    ),
+                    _ => "-".to_owned(),
+                };
+                let hours = r
+                    .window_hours
+                    .map_or_else(|| "-".to_owned(), |h| format!("{h:.2}"));
+                let count = r
+                    .instance_count
+                    .map_or_else(|| "-".to_owned(), |n| n.to_string());
+                row.splice(7..7, [window, hours, count]);
+            }
+            row
         })
         .collect();
-    let mut out = render_table(&header, &rows, &[5, 7, 8]);
+    let right: &[usize] = if windows {
+        &[5, 8, 9, 10, 11]
+    } else {
+        &[5, 7, 8]
+    };
+    let mut out = render_rows(&header, &rows, right);
     if records
         .iter()
         .any(|r| r.price_scope == PriceScope::GpuOnly.as_str())

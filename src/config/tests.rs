@@ -208,11 +208,29 @@ fn aws_keys_are_read_and_checked() {
         AwsCredentials::Auto
     ));
     assert_eq!(defaults.provider.sources, AwsSources::default());
+    assert!(defaults.provider.sources.capacity_blocks);
+    assert_eq!(
+        (
+            defaults.provider.capacity_block_hours.as_slice(),
+            defaults.provider.capacity_block_counts.as_slice()
+        ),
+        ([24, 168].as_slice(), [1, 4].as_slice())
+    );
+    let blocks = Config::parse(
+        "[providers.aws]\ncapacity_block_hours = [48, 504, 48]\ncapacity_block_counts = [2]\n",
+        Path::new(""),
+    )
+    .unwrap()
+    .providers
+    .aws;
+    assert_eq!(blocks.provider.capacity_block_hours, [48, 504]);
+    assert_eq!(blocks.provider.capacity_block_counts, [2]);
 
     let errors = errors_of(
         "[providers.aws]\ncredentials = \"env\"\ninstance_types = [\"p5 large\"]\n\
          sources = [\"spot\"]\nspot_history_days = 91\npricing_endpoint = \"localhost\"\n\
-         spot_schedule = \"every ten minutes\"\n",
+         spot_schedule = \"every ten minutes\"\n\
+         capacity_block_hours = [25, 672, 5000]\ncapacity_block_counts = [0, 65]\n",
     );
     for path in [
         "providers.aws.credentials",
@@ -221,6 +239,10 @@ fn aws_keys_are_read_and_checked() {
         "providers.aws.spot_history_days",
         "providers.aws.pricing_endpoint",
         "providers.aws.spot_schedule",
+        "providers.aws.capacity_block_hours[0]",
+        "providers.aws.capacity_block_hours[2]",
+        "providers.aws.capacity_block_counts[0]",
+        "providers.aws.capacity_block_counts[1]",
     ] {
         assert!(
             errors.iter().any(|e| e.starts_with(path)),

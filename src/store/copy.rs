@@ -77,7 +77,7 @@ pub fn prices_checksum(store: &dyn Store) -> Result<(usize, String), StoreError>
 
 fn canonical(p: &CurrentPrice) -> String {
     format!(
-        "{}|{}|{}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{}|{}|{}|{:?}|{}|{:?}",
+        "{}|{}|{}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{}|{}|{}|{:?}|{}|{:?}|{:?}|{:?}|{:?}",
         p.provider,
         p.region,
         p.zone.as_deref().unwrap_or(""),
@@ -94,6 +94,9 @@ fn canonical(p: &CurrentPrice) -> String {
         p.max_instances,
         p.available_regions.join(","),
         p.source,
+        p.gpu_count,
+        p.mig_profile,
+        p.window,
     )
 }
 

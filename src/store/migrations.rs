@@ -27,6 +27,7 @@ macro_rules! all_steps {
             "0013_add_gpu_form_factor",
             "0014_add_sync_run_suspicious",
             "0015_gpu_count_as_number",
+            "0016_price_series_windows",
         )
     };
 }

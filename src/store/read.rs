@@ -42,6 +42,8 @@ pub struct CurrentPrice {
     pub gpu_form_factor: Option<String>,
     /// The MIG profile of a slice of an owned GPU (`1g.10gb`).
     pub mig_profile: Option<String>,
+    /// The fixed window of a `capacity_block` price.
+    pub window: Option<gpuplan_providers::Window>,
 }
 
 /// One stored spot observation.
@@ -159,7 +161,8 @@ fn plan(r: &[Val]) -> Result<SavedPlan, StoreError> {
 /// zone, instance_type, price_kind, offering_class, usd_per_hour,
 /// upfront_usd, recurring_usd_per_hour, source, available_regions,
 /// max_instances, observed_at, gpu_model, gpu_count, gpu_memory_gib, vcpus,
-/// memory_gib, price_scope, currency, fx_rate, gpu_form_factor, mig_profile.
+/// memory_gib, price_scope, currency, fx_rate, gpu_form_factor, mig_profile,
+/// window_start, window_end, instance_count.
 fn price(r: &mut [Val]) -> Result<CurrentPrice, StoreError> {
     let regions = r[10].take_text()?;
     Ok(CurrentPrice {
@@ -191,6 +194,14 @@ fn price(r: &mut [Val]) -> Result<CurrentPrice, StoreError> {
         fx_rate: r[20].real()?,
         gpu_form_factor: r[21].take_opt_text()?,
         mig_profile: r[22].take_opt_text()?,
+        window: match (r[23].as_str()?, r[24].as_str()?) {
+            ("", _) | (_, "") => None,
+            (start, end) => Some(gpuplan_providers::Window {
+                start: parse_ts(start)?,
+                end: parse_ts(end)?,
+                instance_count: narrow(&r[25], "instance_count")?.unwrap_or(0),
+            }),
+        },
     })
 }
 
@@ -395,7 +406,8 @@ impl<B: Backend> Reads for B {
                             v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour, v.source,
                             v.available_regions, v.max_instances, CAST(NULL AS TEXT) AS observed_at,
                             t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
-                            s.price_scope, v.currency, v.fx_rate, t.gpu_form_factor, t.mig_profile
+                            s.price_scope, v.currency, v.fx_rate, t.gpu_form_factor, t.mig_profile,
+                            s.window_start, s.window_end, s.instance_count
                      FROM price_series s
                      JOIN price_versions v
                        ON v.id = (SELECT max(id) FROM price_versions
@@ -408,7 +420,8 @@ impl<B: Backend> Reads for B {
                      SELECT ss.provider, ss.region, ss.zone, ss.instance_type, 'spot', '',
                             o.usd_per_hour, 0.0, o.usd_per_hour, NULL, '[]', NULL, o.observed_at,
                             t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
-                            'instance', ss.currency, coalesce(o.fx_rate, 1.0), t.gpu_form_factor, t.mig_profile
+                            'instance', ss.currency, coalesce(o.fx_rate, 1.0), t.gpu_form_factor, t.mig_profile,
+                            '', '', 0
                      FROM spot_series ss
                      JOIN spot_observations o
                        ON o.provider = ss.provider AND o.instance_type = ss.instance_type AND o.zone = ss.zone

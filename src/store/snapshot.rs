@@ -91,8 +91,19 @@ pub struct WriteStats {
     pub suspicious: Vec<SuspiciousPrice>,
 }
 
-/// The identity of a price series, with '' for an absent zone / offering class.
-type SeriesKey = (String, String, String, String, String);
+/// The identity of a price series, with '' for an absent zone, offering
+/// class or window, and 0 for the instance count of no window.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SeriesKey {
+    region: String,
+    zone: String,
+    instance_type: String,
+    price_kind: String,
+    offering_class: String,
+    window_start: String,
+    window_end: String,
+    instance_count: i64,
+}
 
 /// The values of a price version that, when any differs, make a new version.
 #[derive(Debug, PartialEq)]
@@ -124,15 +135,19 @@ impl VersionValues {
 }
 
 fn series_key(p: &PriceRecord) -> SeriesKey {
-    (
-        p.region.clone(),
-        p.zone.clone().unwrap_or_default(),
-        p.instance_type.clone(),
-        p.price_kind.to_string(),
-        p.offering_class
+    SeriesKey {
+        region: p.region.clone(),
+        zone: p.zone.clone().unwrap_or_default(),
+        instance_type: p.instance_type.clone(),
+        price_kind: p.price_kind.to_string(),
+        offering_class: p
+            .offering_class
             .map(|c| c.as_str().to_owned())
             .unwrap_or_default(),
-    )
+        window_start: p.window.map(|w| ts(w.start)).unwrap_or_default(),
+        window_end: p.window.map(|w| ts(w.end)).unwrap_or_default(),
+        instance_count: p.window.map_or(0, |w| i64::from(w.instance_count)),
+    }
 }
 
 /// The newest version of each of the provider's series: its key, id,
@@ -312,7 +327,7 @@ fn current_versions(db: &dyn Db, provider: &str) -> Result<Vec<StoredSeries>, St
         "SELECT s.id, s.region, s.zone, s.instance_type, s.price_kind, s.offering_class,
                 v.withdrawn, v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour,
                 v.source, v.available_regions, v.max_instances, s.price_scope,
-                v.currency, v.fx_rate
+                v.currency, v.fx_rate, s.window_start, s.window_end, s.instance_count
          FROM price_series s
          JOIN price_versions v
            ON v.id = (SELECT max(id) FROM price_versions WHERE series_id = s.id)
@@ -343,13 +358,16 @@ fn current_versions(db: &dyn Db, provider: &str) -> Result<Vec<StoredSeries>, St
                 })
             };
             Ok(StoredSeries {
-                key: (
-                    r[1].text()?,
-                    r[2].text()?,
-                    r[3].text()?,
-                    r[4].text()?,
-                    r[5].text()?,
-                ),
+                key: SeriesKey {
+                    region: r[1].text()?,
+                    zone: r[2].text()?,
+                    instance_type: r[3].text()?,
+                    price_kind: r[4].text()?,
+                    offering_class: r[5].text()?,
+                    window_start: r[16].text()?,
+                    window_end: r[17].text()?,
+                    instance_count: r[18].int()?,
+                },
                 id: r[0].int()?,
                 values,
                 scope: r[13].text()?,
@@ -406,7 +424,7 @@ fn write_prices(
         if values.is_none() {
             continue;
         }
-        if snapshot.unchanged_regions.contains(&key.0) {
+        if snapshot.unchanged_regions.contains(&key.region) {
             stats.prices_seen += 1;
         } else {
             versions.series.push((*series_id, None));
@@ -424,16 +442,20 @@ fn insert_series(
 ) -> Result<i64, StoreError> {
     returned_id(sql::first(
         db,
-        "INSERT INTO price_series (provider, region, zone, instance_type, price_kind, offering_class, price_scope)
-         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+        "INSERT INTO price_series (provider, region, zone, instance_type, price_kind, offering_class, price_scope,
+                                   window_start, window_end, instance_count)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
         &[
             provider.into(),
-            key.0.as_str().into(),
-            key.1.as_str().into(),
-            key.2.as_str().into(),
-            key.3.as_str().into(),
-            key.4.as_str().into(),
+            key.region.as_str().into(),
+            key.zone.as_str().into(),
+            key.instance_type.as_str().into(),
+            key.price_kind.as_str().into(),
+            key.offering_class.as_str().into(),
             scope.into(),
+            key.window_start.as_str().into(),
+            key.window_end.as_str().into(),
+            key.instance_count.into(),
         ],
     )?)
 }

@@ -111,6 +111,7 @@ pub fn snapshot(n: usize, base: f64) -> Snapshot {
             available_regions: vec![],
             max_instances: None,
             price_scope: gpuplan_providers::PriceScope::Instance,
+            window: None,
         });
         let commit = PriceKind::Commit(Term::OneYear);
         s.prices.push(PriceRecord {

@@ -450,3 +450,60 @@ fn a_large_prune_goes_in_batches(db) {
     assert_eq!(count(&pool, "spot_observations"), 1);
 }
 }
+
+fn block(hour_start: i64, count: u32, fee: f64) -> gpuplan_providers::PriceRecord {
+    let window = gpuplan_providers::Window {
+        start: at(hour_start),
+        end: at(hour_start + 24),
+        instance_count: count,
+    };
+    gpuplan_providers::PriceRecord {
+        region: "us-east-1".into(),
+        zone: Some("us-east-1a".into()),
+        instance_type: "gpu0.xlarge".into(),
+        price_kind: gpuplan_providers::PriceKind::CapacityBlock,
+        offering_class: None,
+        usd_per_hour: fee / (f64::from(count) * 24.0),
+        upfront_usd: fee,
+        recurring_usd_per_hour: 0.0,
+        source: Some(format!("cb-{hour_start}-{count}")),
+        available_regions: Vec::new(),
+        max_instances: None,
+        price_scope: gpuplan_providers::PriceScope::Instance,
+        window: Some(window),
+    }
+}
+
+on_both_backends! {
+fn capacity_block_windows_are_distinct_prices_and_vanished_ones_keep_their_history(db) {
+    let pool = db.pool(0);
+    let mut snap = snapshot(1, 1.0);
+    // One type in one zone, offered for two windows and two counts.
+    snap.prices.extend([block(48, 1, 240.0), block(72, 1, 264.0), block(48, 4, 900.0)]);
+    sync(&pool, &snap, 0);
+    let blocks: Vec<CurrentPrice> = current(&pool)
+        .into_iter()
+        .filter(|p| p.price_kind == "capacity_block")
+        .collect();
+    assert_eq!(blocks.len(), 3);
+    let four = blocks.iter().find(|p| p.window.unwrap().instance_count == 4).unwrap();
+    assert_eq!((four.window.unwrap().start, four.upfront_usd), (at(48), 900.0));
+
+    // The next sync no longer lists the window at hour 72: it is withdrawn,
+    // and the catalog still has its price from when it was offered.
+    snap.prices.retain(|p| p.window.is_none_or(|w| w.start != at(72)));
+    let stats = sync(&pool, &snap, 1);
+    assert_eq!(stats.prices_withdrawn, 1);
+    assert_eq!(
+        current(&pool).iter().filter(|p| p.price_kind == "capacity_block").count(),
+        2
+    );
+    let then = pool
+        .read(|s| s.prices_as_of(None, Some(at(0))))
+        .unwrap()
+        .into_iter()
+        .find(|p| p.window.is_some_and(|w| w.start == at(72)))
+        .unwrap();
+    assert_eq!(then.upfront_usd, 264.0);
+}
+}

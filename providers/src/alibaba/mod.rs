@@ -271,6 +271,7 @@ impl AlibabaProvider {
                 available_regions: Vec::new(),
                 max_instances: None,
                 price_scope: crate::PriceScope::Instance,
+                window: None,
             });
         }
         Ok((prices, skipped))

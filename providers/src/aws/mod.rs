@@ -10,6 +10,7 @@
 //! public spot advisor JSON (interruption bucket and savings per type and
 //! region) is read in both.
 
+mod capacity_blocks;
 pub mod gpus;
 mod offer;
 mod public;
@@ -61,6 +62,8 @@ pub struct Sources {
     /// `GetSpotPlacementScores` (credentials); off by default, as AWS limits
     /// how many configurations an account may score a day.
     pub placement_scores: bool,
+    /// `DescribeCapacityBlockOfferings` (credentials): Capacity Blocks for ML.
+    pub capacity_blocks: bool,
 }
 
 impl Default for Sources {
@@ -70,6 +73,7 @@ impl Default for Sources {
             offerings: true,
             spot_advisor: true,
             placement_scores: false,
+            capacity_blocks: true,
         }
     }
 }
@@ -95,6 +99,10 @@ pub struct AwsConfig {
     pub spot_history_days: u32,
     /// Instances per placement-score request.
     pub placement_capacity: u32,
+    /// The Capacity Block durations asked for, in hours.
+    pub capacity_block_hours: Vec<u32>,
+    /// The Capacity Block instance counts asked for.
+    pub capacity_block_counts: Vec<u32>,
     pub retry: RetryPolicy,
 }
 
@@ -113,6 +121,8 @@ impl AwsConfig {
             ec2_endpoint: None,
             spot_history_days: 30,
             placement_capacity: 1,
+            capacity_block_hours: section::DEFAULT_CAPACITY_BLOCK_HOURS.to_vec(),
+            capacity_block_counts: section::DEFAULT_CAPACITY_BLOCK_COUNTS.to_vec(),
             retry,
         }
     }

@@ -449,5 +449,6 @@ fn record(state: &mut Collector, sku: &str, term: &OfferTerm, reserved: bool) {
         available_regions: Vec::new(),
         max_instances: None,
         price_scope: crate::PriceScope::Instance,
+        window: None,
     });
 }

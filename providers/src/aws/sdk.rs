@@ -166,7 +166,7 @@ fn xml_is_complete(body: &str) -> bool {
 
 /// An SDK error as a [`ProviderError`] naming the call (`ec2
 /// DescribeSpotPriceHistory in us-west-2`).
-fn sdk_error<E>(call: &str, err: &SdkError<E>) -> ProviderError
+pub(super) fn sdk_error<E>(call: &str, err: &SdkError<E>) -> ProviderError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
@@ -300,6 +300,9 @@ pub(super) async fn fetch(
                 )
                 .await?;
             }
+        }
+        if config.sources.capacity_blocks {
+            super::capacity_blocks::offerings(&ec2, region, &names, config, &mut snapshot).await?;
         }
     }
     Ok(snapshot)

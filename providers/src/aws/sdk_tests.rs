@@ -1,6 +1,7 @@
 //! The credentialed path against the local AWS stand-in
 //! ([`crate::test_server::aws`]); the SDK clients sign with static test keys.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -9,7 +10,7 @@ use chrono::{TimeZone, Utc};
 use super::tests::{config, price};
 use super::*;
 use crate::secret::Secret;
-use crate::snapshot::{PriceKind, Term, Upfront};
+use crate::snapshot::{PriceKind, PriceRecord, Term, Upfront};
 use crate::test_server::aws::{self, ec2_error, form, pricing_error, pricing_json, spot_row, xml};
 use axum::response::Response;
 
@@ -205,6 +206,8 @@ async fn query_api_records_equal_the_bulk_file_records_for_the_same_skus() {
     let server = test_server::serve(|req, base, _| aws::answer(req, base)).await;
     let mut sdk_cfg = sdk_config(&server, &["us-east-1"]);
     sdk_cfg.instance_types = vec!["p5.*".to_owned(), "g5.*".to_owned()];
+    // Capacity Block offerings are not in the public files at all.
+    sdk_cfg.sources.capacity_blocks = false;
     let mut public_cfg = config(&server, &["us-east-1"]);
     public_cfg.instance_types = sdk_cfg.instance_types.clone();
     let ctx = FetchContext::default();
@@ -471,4 +474,90 @@ fn instance_type_patterns() {
     assert!(selected(&p(&["g6.xlarge", "*.48xlarge"]), "p5e.48xlarge"));
     assert!(!selected(&p(&["g6.xlarge"]), "g6.2xlarge"));
     assert!(selected(&p(&["g*.*large"]), "g6e.12xlarge"));
+}
+
+/// Capacity Blocks (provider-apis §17.3): one record per offering, however
+/// many requests answer it, with its window; the fee is a string and the
+/// total of the block; an instant block has minutes; dedicated tenancy,
+/// other currencies and $0 fees are refused by reason.
+#[tokio::test]
+async fn capacity_block_offerings_become_one_record_each_with_their_window() {
+    let server = test_server::serve(|req, base, _| aws::answer(req, base)).await;
+    let snap = fetch(
+        sdk_config(&server, &["us-east-1", "us-west-2"]),
+        &FetchContext::default(),
+    )
+    .await
+    .unwrap();
+    let blocks: Vec<&PriceRecord> = snap
+        .prices
+        .iter()
+        .filter(|p| p.price_kind == PriceKind::CapacityBlock)
+        .collect();
+    let ids: Vec<&str> = blocks.iter().filter_map(|p| p.source.as_deref()).collect();
+    assert_eq!(
+        ids,
+        [
+            "cb-0a1b2c3d4e5f60718",
+            "cb-instant000000001",
+            "cb-week000000000001"
+        ]
+    );
+    let day = blocks[0];
+    let w = day.window.unwrap();
+    assert_eq!(
+        (
+            day.zone.as_deref(),
+            w.instance_count,
+            w.hours(),
+            day.upfront_usd
+        ),
+        (Some("us-east-1a"), 1, 24.0, 950.40)
+    );
+    assert_eq!(
+        w.start,
+        Utc.with_ymd_and_hms(2027, 3, 9, 11, 30, 0).unwrap()
+    );
+    // 950.40 for one instance and 24 hours: 39.60 an instance-hour.
+    assert!((day.usd_per_hour - 39.6).abs() < 1e-9, "{day:?}");
+    assert_eq!(day.recurring_usd_per_hour, 0.0);
+    // 15:10 to 11:30 the next day is 20 h 20 min, not the 20 its hours say.
+    let instant = blocks[1].window.unwrap();
+    assert!((instant.hours() - (20.0 + 20.0 / 60.0)).abs() < 1e-9);
+    assert!((blocks[1].usd_per_hour - 800.0 / instant.hours()).abs() < 1e-9);
+    // Four instances for a week: 23654.40 / (4 x 168) = 35.20.
+    let week = blocks[2];
+    assert_eq!(week.window.unwrap().instance_count, 4);
+    assert!((week.usd_per_hour - 35.2).abs() < 1e-9, "{week:?}");
+    for reason in ["tenancy_not_default", "currency_not_usd"] {
+        assert_eq!(snap.skipped.get(reason), Some(&1), "{reason}");
+    }
+    assert!(snap.skipped.get("zero_price").is_some_and(|n| *n >= 1));
+
+    // Only p5 is asked for, in each region, for each count and duration;
+    // the first day's answer took two pages.
+    let asked: Vec<BTreeMap<String, String>> = server
+        .requests()
+        .iter()
+        .map(|r| form(&r.body))
+        .filter(|f| f.get("Action").map(String::as_str) == Some("DescribeCapacityBlockOfferings"))
+        .collect();
+    assert_eq!(asked.len(), 2 * 4 + 1);
+    assert!(asked.iter().all(|f| f["InstanceType"] == "p5.48xlarge"));
+}
+
+#[tokio::test]
+async fn a_refused_capacity_block_request_fails_the_sync_naming_the_call() {
+    let err = failing_sync("us-east-1", |req| {
+        req.body
+            .contains("Action=DescribeCapacityBlockOfferings")
+            .then(|| ec2_error(403, "UnauthorizedOperation"))
+    })
+    .await;
+    let text = err.to_string();
+    assert!(
+        text.contains("DescribeCapacityBlockOfferings in us-east-1"),
+        "{text}"
+    );
+    assert!(!text.contains("test-secret-key"));
 }

@@ -11,6 +11,9 @@ pub const DEFAULT_SPOT_ADVISOR_URL: &str =
     "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json";
 /// Each region's offer file is hundreds of MB, so the default is two regions, not all.
 pub const DEFAULT_REGIONS: [&str; 2] = ["us-east-1", "us-west-2"];
+/// A day and a week: each duration and count is one request per type and region.
+pub const DEFAULT_CAPACITY_BLOCK_HOURS: [u32; 2] = [24, 168];
+pub const DEFAULT_CAPACITY_BLOCK_COUNTS: [u32; 2] = [1, 4];
 
 /// The table as written. `enabled`, `schedule` and `spot_schedule` are the
 /// daemon's (when the source runs); the rest configures the provider.
@@ -30,6 +33,8 @@ pub struct Section {
     ec2_endpoint: Option<String>,
     spot_history_days: Option<i64>,
     placement_capacity: Option<i64>,
+    capacity_block_hours: Option<Vec<i64>>,
+    capacity_block_counts: Option<Vec<i64>>,
 }
 
 impl Section {
@@ -84,9 +89,64 @@ impl Section {
                 1,
                 1..=100_000,
             ),
+            capacity_block_hours: list(
+                p,
+                "capacity_block_hours",
+                self.capacity_block_hours.as_deref(),
+                &DEFAULT_CAPACITY_BLOCK_HOURS,
+                "24 to 336 in steps of 24, or 504 to 4368 in steps of 168",
+                |h| {
+                    ((24..=336).contains(&h) && h % 24 == 0)
+                        || ((504..=4368).contains(&h) && h % 168 == 0)
+                },
+            ),
+            capacity_block_counts: list(
+                p,
+                "capacity_block_counts",
+                self.capacity_block_counts.as_deref(),
+                &DEFAULT_CAPACITY_BLOCK_COUNTS,
+                "1 to 64",
+                |n| (1..=64).contains(&n),
+            ),
             retry,
         }
     }
+}
+
+/// A list of whole numbers that `allowed` accepts (the default when not
+/// given); each refused one is a problem naming its place and what is allowed.
+fn list(
+    p: &mut Problems,
+    key: &str,
+    value: Option<&[i64]>,
+    default: &[u32],
+    allowed_text: &str,
+    allowed: impl Fn(i64) -> bool,
+) -> Vec<u32> {
+    let Some(values) = value else {
+        return default.to_vec();
+    };
+    if values.is_empty() {
+        p.fail(
+            key,
+            format!("is empty; give at least one of {allowed_text}"),
+        );
+    }
+    let mut out = Vec::new();
+    for (i, v) in values.iter().enumerate() {
+        match u32::try_from(*v) {
+            Ok(n) if allowed(*v) => {
+                if !out.contains(&n) {
+                    out.push(n);
+                }
+            }
+            _ => p.fail(
+                format!("{key}[{i}]"),
+                format!("`{v}` is not {allowed_text}"),
+            ),
+        }
+    }
+    out
 }
 
 fn sources(value: Option<&[String]>, p: &mut Problems) -> Sources {
@@ -98,6 +158,7 @@ fn sources(value: Option<&[String]>, p: &mut Problems) -> Sources {
         offerings: false,
         spot_advisor: false,
         placement_scores: false,
+        capacity_blocks: false,
     };
     for (i, name) in names.iter().enumerate() {
         let flag = match name.as_str() {
@@ -105,10 +166,11 @@ fn sources(value: Option<&[String]>, p: &mut Problems) -> Sources {
             "offerings" => &mut sources.offerings,
             "spot_advisor" => &mut sources.spot_advisor,
             "placement_scores" => &mut sources.placement_scores,
+            "capacity_blocks" => &mut sources.capacity_blocks,
             other => {
                 p.fail(
                     format!("sources[{i}]"),
-                    format!("`{other}` is not one of \"spot_history\", \"offerings\", \"spot_advisor\", \"placement_scores\""),
+                    format!("`{other}` is not one of \"spot_history\", \"offerings\", \"spot_advisor\", \"placement_scores\", \"capacity_blocks\""),
                 );
                 continue;
             }

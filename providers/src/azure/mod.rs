@@ -316,6 +316,7 @@ fn classify(item: &Item, snap: &mut Snapshot) -> Option<Vec<PriceRecord>> {
         available_regions: Vec::new(),
         max_instances: None,
         price_scope: crate::PriceScope::Instance,
+        window: None,
     };
     match item.kind.as_str() {
         "Reservation" => {

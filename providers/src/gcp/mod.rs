@@ -572,6 +572,7 @@ fn build_snapshot(
             available_regions: Vec::new(),
             max_instances: None,
             price_scope: crate::PriceScope::GpuOnly,
+            window: None,
         });
     }
     for (id, model) in &models {
@@ -687,6 +688,7 @@ fn add_machine_types(
                     available_regions: Vec::new(),
                     max_instances: None,
                     price_scope: crate::PriceScope::Instance,
+                    window: None,
                 });
                 priced = true;
             }

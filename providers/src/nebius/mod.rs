@@ -588,6 +588,7 @@ impl Provider for NebiusProvider {
                         available_regions: Vec::new(),
                         max_instances: None,
                         price_scope: crate::PriceScope::Instance,
+                        window: None,
                     });
                 }
             }

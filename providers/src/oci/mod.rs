@@ -298,6 +298,7 @@ fn build_snapshot(items: &[Item]) -> Result<Snapshot, String> {
             available_regions: Vec::new(),
             max_instances: None,
             price_scope: PriceScope::Instance,
+            window: None,
         };
         snap.prices.push(record(PriceKind::OnDemand, on_demand));
         if shape.preemptible {

@@ -353,6 +353,7 @@ fn build_snapshot(
                         available_regions: regions.clone(),
                         max_instances: None,
                         price_scope: crate::PriceScope::Instance,
+                        window: None,
                     }
                 };
                 let f = f64::from(n);

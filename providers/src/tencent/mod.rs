@@ -312,6 +312,7 @@ impl TencentProvider {
                 available_regions: Vec::new(),
                 max_instances: None,
                 price_scope: PriceScope::Instance,
+                window: None,
             });
         }
         out

@@ -487,6 +487,123 @@ fn placement_scores(region: &str, token: Option<&str>) -> Response {
     ))
 }
 
+/// `DescribeCapacityBlockOfferings` for us-east-1's p5.48xlarge (no other
+/// type or region has offerings): one instance for 24 hours in two pages
+/// (the second with an instant block of 20 h 20 min, the first page's
+/// offering again, and a dedicated-tenancy one), four instances for 24
+/// hours a euro and a $0 offering, four for 168 hours one block, and one
+/// for 168 hours none.
+fn capacity_blocks(region: &str, f: &BTreeMap<String, String>) -> Response {
+    for absent in ["StartDateRange", "EndDateRange", "UltraserverType"] {
+        assert!(!f.contains_key(absent), "{absent} was sent");
+    }
+    assert_eq!(f["MaxResults"], "100");
+    let block = |id: &str,
+                 count: u32,
+                 start: &str,
+                 end: &str,
+                 hours: u32,
+                 minutes: u32,
+                 fee: &str,
+                 currency: &str,
+                 tenancy: &str| {
+        format!(
+            "<item><capacityBlockOfferingId>{id}</capacityBlockOfferingId><instanceType>p5.48xlarge</instanceType><availabilityZone>us-east-1a</availabilityZone><instanceCount>{count}</instanceCount><startDate>{start}</startDate><endDate>{end}</endDate><capacityBlockDurationHours>{hours}</capacityBlockDurationHours><capacityBlockDurationMinutes>{minutes}</capacityBlockDurationMinutes><upfrontFee>{fee}</upfrontFee><currencyCode>{currency}</currencyCode><tenancy>{tenancy}</tenancy></item>"
+        )
+    };
+    let day = block(
+        "cb-0a1b2c3d4e5f60718",
+        1,
+        "2027-03-09T11:30:00.000Z",
+        "2027-03-10T11:30:00.000Z",
+        24,
+        0,
+        "950.40",
+        "USD",
+        "default",
+    );
+    let key = (
+        region,
+        f["InstanceType"].as_str(),
+        f["InstanceCount"].as_str(),
+        f["CapacityDurationHours"].as_str(),
+        f.get("NextToken").map(String::as_str),
+    );
+    let (items, next) = match key {
+        ("us-east-1", "p5.48xlarge", "1", "24", None) => {
+            (day.clone(), "<nextToken>cb-2</nextToken>")
+        }
+        ("us-east-1", "p5.48xlarge", "1", "24", Some("cb-2")) => (
+            block(
+                "cb-instant000000001",
+                1,
+                "2027-03-04T15:10:00.000Z",
+                "2027-03-05T11:30:00.000Z",
+                20,
+                20,
+                "800.00",
+                "USD",
+                "default",
+            ) + &day
+                + &block(
+                    "cb-dedicated0000001",
+                    1,
+                    "2027-03-11T11:30:00.000Z",
+                    "2027-03-12T11:30:00.000Z",
+                    24,
+                    0,
+                    "990.00",
+                    "USD",
+                    "dedicated",
+                ),
+            "<nextToken/>",
+        ),
+        ("us-east-1", "p5.48xlarge", "4", "24", None) => (
+            block(
+                "cb-euro000000000001",
+                4,
+                "2027-03-09T11:30:00.000Z",
+                "2027-03-10T11:30:00.000Z",
+                24,
+                0,
+                "3500.00",
+                "EUR",
+                "default",
+            ) + &block(
+                "cb-free000000000001",
+                4,
+                "2027-03-16T11:30:00.000Z",
+                "2027-03-17T11:30:00.000Z",
+                24,
+                0,
+                "0.00",
+                "USD",
+                "default",
+            ),
+            "",
+        ),
+        ("us-east-1", "p5.48xlarge", "4", "168", None) => (
+            block(
+                "cb-week000000000001",
+                4,
+                "2027-03-15T11:30:00.000Z",
+                "2027-03-22T11:30:00.000Z",
+                168,
+                0,
+                "23654.40",
+                "USD",
+                "default",
+            ),
+            "",
+        ),
+        (_, t, _, _, None) if t.starts_with("p") => (String::new(), ""),
+        other => panic!("unexpected DescribeCapacityBlockOfferings {other:?}"),
+    };
+    xml(&format!(
+        "<DescribeCapacityBlockOfferingsResponse {{{{NS}}}}><requestId>r</requestId><capacityBlockOfferingSet>{items}</capacityBlockOfferingSet>{next}</DescribeCapacityBlockOfferingsResponse>"
+    ))
+}
+
 /// Answers Pricing (JSON, by `X-Amz-Target`) and EC2 (form, by `Action`).
 pub fn answer(req: &Seen, base: &str) -> Response {
     answer_from(req, base, FIXTURES)
@@ -530,6 +647,7 @@ pub fn answer_from(req: &Seen, base: &str, offers: Offers<'_>) -> Response {
         "DescribeAvailabilityZones" => zones(&region),
         "DescribeInstanceTypeOfferings" => offerings(&region, &f["LocationType"], token),
         "GetSpotPlacementScores" => placement_scores(&region, token),
+        "DescribeCapacityBlockOfferings" => capacity_blocks(&region, &f),
         other => panic!("unexpected EC2 action {other}"),
     }
 }

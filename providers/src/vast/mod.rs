@@ -217,6 +217,7 @@ fn build_snapshot(offers: Vec<Offer>) -> Snapshot {
             available_regions: Vec::new(),
             max_instances: None,
             price_scope: crate::PriceScope::Instance,
+            window: None,
         };
         if let Some(usd) = median(&mut prices.on_demand) {
             snap.prices.push(record(PriceKind::OnDemand, usd));

@@ -404,11 +404,23 @@ pub fn validate(snapshot: &Snapshot) -> Result<(), String> {
                 return Err(format!("price `{name}` has {field} = {v}"));
             }
         }
-        let effective = gpuplan_providers::PriceRecord::effective_hourly(
-            p.price_kind,
-            p.upfront_usd,
-            p.recurring_usd_per_hour,
-        );
+        let windowed = p.price_kind == gpuplan_providers::PriceKind::CapacityBlock;
+        match &p.window {
+            None if windowed => return Err(format!("price `{name}` has no window")),
+            Some(_) if !windowed => {
+                return Err(format!(
+                    "price `{name}` has a window, which only capacity_block prices have"
+                ));
+            }
+            Some(w) if w.instance_count == 0 || w.end <= w.start => {
+                return Err(format!(
+                    "price `{name}` has an empty window ({} instances, {} to {})",
+                    w.instance_count, w.start, w.end
+                ));
+            }
+            _ => {}
+        }
+        let effective = p.parts_hourly();
         if (effective - p.usd_per_hour).abs() > 1e-6 * p.usd_per_hour.max(1.0) {
             return Err(format!(
                 "price `{name}`: usd_per_hour {} is not upfront {} plus recurring {} over the term ({effective})",
@@ -421,6 +433,7 @@ pub fn validate(snapshot: &Snapshot) -> Result<(), String> {
             &p.instance_type,
             p.price_kind,
             p.offering_class,
+            p.window,
         );
         if keys.insert(key, ()).is_some() {
             return Err(format!("price `{name}` is listed twice"));

@@ -24,8 +24,15 @@ use crate::store::{Store, StoreError, Suspicion, SuspiciousPrice};
 /// The share of its reference below which a price is suspicious.
 pub const SHARE: f64 = 0.1;
 
-/// (region, zone, instance type, price kind, offering class): one price.
-type Key = (String, Option<String>, String, String, Option<String>);
+/// (region, zone, instance type, price kind, offering class, window): one price.
+type Key = (
+    String,
+    Option<String>,
+    String,
+    String,
+    Option<String>,
+    Option<gpuplan_providers::Window>,
+);
 
 /// What one source's new prices are judged against: the catalog before the
 /// sync.
@@ -122,6 +129,7 @@ impl Baseline {
                         p.instance_type,
                         p.price_kind,
                         p.offering_class,
+                        p.window,
                     ),
                     (p.usd_per_hour, p.observed_at),
                 );
@@ -188,7 +196,7 @@ pub fn find(baseline: &Baseline, snapshot: &Snapshot) -> Vec<SuspiciousPrice> {
                 .map(|median| (Suspicion::BelowMedian, *median)),
         };
         if let Some((reason, reference_usd)) = verdict {
-            let (region, zone, instance_type, price_kind, offering_class) = c.key;
+            let (region, zone, instance_type, price_kind, offering_class, _) = c.key;
             out.push(SuspiciousPrice {
                 region,
                 zone,
@@ -238,6 +246,7 @@ fn candidates(baseline: &Baseline, snapshot: &Snapshot) -> Vec<Candidate> {
                 p.instance_type.clone(),
                 p.price_kind.to_string(),
                 p.offering_class.map(|c| c.as_str().to_owned()),
+                p.window,
             ),
             usd_per_hour: p.usd_per_hour,
             observed_at: None,
@@ -265,6 +274,7 @@ fn candidates(baseline: &Baseline, snapshot: &Snapshot) -> Vec<Candidate> {
                 Some(o.zone.clone()),
                 o.instance_type.clone(),
                 PriceKind::Spot.to_string(),
+                None,
                 None,
             ),
             usd_per_hour: o.usd_per_hour,

@@ -22,6 +22,7 @@ fn baseline() -> Baseline {
                 p.instance_type.clone(),
                 p.price_kind.to_string(),
                 None,
+                None,
             ),
             (p.usd_per_hour, None),
         );
@@ -32,6 +33,7 @@ fn baseline() -> Baseline {
             Some("us-east-1a".into()),
             "gpu0.xlarge".into(),
             "spot".into(),
+            None,
             None,
         ),
         (1.0 / 3.0 + 1.0, Some(at(1))),
