@@ -37,6 +37,14 @@ fn check_plan(problem: &Problem, r: &PlanResult, relax: bool) {
     }
 }
 
+/// The offers a plan left out and why: (offer id, reason).
+fn exclusions(r: &PlanResult) -> Vec<(&str, &str)> {
+    r.excluded_offers
+        .iter()
+        .map(|e| (e.offer.as_str(), e.reason))
+        .collect()
+}
+
 fn close(a: Option<f64>, b: f64) -> bool {
     a.is_some_and(|a| (a - b).abs() <= 1e-6 * b.abs().max(1.0))
 }
@@ -107,11 +115,7 @@ fn eligibility_filters_report_the_first_failing_one() {
     let doc = json!({"demand": [1], "offers": [offer("a", 1, Some(2.0), None), gcp, small],
                      "policy": {"allowed_clouds": ["aws"], "min_gpu_memory_gib": 40}});
     let r = run(doc, false);
-    let reasons: Vec<(&str, &str)> = r
-        .excluded_offers
-        .iter()
-        .map(|e| (e.offer.as_str(), e.reason))
-        .collect();
+    let reasons = exclusions(&r);
     assert_eq!(reasons, vec![("b", "cloud"), ("c", "gpu_memory")]);
     assert!(close(r.objective, 2.0));
 }
@@ -137,11 +141,7 @@ fn slices_serve_small_demand_unless_a_memory_floor_excludes_them() {
     let doc = json!({"demand": [0.25, 0.25], "offers": [eighth, whole],
                      "policy": {"integer_hourly": true, "min_gpu_memory_gib": 16}});
     let r = run(doc, false);
-    let reasons: Vec<(&str, &str)> = r
-        .excluded_offers
-        .iter()
-        .map(|e| (e.offer.as_str(), e.reason))
-        .collect();
+    let reasons = exclusions(&r);
     assert_eq!(reasons, vec![("g6f.large", "gpu_memory")]);
     assert!(close(r.objective, 2.0), "{:?}", r.objective);
 }
