@@ -9,7 +9,7 @@ use std::process::Command;
 use gpuplan::store::{SqliteStore, Writes as _};
 use gpuplan_providers::{InstanceType, Scope, Snapshot, SpotObservation};
 use serde_json::{Value, json};
-use support::{NO_CLOUDS, Workspace, gpuplan};
+use support::{NO_CLOUDS, Workspace, blocks, gpuplan};
 
 /// A directory with a config naming `sheets` (name, file name) and a catalog file.
 fn workspace(sheets: &[(&str, &str)]) -> Workspace {
@@ -622,4 +622,108 @@ fn a_price_that_falls_below_a_tenth_is_stored_and_reported_as_suspicious() {
     assert_eq!(flagged[0]["reason"], "below_previous");
     assert_eq!(flagged[0]["reference_usd"], 0.04);
     assert_eq!(flagged[0]["gpu_model"], "L4");
+}
+
+#[test]
+fn slices_of_owned_gpus_print_as_shares_and_windows_list_offered_and_vanished_blocks() {
+    let ws = workspace(&[("lab", "lab.csv")]);
+    ws.write(
+        "lab.csv",
+        "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,gpu_memory_gib,mig_profile\n\
+         fra,h100-mig-1g,H100,1/7,on_demand,0.5,,1g.10gb\n\
+         fra,h100-box,H100,8,on_demand,24.0,80,\n",
+    );
+    assert!(ws.run(&["sync"]).status.success());
+    let table = text(&ws.run(&["prices", "--gpu", "H100"]).stdout);
+    let slice = table.lines().find(|l| l.contains("h100-mig-1g")).unwrap();
+    // A seventh of a GPU at 0.5 an hour is 3.5 per whole-GPU hour.
+    assert!(
+        slice.split_whitespace().any(|c| c == "1/7") && slice.contains("3.5000"),
+        "{table}"
+    );
+    let json = ws.json(&["prices", "--gpu", "H100", "--json"]);
+    let mig = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["instance_type"] == "h100-mig-1g")
+        .unwrap();
+    assert_eq!(
+        (&mig["mig_profile"], &mig["gpu_memory_gib"]),
+        (&json!("1g.10gb"), &json!(10.0))
+    );
+    assert!((mig["gpu_count"].as_f64().unwrap() - 1.0 / 7.0).abs() < 1e-12);
+
+    let none = ws.run(&["windows"]);
+    assert!(none.status.success() && text(&none.stderr).contains("No priced windows"));
+    // Two syncs as the aws source with credentials writes them: a week and a
+    // day from midnight two days on; the second no longer lists the day.
+    let now = chrono::Utc::now();
+    let mut snapshot = Snapshot {
+        instance_types: vec![blocks::p5()],
+        prices: vec![blocks::p5_block(168, 3.5), blocks::p5_block(24, 4.0)],
+        ..Snapshot::default()
+    };
+    for (hours_ago, prices) in [(2, 2), (1, 1)] {
+        snapshot.prices.truncate(prices);
+        blocks::write(
+            &ws.path("catalog.db"),
+            &snapshot,
+            now - chrono::Duration::hours(hours_ago),
+        );
+    }
+
+    let listed = ws.json(&["windows", "--json"]);
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    let (day, week) = (&listed[0], &listed[1]);
+    assert_eq!(
+        (&day["status"], &day["window_hours"]),
+        (&json!("vanished"), &json!(24.0))
+    );
+    assert!(day["vanished_at"].is_string());
+    // 4,704 for a week of 8 GPUs is 3.5 per GPU-hour.
+    assert_eq!(
+        (
+            &week["status"],
+            &week["usd_per_gpu_hour"],
+            &week["upfront_usd"],
+            &week["prices"]
+        ),
+        (&json!("offered"), &json!(3.5), &json!(4704.0), &json!(1))
+    );
+    let table = text(&ws.run(&["windows", "--gpu", "H100"]).stdout);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with("STATUS") && lines[0].contains("USD/GPU-H"),
+        "{table}"
+    );
+    assert!(
+        lines[1].starts_with("vanished") && lines[2].starts_with("offered"),
+        "{table}"
+    );
+    assert!(
+        lines[2].contains("168.00") && lines[2].contains("3.5000"),
+        "{table}"
+    );
+    // At least a week: only the week; the vanished day is history, not news.
+    assert_eq!(
+        ws.json(&["windows", "--min-days", "7", "--json"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let csv = text(&ws.run(&["windows", "--csv"]).stdout);
+    assert!(
+        csv.starts_with("status,provider,region,zone,instance_type,"),
+        "{csv}"
+    );
+    let bad = ws.run(&["windows", "--min-days", "-1"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("--min-days"),
+        "{}",
+        text(&bad.stderr)
+    );
 }

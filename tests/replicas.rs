@@ -137,7 +137,7 @@ async fn three_replicas_deliver_a_thousand_alerts_once_each() {
                                         "key": format!("k{i}"), "message": "cheap"}),
         })
         .collect();
-    pool.write(|s| s.apply_alerts(&[], &messages, Utc::now()))
+    pool.write(|s| s.apply_alerts(&[], &messages, &[], Utc::now()))
         .unwrap();
 
     let dir = tempfile::tempdir().unwrap();

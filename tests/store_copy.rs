@@ -83,6 +83,7 @@ fn seeded(path: &std::path::Path) {
                 channel: "log".into(),
                 payload: serde_json::json!({"message": "cheap"}),
             }],
+            &[],
             at(301),
         )
         .unwrap();

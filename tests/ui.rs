@@ -7,11 +7,10 @@ mod support;
 
 use chrono::Utc;
 use gpuplan::config::Config;
-use gpuplan::store::{SqliteStore, Writes as _};
-use gpuplan_providers::{InstanceType, Scope, Snapshot, SpotObservation};
+use gpuplan_providers::{InstanceType, PriceKind, PriceRecord, Snapshot, SpotObservation};
 use reqwest::header;
 use serde_json::{Value, json};
-use support::{Daemon, NO_CLOUDS, until};
+use support::{Daemon, NO_CLOUDS, blocks, until};
 
 /// A price sheet whose instance names include markup that must stay text.
 const SHEET: &str = "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,gpu_memory_gib,upfront_usd\n\
@@ -136,9 +135,7 @@ async fn start(token: Option<&str>) -> (Daemon, tempfile::TempDir) {
 }
 
 fn seed_spot(path: &std::path::Path) {
-    let mut store = SqliteStore::open(path).unwrap();
     let now = Utc::now();
-    let run = store.begin_run("aws", Scope::Full, now).unwrap();
     let at = |hours_ago: i64| now - chrono::Duration::hours(hours_ago);
     let obs = |zone: &str, hours_ago, usd| SpotObservation {
         region: "us-east-1".into(),
@@ -147,17 +144,35 @@ fn seed_spot(path: &std::path::Path) {
         usd_per_hour: usd,
         observed_at: at(hours_ago),
     };
+    let slice = InstanceType {
+        gpu_form_factor: None,
+        instance_type: "g6f.large".into(),
+        gpu_model: "L4".into(),
+        gpu_count: 0.125,
+        gpu_memory_gib: Some(3.0),
+        vcpus: Some(2),
+        memory_gib: Some(8.0),
+        mig_profile: None,
+    };
+    // Two Capacity Blocks of one p5, for a week and for a day, at 3.5 and
+    // 4 USD per GPU-hour; and an eighth of an L4.
     let snapshot = Snapshot {
-        instance_types: vec![InstanceType {
-            gpu_form_factor: None,
-            instance_type: "p5.48xlarge".into(),
-            gpu_model: "H100-80GB".into(),
-            gpu_count: 8.0,
-            gpu_memory_gib: Some(80.0),
-            vcpus: Some(192),
-            memory_gib: Some(2048.0),
-            mig_profile: None,
-        }],
+        instance_types: vec![blocks::p5(), slice],
+        prices: vec![
+            blocks::p5_block(168, 3.5),
+            blocks::p5_block(24, 4.0),
+            PriceRecord {
+                instance_type: "g6f.large".into(),
+                zone: None,
+                price_kind: PriceKind::OnDemand,
+                usd_per_hour: 0.12,
+                upfront_usd: 0.0,
+                recurring_usd_per_hour: 0.12,
+                source: Some("g6f-od".into()),
+                window: None,
+                ..blocks::p5_block(1, 1.0)
+            },
+        ],
         spot_observations: vec![
             obs("us-east-1a", 30, 40.0),
             obs("us-east-1a", 5, 38.5),
@@ -165,9 +180,7 @@ fn seed_spot(path: &std::path::Path) {
         ],
         ..Snapshot::default()
     };
-    store
-        .write_snapshot(run, "aws", &snapshot, &[], now, now)
-        .unwrap();
+    blocks::write(path, &snapshot, now);
 }
 
 /// The dashboard's view of the daemon: requests as a browser sends them,
@@ -378,7 +391,7 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
     let page_rows = rows(&html, "prices");
     assert_eq!(page_rows.len(), 2);
     assert!(
-        html.contains("page 2 of 3")
+        html.contains("page 2 of 5")
             && html.contains("rel=\"prev\"")
             && html.contains("rel=\"next\"")
     );
@@ -395,6 +408,40 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
         })
         .collect();
     assert_eq!(exported, page_rows);
+
+    // Windows are listed under the table, soonest first, as the API has them;
+    // a slice says which share of which GPU it is.
+    let html = d.page("/ui/prices?provider=aws").await;
+    let windows = rows(&html, "windows");
+    assert_eq!(windows.len(), 2, "{windows:?}");
+    assert_eq!(
+        windows
+            .iter()
+            .map(|w| (w[2].as_str(), w[9].as_str()))
+            .collect::<Vec<_>>(),
+        [("24.00", "4.0000"), ("168.00", "3.5000")]
+    );
+    assert_eq!(
+        (windows[0][5].as_str(), windows[0][7].as_str()),
+        ("us-east-1a", "8 x H100-80GB")
+    );
+    assert!(
+        html.contains("title=\"a slice: 1/8 of one L4\""),
+        "the slice is not marked"
+    );
+    let api = d.json("/v1/windows?gpu=H100&min_days=7").await;
+    let api = api.as_array().unwrap();
+    assert_eq!(api.len(), 1);
+    assert_eq!(
+        (
+            &api[0]["status"],
+            &api[0]["window_hours"],
+            &api[0]["usd_per_gpu_hour"],
+            &api[0]["vanished_at"]
+        ),
+        (&json!("offered"), &json!(168.0), &json!(3.5), &Value::Null)
+    );
+    assert_eq!(d.fetch("/v1/windows?min_days=400").await.status(), 400);
 
     let spot = d
         .page("/ui/spot?instance=p5.48xlarge&region=us-east-1&range=7d")

@@ -255,6 +255,7 @@ pub fn observe(
             })
             .collect()),
         RuleKind::SuspiciousPrice => suspicious(store, fresh, rule, sources),
+        RuleKind::WindowOffered => windows_offered(store, fresh, rule),
         RuleKind::NewOffer => {
             let filter = PriceFilter {
                 gpus: rule.gpu_models.clone(),
@@ -290,6 +291,86 @@ pub fn observe(
             Ok(out)
         }
     }
+}
+
+/// The key of a window offering: the offer, its instance count and its
+/// window, the end last (see [`window_ended`]).
+fn window_key(r: &CatalogRecord) -> Option<String> {
+    let (start, end, count) = (r.window_start?, r.window_end?, r.instance_count?);
+    Some(format!(
+        "{}/{}/x{count}/{}..{}",
+        offer_key(r),
+        r.zone.as_deref().unwrap_or("-"),
+        start.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    ))
+}
+
+/// Whether the window a [`window_key`] names ended before `now`: such an
+/// offering can never be listed again, so its state may go.
+fn window_ended(key: &str, now: DateTime<Utc>) -> bool {
+    key.rsplit_once("..")
+        .and_then(|(_, end)| DateTime::parse_from_rfc3339(end).ok())
+        .is_some_and(|end| end < now)
+}
+
+/// Every priced window on offer that is long and cheap enough: each one is
+/// a key that fires once, when first seen (a window that vanishes and comes
+/// back does not fire again).
+fn windows_offered(
+    store: &dyn Store,
+    fresh: &Freshness,
+    rule: &Rule,
+) -> Result<Vec<Observation>, StoreError> {
+    let filter = PriceFilter {
+        gpus: rule.gpu_models.clone(),
+        kinds: rule.price_kinds.clone(),
+        scopes: rule.price_scopes.clone(),
+        ..PriceFilter::default()
+    };
+    let min_hours = rule.min_days.unwrap_or(0.0) * 24.0;
+    let mut out = Vec::new();
+    for r in catalog::prices(store, fresh, &filter)? {
+        let (Some(key), Some(hours)) = (window_key(&r), r.window_hours) else {
+            continue;
+        };
+        let (value, unit) = match rule.threshold {
+            Some(Threshold::PerInstanceHour(_)) => (r.usd_per_hour, "USD/hour"),
+            _ => (r.usd_per_gpu_hour, "USD/GPU-hour"),
+        };
+        let cheap_enough = match rule.threshold {
+            Some(Threshold::PerGpuHour(t) | Threshold::PerInstanceHour(t)) => value <= t,
+            None => true,
+        };
+        if !(cheap_enough
+            && hours >= min_hours
+            && r.window_end.is_some_and(|end| end > fresh.now)
+            && any_glob(&rule.providers, &r.provider)
+            && any_glob(&rule.regions, &r.region))
+        {
+            continue;
+        }
+        out.push(Observation {
+            message: format!(
+                "{} window of {} x {} ({} x {}) in {}: {} to {} UTC ({hours:.1} hours), {:.2} USD up front, {value:.4} {unit}",
+                r.price_kind,
+                r.instance_count.unwrap_or(0),
+                r.instance_type,
+                gpuplan_providers::gpu::count_label(r.gpu_count),
+                r.gpu_model,
+                r.zone.as_deref().unwrap_or(&r.region),
+                r.window_start.map(|t| t.format("%Y-%m-%d %H:%M").to_string()).unwrap_or_default(),
+                r.window_end.map(|t| t.format("%Y-%m-%d %H:%M").to_string()).unwrap_or_default(),
+                r.upfront_usd,
+            ),
+            details: json!({"offer": r, "threshold": rule.threshold.map(|(Threshold::PerGpuHour(t) | Threshold::PerInstanceHour(t))| t), "unit": unit, "min_days": rule.min_days}),
+            active: true,
+            rearm: false,
+            value,
+            key,
+        });
+    }
+    Ok(out)
 }
 
 /// How far back a `suspicious_price` rule looks for runs: alerts are
@@ -380,6 +461,8 @@ fn suspicious(
 pub struct Decisions {
     pub states: Vec<AlertState>,
     pub messages: Vec<NewMessage>,
+    /// States to delete, as (rule, key): windows that have ended.
+    pub forget: Vec<(String, String)>,
 }
 
 /// Applies the state machine to one rule's observations. Pure: given the
@@ -395,6 +478,13 @@ pub fn decide(
     let mut out = Decisions::default();
     // A new_offer rule's first evaluation only learns what exists.
     let seeding = rule.kind == RuleKind::NewOffer && previous.is_empty();
+    if rule.kind == RuleKind::WindowOffered {
+        out.forget = previous
+            .iter()
+            .filter(|s| window_ended(&s.key, now) && !observations.iter().any(|o| o.key == s.key))
+            .map(|s| (s.rule.clone(), s.key.clone()))
+            .collect();
+    }
     for o in observations {
         let state = prev.get(o.key.as_str());
         let fired = state.is_some_and(|s| s.fired);
@@ -518,6 +608,7 @@ pub fn evaluate(
         let d = decide(rule, &previous, observations, fresh.now);
         all.states.extend(d.states);
         all.messages.extend(d.messages);
+        all.forget.extend(d.forget);
         Ok::<(), StoreError>(())
     };
     for rule in rules {
@@ -547,8 +638,8 @@ pub fn evaluate(
         )?;
     }
     let queued = all.messages.len();
-    if !all.states.is_empty() {
-        store.apply_alerts(&all.states, &all.messages, fresh.now)?;
+    if !(all.states.is_empty() && all.forget.is_empty()) {
+        store.apply_alerts(&all.states, &all.messages, &all.forget, fresh.now)?;
     }
     Ok(queued)
 }

@@ -18,12 +18,15 @@ pub enum RuleKind {
     BillRestated,
     /// A sync stored prices that look wrong (see `sync::suspicious`).
     SuspiciousPrice,
+    /// A priced window (a Capacity Block offering) long and cheap enough
+    /// appeared; fires once per offering.
+    WindowOffered,
     /// A `[[budgets]]` threshold (not a kind of `[alerts.rules]`).
     Budget,
 }
 
 impl RuleKind {
-    pub(crate) const NAMES: [(&'static str, RuleKind); 12] = [
+    pub(crate) const NAMES: [(&'static str, RuleKind); 13] = [
         ("price_below", RuleKind::PriceBelow),
         ("price_above", RuleKind::PriceAbove),
         ("spot_above_committed", RuleKind::SpotAboveCommitted),
@@ -36,6 +39,7 @@ impl RuleKind {
         ("coverage_below", RuleKind::CoverageBelow),
         ("bill_restated", RuleKind::BillRestated),
         ("suspicious_price", RuleKind::SuspiciousPrice),
+        ("window_offered", RuleKind::WindowOffered),
     ];
 
     /// Kinds that watch the bills, with a percent threshold.
@@ -100,4 +104,6 @@ pub struct Rule {
     pub amount: Option<f64>,
     /// For the kinds over the bills: the days of data they look back on.
     pub days: u32,
+    /// For `window_offered`: the shortest window, in days, it reports.
+    pub min_days: Option<f64>,
 }

@@ -18,6 +18,7 @@ fn rule(kind: RuleKind, cooldown: Option<std::time::Duration>) -> Rule {
         percent: None,
         amount: None,
         days: 0,
+        min_days: None,
     }
 }
 
@@ -265,4 +266,71 @@ fn globs_match_whole_names() {
     assert!(glob("us-*-1", "us-east-1"));
     assert!(glob("file:?nprem", "file:onprem"));
     assert!(!glob("us-*", "eu-west-1"));
+}
+
+#[test]
+fn a_window_rule_fires_once_per_offering_long_and_cheap_enough_and_forgets_ended_ones() {
+    use crate::store::Writes as _;
+    use crate::store::test_support::{at, block, snapshot};
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = crate::store::SqliteStore::open(&dir.path().join("c.db")).unwrap();
+    // One L4 per instance: 24-hour windows at 10.0, 11.0 and 9.375 USD per GPU-hour.
+    let mut snap = snapshot(1, 1.0);
+    snap.prices.extend([
+        block(48, 1, 240.0),
+        block(72, 1, 264.0),
+        block(48, 4, 900.0),
+    ]);
+    let run = store
+        .begin_run("aws", gpuplan_providers::Scope::Full, at(0))
+        .unwrap();
+    store
+        .write_snapshot(run, "aws", &snap, &[], at(0), at(0))
+        .unwrap();
+    let fresh = Freshness::read(&store, BTreeMap::new(), at(0)).unwrap();
+    let mut r = rule(RuleKind::WindowOffered, None);
+    r.threshold = Some(Threshold::PerGpuHour(10.0));
+    r.min_days = Some(1.0);
+    let seen = observe(&store, &fresh, &r, &[]).unwrap();
+    let keys: Vec<&str> = seen.iter().map(|o| o.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "aws/us-east-1/gpu0.xlarge/us-east-1a/x4/2027-01-17T08:00:00Z..2027-01-18T08:00:00Z",
+            "aws/us-east-1/gpu0.xlarge/us-east-1a/x1/2027-01-17T08:00:00Z..2027-01-18T08:00:00Z",
+        ]
+    );
+    assert!(
+        seen[1]
+            .message
+            .contains("capacity_block window of 1 x gpu0.xlarge (1 x L4) in us-east-1a")
+            && seen[1]
+                .message
+                .contains("(24.0 hours), 240.00 USD up front, 10.0000 USD/GPU-hour"),
+        "{}",
+        seen[1].message
+    );
+    // The first evaluation reports what is on offer; later ones stay quiet.
+    let first = decide(&r, &[], &seen, fresh.now);
+    assert_eq!(first.messages.len(), 4, "two offerings, two channels");
+    let again = observe(&store, &fresh, &r, &[]).unwrap();
+    let second = decide(&r, &first.states, &again, fresh.now);
+    assert!(second.messages.is_empty() && second.forget.is_empty());
+
+    // Too short, too dear, or another GPU: nothing.
+    r.min_days = Some(1.5);
+    assert!(observe(&store, &fresh, &r, &[]).unwrap().is_empty());
+    r.min_days = None;
+    r.threshold = Some(Threshold::PerGpuHour(9.0));
+    assert!(observe(&store, &fresh, &r, &[]).unwrap().is_empty());
+    r.threshold = None;
+    r.gpu_models = vec!["H100".into()];
+    assert!(observe(&store, &fresh, &r, &[]).unwrap().is_empty());
+
+    // Once the windows have ended, they are no longer observed and their
+    // states are forgotten; states of windows still ahead are kept.
+    let ended = decide(&r, &first.states, &[], at(73));
+    assert_eq!(ended.forget.len(), 2);
+    assert!(ended.messages.is_empty());
+    assert!(decide(&r, &first.states, &[], at(71)).forget.is_empty());
 }

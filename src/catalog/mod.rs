@@ -11,6 +11,9 @@ use serde::Serialize;
 use crate::store::{CurrentPrice, SpotPoint, Store, StoreError};
 
 pub mod sync;
+mod windows;
+
+pub use windows::{WindowRecord, windows};
 
 /// When a source's data counts as stale: older than twice its sync interval.
 #[derive(Debug, Clone)]
@@ -349,13 +352,18 @@ impl CatalogRecord {
     }
 }
 
-fn record(p: CurrentPrice, fresh: &Freshness) -> CatalogRecord {
-    // A slice's price per GPU-hour is that of the whole GPU it is a share of.
-    let usd_per_gpu_hour = if p.gpu_count > 0.0 {
-        p.usd_per_hour / p.gpu_count
+/// An instance-hour's price per GPU-hour: a slice's is that of the whole
+/// GPU it is a share of.
+fn per_gpu_hour(usd_per_hour: f64, gpu_count: f64) -> f64 {
+    if gpu_count > 0.0 {
+        usd_per_hour / gpu_count
     } else {
-        p.usd_per_hour
-    };
+        usd_per_hour
+    }
+}
+
+fn record(p: CurrentPrice, fresh: &Freshness) -> CatalogRecord {
+    let usd_per_gpu_hour = per_gpu_hour(p.usd_per_hour, p.gpu_count);
     let (min_duration_hours, max_duration_hours) = p
         .price_kind
         .parse::<PriceKind>()

@@ -41,6 +41,7 @@ mod shell;
 mod spot_history;
 mod store;
 mod sync;
+mod windows;
 
 pub use alerts::AlertsCommand;
 pub use bills::{BillsCommand, CommitmentsArgs, SpendArgs, UsageArgs};
@@ -49,6 +50,7 @@ pub use plan::{PlanArgs, PlanCatalogArgs};
 pub use prices::PricesArgs;
 pub use spot_history::SpotHistoryArgs;
 pub use store::StoreCommand;
+pub use windows::WindowsArgs;
 
 use alerts::run_alerts;
 use bills::{run_bills, run_budgets, run_commitments, run_coverage, run_spend, run_usage};
@@ -60,6 +62,7 @@ use serve::serve;
 use spot_history::run_spot_history;
 use store::{run_copy, run_prune};
 use sync::run_sync;
+use windows::run_windows;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -98,6 +101,8 @@ pub enum Command {
     Prices(PricesArgs),
     /// Spot price history of one instance type, with min/p50/p95/max.
     SpotHistory(SpotHistoryArgs),
+    /// Priced windows (Capacity Blocks): offered now, or vanished lately, with their price.
+    Windows(WindowsArgs),
     /// Solve a purchase-planning problem (docs/planning-model.md) and print the plan.
     Plan(Box<PlanArgs>),
     /// Alert rules: their state, what was sent, and test messages.
@@ -207,6 +212,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let config = load_config(cli.config.as_deref())?;
             run_spot_history(&config, &args)
         }
+        Command::Windows(args) => run_windows(&load_config(cli.config.as_deref())?, args),
         Command::Store(StoreCommand::Copy { from, to, json }) => {
             let config = load_config(cli.config.as_deref())?;
             run_copy(&config, &from, to.as_deref(), json)

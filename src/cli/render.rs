@@ -86,11 +86,7 @@ pub(super) fn prices_table(records: &[CatalogRecord], now: DateTime<Utc>) -> Str
             ];
             if windows {
                 let window = match (r.window_start, r.window_end) {
-                    (Some(s), Some(e)) => format!(
-                        "{} → {}",
-                        s.format("%Y-%m-%d %H:%M"),
-                        e.format("%Y-%m-%d %H:%M")
-                    ),
+                    (Some(s), Some(e)) => window_label(s, e),
                     _ => "-".to_owned(),
                 };
                 let hours = r
@@ -119,6 +115,59 @@ pub(super) fn prices_table(records: &[CatalogRecord], now: DateTime<Utc>) -> Str
         );
     }
     out
+}
+
+/// A window's start and end, to the minute (UTC).
+fn window_label(start: DateTime<Utc>, end: DateTime<Utc>) -> String {
+    format!(
+        "{} → {}",
+        start.format("%Y-%m-%d %H:%M"),
+        end.format("%Y-%m-%d %H:%M")
+    )
+}
+
+/// Priced windows, soonest first: offered ones and those that vanished.
+pub(super) fn windows_table(
+    records: &[crate::catalog::WindowRecord],
+    now: DateTime<Utc>,
+) -> String {
+    let header = [
+        "STATUS",
+        "WINDOW (UTC)",
+        "HOURS",
+        "INSTANCES",
+        "PROVIDER",
+        "ZONE",
+        "INSTANCE",
+        "GPU",
+        "N",
+        "UPFRONT USD",
+        "USD/GPU-H",
+        "FIRST SEEN",
+        "VANISHED",
+    ];
+    let ago = |t: DateTime<Utc>| format!("{} ago", age(now, t));
+    let rows: Vec<[String; 13]> = records
+        .iter()
+        .map(|w| {
+            [
+                w.status.to_owned(),
+                window_label(w.window_start, w.window_end),
+                format!("{:.2}", w.window_hours),
+                w.instance_count.to_string(),
+                w.provider.clone(),
+                w.zone.clone().unwrap_or_else(|| w.region.clone()),
+                w.instance_type.clone(),
+                w.gpu_model.clone(),
+                gpuplan_providers::gpu::count_label(w.gpu_count),
+                format!("{:.2}", w.upfront_usd),
+                format!("{:.4}", w.usd_per_gpu_hour),
+                ago(w.first_seen),
+                w.vanished_at.map_or_else(|| "-".to_owned(), ago),
+            ]
+        })
+        .collect();
+    render_table(&header, &rows, &[2, 3, 8, 9, 10])
 }
 
 /// Left-aligned columns, except the right-aligned (numeric) ones listed.

@@ -120,6 +120,7 @@ pub(super) struct RawRule {
     percent: Option<f64>,
     amount: Option<f64>,
     days: Option<i64>,
+    min_days: Option<f64>,
 }
 
 pub(super) fn validate_plans(
@@ -416,13 +417,16 @@ pub(super) fn validate_alerts(
             (None, None) => None,
         };
         let needs_threshold = matches!(kind, RuleKind::PriceBelow | RuleKind::PriceAbove);
+        // A window rule's price cap is optional: without one, every window
+        // long enough is news.
+        let takes_threshold = needs_threshold || kind == RuleKind::WindowOffered;
         if needs_threshold && threshold.is_none() {
             c.fail(
                 at("usd_per_gpu_hour"),
                 format!("a {} rule needs usd_per_gpu_hour or usd_per_hour", r.kind),
             );
         }
-        if !needs_threshold && threshold.is_some() {
+        if !takes_threshold && threshold.is_some() {
             c.fail(
                 at("usd_per_gpu_hour"),
                 format!("a {} rule has no threshold", r.kind),
@@ -482,6 +486,24 @@ pub(super) fn validate_alerts(
                 );
             }
         }
+        let min_days = match r.min_days {
+            Some(_) if kind != RuleKind::WindowOffered => {
+                c.fail(
+                    at("min_days"),
+                    format!("a {} rule has no min_days; window_offered rules do", r.kind),
+                );
+                None
+            }
+            Some(d) if d.is_finite() && d > 0.0 && d <= 366.0 => Some(d),
+            Some(d) => {
+                c.fail(
+                    at("min_days"),
+                    format!("{d} is not a number of days in (0, 366]"),
+                );
+                None
+            }
+            None => None,
+        };
         let (percent, amount, days) = bill_rule_fields(&r, kind, &label, c);
         rules.push(Rule {
             name: r.name,
@@ -500,6 +522,7 @@ pub(super) fn validate_alerts(
             percent,
             amount,
             days,
+            min_days,
         });
     }
     AlertsConfig {

@@ -674,6 +674,35 @@ fn rules_over_the_bills_take_percent_days_and_amount_and_others_refuse_them() {
 }
 
 #[test]
+fn window_rules_take_min_days_and_an_optional_price_cap() {
+    let errors = errors_of(
+        "[alerts.channels.ops]\ntype = \"log\"\n\n\
+         [[alerts.rules]]\nname = \"week\"\nkind = \"window_offered\"\nmin_days = 0\nchannels = [\"ops\"]\n\n\
+         [[alerts.rules]]\nname = \"cheap\"\nkind = \"price_below\"\nusd_per_gpu_hour = 2.0\nmin_days = 7\nchannels = [\"ops\"]\n",
+    );
+    assert_named(
+        &errors.join("\n"),
+        &[
+            "alerts.rules[0] (week).min_days: 0 is not a number of days in (0, 366]",
+            "alerts.rules[1] (cheap).min_days: a price_below rule has no min_days",
+        ],
+    );
+    let ok = Config::parse(
+        "[alerts.channels.ops]\ntype = \"log\"\n\n\
+         [[alerts.rules]]\nname = \"week\"\nkind = \"window_offered\"\ngpu_models = [\"H100\"]\nmin_days = 7\nusd_per_gpu_hour = 3.5\nchannels = [\"ops\"]\n\n\
+         [[alerts.rules]]\nname = \"any\"\nkind = \"window_offered\"\nchannels = [\"ops\"]\n",
+        Path::new(""),
+    )
+    .unwrap();
+    let (week, any) = (&ok.alerts.rules[0], &ok.alerts.rules[1]);
+    assert_eq!(
+        (week.min_days, week.threshold),
+        (Some(7.0), Some(Threshold::PerGpuHour(3.5)))
+    );
+    assert_eq!((any.min_days, any.threshold), (None, None));
+}
+
+#[test]
 fn runpod_is_off_unless_enabled_and_its_section_is_checked() {
     let names = |text: &str| -> Vec<String> {
         Config::parse(text, Path::new(""))

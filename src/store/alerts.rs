@@ -93,10 +93,17 @@ impl<B: Backend> Alerts for B {
         &mut self,
         states: &[AlertState],
         messages: &[NewMessage],
+        forget: &[(String, String)],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.in_transaction(|db| {
             db.check_fence()?;
+            for (rule, key) in forget {
+                db.exec(
+                    "DELETE FROM alert_state WHERE rule = $1 AND key = $2",
+                    &[rule.as_str().into(), key.as_str().into()],
+                )?;
+            }
             for s in states {
                 db.exec(
                     "INSERT INTO alert_state (rule, key, fired, last_value, changed_at, last_fired_at)
@@ -243,8 +250,9 @@ pub trait Alerts {
     fn alert_states(&self, rule: Option<&str>) -> Result<Vec<AlertState>, StoreError>;
 
     /// Writes state changes and the messages they queue in one transaction, so
-    /// an alert is queued exactly when its state says it fired. A message
-    /// whose idempotency key is queued already is not queued again.
+    /// an alert is queued exactly when its state says it fired, and deletes
+    /// the states `forget` names as (rule, key). A message whose idempotency
+    /// key is queued already is not queued again.
     ///
     /// # Errors
     /// On a database error (nothing is written).
@@ -252,6 +260,7 @@ pub trait Alerts {
         &mut self,
         states: &[AlertState],
         messages: &[NewMessage],
+        forget: &[(String, String)],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError>;
 

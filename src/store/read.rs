@@ -46,6 +46,27 @@ pub struct CurrentPrice {
     pub window: Option<gpuplan_providers::Window>,
 }
 
+/// A priced window (a Capacity Block offering) as the syncs saw it: when
+/// it first appeared, when it vanished, and its price when last offered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowOffering {
+    pub provider: String,
+    pub region: String,
+    pub zone: Option<String>,
+    pub instance_type: String,
+    pub price_kind: String,
+    pub gpu_model: String,
+    pub gpu_count: f64,
+    pub window: gpuplan_providers::Window,
+    pub first_seen: DateTime<Utc>,
+    /// When a sync stopped listing it; `None` while it is offered.
+    pub vanished_at: Option<DateTime<Utc>>,
+    pub usd_per_hour: f64,
+    pub upfront_usd: f64,
+    /// How many prices it was offered at (more than one when repriced).
+    pub prices: i64,
+}
+
 /// One stored spot observation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SpotPoint {
@@ -386,9 +407,69 @@ pub trait Reads {
     /// # Errors
     /// On a database error or an unreadable stored value.
     fn suspicious_runs(&self, since: DateTime<Utc>) -> Result<Vec<SyncRun>, StoreError>;
+
+    /// Every priced window still offered or that vanished at `since` or
+    /// later, oldest window first.
+    ///
+    /// # Errors
+    /// On a database error or a stored value that does not parse.
+    fn window_offerings(&self, since: DateTime<Utc>) -> Result<Vec<WindowOffering>, StoreError>;
 }
 
 impl<B: Backend> Reads for B {
+    fn window_offerings(&self, since: DateTime<Utc>) -> Result<Vec<WindowOffering>, StoreError> {
+        self.on_conn(|db| {
+            let mut out = Vec::new();
+            db.each_row(
+                "SELECT s.provider, s.region, s.zone, s.instance_type, s.price_kind,
+                        t.gpu_model, t.gpu_count, s.window_start, s.window_end, s.instance_count,
+                        (SELECT min(valid_from) FROM price_versions WHERE series_id = s.id),
+                        last.withdrawn, last.valid_from, offered.usd_per_hour, offered.upfront_usd,
+                        (SELECT count(*) FROM price_versions WHERE series_id = s.id AND withdrawn = 0)
+                 FROM price_series s
+                 JOIN price_versions last
+                   ON last.id = (SELECT max(id) FROM price_versions WHERE series_id = s.id)
+                 JOIN price_versions offered
+                   ON offered.id = (SELECT max(id) FROM price_versions
+                                    WHERE series_id = s.id AND withdrawn = 0)
+                 JOIN instance_types t
+                   ON t.provider = s.provider AND t.instance_type = s.instance_type
+                 WHERE s.window_start <> '' AND (last.withdrawn = 0 OR last.valid_from >= $1)
+                 ORDER BY s.window_start, s.window_end, s.provider, s.region, s.zone,
+                          s.instance_type, s.instance_count",
+                &[ts(since).into()],
+                &mut |r| {
+                    let withdrawn = r[11].int()? != 0;
+                    out.push(WindowOffering {
+                        provider: r[0].take_text()?,
+                        region: r[1].take_text()?,
+                        zone: none_if_empty(r[2].take_text()?),
+                        instance_type: r[3].take_text()?,
+                        price_kind: r[4].take_text()?,
+                        gpu_model: r[5].take_text()?,
+                        gpu_count: r[6].real()?,
+                        window: gpuplan_providers::Window {
+                            start: parse_ts(r[7].as_str()?)?,
+                            end: parse_ts(r[8].as_str()?)?,
+                            instance_count: narrow(&r[9], "instance_count")?.unwrap_or(0),
+                        },
+                        first_seen: parse_ts(r[10].as_str()?)?,
+                        vanished_at: if withdrawn {
+                            Some(parse_ts(r[12].as_str()?)?)
+                        } else {
+                            None
+                        },
+                        usd_per_hour: r[13].real()?,
+                        upfront_usd: r[14].real()?,
+                        prices: r[15].int()?,
+                    });
+                    Ok(())
+                },
+            )?;
+            Ok(out)
+        })
+    }
+
     fn prices_as_of(
         &self,
         types: Option<&[(String, String)]>,

@@ -133,3 +133,28 @@ pub fn snapshot(n: usize, base: f64) -> Snapshot {
     }
     s
 }
+
+/// A Capacity Block of `count` instances of `gpu0.xlarge` (see [`snapshot`])
+/// for the 24 hours from `hour_start`, at `fee` in all.
+pub fn block(hour_start: i64, count: u32, fee: f64) -> PriceRecord {
+    let window = gpuplan_providers::Window {
+        start: at(hour_start),
+        end: at(hour_start + 24),
+        instance_count: count,
+    };
+    PriceRecord {
+        region: "us-east-1".into(),
+        zone: Some("us-east-1a".into()),
+        instance_type: "gpu0.xlarge".into(),
+        price_kind: PriceKind::CapacityBlock,
+        offering_class: None,
+        usd_per_hour: fee / (f64::from(count) * 24.0),
+        upfront_usd: fee,
+        recurring_usd_per_hour: 0.0,
+        source: Some(format!("cb-{hour_start}-{count}")),
+        available_regions: Vec::new(),
+        max_instances: None,
+        price_scope: gpuplan_providers::PriceScope::Instance,
+        window: Some(window),
+    }
+}

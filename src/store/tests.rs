@@ -2,7 +2,7 @@
 
 use gpuplan_providers::{AvailabilityRecord, AvailabilitySignal, Scope, Snapshot};
 
-use super::test_support::{at, count, last_good_run_id, on_both_backends, snapshot};
+use super::test_support::{at, block, count, last_good_run_id, on_both_backends, snapshot};
 use super::*;
 
 fn sync(pool: &Pool, snap: &Snapshot, hour: i64) -> WriteStats {
@@ -288,13 +288,18 @@ fn alerts_queue_once_and_each_due_message_is_claimed_once(db) {
             payload: serde_json::json!({"i": i}),
         })
         .collect();
-    pool.write(|s| s.apply_alerts(std::slice::from_ref(&state), &messages, at(0)))
+    pool.write(|s| s.apply_alerts(std::slice::from_ref(&state), &messages, &[], at(0)))
         .unwrap();
     // The same keys again (a re-evaluation) queue nothing new.
-    pool.write(|s| s.apply_alerts(std::slice::from_ref(&state), &messages, at(1)))
+    pool.write(|s| s.apply_alerts(std::slice::from_ref(&state), &messages, &[], at(1)))
         .unwrap();
-    assert_eq!(pool.read(|s| s.alert_states(Some("cheap"))).unwrap(), [state]);
+    assert_eq!(pool.read(|s| s.alert_states(Some("cheap"))).unwrap(), std::slice::from_ref(&state));
     assert_eq!(pool.read(|s| s.next_message_due()).unwrap(), Some(at(0)));
+    // A forgotten state goes; its messages stay queued.
+    let forget = [("cheap".to_owned(), "aws/p5".to_owned())];
+    pool.write(|s| s.apply_alerts(&[], &[], &forget, at(1))).unwrap();
+    assert!(pool.read(|s| s.alert_states(Some("cheap"))).unwrap().is_empty());
+    pool.write(|s| s.apply_alerts(std::slice::from_ref(&state), &[], &[], at(1))).unwrap();
 
     let claimed = pool.write(|s| s.claim_due_messages(at(1), at(10), 2)).unwrap();
     assert_eq!(claimed.iter().map(|m| m.idempotency_key.as_str()).collect::<Vec<_>>(), ["k0", "k1"]);
@@ -451,29 +456,6 @@ fn a_large_prune_goes_in_batches(db) {
 }
 }
 
-fn block(hour_start: i64, count: u32, fee: f64) -> gpuplan_providers::PriceRecord {
-    let window = gpuplan_providers::Window {
-        start: at(hour_start),
-        end: at(hour_start + 24),
-        instance_count: count,
-    };
-    gpuplan_providers::PriceRecord {
-        region: "us-east-1".into(),
-        zone: Some("us-east-1a".into()),
-        instance_type: "gpu0.xlarge".into(),
-        price_kind: gpuplan_providers::PriceKind::CapacityBlock,
-        offering_class: None,
-        usd_per_hour: fee / (f64::from(count) * 24.0),
-        upfront_usd: fee,
-        recurring_usd_per_hour: 0.0,
-        source: Some(format!("cb-{hour_start}-{count}")),
-        available_regions: Vec::new(),
-        max_instances: None,
-        price_scope: gpuplan_providers::PriceScope::Instance,
-        window: Some(window),
-    }
-}
-
 on_both_backends! {
 fn capacity_block_windows_are_distinct_prices_and_vanished_ones_keep_their_history(db) {
     let pool = db.pool(0);
@@ -505,5 +487,29 @@ fn capacity_block_windows_are_distinct_prices_and_vanished_ones_keep_their_histo
         .find(|p| p.window.is_some_and(|w| w.start == at(72)))
         .unwrap();
     assert_eq!(then.upfront_usd, 264.0);
+
+    // The offering history: the window at hour 72 vanished at hour 1 with
+    // its last price; the one of 4 instances was repriced at hour 2.
+    snap.prices.retain(|p| p.window.is_none_or(|w| w.instance_count != 4));
+    snap.prices.push(block(48, 4, 880.0));
+    sync(&pool, &snap, 2);
+    let offerings = pool.read(|s| s.window_offerings(at(0))).unwrap();
+    let of = |start: i64, count: u32| {
+        offerings
+            .iter()
+            .find(|o| o.window.start == at(start) && o.window.instance_count == count)
+            .unwrap()
+    };
+    assert_eq!(offerings.len(), 3);
+    let gone = of(72, 1);
+    assert_eq!((gone.first_seen, gone.vanished_at, gone.upfront_usd, gone.prices), (at(0), Some(at(1)), 264.0, 1));
+    let repriced = of(48, 4);
+    assert_eq!((repriced.vanished_at, repriced.upfront_usd, repriced.prices), (None, 880.0, 2));
+    assert_eq!((repriced.zone.as_deref(), repriced.gpu_model.as_str()), (Some("us-east-1a"), "L4"));
+    assert_eq!(offerings[0].window.start, at(48), "soonest window first");
+    // Vanished before `since`: no longer listed; offered ones always are.
+    let later = pool.read(|s| s.window_offerings(at(2))).unwrap();
+    assert_eq!(later.len(), 2);
+    assert!(later.iter().all(|o| o.vanished_at.is_none()));
 }
 }

@@ -38,6 +38,7 @@ pub fn budget_rule(b: &BudgetConfig) -> Rule {
         percent: None,
         amount: None,
         days: 0,
+        min_days: None,
     }
 }
 

@@ -477,5 +477,6 @@ fn rule_over_bills(name: &str, kind: RuleKind, percent: f64) -> Rule {
         percent: Some(percent),
         amount: None,
         days: 30,
+        min_days: None,
     }
 }

@@ -159,7 +159,7 @@ async fn plan_once(
                 Utc::now(),
             );
             if !d.states.is_empty() {
-                store.apply_alerts(&d.states, &d.messages, Utc::now())?;
+                store.apply_alerts(&d.states, &d.messages, &[], Utc::now())?;
             }
             Ok(d.messages.len())
         })

@@ -129,7 +129,7 @@ fn a_duty_is_held_once_and_a_deposed_holder_cannot_write() {
     };
     refused(
         one.write_fenced(Some(&old), |s| {
-            s.apply_alerts(std::slice::from_ref(&state), &[], at(1))
+            s.apply_alerts(std::slice::from_ref(&state), &[], &[], at(1))
         })
         .unwrap_err(),
     );

@@ -39,6 +39,7 @@ fn table() -> Vec<(Method, &'static str, MethodRouter<Arc<AppState>>)> {
         (Method::GET, "/openapi.json", get(openapi)),
         (Method::GET, "/v1/prices", get(prices)),
         (Method::GET, "/v1/spot-history", get(spot_history)),
+        (Method::GET, "/v1/windows", get(windows)),
         (Method::GET, "/v1/sync-runs", get(sync_runs)),
         (Method::GET, "/v1/cluster", get(cluster)),
         (Method::POST, "/v1/sync", post(trigger_sync)),
@@ -218,6 +219,54 @@ async fn spot_history(
         _ => e,
     })?;
     Ok(Json(history).into_response())
+}
+
+/// The most priced windows one answer lists; past it, `since` is what to narrow.
+const MAX_WINDOWS: usize = 10_000;
+
+async fn windows(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(
+        uri.query(),
+        &[
+            "gpu",
+            "provider",
+            "region",
+            "kind",
+            "max_usd_per_gpu_hour",
+            "since",
+            "min_days",
+        ],
+    )?;
+    let filter = price_filter(&p)?;
+    let since_text = p.one("since")?.unwrap_or_else(|| "30d".to_owned());
+    let since = catalog::parse_since(&since_text, Utc::now())
+        .map_err(|e| ApiError::bad_parameter("since", e))?;
+    let min_days = p
+        .parsed::<f64>("min_days", "a number of days")?
+        .unwrap_or(0.0);
+    if !(0.0..=366.0).contains(&min_days) {
+        return Err(ApiError::bad_parameter(
+            "min_days",
+            "must be between 0 and 366",
+        ));
+    }
+    let records = read(&state, move |store, _, _| {
+        catalog::windows(store, &filter, since, min_days * 24.0)
+    })
+    .await?;
+    if records.len() > MAX_WINDOWS {
+        return Err(ApiError::bad_parameter(
+            "since",
+            format!(
+                "{} windows match, more than the {MAX_WINDOWS} one answer lists; give a later since or narrow the filter",
+                records.len()
+            ),
+        ));
+    }
+    Ok(Json(records).into_response())
 }
 
 async fn sync_runs(

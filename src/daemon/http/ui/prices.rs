@@ -33,6 +33,10 @@ const COLUMNS: &[(&str, &str)] = &[
     ("vcpus", "vCPUs"),
     ("memory_gib", "RAM GiB"),
     ("price_kind", "Kind"),
+    ("window_start", "Window start (UTC)"),
+    ("window_end", "Window end (UTC)"),
+    ("window_hours", "Window hours"),
+    ("instance_count", "Instances"),
     ("price", "Price"),
     ("upfront_usd", "Upfront USD"),
     ("usd_per_gpu_hour", "USD/GPU-h"),
@@ -50,6 +54,9 @@ const DEFAULT_COLUMNS: &[&str] = &[
     "price_kind",
     "price",
 ];
+
+/// The most priced windows listed under the table, soonest first.
+const MAX_WINDOWS_SHOWN: usize = 200;
 
 /// Rows per page unless `per_page` says otherwise, and the most it may say.
 const DEFAULT_PER_PAGE: usize = 100;
@@ -260,6 +267,10 @@ fn cell(view: &View, r: &CatalogRecord, column: &str) -> Value {
             Some(class) => json!(format!("{} ({class})", r.price_kind)),
             None => json!(r.price_kind),
         },
+        "window_start" => json!(r.window_start),
+        "window_end" => json!(r.window_end),
+        "window_hours" => json!(r.window_hours),
+        "instance_count" => json!(r.instance_count),
         "price" => view.price(r).map_or(Value::Null, |v| json!(v)),
         "upfront_usd" => json!(r.upfront_usd),
         "usd_per_gpu_hour" => json!(r.usd_per_gpu_hour),
@@ -336,7 +347,21 @@ pub async fn page(
     Ok(match view.format.as_deref() {
         Some("csv") => csv(&view, shown),
         Some("json") => json_rows(&view, shown),
-        _ => html_page(&view, shown, total, &p, uri.query().unwrap_or("")),
+        _ => {
+            let mut windows: Vec<&CatalogRecord> = rows
+                .iter()
+                .copied()
+                .filter(|r| r.window_start.is_some())
+                .collect();
+            windows.sort_by_key(|r| (r.window_start, r.window_end));
+            windows.truncate(MAX_WINDOWS_SHOWN);
+            let page = Page {
+                shown,
+                total,
+                windows: &windows,
+            };
+            html_page(&view, &page, &p, uri.query().unwrap_or(""))
+        }
     })
 }
 
@@ -422,13 +447,22 @@ fn link(query: &str, set: &[(&str, &str)]) -> String {
     format!("/ui/prices?{encoded}")
 }
 
-fn html_page(
-    view: &View,
-    shown: &[&CatalogRecord],
+/// What one HTML page shows: its rows of the table, how many rows the
+/// whole table has, and the priced windows among them.
+struct Page<'a> {
+    shown: &'a [&'a CatalogRecord],
     total: usize,
-    p: &Params,
-    query: &str,
-) -> Response {
+    windows: &'a [&'a CatalogRecord],
+}
+
+fn html_page(view: &View, page: &Page<'_>, p: &Params, query: &str) -> Response {
+    let (shown, total) = (page.shown, page.total);
+    let when = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.map_or_else(
+            || "—".to_owned(),
+            |t| t.format("%Y-%m-%d %H:%M").to_string(),
+        )
+    };
     let value = |key: &str| p.all(key).join(",");
     let pages = total.div_ceil(view.per_page).max(1);
     let heading = |column: &str, label: &str| -> Markup {
@@ -508,6 +542,9 @@ fn html_page(
                             @match *c {
                                 "price" => td.num { (money(view.price(r).ok(), view.price(r).err().unwrap_or(""))) },
                                 "upfront_usd" | "usd_per_gpu_hour" => td.num { (money(cell(view, r, c).as_f64(), "")) },
+                                "window_start" => td { (when(r.window_start)) },
+                                "window_end" => td { (when(r.window_end)) },
+                                "window_hours" => td.num { (r.window_hours.map_or_else(|| "—".to_owned(), |h| format!("{h:.2}"))) },
                                 "stale" => td { @if r.stale { span.badge.stale { "stale" } } },
                                 "gpu_count" => td.num { (count_label(r.gpu_count)) },
                                 "gpu_model" if r.gpu_count < 1.0 => td {
@@ -518,6 +555,34 @@ fn html_page(
                                 },
                                 _ => td { (match cell(view, r, c) { Value::String(s) => s, Value::Null => "—".to_owned(), v => v.to_string() }) },
                             }
+                        }
+                    }
+                }
+            }
+        }
+        @if !page.windows.is_empty() {
+            h2 { "Capacity windows" }
+            p { "Fixed windows among these offers (Capacity Blocks), soonest first: paid up front, for exactly these hours. "
+                code { "gpuplan windows" } " also lists those that vanished." }
+            table.prices id="windows" {
+                thead { tr {
+                    th { "Start (UTC)" } th { "End (UTC)" } th { "Hours" } th { "Instances" }
+                    th { "Provider" } th { "Zone" } th { "Instance" } th { "GPU" }
+                    th { "Upfront USD" } th { "USD/GPU-h" }
+                } }
+                tbody {
+                    @for r in page.windows {
+                        tr {
+                            td { (when(r.window_start)) }
+                            td { (when(r.window_end)) }
+                            td.num { (r.window_hours.map_or_else(String::new, |h| format!("{h:.2}"))) }
+                            td.num { (r.instance_count.unwrap_or(0)) }
+                            td { (r.provider) }
+                            td { (r.zone.as_deref().unwrap_or(&r.region)) }
+                            td { (r.instance_type) }
+                            td { (count_label(r.gpu_count)) " x " (r.gpu_model) }
+                            td.num { (money(Some(r.upfront_usd), "")) }
+                            td.num { (money(Some(r.usd_per_gpu_hour), "")) }
                         }
                     }
                 }
