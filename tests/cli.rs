@@ -9,7 +9,7 @@ use std::process::Command;
 use gpuplan::store::{SqliteStore, Writes as _};
 use gpuplan_providers::{InstanceType, Scope, Snapshot, SpotObservation};
 use serde_json::{Value, json};
-use support::{NO_CLOUDS, Workspace, blocks, gpuplan};
+use support::{NO_CLOUDS, Workspace, gpuplan, seed};
 
 /// A directory with a config naming `sheets` (name, file name) and a catalog file.
 fn workspace(sheets: &[(&str, &str)]) -> Workspace {
@@ -660,13 +660,13 @@ fn slices_of_owned_gpus_print_as_shares_and_windows_list_offered_and_vanished_bl
     // day from midnight two days on; the second no longer lists the day.
     let now = chrono::Utc::now();
     let mut snapshot = Snapshot {
-        instance_types: vec![blocks::p5()],
-        prices: vec![blocks::p5_block(168, 3.5), blocks::p5_block(24, 4.0)],
+        instance_types: vec![seed::p5()],
+        prices: vec![seed::p5_block(168, 3.5), seed::p5_block(24, 4.0)],
         ..Snapshot::default()
     };
     for (hours_ago, prices) in [(2, 2), (1, 1)] {
         snapshot.prices.truncate(prices);
-        blocks::write(
+        seed::write(
             &ws.path("catalog.db"),
             &snapshot,
             now - chrono::Duration::hours(hours_ago),

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use gpuplan::config::Config;
-use support::{Daemon, NO_CLOUDS, blocks, until};
+use support::{Daemon, NO_CLOUDS, seed, until};
 
 const SHEET: &str = "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour\n\
                      onprem-fra,dgx-h100,H100,8,on_demand,18.4\n\
@@ -68,11 +68,11 @@ async fn schemathesis_finds_nothing_the_description_does_not_allow() {
     let config = Config::parse(&text, dir.path()).unwrap();
     // Priced windows, so that their answers are checked against the schema.
     let windows = gpuplan_providers::Snapshot {
-        instance_types: vec![blocks::p5()],
-        prices: vec![blocks::p5_block(168, 3.5), blocks::p5_block(24, 4.0)],
+        instance_types: vec![seed::p5()],
+        prices: vec![seed::p5_block(168, 3.5), seed::p5_block(24, 4.0)],
         ..gpuplan_providers::Snapshot::default()
     };
-    blocks::write(&dir.path().join("catalog.db"), &windows, chrono::Utc::now());
+    seed::write(&dir.path().join("catalog.db"), &windows, chrono::Utc::now());
     let d = Daemon::start(config).await;
     let base = d.base.clone();
     until("the sheet's first sync", || async {

@@ -9,11 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use gpuplan::store::{SqliteStore, Writes as _};
-use gpuplan_providers::{InstanceType, PriceKind, PriceRecord, PriceScope, Scope, Snapshot};
+use gpuplan_providers::{PriceKind, PriceRecord, PriceScope, Snapshot};
 use serde_json::Value;
 use support::bills::{HEADER, fixture, usage_row, workspace};
-use support::{Daemon, Workspace, keys, set, until};
+use support::{Daemon, Workspace, keys, seed, set, until};
 
 const BUDGETS: &str = "[alerts.channels.ops]\ntype = \"log\"\n\n[allocation]\nunallocated = \"proportional\"\n\n\
     [[budgets]]\nname = \"ml-monthly\"\namount = 1000.0\ncurrency = \"USD\"\nteams = [\"ml\"]\n\
@@ -202,16 +201,7 @@ fn owned_workspace_with(extra: &str) -> Workspace {
         window: None,
     };
     let snapshot = Snapshot {
-        instance_types: vec![InstanceType {
-            gpu_form_factor: None,
-            instance_type: "p5.48xlarge".into(),
-            gpu_model: "H100-80GB".into(),
-            gpu_count: 8.0,
-            gpu_memory_gib: Some(80.0),
-            vcpus: Some(192),
-            memory_gib: Some(2048.0),
-            mig_profile: None,
-        }],
+        instance_types: vec![seed::p5()],
         prices: vec![
             price(PriceKind::OnDemand, 98.32),
             price("reserved_1y_no_upfront".parse().unwrap(), 60.0),
@@ -219,12 +209,7 @@ fn owned_workspace_with(extra: &str) -> Workspace {
         ],
         ..Snapshot::default()
     };
-    let mut store = SqliteStore::open(&w.path("catalog.db")).unwrap();
-    let run = store.begin_run("aws", Scope::Full, now).unwrap();
-    store
-        .write_snapshot(run, "aws", &snapshot, &[], now, now)
-        .unwrap();
-    drop(store);
+    seed::write(&w.path("catalog.db"), &snapshot, now);
     let mut rows = vec![COMMITTED_HEADER.to_owned()];
     let ri = (
         "arn:aws:ec2:us-east-1:111111111111:reserved-instances/ri-1",

@@ -10,7 +10,7 @@ use gpuplan::config::Config;
 use gpuplan_providers::{InstanceType, PriceKind, PriceRecord, Snapshot, SpotObservation};
 use reqwest::header;
 use serde_json::{Value, json};
-use support::{Daemon, NO_CLOUDS, blocks, until};
+use support::{Daemon, NO_CLOUDS, seed, until};
 
 /// A price sheet whose instance names include markup that must stay text.
 const SHEET: &str = "region,instance_type,gpu_model,gpu_count,price_kind,usd_per_hour,gpu_memory_gib,upfront_usd\n\
@@ -157,10 +157,10 @@ fn seed_spot(path: &std::path::Path) {
     // Two Capacity Blocks of one p5, for a week and for a day, at 3.5 and
     // 4 USD per GPU-hour; and an eighth of an L4.
     let snapshot = Snapshot {
-        instance_types: vec![blocks::p5(), slice],
+        instance_types: vec![seed::p5(), slice],
         prices: vec![
-            blocks::p5_block(168, 3.5),
-            blocks::p5_block(24, 4.0),
+            seed::p5_block(168, 3.5),
+            seed::p5_block(24, 4.0),
             PriceRecord {
                 instance_type: "g6f.large".into(),
                 zone: None,
@@ -170,7 +170,7 @@ fn seed_spot(path: &std::path::Path) {
                 recurring_usd_per_hour: 0.12,
                 source: Some("g6f-od".into()),
                 window: None,
-                ..blocks::p5_block(1, 1.0)
+                ..seed::p5_block(1, 1.0)
             },
         ],
         spot_observations: vec![
@@ -180,7 +180,7 @@ fn seed_spot(path: &std::path::Path) {
         ],
         ..Snapshot::default()
     };
-    blocks::write(path, &snapshot, now);
+    seed::write(path, &snapshot, now);
 }
 
 /// The dashboard's view of the daemon: requests as a browser sends them,

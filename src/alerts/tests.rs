@@ -22,6 +22,25 @@ fn rule(kind: RuleKind, cooldown: Option<std::time::Duration>) -> Rule {
     }
 }
 
+/// A catalog holding `snap` as a sync of `aws` at hour 0 wrote it, and its
+/// freshness then.
+fn synced(
+    snap: &gpuplan_providers::Snapshot,
+) -> (tempfile::TempDir, crate::store::SqliteStore, Freshness) {
+    use crate::store::Writes as _;
+    use crate::store::test_support::at;
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = crate::store::SqliteStore::open(&dir.path().join("c.db")).unwrap();
+    let run = store
+        .begin_run("aws", gpuplan_providers::Scope::Full, at(0))
+        .unwrap();
+    store
+        .write_snapshot(run, "aws", snap, &[], at(0), at(0))
+        .unwrap();
+    let fresh = Freshness::read(&store, BTreeMap::new(), at(0)).unwrap();
+    (dir, store, fresh)
+}
+
 /// A `price_below` observation of the rule's threshold of 2, crossed and
 /// re-armed by the rule's own hysteresis.
 fn obs(rule: &Rule, value: f64) -> Observation {
@@ -75,10 +94,7 @@ fn a_crossing_fires_once_and_rearms_only_past_the_hysteresis() {
 
 #[test]
 fn price_rules_ignore_gpu_only_prices_unless_they_ask_for_them() {
-    use crate::store::Writes as _;
-    use crate::store::test_support::{at, snapshot};
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = crate::store::SqliteStore::open(&dir.path().join("c.db")).unwrap();
+    use crate::store::test_support::snapshot;
     // gpu0 at 1.0/h; gpu1 at 2.0/h is a price of the GPU alone.
     let mut snap = snapshot(2, 1.0);
     for p in snap
@@ -89,13 +105,7 @@ fn price_rules_ignore_gpu_only_prices_unless_they_ask_for_them() {
         p.price_scope = gpuplan_providers::PriceScope::GpuOnly;
         p.usd_per_hour = 0.1;
     }
-    let run = store
-        .begin_run("aws", gpuplan_providers::Scope::Full, at(0))
-        .unwrap();
-    store
-        .write_snapshot(run, "aws", &snap, &[], at(0), at(0))
-        .unwrap();
-    let fresh = Freshness::read(&store, BTreeMap::new(), at(0)).unwrap();
+    let (_dir, store, fresh) = synced(&snap);
     let mut r = rule(RuleKind::PriceBelow, None);
     r.price_kinds = vec![gpuplan_providers::PriceKind::OnDemand];
     r.every_offer = true;
@@ -270,10 +280,7 @@ fn globs_match_whole_names() {
 
 #[test]
 fn a_window_rule_fires_once_per_offering_long_and_cheap_enough_and_forgets_ended_ones() {
-    use crate::store::Writes as _;
     use crate::store::test_support::{at, block, snapshot};
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = crate::store::SqliteStore::open(&dir.path().join("c.db")).unwrap();
     // One L4 per instance: 24-hour windows at 10.0, 11.0 and 9.375 USD per GPU-hour.
     let mut snap = snapshot(1, 1.0);
     snap.prices.extend([
@@ -281,13 +288,7 @@ fn a_window_rule_fires_once_per_offering_long_and_cheap_enough_and_forgets_ended
         block(72, 1, 264.0),
         block(48, 4, 900.0),
     ]);
-    let run = store
-        .begin_run("aws", gpuplan_providers::Scope::Full, at(0))
-        .unwrap();
-    store
-        .write_snapshot(run, "aws", &snap, &[], at(0), at(0))
-        .unwrap();
-    let fresh = Freshness::read(&store, BTreeMap::new(), at(0)).unwrap();
+    let (_dir, store, fresh) = synced(&snap);
     let mut r = rule(RuleKind::WindowOffered, None);
     r.threshold = Some(Threshold::PerGpuHour(10.0));
     r.min_days = Some(1.0);

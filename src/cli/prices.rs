@@ -2,17 +2,24 @@
 
 use super::*;
 
+/// Which offers: the GPU, provider and region filters of the listings.
 #[derive(Debug, Args)]
-pub struct PricesArgs {
+pub struct OfferArgs {
     /// GPU model or family, e.g. `H100-80GB` or `H100` (repeatable).
     #[arg(long = "gpu")]
-    gpus: Vec<String>,
+    pub(super) gpus: Vec<String>,
     /// Provider, e.g. `aws` or `file:onprem`; `file` matches every sheet (repeatable).
     #[arg(long = "provider")]
-    providers: Vec<String>,
+    pub(super) providers: Vec<String>,
     /// Region (repeatable); also matches global offers available there.
     #[arg(long = "region")]
-    regions: Vec<String>,
+    pub(super) regions: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PricesArgs {
+    #[command(flatten)]
+    offers: OfferArgs,
     /// Price kind, e.g. `on_demand`, `spot`, `reserved_1y_no_upfront` (repeatable).
     #[arg(long = "kind", value_parser = parse_kind)]
     kinds: Vec<PriceKind>,
@@ -62,9 +69,9 @@ pub(super) fn run_prices(config: &Config, args: PricesArgs) -> Result<ExitCode, 
     let pool = open_store(config)?;
     let fresh = pool.read(|s| freshness(config, s))?;
     let filter = PriceFilter {
-        gpus: args.gpus,
-        providers: args.providers,
-        regions: args.regions,
+        gpus: args.offers.gpus,
+        providers: args.offers.providers,
+        regions: args.offers.regions,
         kinds: args.kinds,
         scopes: args.scopes,
         form_factors: args.form_factors,

@@ -5,15 +5,8 @@ use super::*;
 
 #[derive(Debug, Args)]
 pub struct WindowsArgs {
-    /// GPU model or family, e.g. `H100` (repeatable).
-    #[arg(long = "gpu")]
-    gpus: Vec<String>,
-    /// Provider, e.g. `aws` (repeatable).
-    #[arg(long = "provider")]
-    providers: Vec<String>,
-    /// Region (repeatable).
-    #[arg(long = "region")]
-    regions: Vec<String>,
+    #[command(flatten)]
+    offers: super::prices::OfferArgs,
     /// Also list the windows that vanished since then: a duration back from
     /// now (`30d`, `36h`), a date (`2026-11-01`) or an RFC 3339 time.
     #[arg(long, default_value = "30d")]
@@ -40,9 +33,9 @@ pub(super) fn run_windows(config: &Config, args: WindowsArgs) -> Result<ExitCode
     let since = catalog::parse_since(&args.since, now)
         .map_err(|e| CliError::BadInput(anyhow::anyhow!("--since: {e}")))?;
     let filter = PriceFilter {
-        gpus: args.gpus,
-        providers: args.providers,
-        regions: args.regions,
+        gpus: args.offers.gpus,
+        providers: args.offers.providers,
+        regions: args.offers.regions,
         max_usd_per_gpu_hour: args.max_usd_per_gpu_hour,
         ..PriceFilter::default()
     };

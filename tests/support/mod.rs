@@ -7,7 +7,7 @@
 #![allow(dead_code)]
 
 pub mod bills;
-pub mod blocks;
+pub mod seed;
 pub mod sheet;
 
 use std::collections::BTreeSet;

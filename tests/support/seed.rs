@@ -1,5 +1,5 @@
-//! Capacity Blocks of a p5 as the aws source stores them, for the tests
-//! that need priced windows in a catalog.
+//! AWS's catalog as the aws source stores it, written straight into a
+//! test's SQLite file: the p5 type and Capacity Blocks of it.
 
 use std::path::Path;
 
