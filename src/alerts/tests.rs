@@ -27,17 +27,9 @@ fn rule(kind: RuleKind, cooldown: Option<std::time::Duration>) -> Rule {
 fn synced(
     snap: &gpuplan_providers::Snapshot,
 ) -> (tempfile::TempDir, crate::store::SqliteStore, Freshness) {
-    use crate::store::Writes as _;
-    use crate::store::test_support::at;
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = crate::store::SqliteStore::open(&dir.path().join("c.db")).unwrap();
-    let run = store
-        .begin_run("aws", gpuplan_providers::Scope::Full, at(0))
-        .unwrap();
-    store
-        .write_snapshot(run, "aws", snap, &[], at(0), at(0))
-        .unwrap();
-    let fresh = Freshness::read(&store, BTreeMap::new(), at(0)).unwrap();
+    let (dir, store) = crate::store::test_support::synced(snap);
+    let fresh =
+        Freshness::read(&store, BTreeMap::new(), crate::store::test_support::at(0)).unwrap();
     (dir, store, fresh)
 }
 

@@ -273,20 +273,12 @@ mod tests {
     fn one() -> Vec<DemandClass> {
         vec![DemandClass::default_class(vec![1.0])]
     }
-    use crate::store::Writes as _;
-    use crate::store::test_support::{at, snapshot};
+    use crate::store::test_support::{at, snapshot, synced};
 
     #[test]
     fn offers_come_from_the_catalog_with_history_based_spot_and_staleness() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = crate::store::SqliteStore::open(&dir.path().join("c.db")).unwrap();
-        let run = store
-            .begin_run("aws", gpuplan_providers::Scope::Full, at(0))
-            .unwrap();
         // gpu0: on-demand 3.0, commit_1y with 876 upfront, spot 1.0 then 2.0.
-        store
-            .write_snapshot(run, "aws", &snapshot(2, 3.0), &[], at(0), at(0))
-            .unwrap();
+        let (_dir, store) = synced(&snapshot(2, 3.0));
         let inputs = CatalogInputs {
             gpus: vec![],
             clouds: vec![],

@@ -158,3 +158,18 @@ pub fn block(hour_start: i64, count: u32, fee: f64) -> PriceRecord {
         window: Some(window),
     }
 }
+
+/// A SQLite catalog in a temp dir holding `snap` as a full sync of `aws`
+/// at hour 0 wrote it.
+pub fn synced(snap: &Snapshot) -> (TempDir, super::SqliteStore) {
+    use super::Writes as _;
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = super::SqliteStore::open(&dir.path().join("c.db")).unwrap();
+    let run = store
+        .begin_run("aws", gpuplan_providers::Scope::Full, at(0))
+        .unwrap();
+    store
+        .write_snapshot(run, "aws", snap, &[], at(0), at(0))
+        .unwrap();
+    (dir, store)
+}
