@@ -144,4 +144,36 @@ mod tests {
         ];
         assert_eq!(eligible(&types), ["p5.48xlarge", "p5en.48xlarge"]);
     }
+
+    /// An instant block that starts at 08:55 ends at 11:30 the next day: 26 h
+    /// 35 min, priced over every minute; its duration fields (26 and 35)
+    /// are not read.
+    #[test]
+    fn an_instant_block_is_priced_over_its_minutes() {
+        let at = |s: &str| {
+            aws_sdk_ec2::primitives::DateTime::from_str(
+                s,
+                aws_sdk_ec2::primitives::DateTimeFormat::DateTime,
+            )
+            .unwrap()
+        };
+        let offering = aws_sdk_ec2::types::CapacityBlockOffering::builder()
+            .capacity_block_offering_id("cb-instant2635")
+            .instance_type("p5.48xlarge")
+            .availability_zone("us-east-2b")
+            .instance_count(2)
+            .start_date(at("2027-03-09T08:55:00Z"))
+            .end_date(at("2027-03-10T11:30:00Z"))
+            .capacity_block_duration_hours(26)
+            .capacity_block_duration_minutes(35)
+            .upfront_fee("2126.67")
+            .currency_code("USD")
+            .tenancy(aws_sdk_ec2::types::CapacityReservationTenancy::Default)
+            .build();
+        let r = record("us-east-2", &offering).unwrap();
+        let w = r.window.unwrap();
+        assert!((w.hours() - (26.0 + 35.0 / 60.0)).abs() < 1e-12);
+        assert!((r.usd_per_hour - 2126.67 / (2.0 * w.hours())).abs() < 1e-12);
+        assert_eq!((r.upfront_usd, w.instance_count), (2126.67, 2));
+    }
 }
