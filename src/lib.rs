@@ -15,6 +15,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod facts;
 pub mod fingerprint;
 pub mod optimizer;
 pub mod plan;

@@ -727,3 +727,141 @@ fn slices_of_owned_gpus_print_as_shares_and_windows_list_offered_and_vanished_bl
         text(&bad.stderr)
     );
 }
+
+#[test]
+fn the_facts_commands_print_cited_rows_and_prices_use_them() {
+    // No config and no catalog: the facts are built in.
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        gpuplan()
+            .args(args)
+            .current_dir(dir.path())
+            .env_remove("GPUPLAN_CONFIG")
+            .output()
+            .unwrap()
+    };
+    let json = |args: &[&str]| {
+        let out = run(args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let w = "mlperf-inference-v6.1/llama2-70b-99.9/offline";
+    let perf = json(&["perf", "--workload", w, "--gpu", "B300", "--json"]);
+    let perf = perf.as_array().unwrap();
+    assert!(perf.len() >= 10);
+    assert!(perf.iter().all(|r| {
+        r["gpu_model"] == "B300"
+            && r["derived"] == true
+            && r["source_url"]
+                .as_str()
+                .unwrap()
+                .starts_with("https://github.com/mlcommons/")
+    }));
+    let bad = run(&["perf", "--workload", "mlperf/x/y"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains(w), "{}", text(&bad.stderr));
+
+    let german = json(&["regions", "--country", "de", "--json"]);
+    let german = german.as_array().unwrap();
+    assert!(german.iter().all(|r| r["country"] == "DE"));
+    assert!(
+        german
+            .iter()
+            .any(|r| r["provider"] == "gcp" && r["region"] == "europe-west3")
+    );
+    let table = text(&run(&["regions", "--provider", "aws"]).stdout);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("aws") && l.contains("us-east-1") && l.contains("379.069")),
+        "{table}"
+    );
+    let csv = text(&run(&["regions", "--csv"]).stdout);
+    assert!(
+        csv.starts_with("provider,region,country,grid_gco2e_per_kwh,"),
+        "{csv}"
+    );
+
+    let gpus = json(&["gpus", "--gpu", "H100", "--json"]);
+    let sxm = gpus
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["gpu_model"] == "H100-80GB" && g["gpu_form_factor"] == "sxm")
+        .unwrap();
+    assert!(!sxm["sources"].as_array().unwrap().is_empty());
+    assert_eq!(sxm["tdp_watts"], 700.0);
+    let csv = text(&run(&["gpus", "--csv"]).stdout);
+    assert!(csv.lines().next().unwrap().contains("tflops.bf16"), "{csv}");
+
+    // A p5 in us-east-1: its carbon from eight H100s' power and the grid there.
+    let ws = workspace(&[]);
+    let snapshot = Snapshot {
+        instance_types: vec![seed::p5()],
+        prices: vec![gpuplan_providers::PriceRecord {
+            zone: None,
+            price_kind: gpuplan_providers::PriceKind::OnDemand,
+            usd_per_hour: 55.04,
+            upfront_usd: 0.0,
+            recurring_usd_per_hour: 55.04,
+            window: None,
+            ..seed::p5_block(1, 1.0)
+        }],
+        ..Snapshot::default()
+    };
+    seed::write(&ws.path("catalog.db"), &snapshot, chrono::Utc::now());
+    let prices = ws.json(&["prices", "--json"]);
+    let p5 = &prices[0];
+    let carbon = &p5["carbon"];
+    let expected =
+        8.0 * carbon["gpu_tdp_watts"].as_f64().unwrap() / 1000.0 * 1.135 * 379.069 / 1000.0;
+    assert!(
+        (p5["kgco2e_per_hour"].as_f64().unwrap() - expected).abs() < 1e-9,
+        "{p5}"
+    );
+    assert_eq!(
+        (
+            carbon["pue_assumed"].as_bool(),
+            carbon["grid_year"].as_i64()
+        ),
+        (Some(false), Some(2020))
+    );
+    assert_eq!(
+        ws.json(&["prices", "--country", "US", "--json"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        ws.json(&["prices", "--country", "DE", "--json"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // Per unit of work, by the datasheets' dense BF16 against an H100 SXM:
+    // the p5 is the reference itself.
+    let per_work = ws.json(&["prices", "--per-work", "spec:bf16", "--json"]);
+    let work = &per_work[0]["per_work"];
+    assert_eq!(
+        (work["factor"].as_f64(), work["estimate"].as_bool()),
+        (Some(1.0), Some(true))
+    );
+    assert!((work["usd_per_reference_gpu_hour"].as_f64().unwrap() - 55.04 / 8.0).abs() < 1e-9);
+    let table = text(&ws.run(&["prices", "--per-work", "spec:bf16"]).stdout);
+    assert!(
+        table.contains("USD/H100-80GB/sxm-H") && table.contains("~1.000"),
+        "{table}"
+    );
+    // MLPerf v6.1 has no H100 row: the factor is unknown, not 0.
+    let measured = ws.json(&["prices", "--per-work", w, "--reference", "B300", "--json"]);
+    assert_eq!(measured[0]["per_work"]["factor"], Value::Null);
+    let bad = ws.run(&["prices", "--per-work", w]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("has no row"),
+        "{}",
+        text(&bad.stderr)
+    );
+}

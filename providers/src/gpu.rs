@@ -23,6 +23,7 @@ const MODELS: &[(&str, f64)] = &[
     ("B200", 180.0),
     ("B300", 268.0),
     ("GB200", 186.0),
+    ("GB300", 288.0),
     ("A10G", 24.0),
     ("A10", 24.0),
     ("A16", 16.0),
@@ -46,7 +47,13 @@ const MODELS: &[(&str, f64)] = &[
     ("RTX5090", 32.0),
     ("RTX6000-ADA", 48.0),
     ("RTX-PRO-6000", 96.0),
+    ("RTX-PRO-4500", 32.0),
+    ("ARC-PRO-B70", 32.0),
     ("MI300X", 192.0),
+    ("MI325X", 256.0),
+    ("MI350P", 144.0),
+    ("MI350X", 288.0),
+    ("MI355X", 288.0),
     ("V520", 8.0),
     ("Trainium", 32.0),
     ("Trainium2", 96.0),
@@ -68,6 +75,7 @@ const ALIASES: &[(&str, &str)] = &[
     ("b300", "B300"),
     ("h200nvl", "H200-141GB"),
     ("gb200", "GB200"),
+    ("gb300", "GB300"),
     ("a10g", "A10G"),
     ("a10", "A10"),
     ("a16", "A16"),
@@ -97,7 +105,14 @@ const ALIASES: &[(&str, &str)] = &[
     ("rtx6000ada", "RTX6000-ADA"),
     ("rtxpro6000", "RTX-PRO-6000"),
     ("rtxpro6000blackwell", "RTX-PRO-6000"),
+    ("rtxpro4500", "RTX-PRO-4500"),
+    ("rtxpro4500blackwell", "RTX-PRO-4500"),
+    ("arcprob70", "ARC-PRO-B70"),
     ("mi300x", "MI300X"),
+    ("mi325x", "MI325X"),
+    ("mi350p", "MI350P"),
+    ("mi350x", "MI350X"),
+    ("mi355x", "MI355X"),
     ("v520", "V520"),
     ("prov520", "V520"),
     ("trainium", "Trainium"),
@@ -274,6 +289,27 @@ pub fn parse_count(text: &str) -> Result<f64, String> {
 #[must_use]
 pub fn share_memory(card_gib: Option<f64>, count: f64) -> Option<f64> {
     card_gib.map(|m| if count < 1.0 { m * count } else { m })
+}
+
+/// Whether catalog GPU name `model` is `wanted`, a name or a family (`H100`
+/// matches `H100-80GB` and `H100-94GB`, not `GH200`), case-insensitive.
+#[must_use]
+pub fn matches(model: &str, wanted: &str) -> bool {
+    let (model, wanted) = (
+        model.to_ascii_lowercase(),
+        wanted.trim().to_ascii_lowercase(),
+    );
+    model == wanted
+        || model
+            .strip_prefix(&wanted)
+            .is_some_and(|rest| rest.starts_with('-'))
+}
+
+/// Whether canonical `model` is sold in several forms, so that its records
+/// carry a form factor.
+#[must_use]
+pub fn sold_in_forms(model: &str) -> bool {
+    MULTI_FORM.contains(&model)
 }
 
 /// Models sold in more than one form: only these carry a form factor.

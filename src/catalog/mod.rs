@@ -154,9 +154,111 @@ pub struct CatalogRecord {
     /// price into `usd_per_hour`; `USD` and 1 for USD sources.
     pub currency: String,
     pub fx_rate: f64,
+    /// Emissions of an instance-hour, kgCO2e, and what they rest on; null
+    /// where the GPU's power or the region's grid intensity is unknown.
+    pub kgco2e_per_hour: Option<f64>,
+    pub carbon: Option<Carbon>,
     /// The prices in a currency the caller asked for, when one was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub converted: Option<Converted>,
+    /// The price per unit of work a caller asked for (see [`per_work`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_work: Option<PerWork>,
+}
+
+/// An offer's price per hour of a reference GPU's work on one workload.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PerWork {
+    pub workload: String,
+    pub reference: String,
+    /// This GPU's work per hour over the reference's; null when the
+    /// workload has no figure for it.
+    pub factor: Option<f64>,
+    /// `usd_per_gpu_hour / factor`.
+    pub usd_per_reference_gpu_hour: Option<f64>,
+    /// From datasheet figures (`spec:<format>`), not a measurement.
+    pub estimate: bool,
+    /// The measured rows the factor divides, this GPU's and the reference's.
+    pub row: Option<crate::facts::PerfRow>,
+    pub reference_row: Option<crate::facts::PerfRow>,
+}
+
+/// Adds each record's price per reference-GPU-hour of `work`, and sorts
+/// them by it (records without a figure last).
+pub fn per_work(records: &mut [CatalogRecord], work: &crate::facts::Work<'_>) {
+    for r in records.iter_mut() {
+        let factor = work.factor(&r.gpu_model, r.gpu_form_factor.as_deref());
+        r.per_work = Some(match factor {
+            Some(f) => PerWork {
+                usd_per_reference_gpu_hour: Some(r.usd_per_gpu_hour / f.factor),
+                factor: Some(f.factor),
+                estimate: f.estimate,
+                row: f.row,
+                reference_row: f.reference_row,
+                workload: f.workload,
+                reference: f.reference,
+            },
+            None => PerWork {
+                workload: work.workload().to_owned(),
+                reference: work.reference(),
+                factor: None,
+                usd_per_reference_gpu_hour: None,
+                estimate: work.is_estimate(),
+                row: None,
+                reference_row: None,
+            },
+        });
+    }
+    let key = |r: &CatalogRecord| {
+        r.per_work
+            .as_ref()
+            .and_then(|p| p.usd_per_reference_gpu_hour)
+            .unwrap_or(f64::INFINITY)
+    };
+    records.sort_by(|a, b| key(a).total_cmp(&key(b)));
+}
+
+/// What an offer's kgCO2e per instance-hour rests on: GPUs x TDP x PUE x
+/// the grid's intensity (docs/catalog.md, "Carbon").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Carbon {
+    pub gpu_tdp_watts: f64,
+    pub gpu_sources: &'static [String],
+    /// 1.0 when the region's PUE is unknown (`pue_assumed`).
+    pub pue: f64,
+    pub pue_assumed: bool,
+    pub pue_source: Option<&'static str>,
+    pub grid_gco2e_per_kwh: f64,
+    pub grid_source: &'static str,
+    pub grid_year: i32,
+}
+
+/// The carbon of one instance-hour of `gpu_count` GPUs of `model` in
+/// `provider`'s `region`, when the facts know the GPU's power and the
+/// region's grid.
+fn carbon(
+    provider: &str,
+    region: &str,
+    model: &str,
+    form: Option<&str>,
+    gpu_count: f64,
+) -> Option<(f64, Carbon)> {
+    let facts = crate::facts::builtin().ok()?;
+    let gpu = facts.gpu(model, form)?;
+    let place = facts.region(provider, region)?;
+    let (tdp, grid) = (gpu.tdp_watts?, place.grid_gco2e_per_kwh?);
+    let basis = Carbon {
+        gpu_tdp_watts: tdp,
+        gpu_sources: &gpu.sources,
+        pue: place.pue.unwrap_or(1.0),
+        pue_assumed: place.pue.is_none(),
+        pue_source: place.pue_source.as_deref(),
+        grid_gco2e_per_kwh: grid,
+        grid_source: place.carbon_source.as_deref()?,
+        grid_year: place.carbon_year?,
+    };
+    let kg = gpu_count * tdp / 1000.0 * basis.pue * grid / 1000.0;
+    Some((kg, basis))
 }
 
 /// A record's prices in another currency, at the configured rate.
@@ -234,6 +336,10 @@ pub struct PriceFilter {
     /// GPU form factors; empty matches every record, with or without one.
     pub form_factors: Vec<gpuplan_providers::FormFactor>,
     pub max_usd_per_gpu_hour: Option<f64>,
+    /// ISO country codes (`DE`): offers in a region of one of them, or
+    /// global offers available in one. A region whose country the facts do
+    /// not know matches none.
+    pub countries: Vec<String>,
 }
 
 fn any(list: &[String], f: &dyn Fn(&str) -> bool) -> bool {
@@ -263,22 +369,21 @@ impl PriceFilter {
             && self
                 .max_usd_per_gpu_hour
                 .is_none_or(|max| r.usd_per_gpu_hour <= max)
+            && (self.countries.is_empty()
+                || std::iter::once(&r.region)
+                    .chain(&r.available_regions)
+                    .any(|region| self.in_countries(&r.provider, region)))
+    }
+
+    fn in_countries(&self, provider: &str, region: &str) -> bool {
+        crate::facts::builtin()
+            .ok()
+            .and_then(|f| f.region(provider, region)?.country.as_deref())
+            .is_some_and(|c| self.countries.iter().any(|w| w.eq_ignore_ascii_case(c)))
     }
 }
 
-/// Whether catalog GPU name `model` is `wanted`, a name or a family (`H100`
-/// matches `H100-80GB` and `H100-94GB`, not `GH200`), case-insensitive.
-#[must_use]
-pub fn gpu_matches(model: &str, wanted: &str) -> bool {
-    let (model, wanted) = (
-        model.to_ascii_lowercase(),
-        wanted.trim().to_ascii_lowercase(),
-    );
-    model == wanted
-        || model
-            .strip_prefix(&wanted)
-            .is_some_and(|rest| rest.starts_with('-'))
-}
+pub use gpuplan_providers::gpu::matches as gpu_matches;
 
 /// Current prices matching `filter`, cheapest per GPU-hour first (ties broken by
 /// provider, region, zone, instance type and kind, so output is stable).
@@ -364,6 +469,16 @@ fn per_gpu_hour(usd_per_hour: f64, gpu_count: f64) -> f64 {
 
 fn record(p: CurrentPrice, fresh: &Freshness) -> CatalogRecord {
     let usd_per_gpu_hour = per_gpu_hour(p.usd_per_hour, p.gpu_count);
+    let (kgco2e_per_hour, carbon) = match carbon(
+        &p.provider,
+        &p.region,
+        &p.gpu_model,
+        p.gpu_form_factor.as_deref(),
+        p.gpu_count,
+    ) {
+        Some((kg, basis)) => (Some(kg), Some(basis)),
+        None => (None, None),
+    };
     let (min_duration_hours, max_duration_hours) = p
         .price_kind
         .parse::<PriceKind>()
@@ -401,7 +516,10 @@ fn record(p: CurrentPrice, fresh: &Freshness) -> CatalogRecord {
         price_scope: p.price_scope,
         currency: p.currency,
         fx_rate: p.fx_rate,
+        kgco2e_per_hour,
+        carbon,
         converted: None,
+        per_work: None,
     }
 }
 

@@ -75,6 +75,7 @@ async fn advise_one(
             gpus: vec![advice.load.gpu_model.clone()],
             clouds: Vec::new(),
             regions: Vec::new(),
+            countries: Vec::new(),
         },
         overrides: Overrides::default(),
         relax: false,

@@ -33,6 +33,7 @@ mod advise;
 mod alerts;
 mod bills;
 mod config_cmd;
+mod facts;
 mod plan;
 mod prices;
 mod render;
@@ -46,6 +47,7 @@ mod windows;
 pub use alerts::AlertsCommand;
 pub use bills::{BillsCommand, CommitmentsArgs, SpendArgs, UsageArgs};
 pub use config_cmd::ConfigCommand;
+pub use facts::{GpusArgs, PerfArgs, RegionsArgs};
 pub use plan::{PlanArgs, PlanCatalogArgs};
 pub use prices::PricesArgs;
 pub use spot_history::SpotHistoryArgs;
@@ -103,6 +105,12 @@ pub enum Command {
     SpotHistory(SpotHistoryArgs),
     /// Priced windows (Capacity Blocks): offered now, or vanished lately, with their price.
     Windows(WindowsArgs),
+    /// What each GPU can do, from its datasheet: memory, bandwidth, dense TFLOPS, fabric, TDP, MIG.
+    Gpus(GpusArgs),
+    /// Measured performance per GPU (MLPerf), each row with its source.
+    Perf(PerfArgs),
+    /// Cloud regions with their country, grid carbon intensity and PUE.
+    Regions(RegionsArgs),
     /// Solve a purchase-planning problem (docs/planning-model.md) and print the plan.
     Plan(Box<PlanArgs>),
     /// Alert rules: their state, what was sent, and test messages.
@@ -212,6 +220,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let config = load_config(cli.config.as_deref())?;
             run_spot_history(&config, &args)
         }
+        Command::Gpus(args) => facts::run_gpus(&args),
+        Command::Perf(args) => facts::run_perf(&args),
+        Command::Regions(args) => facts::run_regions(&args),
         Command::Windows(args) => run_windows(&load_config(cli.config.as_deref())?, args),
         Command::Store(StoreCommand::Copy { from, to, json }) => {
             let config = load_config(cli.config.as_deref())?;

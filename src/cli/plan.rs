@@ -106,6 +106,10 @@ pub struct PlanCatalogArgs {
     /// Regions to buy in (repeatable, comma-separated).
     #[arg(long, value_delimiter = ',')]
     regions: Vec<String>,
+    /// Countries to buy in, ISO codes (`DE,FR`; repeatable, comma-separated):
+    /// a region's country as `gpuplan regions` lists it.
+    #[arg(long, value_delimiter = ',')]
+    countries: Vec<String>,
     /// Least memory per GPU, GiB.
     #[arg(long)]
     min_gpu_memory: Option<f64>,
@@ -311,8 +315,9 @@ fn check_flags(args: &PlanArgs) -> Result<serde_json::Map<String, serde_json::Va
 fn problem_input(path: &Path) -> Result<Input, String> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
-    let doc: serde_json::Value =
+    let mut doc: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{shown}: not JSON: {e}"))?;
+    crate::plan::work::resolve_problem(&mut doc).map_err(|e| format!("{shown}: {e}"))?;
     Problem::from_json(&doc)
         .map(Input::Problem)
         .map_err(|e| format!("{shown}: {e}"))
@@ -689,5 +694,6 @@ fn catalog_input(
         gpus: a.gpus.clone(),
         clouds: a.clouds.clone(),
         regions: a.regions.clone(),
+        countries: a.countries.clone(),
     })
 }

@@ -30,9 +30,21 @@ pub struct PricesArgs {
     /// GPU form factor: `sxm`, `pcie` or `nvl` (repeatable; default any).
     #[arg(long = "form-factor", value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<gpuplan_providers::FormFactor>()))]
     form_factors: Vec<gpuplan_providers::FormFactor>,
+    /// Only offers in this country (ISO code, e.g. `DE`; repeatable), by the
+    /// region's country in `gpuplan regions`.
+    #[arg(long = "country")]
+    countries: Vec<String>,
     /// Only prices at or below this many USD per GPU-hour.
     #[arg(long, value_parser = parse_price)]
     max_usd_per_gpu_hour: Option<f64>,
+    /// Also show each price per hour of a reference GPU's work on this
+    /// workload (`gpuplan perf` lists them), or by a datasheet ratio
+    /// (`spec:bf16`, an estimate); sorted by it.
+    #[arg(long)]
+    per_work: Option<String>,
+    /// The reference GPU of `--per-work`, `MODEL[/FORM]`.
+    #[arg(long, default_value = crate::facts::DEFAULT_REFERENCE, requires = "per_work")]
+    reference: String,
     /// Also show each price in this currency (`CNY`), at its `[fx]` rate.
     #[arg(long)]
     currency: Option<String>,
@@ -66,6 +78,16 @@ pub(super) fn run_prices(config: &Config, args: PricesArgs) -> Result<ExitCode, 
             })
         })
         .transpose()?;
+    let facts = crate::facts::builtin().map_err(|e| CliError::Failed(anyhow::anyhow!("{e}")))?;
+    let work = args
+        .per_work
+        .as_deref()
+        .map(|w| {
+            facts
+                .work(w, &args.reference)
+                .map_err(|e| CliError::BadInput(anyhow::anyhow!("--per-work, --reference: {e}")))
+        })
+        .transpose()?;
     let pool = open_store(config)?;
     let fresh = pool.read(|s| freshness(config, s))?;
     let filter = PriceFilter {
@@ -76,12 +98,16 @@ pub(super) fn run_prices(config: &Config, args: PricesArgs) -> Result<ExitCode, 
         scopes: args.scopes,
         form_factors: args.form_factors,
         max_usd_per_gpu_hour: args.max_usd_per_gpu_hour,
+        countries: args.countries,
     };
     let mut records = pool
         .read(|s| catalog::prices(s, &fresh, &filter))
         .map_err(|e| CliError::Failed(e.into()))?;
     if let Some(currency) = &currency {
         catalog::convert(&mut records, currency);
+    }
+    if let Some(work) = &work {
+        catalog::per_work(&mut records, work);
     }
     if args.format.print(&records)? {
         return Ok(ExitCode::SUCCESS);

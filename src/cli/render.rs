@@ -100,12 +100,49 @@ pub(super) fn prices_table(records: &[CatalogRecord], now: DateTime<Utc>) -> Str
             row
         })
         .collect();
-    let right: &[usize] = if windows {
-        &[5, 8, 9, 10, 11]
+    let mut right: Vec<usize> = if windows {
+        vec![5, 8, 9, 10, 11]
     } else {
-        &[5, 7, 8]
+        vec![5, 7, 8]
     };
-    let mut out = render_rows(&header, &rows, right);
+    // Per unit of work: the factor and the price per reference-GPU-hour,
+    // `~` marking a datasheet estimate.
+    let work = records.iter().find_map(|r| r.per_work.as_ref());
+    let mut rows = rows;
+    if let Some(work) = work {
+        right.extend([header.len(), header.len() + 1]);
+        header.extend(["FACTOR".to_owned(), format!("USD/{}-H", work.reference)]);
+        for (row, r) in rows.iter_mut().zip(records) {
+            let p = r.per_work.as_ref();
+            let mark = if p.is_some_and(|p| p.estimate) {
+                "~"
+            } else {
+                ""
+            };
+            row.push(
+                p.and_then(|p| p.factor)
+                    .map_or_else(|| "-".to_owned(), |f| format!("{mark}{f:.3}")),
+            );
+            row.push(
+                p.and_then(|p| p.usd_per_reference_gpu_hour)
+                    .map_or_else(|| "-".to_owned(), |v| format!("{mark}{v:.4}")),
+            );
+        }
+    }
+    let mut out = render_rows(&header, &rows, &right);
+    if let Some(work) = work {
+        let _ = writeln!(
+            out,
+            "Per work: {} against {}{}; FACTOR is this GPU's work per hour over the reference's, \"-\" where the workload has no figure for it (rows: --json).",
+            work.workload,
+            work.reference,
+            if work.estimate {
+                ", ~ estimated from datasheet figures"
+            } else {
+                ""
+            }
+        );
+    }
     if records
         .iter()
         .any(|r| r.price_scope == PriceScope::GpuOnly.as_str())

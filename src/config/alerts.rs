@@ -29,6 +29,7 @@ pub struct ScheduledPlan {
     pub gpus: Vec<String>,
     pub clouds: Vec<String>,
     pub regions: Vec<String>,
+    pub countries: Vec<String>,
     pub policy: crate::optimizer::Policy,
 }
 
@@ -80,6 +81,8 @@ pub(super) struct RawPlan {
     clouds: Vec<String>,
     #[serde(default)]
     regions: Vec<String>,
+    #[serde(default)]
+    countries: Vec<String>,
     policy: Option<toml::Table>,
 }
 
@@ -208,6 +211,7 @@ pub(super) fn validate_plans(
                 gpus: p.gpu,
                 clouds: p.clouds,
                 regions: p.regions,
+                countries: p.countries,
                 policy,
             },
         );

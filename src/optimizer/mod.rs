@@ -181,6 +181,9 @@ pub struct OwnedReport {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ClassReport {
     pub id: String,
+    /// Which rows the class's perf factors came from, when it named a workload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub perf_basis: Option<Value>,
     pub demand_units: f64,
     pub eligible_offers: usize,
     pub served_units: Served,

@@ -102,6 +102,7 @@ fn v2_base(setup: &Setup<'_>) -> V2Result {
         .zip(&setup.classes)
         .map(|(c, info)| ClassReport {
             id: c.id.clone(),
+            perf_basis: c.perf_basis.clone(),
             demand_units: c.demand.iter().sum(),
             eligible_offers: info.eligible,
             served_units: Served::default(),

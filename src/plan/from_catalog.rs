@@ -32,6 +32,8 @@ pub struct CatalogInputs {
     pub clouds: Vec<String>,
     /// Regions; empty means all.
     pub regions: Vec<String>,
+    /// ISO country codes (see [`PriceFilter::countries`]); empty means all.
+    pub countries: Vec<String>,
     pub spot_window: Duration,
     pub restart_hours: f64,
     pub checkpoint_hours: f64,
@@ -81,6 +83,7 @@ pub fn build_problem(
         gpus: inputs.gpus.clone(),
         providers: inputs.clouds.clone(),
         regions: inputs.regions.clone(),
+        countries: inputs.countries.clone(),
         // A plan buys machines: a price of GPUs alone leaves out the machine
         // they must be attached to.
         scopes: vec![PriceScope::Instance],
@@ -283,6 +286,7 @@ mod tests {
             gpus: vec![],
             clouds: vec![],
             regions: vec![],
+            countries: vec![],
             spot_window: Duration::from_secs(7 * 86400),
             restart_hours: 0.5,
             checkpoint_hours: 1.0,

@@ -348,6 +348,8 @@ pub fn demand_classes(
             }
             doc.insert("id".to_owned(), json!(name));
             doc.insert("demand".to_owned(), json!(demand));
+            super::work::resolve_class(&format!("classes.{name}"), &mut doc)
+                .map_err(|e| in_classes(e.to_string()))?;
             DemandClass::from_json(&format!("classes.{name}"), &Value::Object(doc))
                 .map_err(|e| in_classes(e.to_string()))
         })

@@ -29,6 +29,7 @@ pub mod inputs;
 pub mod owned_from_bills;
 pub mod settings;
 pub mod solver_pool;
+pub mod work;
 
 /// Where a plan's problem comes from.
 #[derive(Debug, Clone)]
@@ -49,6 +50,8 @@ pub enum Input {
         gpus: Vec<String>,
         clouds: Vec<String>,
         regions: Vec<String>,
+        /// ISO country codes the offers must be in; empty means anywhere.
+        countries: Vec<String>,
     },
 }
 
@@ -205,11 +208,13 @@ impl PlanService {
                 gpus,
                 clouds,
                 regions,
+                countries,
             } => {
                 let inputs = CatalogInputs {
                     gpus,
                     clouds,
                     regions,
+                    countries,
                     spot_window: settings.spot_window,
                     restart_hours: settings.restart_hours,
                     checkpoint_hours: settings.checkpoint_hours,

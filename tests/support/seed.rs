@@ -9,10 +9,10 @@ use gpuplan_providers::{
     InstanceType, PriceKind, PriceRecord, PriceScope, Scope, Snapshot, Window,
 };
 
-/// `p5.48xlarge`: eight H100-80GB.
+/// `p5.48xlarge`: eight H100-80GB SXM.
 pub fn p5() -> InstanceType {
     InstanceType {
-        gpu_form_factor: None,
+        gpu_form_factor: Some(gpuplan_providers::FormFactor::Sxm),
         instance_type: "p5.48xlarge".into(),
         gpu_model: "H100-80GB".into(),
         gpu_count: 8.0,

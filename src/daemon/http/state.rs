@@ -196,6 +196,7 @@ pub(crate) const PRICE_FILTERS: &[&str] = &[
     "scope",
     "form_factor",
     "max_usd_per_gpu_hour",
+    "country",
 ];
 
 /// The filter [`PRICE_FILTERS`] describe.
@@ -242,5 +243,6 @@ pub(crate) fn price_filter(p: &Params) -> Result<PriceFilter, ApiError> {
         scopes,
         form_factors,
         max_usd_per_gpu_hour: max,
+        countries: p.all("country"),
     })
 }

@@ -132,6 +132,7 @@ async fn plan_once(
             gpus: plan.gpus.clone(),
             clouds: plan.clouds.clone(),
             regions: plan.regions.clone(),
+            countries: plan.countries.clone(),
         },
         overrides: Overrides::default(),
         relax: false,

@@ -58,6 +58,9 @@ pub struct DemandClass {
     pub min_gpu_memory_gib: Option<f64>,
     /// Work units per GPU-hour by GPU model; `None` means 1 for every model.
     pub perf: Option<BTreeMap<String, f64>>,
+    /// What the perf map rests on when the planner built it from a named
+    /// workload (the rows behind each factor); echoed in the class's report.
+    pub perf_basis: Option<Value>,
     /// `Some` overrides the policy's share, even with `Some(None)` (no cap).
     pub max_spot_share: Option<Option<f64>>,
     pub max_pool_share: Option<Option<f64>>,
@@ -97,6 +100,7 @@ impl DemandClass {
             gpu_models: None,
             min_gpu_memory_gib: None,
             perf: None,
+            perf_basis: None,
             max_spot_share: None,
             max_pool_share: None,
         }

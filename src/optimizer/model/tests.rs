@@ -202,6 +202,7 @@ fn any_v2_problem() -> impl Strategy<Value = Problem> {
                             .map(|g| (g.to_owned(), factor.unwrap_or(1.0)))
                             .collect()
                     }),
+                    perf_basis: None,
                     max_spot_share: share,
                     max_pool_share: None,
                 })

@@ -21,6 +21,7 @@ const CLASS_KEYS: &[&str] = &[
     "gpu_models",
     "min_gpu_memory_gib",
     "perf",
+    "perf_basis",
     "max_spot_share",
     "max_pool_share",
 ];
@@ -138,6 +139,16 @@ pub(super) fn class(path: &str, v: &Value) -> Result<DemandClass, ValidationErro
             None | Some(Value::Null) => None,
             Some(v) => Some(number(&format!("{path}.min_gpu_memory_gib"), v)?),
         },
+        perf_basis: match c.get("perf_basis") {
+            None | Some(Value::Null) => None,
+            Some(v @ Value::Object(_)) if perf.is_some() => Some(v.clone()),
+            Some(_) => {
+                return err(
+                    format!("{path}.perf_basis"),
+                    "must be an object, and goes with perf",
+                );
+            }
+        },
         perf,
         max_spot_share: overriding("max_spot_share")?,
         max_pool_share: overriding("max_pool_share")?,
@@ -253,6 +264,9 @@ pub(super) fn class_json(c: &DemandClass) -> Value {
         "gpu_models": c.gpu_models, "min_gpu_memory_gib": c.min_gpu_memory_gib,
         "perf": c.perf,
     });
+    if let Some(basis) = &c.perf_basis {
+        doc["perf_basis"] = basis.clone();
+    }
     if let Some(s) = c.max_spot_share {
         doc["max_spot_share"] = json!(s);
     }

@@ -40,6 +40,9 @@ fn table() -> Vec<(Method, &'static str, MethodRouter<Arc<AppState>>)> {
         (Method::GET, "/v1/prices", get(prices)),
         (Method::GET, "/v1/spot-history", get(spot_history)),
         (Method::GET, "/v1/windows", get(windows)),
+        (Method::GET, "/v1/gpus", get(gpus)),
+        (Method::GET, "/v1/perf", get(perf)),
+        (Method::GET, "/v1/regions", get(regions)),
         (Method::GET, "/v1/sync-runs", get(sync_runs)),
         (Method::GET, "/v1/cluster", get(cluster)),
         (Method::POST, "/v1/sync", post(trigger_sync)),
@@ -152,7 +155,24 @@ async fn prices(
     State(state): State<Arc<AppState>>,
     uri: axum::http::Uri,
 ) -> Result<Response, ApiError> {
-    let p = Params::parse(uri.query(), &[PRICE_FILTERS, &["currency"]].concat())?;
+    let p = Params::parse(
+        uri.query(),
+        &[PRICE_FILTERS, &["currency", "per_work", "reference"]].concat(),
+    )?;
+    let reference = p
+        .one("reference")?
+        .unwrap_or_else(|| crate::facts::DEFAULT_REFERENCE.to_owned());
+    let work = match p.one("per_work")? {
+        Some(w) => Some(
+            facts()?
+                .work(&w, &reference)
+                .map_err(|e| ApiError::bad_parameter("per_work", e))?,
+        ),
+        None if p.one("reference")?.is_some() => {
+            return Err(ApiError::bad_parameter("reference", "goes with per_work"));
+        }
+        None => None,
+    };
     let currency = p
         .one("currency")?
         .map(|code| {
@@ -174,6 +194,9 @@ async fn prices(
         let mut records = catalog::prices(store, &fresh, &filter)?;
         if let Some(currency) = &currency {
             catalog::convert(&mut records, currency);
+        }
+        if let Some(work) = &work {
+            catalog::per_work(&mut records, work);
         }
         let body = Bytes::from(
             serde_json::to_vec(&records).map_err(|e| StoreError::Corrupt(e.to_string()))?,
@@ -269,6 +292,30 @@ async fn windows(
     Ok(Json(records).into_response())
 }
 
+/// The facts shipped in this build; a broken file (a bug the tests catch)
+/// is a 500 naming it.
+fn facts() -> Result<&'static crate::facts::Facts, ApiError> {
+    crate::facts::builtin().map_err(|e| ApiError::internal(e))
+}
+
+async fn gpus(uri: axum::http::Uri) -> Result<Response, ApiError> {
+    let p = Params::parse(uri.query(), &["gpu"])?;
+    Ok(Json(facts()?.gpus_of(&p.all("gpu"))).into_response())
+}
+
+async fn perf(uri: axum::http::Uri) -> Result<Response, ApiError> {
+    let p = Params::parse(uri.query(), &["workload", "gpu"])?;
+    let rows = facts()?
+        .perf_of(&p.all("workload"), &p.all("gpu"))
+        .map_err(|e| ApiError::bad_parameter("workload", e))?;
+    Ok(Json(rows).into_response())
+}
+
+async fn regions(uri: axum::http::Uri) -> Result<Response, ApiError> {
+    let p = Params::parse(uri.query(), &["provider", "country"])?;
+    Ok(Json(facts()?.regions_of(&p.all("provider"), &p.all("country"))).into_response())
+}
+
 async fn sync_runs(
     State(state): State<Arc<AppState>>,
     uri: axum::http::Uri,
@@ -338,6 +385,7 @@ const CATALOG_PLAN_KEYS: &[&str] = &[
     "gpu",
     "clouds",
     "regions",
+    "countries",
     "spot_window",
     "restart_hours",
     "checkpoint_hours",
@@ -360,8 +408,10 @@ async fn create_plan(
     let relax = p.parsed::<bool>("relax", "true or false")?.unwrap_or(false);
     let save = p.parsed::<bool>("save", "true or false")?.unwrap_or(false);
     let time_limit = p.parsed::<f64>("time_limit_secs", "a number of seconds")?;
-    let doc: Value = serde_json::from_slice(&body)
+    let mut doc: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_parameter("body", format!("not JSON: {e}")))?;
+    // Classes whose perf names a workload get their factors from the facts.
+    crate::plan::work::resolve_problem(&mut doc).map_err(field)?;
     let mut overrides = Overrides {
         time_limit,
         ..Overrides::default()
@@ -519,6 +569,7 @@ fn catalog_plan(
         gpus: list("gpu")?,
         clouds: list("clouds")?,
         regions: list("regions")?,
+        countries: list("countries")?,
     };
     Ok((problem.name, input))
 }

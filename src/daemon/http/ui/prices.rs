@@ -40,6 +40,9 @@ const COLUMNS: &[(&str, &str)] = &[
     ("price", "Price"),
     ("upfront_usd", "Upfront USD"),
     ("usd_per_gpu_hour", "USD/GPU-h"),
+    ("work_factor", "Work factor"),
+    ("usd_per_reference_gpu_hour", "USD/reference GPU-h"),
+    ("kgco2e_per_hour", "kgCO2e/h"),
     ("stale", "Stale"),
 ];
 
@@ -85,6 +88,8 @@ struct View {
     /// 1-based.
     page: usize,
     per_page: usize,
+    /// Prices per unit of work: a workload against a reference GPU.
+    work: Option<crate::facts::Work<'static>>,
 }
 
 const VIEW_PARAMS: &[&str] = &[
@@ -100,6 +105,8 @@ const VIEW_PARAMS: &[&str] = &[
     "format",
     "page",
     "per_page",
+    "per_work",
+    "reference",
 ];
 
 fn view(p: &Params) -> Result<View, ApiError> {
@@ -145,8 +152,29 @@ fn view(p: &Params) -> Result<View, ApiError> {
                 )
             })
     };
+    let work = match p.one("per_work")?.filter(|w| !w.is_empty()) {
+        Some(w) => {
+            let reference = p
+                .one("reference")?
+                .filter(|r| !r.is_empty())
+                .unwrap_or_else(|| crate::facts::DEFAULT_REFERENCE.to_owned());
+            let facts = crate::facts::builtin().map_err(|e| ApiError::internal(e))?;
+            Some(
+                facts
+                    .work(&w, &reference)
+                    .map_err(|e| ApiError::bad_parameter("per_work", e))?,
+            )
+        }
+        None => None,
+    };
+    // Per unit of work, the table sorts by it unless told otherwise.
+    let default_sort = if work.is_some() {
+        "usd_per_reference_gpu_hour"
+    } else {
+        "price"
+    };
     let sort = column(
-        &p.one("sort")?.unwrap_or_else(|| "price".to_owned()),
+        &p.one("sort")?.unwrap_or_else(|| default_sort.to_owned()),
         "sort",
     )?
     .to_owned();
@@ -167,6 +195,9 @@ fn view(p: &Params) -> Result<View, ApiError> {
         .collect::<Result<Vec<_>, _>>()?;
     if columns.is_empty() {
         columns = DEFAULT_COLUMNS.to_vec();
+        if work.is_some() {
+            columns.extend(["work_factor", "usd_per_reference_gpu_hour"]);
+        }
     }
     let format = p.one("format")?;
     if let Some(f) = format
@@ -196,6 +227,7 @@ fn view(p: &Params) -> Result<View, ApiError> {
         min_memory: non_negative("min_gpu_memory_gib")?,
         max_memory: non_negative("max_gpu_memory_gib")?,
         format: format.filter(|f| f != "html"),
+        work,
         page: match p.parsed::<usize>("page", "a page number")? {
             None => 1,
             Some(n @ 1..) => n,
@@ -240,6 +272,13 @@ impl View {
         Ok(hourly * self.period.0)
     }
 
+    /// The record's factor on the view's workload, if it asks for one.
+    fn factor(&self, r: &CatalogRecord) -> Option<crate::facts::Factor> {
+        self.work
+            .as_ref()?
+            .factor(&r.gpu_model, r.gpu_form_factor.as_deref())
+    }
+
     fn price_heading(&self) -> String {
         let per = match self.unit {
             Unit::Instance => "instance",
@@ -274,6 +313,11 @@ fn cell(view: &View, r: &CatalogRecord, column: &str) -> Value {
         "price" => view.price(r).map_or(Value::Null, |v| json!(v)),
         "upfront_usd" => json!(r.upfront_usd),
         "usd_per_gpu_hour" => json!(r.usd_per_gpu_hour),
+        "work_factor" => view.factor(r).map_or(Value::Null, |f| json!(f.factor)),
+        "usd_per_reference_gpu_hour" => view
+            .factor(r)
+            .map_or(Value::Null, |f| json!(r.usd_per_gpu_hour / f.factor)),
+        "kgco2e_per_hour" => json!(r.kgco2e_per_hour),
         "stale" => json!(r.stale),
         _ => Value::Null,
     }
@@ -456,6 +500,18 @@ struct Page<'a> {
 }
 
 fn html_page(view: &View, page: &Page<'_>, p: &Params, query: &str) -> Response {
+    // The workloads to price by: the measured ones, then datasheet ratios.
+    let workloads: Vec<String> = crate::facts::builtin()
+        .map(|f| {
+            crate::facts::workloads(&f.perf)
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default()
+        .into_iter()
+        .chain(["spec:bf16", "spec:fp8", "spec:fp16"].map(str::to_owned))
+        .collect();
     let (shown, total) = (page.shown, page.total);
     let when = |t: Option<chrono::DateTime<chrono::Utc>>| {
         t.map_or_else(
@@ -493,6 +549,16 @@ fn html_page(view: &View, page: &Page<'_>, p: &Params, query: &str) -> Response 
             label { "Kind " input name="kind" value=(value("kind")) placeholder="on_demand, spot"; }
             label { "Form " input name="form_factor" value=(value("form_factor")) placeholder="sxm, pcie, nvl" size="6"; }
             label { "Max USD/GPU-h " input name="max_usd_per_gpu_hour" value=(value("max_usd_per_gpu_hour")) size="6"; }
+            label { "Country " input name="country" value=(value("country")) placeholder="DE, FR" size="6"; }
+            label { "Per work "
+                select name="per_work" {
+                    option value="" selected[value("per_work").is_empty()] { "per GPU-hour only" }
+                    @for w in &workloads {
+                        option value=(w) selected[value("per_work") == *w] { (w) }
+                    }
+                }
+            }
+            label { "Reference " input name="reference" value=(value("reference")) placeholder=(crate::facts::DEFAULT_REFERENCE) size="12"; }
             label { "GPUs " input name="min_gpus" value=(value("min_gpus")) size="3"; " – " input name="max_gpus" value=(value("max_gpus")) size="3"; }
             label { "GiB/GPU " input name="min_gpu_memory_gib" value=(value("min_gpu_memory_gib")) size="4"; " – " input name="max_gpu_memory_gib" value=(value("max_gpu_memory_gib")) size="4"; }
             label { "Unit "
@@ -519,6 +585,14 @@ fn html_page(view: &View, page: &Page<'_>, p: &Params, query: &str) -> Response 
             }
             button type="submit" { "Show" }
         }
+        @if let Some(work) = &view.work {
+            p.note {
+                "Per work: " (work.workload()) " against " (work.reference())
+                @if work.is_estimate() { ", estimated from datasheet figures" } @else { ", the best published per-GPU result of each model" }
+                ". A work factor is a GPU's work per hour over the reference's; "
+                code { "gpuplan prices --per-work … --json" } " names the rows."
+            }
+        }
         p.export {
             (total) " offers"
             @if pages > 1 {
@@ -541,7 +615,9 @@ fn html_page(view: &View, page: &Page<'_>, p: &Params, query: &str) -> Response 
                         @for c in &view.columns {
                             @match *c {
                                 "price" => td.num { (money(view.price(r).ok(), view.price(r).err().unwrap_or(""))) },
-                                "upfront_usd" | "usd_per_gpu_hour" => td.num { (money(cell(view, r, c).as_f64(), "")) },
+                                "upfront_usd" | "usd_per_gpu_hour" | "usd_per_reference_gpu_hour" => td.num { (money(cell(view, r, c).as_f64(), "no figure for this GPU")) },
+                                "work_factor" => td.num { (cell(view, r, c).as_f64().map_or_else(|| "—".to_owned(), |f| format!("{f:.3}"))) },
+                                "kgco2e_per_hour" => td.num { (cell(view, r, c).as_f64().map_or_else(|| "—".to_owned(), |k| format!("{k:.3}"))) },
                                 "window_start" => td { (when(r.window_start)) },
                                 "window_end" => td { (when(r.window_end)) },
                                 "window_hours" => td.num { (r.window_hours.map_or_else(|| "—".to_owned(), |h| format!("{h:.2}"))) },
