@@ -448,6 +448,58 @@ fn two_classes_and_owned_reservations_are_planned_against_the_catalog() {
         "{error}"
     );
 
+    // A class's perf may name a workload: here the datasheets' dense BF16
+    // against an L4. The plan says which figures each factor rests on.
+    std::fs::write(
+        dir.path().join("classes.toml"),
+        "[classes.train]\nperf = { \"H100-80GB\" = 1.0 }\n\n[classes.infer]\nperf = \"spec:bf16\"\nperf_reference = \"L4\"\n",
+    )
+    .unwrap();
+    let out = plan(&["--owned", "none.csv"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let r = stdout_json(&out);
+    let infer = r["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "infer")
+        .unwrap();
+    let basis = &infer["perf_basis"];
+    assert_eq!(
+        (basis["workload"].as_str(), basis["reference"].as_str()),
+        (Some("spec:bf16"), Some("L4"))
+    );
+    assert_eq!(
+        (
+            basis["estimate"].as_bool(),
+            basis["factors"]["L4"]["factor"].as_f64()
+        ),
+        (Some(true), Some(1.0))
+    );
+    assert!(
+        r["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["id"] != "train" || c.get("perf_basis").is_none())
+    );
+    std::fs::write(
+        dir.path().join("classes.toml"),
+        "[classes.train]\n\n[classes.infer]\nperf = \"mlperf/none/offline\"\n",
+    )
+    .unwrap();
+    let out = plan(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    let error = stdout_json(&out)["error"].as_str().unwrap().to_owned();
+    assert!(
+        error.contains("classes.toml") && error.contains("classes.infer.perf"),
+        "{error}"
+    );
+
     // A column the classes file does not describe names both files.
     std::fs::write(dir.path().join("classes.toml"), "[classes.train]\n").unwrap();
     let out = plan(&[]);

@@ -429,6 +429,49 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
         html.contains("title=\"a slice: 1/8 of one L4\""),
         "the slice is not marked"
     );
+    // Per unit of work by dense BF16 against an H100 SXM, and carbon: the p5
+    // (eight H100 SXM in us-east-1) is the reference, at its own price.
+    let view = "/ui/prices?provider=aws&kind=spot&per_work=spec:bf16&cols=instance_type,zone,work_factor,usd_per_reference_gpu_hour,kgco2e_per_hour";
+    let html = d.page(view).await;
+    assert!(
+        html.contains(
+            "Per work: spec:bf16 against H100-80GB/sxm, estimated from datasheet figures"
+        )
+    );
+    let shown = rows(&html, "prices");
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    assert_eq!(shown[0][2], "1.000");
+    let exported = d.json(&format!("{view}&format=json")).await;
+    let first = &exported["rows"][0];
+    let api = d
+        .json("/v1/prices?provider=aws&kind=spot&per_work=spec:bf16")
+        .await;
+    let api_row = api
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["zone"] == first["zone"])
+        .unwrap();
+    assert_eq!(
+        first["usd_per_reference_gpu_hour"],
+        api_row["per_work"]["usd_per_reference_gpu_hour"]
+    );
+    assert_eq!(first["kgco2e_per_hour"], api_row["kgco2e_per_hour"]);
+    assert!(first["kgco2e_per_hour"].as_f64().unwrap() > 0.0);
+    assert_eq!(
+        d.fetch("/ui/prices?per_work=mlperf/none/offline")
+            .await
+            .status(),
+        400
+    );
+    assert_eq!(d.fetch("/v1/prices?reference=B300").await.status(), 400);
+    let german = d.page("/ui/prices?country=DE&cols=instance_type").await;
+    assert!(
+        rows(&german, "prices").is_empty(),
+        "no offer of this catalog is in Germany"
+    );
+    assert!(german.contains("name=\"country\" value=\"DE\""));
+
     let api = d.json("/v1/windows?gpu=H100&min_days=7").await;
     let api = api.as_array().unwrap();
     assert_eq!(api.len(), 1);

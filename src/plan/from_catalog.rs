@@ -314,6 +314,32 @@ mod tests {
     }
 
     #[test]
+    fn countries_keep_the_offers_of_their_regions_only() {
+        // Both offers are in us-east-1 (the United States).
+        let (_dir, store) = synced(&snapshot(2, 3.0));
+        let fresh = Freshness::read(&store, BTreeMap::new(), at(1)).unwrap();
+        let offers = |countries: &[&str]| {
+            let inputs = CatalogInputs {
+                gpus: vec![],
+                clouds: vec![],
+                regions: vec![],
+                countries: countries.iter().map(|c| (*c).to_owned()).collect(),
+                spot_window: Duration::from_secs(7 * 86400),
+                restart_hours: 0.5,
+                checkpoint_hours: 1.0,
+            };
+            build_problem(&store, &fresh, one(), &inputs, Policy::default())
+                .unwrap()
+                .problem
+                .offers
+                .len()
+        };
+        assert_eq!(offers(&["us"]), 2);
+        assert_eq!(offers(&["DE", "FR"]), 0);
+        assert_eq!(offers(&[]), 2);
+    }
+
+    #[test]
     fn advisor_buckets_become_small_interruption_rates() {
         // <5%/month, 30 min restart, hourly checkpoints: 0.05/730 x 1 h.
         assert!((interruption_rate(0.0, 0.5, 1.0) - 0.05 / 730.0).abs() < 1e-12);

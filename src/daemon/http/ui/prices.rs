@@ -56,6 +56,7 @@ const DEFAULT_COLUMNS: &[&str] = &[
     "gpu_count",
     "price_kind",
     "price",
+    "kgco2e_per_hour",
 ];
 
 /// The most priced windows listed under the table, soonest first.
