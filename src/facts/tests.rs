@@ -287,7 +287,7 @@ fn every_per_gpu_mlperf_figure_is_its_systems_result_over_its_accelerators() {
 }
 
 /// Google's region-carbon-info yearly file, as published.
-const GCP_CARBON_2024: &str = include_str!("../../facts/sources/gcp-region-carbon-2024.csv");
+const GCP_CARBON_2025: &str = include_str!("../../facts/sources/gcp-region-carbon-2025.csv");
 /// Cloud Carbon Footprint's emissions factors per region, metric tons
 /// CO2e per kWh, as its constants files write them, with their data year.
 const CCF_FACTORS: &str = include_str!("../../facts/sources/ccf-emissions-factors.csv");
@@ -295,7 +295,7 @@ const CCF_FACTORS: &str = include_str!("../../facts/sources/ccf-emissions-factor
 #[test]
 fn every_grid_figure_is_its_sources_row() {
     let facts = builtin().unwrap();
-    let mut gcp = csv::Reader::from_reader(GCP_CARBON_2024.as_bytes());
+    let mut gcp = csv::Reader::from_reader(GCP_CARBON_2025.as_bytes());
     let gcp: std::collections::BTreeMap<String, f64> = gcp
         .records()
         .map(|r| {
@@ -312,12 +312,12 @@ fn every_grid_figure_is_its_sources_row() {
         };
         if r.provider == "gcp" {
             assert_eq!(gcp.get(&r.region), Some(&grid), "gcp {}", r.region);
-            assert_eq!(r.carbon_year, Some(2024));
+            assert_eq!(r.carbon_year, Some(2025));
             assert!(
                 r.carbon_source
                     .as_deref()
                     .unwrap()
-                    .ends_with("data/yearly/2024.csv")
+                    .ends_with("data/yearly/2025.csv")
             );
         } else {
             let row = ccf
