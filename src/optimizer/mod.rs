@@ -54,6 +54,7 @@ mod change;
 mod checks;
 mod hourly;
 mod incumbent;
+pub mod job;
 mod lp;
 mod measure;
 mod model;
