@@ -57,7 +57,7 @@ fn parse_kind(s: &str) -> Result<PriceKind, String> {
         .map_err(|e: gpuplan_providers::snapshot::UnknownName| e.to_string())
 }
 
-fn parse_price(s: &str) -> Result<f64, String> {
+pub(super) fn parse_price(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(format!("`{s}` is not a price in USD (a number >= 0)")),

@@ -15,7 +15,7 @@ pub struct WindowsArgs {
     #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| parse_number(s).and_then(|d| in_range("--min-days", d, 0.0, 366.0)))]
     min_days: Option<f64>,
     /// Only windows at or below this many USD per GPU-hour.
-    #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| parse_number(s).and_then(|v| in_range("--max-usd-per-gpu-hour", v, 0.0, f64::MAX)))]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::prices::parse_price)]
     max_usd_per_gpu_hour: Option<f64>,
     #[command(flatten)]
     format: Format,

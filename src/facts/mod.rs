@@ -43,7 +43,7 @@ pub struct Facts {
     pub regions: Vec<Region>,
     /// Each (provider, region)'s row in `regions`: every catalog record
     /// looks its region up.
-    region_index: HashMap<(String, String), usize>,
+    region_index: HashMap<String, HashMap<String, usize>>,
 }
 
 const GPUS: &str = include_str!("../../facts/gpus.toml");
@@ -68,11 +68,13 @@ impl Facts {
     /// The first row that does not parse or breaks a rule, named.
     pub fn parse(gpus: &str, perf: &str, regions: &str) -> Result<Self, FactsError> {
         let regions = regions::parse(regions)?;
-        let region_index = regions
-            .iter()
-            .enumerate()
-            .map(|(i, r)| ((r.provider.clone(), r.region.clone()), i))
-            .collect();
+        let mut region_index: HashMap<String, HashMap<String, usize>> = HashMap::new();
+        for (i, r) in regions.iter().enumerate() {
+            region_index
+                .entry(r.provider.clone())
+                .or_default()
+                .insert(r.region.clone(), i);
+        }
         Ok(Self {
             gpus: gpus::parse(gpus)?,
             perf: perf::parse(perf)?,
@@ -147,7 +149,8 @@ impl Facts {
     #[must_use]
     pub fn region(&self, provider: &str, region: &str) -> Option<&Region> {
         self.region_index
-            .get(&(provider.to_owned(), region.to_owned()))
+            .get(provider)?
+            .get(region)
             .map(|&i| &self.regions[i])
     }
 }

@@ -209,6 +209,20 @@ impl Work<'_> {
         matches!(self.basis, Basis::Spec { .. })
     }
 
+    /// The factor alone, without the rows it rests on (for sorting and
+    /// tables, where copying the rows for every cell would be waste).
+    #[must_use]
+    pub fn ratio(&self, model: &str, form: Option<&str>) -> Option<f64> {
+        match &self.basis {
+            Basis::Measured { rows, reference } => {
+                Some(best(rows, model, form)?.value / reference.value)
+            }
+            Basis::Spec { format, reference } => {
+                Some(self.facts.gpu(model, form)?.tflops.get(format)? / reference)
+            }
+        }
+    }
+
     /// The factor of one GPU model and form, or `None` when the workload
     /// has no figure for it.
     #[must_use]

@@ -274,10 +274,10 @@ impl View {
     }
 
     /// The record's factor on the view's workload, if it asks for one.
-    fn factor(&self, r: &CatalogRecord) -> Option<crate::facts::Factor> {
+    fn factor(&self, r: &CatalogRecord) -> Option<f64> {
         self.work
             .as_ref()?
-            .factor(&r.gpu_model, r.gpu_form_factor.as_deref())
+            .ratio(&r.gpu_model, r.gpu_form_factor.as_deref())
     }
 
     fn price_heading(&self) -> String {
@@ -314,10 +314,10 @@ fn cell(view: &View, r: &CatalogRecord, column: &str) -> Value {
         "price" => view.price(r).map_or(Value::Null, |v| json!(v)),
         "upfront_usd" => json!(r.upfront_usd),
         "usd_per_gpu_hour" => json!(r.usd_per_gpu_hour),
-        "work_factor" => view.factor(r).map_or(Value::Null, |f| json!(f.factor)),
+        "work_factor" => view.factor(r).map_or(Value::Null, |f| json!(f)),
         "usd_per_reference_gpu_hour" => view
             .factor(r)
-            .map_or(Value::Null, |f| json!(r.usd_per_gpu_hour / f.factor)),
+            .map_or(Value::Null, |f| json!(r.usd_per_gpu_hour / f)),
         "kgco2e_per_hour" => json!(r.kgco2e_per_hour),
         "stale" => json!(r.stale),
         _ => Value::Null,
