@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{
-    Eligible, JobError, JobProblem, JobResult, Objective, OfferRate, Purchase, ScheduleEntry,
-    WORK_TOLERANCE, WindowBought, eligibility, within,
+    Eligible, JobError, JobProblem, JobResult, Objective, Plan, Purchase, ScheduleEntry,
+    WORK_TOLERANCE, WindowBought, eligibility, offer_rate, within,
 };
 use crate::optimizer::lp::{Backend, LpError, Milp, Row, Sense};
 
@@ -287,7 +287,7 @@ pub(super) fn solve(
     time_limit: Option<Duration>,
 ) -> Result<JobResult, JobError> {
     let (eligible, excluded) = eligibility(p);
-    let mut out = p.frame("bag", excluded);
+    let mut out = p.frame(excluded);
     let bag = Bag {
         p,
         offers: eligible
@@ -300,7 +300,7 @@ pub(super) fn solve(
         backend,
         time_limit,
     };
-    out.offers = bag.offers.iter().map(rate).collect();
+    out.offers = bag.offers.iter().map(|o| offer_rate(&o.e, p)).collect();
     let hours = p.hours;
     // §12.7, in order: each check adds one constraint to those before it.
     if bag.offers.is_empty() {
@@ -380,34 +380,11 @@ pub(super) fn solve(
     Ok(out)
 }
 
-/// The informational rate of one eligible offer.
-fn rate(o: &Capped<'_>) -> OfferRate {
-    let usd_per_work = match o.e.offer.purchase {
-        Purchase::Window {
-            instances,
-            upfront_usd,
-            ..
-        } => {
-            let hours = o.caps.iter().filter(|c| c.is_some_and(|c| c > 0)).count() as f64;
-            upfront_usd / (o.e.rate * instances as f64 * hours)
-        }
-        _ => o.price() / o.e.rate,
-    };
-    OfferRate {
-        offer: o.e.offer.id.clone(),
-        kind: o.e.offer.kind(),
-        perf_key: o.e.perf_key.to_owned(),
-        perf: o.e.perf,
-        yield_one: o.e.yield_one,
-        work_per_instance_hour: o.e.rate,
-        usd_per_work,
-    }
-}
-
 /// Fills the plan's figures, recomputed from its layout (§12.10).
 fn describe(bag: &Bag<'_>, totals: &Totals, out: &mut JobResult) {
     let p = bag.p;
     let hours = bag.layout(totals);
+    let (mut schedule, mut windows_bought) = (Vec::new(), Vec::new());
     let mut finish = 0;
     let mut all_carbon_known = true;
     for ((o, row), &bought) in bag.offers.iter().zip(&hours).zip(&totals.bought) {
@@ -423,7 +400,7 @@ fn describe(bag: &Bag<'_>, totals: &Totals, out: &mut JobResult) {
         } = o.e.offer.purchase
             && bought
         {
-            out.windows_bought.push(WindowBought {
+            windows_bought.push(WindowBought {
                 offer: o.e.offer.id.clone(),
                 start_hour,
                 hours,
@@ -440,7 +417,7 @@ fn describe(bag: &Bag<'_>, totals: &Totals, out: &mut JobResult) {
                 .kgco2e_per_hour
                 .map(|kg| kg * instance_hours as f64);
         all_carbon_known &= kg.is_some();
-        out.schedule.push(ScheduleEntry {
+        schedule.push(ScheduleEntry {
             offer: o.e.offer.id.clone(),
             kind: o.e.offer.kind(),
             hours: row.clone(),
@@ -466,9 +443,11 @@ fn describe(bag: &Bag<'_>, totals: &Totals, out: &mut JobResult) {
     out.total_usd = Some(total);
     out.work_done = Some(bag.work_of(totals));
     out.finish_hours = Some(finish as f64);
-    out.finish_at = p
-        .start
-        .map(|s| s + chrono::Duration::hours(i64::try_from(finish).unwrap_or(i64::MAX)));
+    out.finish_at = super::at(p, finish as f64);
+    out.plan = Plan::Bag {
+        schedule,
+        windows_bought,
+    };
     out.objective = Some(match p.objective {
         Objective::Cost => total,
         Objective::Time => finish as f64,

@@ -1,8 +1,10 @@
 //! Version 4 problems: jobs (docs/planning-model.md §12). A fixed amount of
 //! work by a deadline, perhaps within a budget and a carbon cap, done by a
-//! bag of independent tasks on any mix of offers and hours ([`bag`]).
+//! bag of independent tasks on any mix of offers and hours ([`bag`]), or by
+//! one homogeneous cluster ([`gang`]).
 
 mod bag;
+mod gang;
 mod model;
 
 use std::time::Duration;
@@ -100,6 +102,39 @@ fn eligibility(p: &JobProblem) -> (Vec<Eligible<'_>>, Vec<Excluded>) {
     (eligible, excluded)
 }
 
+/// The informational rate of one eligible offer: its price per reference
+/// GPU-hour, a window's when used in full.
+fn offer_rate(e: &Eligible<'_>, p: &JobProblem) -> OfferRate {
+    let usd_per_work = match &e.offer.purchase {
+        Purchase::OnDemand(h) | Purchase::Spot { hourly: h, .. } => h.usd_per_hour / e.rate,
+        Purchase::Window {
+            start_hour,
+            hours,
+            instances,
+            upfront_usd,
+        } => {
+            let span = start_hour.saturating_add(*hours).min(p.hours) - start_hour;
+            upfront_usd / (e.rate * *instances as f64 * span as f64)
+        }
+    };
+    OfferRate {
+        offer: e.offer.id.clone(),
+        kind: e.offer.kind(),
+        perf_key: e.perf_key.to_owned(),
+        perf: e.perf,
+        yield_one: e.yield_one,
+        work_per_instance_hour: e.rate,
+        usd_per_work,
+    }
+}
+
+/// `start` + `hours`, when the problem has a start.
+fn at(p: &JobProblem, hours: f64) -> Option<DateTime<Utc>> {
+    let ms = (hours * 3_600_000.0).round();
+    p.start
+        .and_then(|s| s.checked_add_signed(chrono::Duration::milliseconds(ms as i64)))
+}
+
 /// What an eligible offer does per unit of money (informational).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OfferRate {
@@ -138,6 +173,65 @@ pub struct WindowBought {
     pub instance_hours_used: u64,
 }
 
+/// A gang's run: one option (offer, nodes) and its figures (§12.6).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GangRun {
+    pub offer: String,
+    pub kind: &'static str,
+    pub nodes: u32,
+    pub gpus: f64,
+    /// `e(n)`: the per-node efficiency kept at this size.
+    pub efficiency: f64,
+    /// `y(n)`: the share of paid time that does useful work.
+    #[serde(rename = "yield")]
+    pub yield_n: f64,
+    /// Reference GPU-hours per hour.
+    pub rate: f64,
+    pub start_hours: f64,
+    pub run_hours: f64,
+    pub finish_hours: f64,
+    pub cost_usd: f64,
+    pub carbon_kg: Option<f64>,
+    pub carbon_charge_usd: f64,
+    pub total_usd: f64,
+    pub start_at: Option<DateTime<Utc>>,
+}
+
+/// One entry of a gang's ranking: an offer's best option, or why it has
+/// none.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Ranked {
+    Feasible {
+        #[serde(flatten)]
+        run: GangRun,
+        feasible: bool,
+        /// `total_usd` under `cost`, the finish under `time`.
+        objective: f64,
+    },
+    Infeasible {
+        offer: String,
+        feasible: bool,
+        reason: &'static str,
+    },
+}
+
+/// The plan itself, by shape.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Plan {
+    Bag {
+        /// Offers with instance-hours, in input order.
+        schedule: Vec<ScheduleEntry>,
+        windows_bought: Vec<WindowBought>,
+    },
+    Gang {
+        /// The chosen option; `None` when the job is infeasible.
+        gang: Option<GangRun>,
+        ranking: Vec<Ranked>,
+    },
+}
+
 /// The answer to a v4 problem (§12.10).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobResult {
@@ -161,8 +255,8 @@ pub struct JobResult {
     pub finish_hours: Option<f64>,
     pub finish_at: Option<DateTime<Utc>>,
     pub work_done: Option<f64>,
-    pub schedule: Vec<ScheduleEntry>,
-    pub windows_bought: Vec<WindowBought>,
+    #[serde(flatten)]
+    pub plan: Plan,
     pub offers: Vec<OfferRate>,
     pub excluded_offers: Vec<Excluded>,
     pub infeasibility: Option<Value>,
@@ -171,8 +265,6 @@ pub struct JobResult {
 /// Why a job could not be planned.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum JobError {
-    #[error("the {0} shape is not planned by this version")]
-    Unsupported(&'static str),
     #[error(transparent)]
     Solver(#[from] LpError),
 }
@@ -186,12 +278,13 @@ impl JobProblem {
     }
 
     /// The result's frame: everything but the plan's figures.
-    fn frame(&self, shape: &'static str, excluded: Vec<Excluded>) -> JobResult {
+    fn frame(&self, excluded: Vec<Excluded>) -> JobResult {
+        let gang = matches!(self.job.shape, Shape::Gang { .. });
         JobResult {
             schema_version: 4,
             kind: "job",
             name: self.name.clone(),
-            shape,
+            shape: if gang { "gang" } else { "bag" },
             objective_kind: self.objective_name(),
             horizon_hours: self.hours,
             work: self.job.work,
@@ -208,8 +301,17 @@ impl JobProblem {
             finish_hours: None,
             finish_at: None,
             work_done: None,
-            schedule: Vec::new(),
-            windows_bought: Vec::new(),
+            plan: if gang {
+                Plan::Gang {
+                    gang: None,
+                    ranking: Vec::new(),
+                }
+            } else {
+                Plan::Bag {
+                    schedule: Vec::new(),
+                    windows_bought: Vec::new(),
+                }
+            },
             offers: Vec::new(),
             excluded_offers: excluded,
             infeasibility: None,
@@ -228,7 +330,7 @@ impl JobProblem {
     ) -> Result<JobResult, JobError> {
         match self.job.shape {
             Shape::Bag => bag::solve(self, backend, time_limit),
-            Shape::Gang { .. } => Err(JobError::Unsupported("gang")),
+            Shape::Gang { .. } => Ok(gang::solve(self)),
         }
     }
 }

@@ -39,6 +39,22 @@ fn solve(doc: &Value) -> JobResult {
         .unwrap()
 }
 
+impl JobResult {
+    fn schedule(&self) -> &[ScheduleEntry] {
+        match &self.plan {
+            Plan::Bag { schedule, .. } => schedule,
+            Plan::Gang { .. } => panic!("a gang has no schedule"),
+        }
+    }
+
+    fn windows_bought(&self) -> &[WindowBought] {
+        match &self.plan {
+            Plan::Bag { windows_bought, .. } => windows_bought,
+            Plan::Gang { .. } => panic!("a gang buys no windows"),
+        }
+    }
+}
+
 fn close(a: Option<f64>, b: f64) -> bool {
     a.is_some_and(|a| (a - b).abs() <= 1e-6 * b.abs().max(1.0))
 }
@@ -65,9 +81,9 @@ fn j1_price_per_hour_versus_price_per_work() {
         close(a.objective, 192.0) && a.finish_hours == Some(16.0),
         "{a:?}"
     );
-    assert_eq!(a.schedule.len(), 1);
+    assert_eq!(a.schedule().len(), 1);
     assert_eq!(
-        a.schedule[0].hours[..17],
+        a.schedule()[0].hours[..17],
         [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 0]
     );
     let b = solve(&j1(12, 2.0));
@@ -75,7 +91,7 @@ fn j1_price_per_hour_versus_price_per_work() {
         close(b.objective, 208.0) && b.finish_hours == Some(12.0),
         "{b:?}"
     );
-    let a100 = b.schedule.iter().find(|s| s.offer == "a100").unwrap();
+    let a100 = b.schedule().iter().find(|s| s.offer == "a100").unwrap();
     assert_eq!(
         (a100.hours[0], a100.instance_hours),
         (32, 32),
@@ -123,7 +139,11 @@ fn j2_spot_yield_and_the_lexicographic_finish() {
         close(c.objective, 49.0) && c.finish_hours == Some(4.0),
         "{c:?}"
     );
-    let spot = c.schedule.iter().find(|s| s.offer == "h100-spot").unwrap();
+    let spot = c
+        .schedule()
+        .iter()
+        .find(|s| s.offer == "h100-spot")
+        .unwrap();
     assert_eq!(spot.hours[..5], [5, 5, 5, 5, 0]);
 }
 
@@ -150,16 +170,16 @@ fn j4_a_window_pays_when_the_work_it_displaces_is_dearer() {
         close(a.objective, 8320.0) && a.finish_hours == Some(24.0),
         "{a:?}"
     );
-    assert_eq!(a.windows_bought.len(), 1);
-    assert_eq!(a.windows_bought[0].instance_hours_used, 96);
-    let p5 = a.schedule.iter().find(|s| s.offer == "p5").unwrap();
+    assert_eq!(a.windows_bought().len(), 1);
+    assert_eq!(a.windows_bought()[0].instance_hours_used, 96);
+    let p5 = a.schedule().iter().find(|s| s.offer == "p5").unwrap();
     assert_eq!((p5.hours[0], p5.instance_hours), (29, 29));
     let b = solve(&j4(500.0));
     assert!(
         close(b.objective, 5040.0) && b.finish_hours == Some(1.0),
         "{b:?}"
     );
-    assert!(b.windows_bought.is_empty());
+    assert!(b.windows_bought().is_empty());
 }
 
 #[test]
@@ -334,4 +354,238 @@ fn validation_names_the_field() {
         bad(&|d| d["job"]["reference"] = json!("B200")),
         "job.reference"
     );
+}
+
+fn gang(hours: usize, nodes_max: u32, offers: Vec<Value>, extra: Value) -> Value {
+    let mut doc = problem(
+        hours,
+        1152.0,
+        offers,
+        json!({"job": {"shape": "gang", "nodes_max": nodes_max, "scaling": 0.9}}),
+    );
+    for (k, v) in extra.as_object().unwrap() {
+        if k == "job" {
+            for (jk, jv) in v.as_object().unwrap() {
+                doc["job"][jk] = jv.clone();
+            }
+        } else {
+            doc[k] = v.clone();
+        }
+    }
+    doc
+}
+
+fn p5(id: &str, extra: Value) -> Value {
+    let mut o = offer(id, json!({"gpu_count": 8, "usd_per_hour": 80.0}));
+    for (k, v) in extra.as_object().unwrap() {
+        o[k] = v.clone();
+    }
+    o
+}
+
+fn chosen(r: &JobResult) -> &GangRun {
+    match &r.plan {
+        Plan::Gang { gang: Some(g), .. } => g,
+        _ => panic!("no gang chosen: {r:?}"),
+    }
+}
+
+fn ranking(r: &JobResult) -> Vec<(String, Option<f64>, Option<&'static str>)> {
+    match &r.plan {
+        Plan::Gang { ranking, .. } => ranking
+            .iter()
+            .map(|e| match e {
+                Ranked::Feasible { run, objective, .. } => {
+                    (run.offer.clone(), Some(*objective), None)
+                }
+                Ranked::Infeasible { offer, reason, .. } => (offer.clone(), None, Some(*reason)),
+            })
+            .collect(),
+        Plan::Bag { .. } => panic!("a bag has no ranking"),
+    }
+}
+
+#[test]
+fn j3_the_deadline_decides_the_smallest_cluster() {
+    let a = solve(&gang(96, 8, vec![p5("p5", json!({}))], json!({})));
+    assert!(
+        close(a.objective, 12_800.0) && close(a.finish_hours, 80.0),
+        "{a:?}"
+    );
+    assert_eq!(chosen(&a).nodes, 2);
+    let b = solve(&gang(48, 8, vec![p5("p5", json!({}))], json!({})));
+    let g = chosen(&b);
+    assert!(g.nodes == 4 && close(Some(g.rate), 25.92) && close(Some(g.efficiency), 0.81));
+    assert!(
+        close(b.objective, 14_222.222_222) && close(b.finish_hours, 44.444_444),
+        "{b:?}"
+    );
+    assert!(close(b.work_done, 1152.0));
+    let c = solve(&gang(
+        48,
+        8,
+        vec![p5("p5", json!({}))],
+        json!({"objective": "time"}),
+    ));
+    assert_eq!(chosen(&c).nodes, 8);
+    assert!(
+        close(c.objective, 1152.0 / 46.656) && close(c.total_usd, 15_802.469_136),
+        "{c:?}"
+    );
+    let d = solve(&gang(24, 8, vec![p5("p5", json!({}))], json!({})));
+    let inf = d.infeasibility.as_ref().unwrap();
+    assert_eq!(inf["kind"], "deadline");
+    assert!(close(inf["max_work"].as_f64(), 1119.744), "{inf}");
+    assert!(
+        close(inf["min_run_hours"].as_f64(), 1152.0 / 46.656),
+        "{inf}"
+    );
+    assert_eq!(
+        inf["offers"],
+        json!([{"offer": "p5", "reason": "deadline"}])
+    );
+    assert!(d.objective.is_none() && matches!(d.plan, Plan::Gang { gang: None, .. }));
+}
+
+fn j10(extra: Value) -> Value {
+    let mut east_available = vec![Value::Null; 96];
+    east_available[40] = json!(0);
+    gang(
+        96,
+        4,
+        vec![
+            p5("p5", json!({})),
+            p5(
+                "p5-spot",
+                json!({"kind": "spot", "usd_per_hour": 40.0, "interruptions_per_hour": 0.1}),
+            ),
+            offer(
+                "cb",
+                json!({"gpu_count": 8, "kind": "window",
+                       "window": {"start_hour": 12, "hours": 48, "instances": 4, "upfront_usd": 9000}}),
+            ),
+            p5(
+                "a100",
+                json!({"gpu_model": "A100-80GB", "usd_per_hour": 40.0}),
+            ),
+            p5("l40s", json!({"gpu_model": "L4", "gpu_memory_gib": 48})),
+            p5(
+                "p5-east",
+                json!({"usd_per_hour": 70.0, "available": east_available}),
+            ),
+        ],
+        {
+            let mut e = json!({"job": {"min_gpu_memory_gib": 80}});
+            for (k, v) in extra.as_object().unwrap() {
+                if k == "job" {
+                    for (jk, jv) in v.as_object().unwrap() {
+                        e["job"][jk] = jv.clone();
+                    }
+                } else {
+                    e[k] = v.clone();
+                }
+            }
+            e
+        },
+    )
+}
+
+#[test]
+fn j10_a_gang_ranking() {
+    let a = solve(&j10(json!({})));
+    assert_eq!(
+        a.excluded_offers,
+        [Excluded {
+            offer: "l40s".into(),
+            reason: "gpu_memory"
+        }]
+    );
+    let g = chosen(&a);
+    assert!(g.offer == "p5-spot" && g.nodes == 2, "{g:?}");
+    assert!(
+        close(a.objective, 7_529.411_765) && close(a.finish_hours, 94.117_647),
+        "{a:?}"
+    );
+    let r = ranking(&a);
+    let order: Vec<_> = r.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(order, ["p5-spot", "cb", "p5", "a100", "p5-east"]);
+    for (e, want) in r
+        .iter()
+        .zip([7_529.411_765, 9_000.0, 12_800.0, 14_222.222_222])
+    {
+        assert!(close(e.1, want), "{e:?}");
+    }
+    assert_eq!(r[4].2, Some("availability"));
+
+    let b = solve(&j10(json!({"objective": "time"})));
+    assert!(chosen(&b).offer == "p5" && chosen(&b).nodes == 4);
+    assert!(close(b.objective, 44.444_444) && close(b.total_usd, 14_222.222_222));
+    let r = ranking(&b);
+    let order: Vec<_> = r.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(order, ["p5", "cb", "p5-spot", "a100", "p5-east"]);
+    for (e, want) in r
+        .iter()
+        .zip([44.444_444, 56.444_444, 1152.0 / 18.144, 88.888_889])
+    {
+        assert!(close(e.1, want), "{e:?}");
+    }
+
+    let c = solve(&j10(json!({"job": {"budget_usd": 8000}})));
+    assert_eq!(chosen(&c).offer, "p5-spot");
+    let reasons: Vec<_> = ranking(&c)
+        .into_iter()
+        .skip(1)
+        .map(|e| (e.0, e.2.unwrap()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("p5".to_owned(), "budget"),
+            ("cb".to_owned(), "budget"),
+            ("a100".to_owned(), "budget"),
+            ("p5-east".to_owned(), "availability")
+        ]
+    );
+
+    let d = solve(&j10(json!({"job": {"budget_usd": 7000}})));
+    let inf = d.infeasibility.as_ref().unwrap();
+    assert_eq!(inf["kind"], "budget");
+    assert!(close(inf["min_cost"].as_f64(), 7_529.411_765), "{inf}");
+
+    let e = solve(&j10(json!({"job": {"gpus": 12}})));
+    let inf = e.infeasibility.as_ref().unwrap();
+    assert_eq!(inf["kind"], "cluster");
+    assert!(
+        inf["offers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o["reason"] == "gpus"),
+        "{inf}"
+    );
+}
+
+#[test]
+fn a_window_gang_takes_the_largest_cluster_the_window_holds() {
+    let doc = gang(
+        96,
+        8,
+        vec![offer(
+            "cb",
+            json!({"gpu_count": 8, "kind": "window",
+                   "window": {"start_hour": 12, "hours": 48, "instances": 4, "upfront_usd": 9000}}),
+        )],
+        json!({"start": "2025-07-01T00:00:00Z"}),
+    );
+    let r = solve(&doc);
+    let g = chosen(&r);
+    assert!(g.nodes == 4 && g.start_hours == 12.0, "{g:?}");
+    assert_eq!(
+        g.start_at.unwrap().to_rfc3339(),
+        "2025-07-01T12:00:00+00:00"
+    );
+    let json = serde_json::to_value(&r).unwrap();
+    assert!(json.get("schedule").is_none() && json.get("windows_bought").is_none());
+    assert_eq!(json["gang"]["yield"], 1.0);
+    assert_eq!(json["ranking"][0]["feasible"], true);
 }
