@@ -34,6 +34,7 @@ mod alerts;
 mod bills;
 mod config_cmd;
 mod facts;
+mod job;
 mod plan;
 mod prices;
 mod render;

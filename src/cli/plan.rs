@@ -205,6 +205,26 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
 
 async fn plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, Stop> {
     let mut scenario_keys = check_flags(args)?;
+    let file = match &args.problem {
+        Some(path) => Some(read_problem(path)?),
+        None => None,
+    };
+    if let Some((shown, doc)) = &file
+        && optimizer::job::is_job(doc)
+    {
+        if let Some(flag) = [(args.save, "--save"), (args.relax, "--relax")]
+            .iter()
+            .find_map(|(set, flag)| set.then_some(*flag))
+        {
+            return Err(Stop::Refused(format!(
+                "{flag}: applies to demand plans (schema versions 1 to 3), not to the job in {shown}"
+            )));
+        }
+        let overrides = plan_overrides(args)?;
+        return Ok(
+            super::job::plan_file(config, shown, doc, overrides, args.solver, args.json).await?,
+        );
+    }
     let mut sources = Sources::default();
     if args.owned_from_bills {
         let pool = open_store(config)?;
@@ -218,8 +238,8 @@ async fn plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, Stop> {
         .as_ref()
         .map(|f| f.owned.clone())
         .unwrap_or_default();
-    let (name, input) = match (&args.problem, &args.demand) {
-        (Some(path), _) => (None, problem_input(path)?),
+    let (name, input) = match (file, &args.demand) {
+        (Some((shown, mut doc)), _) => (None, problem_input(&shown, &mut doc)?),
         (None, Some(path)) => {
             let classes = inputs::read_catalog_classes(path, args.classes.as_deref())
                 .map_err(|e| e.to_string())?;
@@ -311,14 +331,18 @@ fn check_flags(args: &PlanArgs) -> Result<serde_json::Map<String, serde_json::Va
     Ok(keys)
 }
 
-/// A problem file, read and validated.
-fn problem_input(path: &Path) -> Result<Input, String> {
+/// A problem file's name as shown in errors, and its JSON.
+fn read_problem(path: &Path) -> Result<(String, serde_json::Value), String> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
-    let mut doc: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{shown}: not JSON: {e}"))?;
-    crate::plan::work::resolve_problem(&mut doc).map_err(|e| format!("{shown}: {e}"))?;
-    Problem::from_json(&doc)
+    let doc = serde_json::from_str(&text).map_err(|e| format!("{shown}: not JSON: {e}"))?;
+    Ok((shown, doc))
+}
+
+/// A demand problem file (schema versions 1 to 3), validated.
+fn problem_input(shown: &str, doc: &mut serde_json::Value) -> Result<Input, String> {
+    crate::plan::work::resolve_problem(doc).map_err(|e| format!("{shown}: {e}"))?;
+    Problem::from_json(doc)
         .map(Input::Problem)
         .map_err(|e| format!("{shown}: {e}"))
 }

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::catalog::Freshness;
 use crate::fingerprint::fingerprint;
+use crate::optimizer::job::{JobError, JobProblem, JobResult};
 use crate::optimizer::{
     Backend, DemandClass, OptimizeError, Owned, PlanChange, PlanResult, Policy, Problem,
     SolveOptions, ValidationError, compare,
@@ -131,6 +132,9 @@ pub enum PlanError {
     /// No plan: a time limit or a solver failure.
     #[error(transparent)]
     Solve(#[from] OptimizeError),
+    /// No job plan: a time limit or a solver failure.
+    #[error(transparent)]
+    Job(#[from] JobError),
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A task of the pipeline died, or it was set up without a catalog.
@@ -189,6 +193,26 @@ impl PlanService {
     pub async fn plan(&self, req: PlanRequest) -> Result<Planned, PlanError> {
         let prepared = self.prepare(&req).await?;
         self.finish(prepared, &req).await
+    }
+
+    /// Plans a job (planning-model version 4) with the `[planner]` time
+    /// limit unless `overrides` sets one.
+    ///
+    /// # Errors
+    /// `Invalid` for settings out of range, `Busy`, or `Job`.
+    pub async fn job(
+        &self,
+        problem: JobProblem,
+        overrides: &Overrides,
+        backend: Backend,
+        wait: bool,
+    ) -> Result<JobResult, PlanError> {
+        let settings = self.defaults.with(overrides)?;
+        let solved = self
+            .solver
+            .solve_job(problem, backend, settings.time_limit, wait)
+            .await?;
+        Ok(solved?)
     }
 
     /// Settles the settings and builds the problem, reading the catalog and

@@ -8,9 +8,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
-use crate::optimizer::{self, OptimizeError, PlanResult, Problem, SolveOptions};
+use std::time::Duration;
+
+use crate::optimizer::job::{JobError, JobProblem, JobResult};
+use crate::optimizer::{self, Backend, LpError, OptimizeError, PlanResult, Problem, SolveOptions};
 
 /// Every solve slot is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -49,6 +52,19 @@ impl SolverPool {
         self.refused.load(Ordering::Relaxed)
     }
 
+    /// A slot: at once, or (with `wait`) once one is free.
+    async fn slot(&self, wait: bool) -> Result<OwnedSemaphorePermit, Busy> {
+        let taken = if wait {
+            self.slots.clone().acquire_owned().await.ok()
+        } else {
+            self.slots.clone().try_acquire_owned().ok()
+        };
+        taken.ok_or_else(|| {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            Busy { max: self.max }
+        })
+    }
+
     /// Solves `problem` on a thread of its own when a slot is free.
     ///
     /// # Errors
@@ -59,13 +75,8 @@ impl SolverPool {
         problem: Problem,
         opts: SolveOptions,
     ) -> Result<Result<PlanResult, OptimizeError>, Busy> {
-        match self.slots.clone().try_acquire_owned() {
-            Ok(permit) => Ok(run(permit, problem, opts).await),
-            Err(TryAcquireError::NoPermits | TryAcquireError::Closed) => {
-                self.refused.fetch_add(1, Ordering::Relaxed);
-                Err(Busy { max: self.max })
-            }
-        }
+        let permit = self.slot(false).await?;
+        Ok(solve_plan(permit, problem, opts).await)
     }
 
     /// Solves `problem` once a slot is free, waiting for one (scheduled plans
@@ -78,50 +89,84 @@ impl SolverPool {
         problem: Problem,
         opts: SolveOptions,
     ) -> Result<PlanResult, OptimizeError> {
-        match self.slots.clone().acquire_owned().await {
-            Ok(permit) => run(permit, problem, opts).await,
+        match self.slot(true).await {
+            Ok(permit) => solve_plan(permit, problem, opts).await,
             Err(_) => Err(OptimizeError::Solver(
                 "the solver pool is closed".to_owned(),
             )),
         }
     }
+
+    /// Plans a job (planning-model version 4) on a thread of its own: at
+    /// once, or with `wait` once a slot is free.
+    ///
+    /// # Errors
+    /// [`Busy`] when every slot is taken and `wait` is false. The inner
+    /// result is the optimizer's.
+    pub async fn solve_job(
+        &self,
+        problem: JobProblem,
+        backend: Backend,
+        time_limit: Duration,
+        wait: bool,
+    ) -> Result<Result<JobResult, JobError>, Busy> {
+        let permit = self.slot(wait).await?;
+        let span = tracing::info_span!(
+            "solve",
+            name = problem.name.as_deref().unwrap_or("-"),
+            offers = problem.offers.len(),
+            hours = problem.hours,
+            kind = "job"
+        );
+        let solved = run(permit, span, move || {
+            problem.solve(backend, Some(time_limit))
+        })
+        .await;
+        Ok(solved.unwrap_or_else(|e| Err(JobError::Solver(LpError::Solver(e)))))
+    }
 }
 
-/// Runs one solve on a thread of its own, holding `permit` until it ends.
-async fn run(
+async fn solve_plan(
     permit: OwnedSemaphorePermit,
     problem: Problem,
     opts: SolveOptions,
 ) -> Result<PlanResult, OptimizeError> {
-    let (tx, rx) = oneshot::channel();
     let span = tracing::info_span!(
         "solve",
         name = problem.name.as_deref().unwrap_or("-"),
         offers = problem.offers.len(),
         hours = problem.horizon()
     );
+    run(permit, span, move || optimizer::solve(&problem, &opts))
+        .await
+        .unwrap_or_else(|e| Err(OptimizeError::Solver(e)))
+}
+
+/// Runs `solve` on a thread of its own at a lower priority, inside `span`,
+/// holding `permit` until it ends.
+async fn run<T: Send + 'static>(
+    permit: OwnedSemaphorePermit,
+    span: tracing::Span,
+    solve: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    let (tx, rx) = oneshot::channel();
     let spawned = std::thread::Builder::new()
         .name("gpuplan-solve".to_owned())
         .spawn(move || {
             let _entered = span.enter();
             yield_to_queries();
-            let result = optimizer::solve(&problem, &opts);
+            let result = solve();
             // Free the slot before answering, so a caller that got its
             // answer finds the slot free.
             drop(permit);
             let _ = tx.send(result);
         });
     if let Err(e) = spawned {
-        return Err(OptimizeError::Solver(format!(
-            "cannot start a solver thread: {e}"
-        )));
+        return Err(format!("cannot start a solver thread: {e}"));
     }
     // The sender is dropped without a value only when the solve panicked.
-    rx.await.unwrap_or_else(|_| {
-        Err(OptimizeError::Solver(
-            "the solver panicked; see the daemon's log".to_owned(),
-        ))
-    })
+    rx.await
+        .map_err(|_| "the solver panicked; see the daemon's log".to_owned())
 }
 
 /// How much lower than the daemon's other threads a solve runs: a solve keeps

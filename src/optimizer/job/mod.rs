@@ -17,6 +17,12 @@ pub use model::{Carbon, Job, JobOffer, JobProblem, Objective, Purchase, Shape};
 
 use super::lp::{Backend, LpError};
 
+/// Whether a problem document is a job: `"schema_version": 4`.
+#[must_use]
+pub fn is_job(doc: &Value) -> bool {
+    doc.get("schema_version").and_then(Value::as_u64) == Some(4)
+}
+
 /// Work is done at `W·(1 − 1e-9)`.
 const WORK_TOLERANCE: f64 = 1e-9;
 

@@ -64,8 +64,21 @@ impl Problem {
             Some(v) if v.as_u64() == Some(1) => 1,
             Some(v) if v.as_u64() == Some(2) => 2,
             Some(v) if v.as_u64() == Some(3) => 3,
-            Some(v) => return err("schema_version", format!("must be 1, 2 or 3, found {v}")),
+            Some(v) => {
+                return err(
+                    "schema_version",
+                    format!("must be 1, 2 or 3, or 4 for a job, found {v}"),
+                );
+            }
         };
+        // Planning an hourly demand for what the user meant as a job would
+        // answer a question nobody asked.
+        if top.contains_key("job") {
+            return err(
+                "job",
+                "requires \"schema_version\": 4 and \"kind\": \"job\"",
+            );
+        }
         if schema_version < 3 {
             // Ignoring them would present a risk-neutral plan as a risk-aware one.
             for key in v3::V3_KEYS {

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use crate::catalog::{self, Freshness, SpotQuery};
 use crate::daemon::metrics::Metrics;
+use crate::optimizer::job::{JobProblem, is_job};
 use crate::optimizer::{Backend, Problem, ValidationError};
 use crate::plan::inputs::OwnedEntry;
 use crate::plan::settings::Overrides;
@@ -410,6 +411,9 @@ async fn create_plan(
     let time_limit = p.parsed::<f64>("time_limit_secs", "a number of seconds")?;
     let mut doc: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_parameter("body", format!("not JSON: {e}")))?;
+    if is_job(&doc) {
+        return create_job(&state, &doc, relax, save, time_limit).await;
+    }
     // Classes whose perf names a workload get their factors from the facts.
     crate::plan::work::resolve_problem(&mut doc).map_err(field)?;
     let mut overrides = Overrides {
@@ -446,8 +450,45 @@ async fn create_plan(
         Ok(planned) => {
             Ok(Json(planned.to_json().map_err(|e| ApiError::internal(&e))?).into_response())
         }
-        Err(PlanError::Invalid(e)) => Err(field(e)),
-        Err(PlanError::Busy(busy)) => {
+        Err(e) => plan_refused(e),
+    }
+}
+
+/// A job (planning-model version 4): solved on a solver slot, never saved.
+async fn create_job(
+    state: &AppState,
+    doc: &Value,
+    relax: bool,
+    save: bool,
+    time_limit: Option<f64>,
+) -> Result<Response, ApiError> {
+    if relax || save {
+        let flag = if relax { "relax" } else { "save" };
+        return Err(ApiError::bad_parameter(
+            flag,
+            "applies to demand plans (schema versions 1 to 3), not to a job",
+        ));
+    }
+    let problem = JobProblem::from_json(doc).map_err(field)?;
+    let overrides = Overrides {
+        time_limit,
+        ..Overrides::default()
+    };
+    match state
+        .planning
+        .job(problem, &overrides, Backend::default(), false)
+        .await
+    {
+        Ok(result) => Ok(Json(result).into_response()),
+        Err(e) => plan_refused(e),
+    }
+}
+
+/// The answer to a plan that was not made.
+fn plan_refused(e: PlanError) -> Result<Response, ApiError> {
+    match e {
+        PlanError::Invalid(e) => Err(field(e)),
+        PlanError::Busy(busy) => {
             let mut refused = ApiError {
                 status: StatusCode::SERVICE_UNAVAILABLE,
                 message: busy.to_string(),
@@ -460,13 +501,13 @@ async fn create_plan(
             );
             Ok(refused)
         }
-        Err(PlanError::Solve(e)) => Err(ApiError {
+        e @ (PlanError::Solve(_) | PlanError::Job(_)) => Err(ApiError {
             status: StatusCode::UNPROCESSABLE_ENTITY,
             message: e.to_string(),
             parameter: None,
         }),
-        Err(PlanError::Store(e)) => Err(e.into()),
-        Err(e @ PlanError::Internal(_)) => Err(ApiError::internal(&e)),
+        PlanError::Store(e) => Err(e.into()),
+        e @ PlanError::Internal(_) => Err(ApiError::internal(&e)),
     }
 }
 
