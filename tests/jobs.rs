@@ -106,7 +106,10 @@ fn an_infeasible_job_exits_0_and_names_what_binds() {
         (Some("infeasible"), Value::Null)
     );
     assert_eq!(r["infeasibility"]["kind"], "budget");
-    assert!(close(&r["infeasibility"]["min_cost"], 7_529.411_764_705_882));
+    assert!(close(
+        &r["infeasibility"]["min_cost"],
+        7_529.411_764_705_882
+    ));
     let text = ws.run(&["plan", "--problem", "tight.json"]);
     assert!(String::from_utf8_lossy(&text.stdout).contains(
         "the cheapest way to finish by the deadline costs $7529.41, over the budget of $7000.00"

@@ -4,8 +4,11 @@
 //! one homogeneous cluster ([`gang`]).
 
 mod bag;
+mod check;
 mod gang;
 mod model;
+
+pub use check::verify;
 
 use std::time::Duration;
 
@@ -341,5 +344,7 @@ impl JobProblem {
     }
 }
 
+#[cfg(test)]
+mod random_tests;
 #[cfg(test)]
 mod tests;
