@@ -48,7 +48,7 @@ pub struct Built {
 }
 
 /// Upper edge of each spot-advisor interruption bucket, as a monthly fraction.
-const BUCKET_UPPER: [f64; 5] = [0.05, 0.10, 0.15, 0.20, 0.30];
+pub const BUCKET_UPPER: [f64; 5] = [0.05, 0.10, 0.15, 0.20, 0.30];
 
 /// `ρ = min(1, λ·(d + c/2))`, `λ` per instance-hour from the monthly bucket.
 #[must_use]
@@ -79,6 +79,42 @@ pub fn build_problem(
     inputs: &CatalogInputs,
     policy: Policy,
 ) -> Result<Built, StoreError> {
+    let (offers, stale_sources) = catalog_offers(store, fresh, inputs)?;
+    Ok(Built {
+        problem: Problem::from_parts(
+            Some("catalog plan".to_owned()),
+            classes,
+            offers.into_iter().map(|o| o.offer).collect(),
+            Vec::new(),
+            policy,
+        ),
+        stale_sources,
+    })
+}
+
+/// One offer of the catalog and what its figures rest on.
+#[derive(Debug, Clone)]
+pub struct CatalogOffer {
+    pub offer: Offer,
+    /// The spot advisor's interruption bucket (0 for "<5%" … 4 for ">20%").
+    pub interruption_bucket: Option<f64>,
+    /// Observations behind the expected spot price; `None` when it is the
+    /// median of current list prices.
+    pub spot_observations: Option<usize>,
+    /// kg CO2e per running instance-hour, from the region and GPU facts.
+    pub kgco2e_per_hour: Option<f64>,
+}
+
+/// The catalog's offers, one per (provider, region, instance type), with
+/// the sources whose data behind them is stale.
+///
+/// # Errors
+/// On a store error.
+pub fn catalog_offers(
+    store: &dyn Store,
+    fresh: &Freshness,
+    inputs: &CatalogInputs,
+) -> Result<(Vec<CatalogOffer>, Vec<String>), StoreError> {
     let filter = PriceFilter {
         gpus: inputs.gpus.clone(),
         providers: inputs.clouds.clone(),
@@ -126,6 +162,7 @@ pub fn build_problem(
             .iter()
             .filter(|r| kind(r) == Some(PriceKind::Spot))
             .collect();
+        let mut spot_observations = None;
         let spot_price = if spot.iter().any(|r| r.observed_at.is_some()) {
             let history = catalog::spot_history(
                 store,
@@ -139,6 +176,7 @@ pub fn build_problem(
                 },
                 fresh,
             )?;
+            spot_observations = history.stats.as_ref().map(|s| s.observations);
             history.stats.map(|s| s.p50)
         } else {
             median(&mut spot.iter().map(|r| r.usd_per_hour).collect::<Vec<_>>())
@@ -163,13 +201,15 @@ pub fn build_problem(
             .iter()
             .filter(|r| kind(r).and_then(PriceKind::term).is_some())
             .collect();
-        let rate = buckets
+        let bucket = buckets
             .get(&(provider.clone(), region.clone(), instance_type.clone()))
-            .map_or(0.0, |b| {
-                interruption_rate(*b, inputs.restart_hours, inputs.checkpoint_hours)
-            });
+            .copied();
+        let rate = bucket.map_or(0.0, |b| {
+            interruption_rate(b, inputs.restart_hours, inputs.checkpoint_hours)
+        });
         let cloud = provider.clone();
-        offers.push(Offer {
+        let kgco2e_per_hour = first.kgco2e_per_hour;
+        let offer = Offer {
             id: format!("{provider}/{region}/{instance_type}"),
             spot_pool: format!("{provider}/{region}/{instance_type}"),
             cloud,
@@ -188,18 +228,15 @@ pub fn build_problem(
             max_reserved_instances: cap(&reserved_records),
             reserved,
             instance_type,
+        };
+        offers.push(CatalogOffer {
+            offer,
+            interruption_bucket: bucket,
+            spot_observations,
+            kgco2e_per_hour,
         });
     }
-    Ok(Built {
-        problem: Problem::from_parts(
-            Some("catalog plan".to_owned()),
-            classes,
-            offers,
-            Vec::new(),
-            policy,
-        ),
-        stale_sources: stale.into_iter().collect(),
-    })
+    Ok((offers, stale.into_iter().collect()))
 }
 
 /// Adds owned reservations to a catalog problem, which then plans as

@@ -27,6 +27,7 @@ pub mod forecast;
 pub mod from_bills;
 pub mod from_catalog;
 pub mod inputs;
+pub mod job_catalog;
 pub mod owned_from_bills;
 pub mod settings;
 pub mod solver_pool;

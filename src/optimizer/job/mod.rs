@@ -5,10 +5,12 @@
 
 mod bag;
 mod check;
+mod frontier;
 mod gang;
 mod model;
 
 pub use check::verify;
+pub use frontier::FrontierPoint;
 
 use std::time::Duration;
 
@@ -16,7 +18,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use model::{Carbon, Job, JobOffer, JobProblem, Objective, Purchase, Shape};
+pub use model::{
+    Carbon, Job, JobOffer, JobProblem, MAX_HOURS, MAX_NODES, Objective, Purchase, Shape,
+};
 
 use super::lp::{Backend, LpError};
 

@@ -589,3 +589,48 @@ fn a_window_gang_takes_the_largest_cluster_the_window_holds() {
     assert_eq!(json["gang"]["yield"], 1.0);
     assert_eq!(json["ranking"][0]["feasible"], true);
 }
+
+#[test]
+fn the_frontier_is_the_cheapest_plan_for_each_deadline() {
+    // J9 without its budget, objective cost: each hour of waiting moves 4
+    // work from the A100 to the H100 and saves $4, until the H100 does it
+    // all by hour 16.
+    let mut doc = problem(
+        24,
+        64.0,
+        vec![
+            offer("h100", json!({"usd_per_hour": 3.0, "max_instances": 4})),
+            offer(
+                "a100",
+                json!({"gpu_model": "A100-80GB", "usd_per_hour": 2.0, "max_instances": 8}),
+            ),
+        ],
+        json!({}),
+    );
+    let p = JobProblem::from_json(&doc).unwrap();
+    let f = p.frontier(Backend::default(), None).unwrap();
+    let got: Vec<(f64, f64)> = f.iter().map(|p| (p.finish_hours, p.total_usd)).collect();
+    assert_eq!(
+        got,
+        (8..=16)
+            .map(|f| (f64::from(f), 256.0 - 4.0 * f64::from(f)))
+            .collect::<Vec<_>>()
+    );
+    // J3's gang over 96 hours: eight nodes first, two last.
+    doc = gang(96, 8, vec![p5("p5", json!({}))], json!({}));
+    let f = JobProblem::from_json(&doc)
+        .unwrap()
+        .frontier(Backend::default(), None)
+        .unwrap();
+    assert!(
+        f.first().unwrap().plan == "p5 x 8 nodes" && close(Some(f[0].total_usd), 15_802.469_136)
+    );
+    assert!(
+        f.last().unwrap().plan == "p5 x 2 nodes"
+            && close(Some(f.last().unwrap().total_usd), 12_800.0)
+    );
+    assert!(
+        f.windows(2)
+            .all(|w| w[0].finish_hours < w[1].finish_hours && w[0].total_usd > w[1].total_usd)
+    );
+}
