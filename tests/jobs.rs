@@ -208,3 +208,186 @@ async fn jobs_are_planned_over_the_api() {
     );
     d.stop().await;
 }
+
+/// AWS as its source stores it: p5 on demand in Frankfurt, Stockholm and
+/// Virginia, spot in Frankfurt (at most four, advisor band 1), and a day's
+/// Capacity Block in Frankfurt two days on.
+fn aws_market(ws: &Workspace) {
+    use gpuplan_providers::{
+        AvailabilityRecord, AvailabilitySignal, PriceKind, PriceRecord, Snapshot,
+    };
+    let price = |region: &str, zone: Option<&str>, kind: PriceKind, usd: f64, max: Option<u32>| {
+        PriceRecord {
+            region: region.into(),
+            zone: zone.map(Into::into),
+            instance_type: "p5.48xlarge".into(),
+            price_kind: kind,
+            usd_per_hour: usd,
+            recurring_usd_per_hour: usd,
+            upfront_usd: 0.0,
+            max_instances: max,
+            window: None,
+            source: None,
+            ..support::seed::p5_block(24, 3.5)
+        }
+    };
+    let block = PriceRecord {
+        region: "eu-central-1".into(),
+        zone: Some("eu-central-1a".into()),
+        ..support::seed::p5_block(24, 3.5)
+    };
+    let snapshot = Snapshot {
+        instance_types: vec![support::seed::p5()],
+        prices: vec![
+            price("eu-central-1", None, PriceKind::OnDemand, 63.3, None),
+            price("eu-north-1", None, PriceKind::OnDemand, 60.0, Some(2)),
+            price("us-east-1", None, PriceKind::OnDemand, 55.04, None),
+            price(
+                "eu-central-1",
+                Some("eu-central-1a"),
+                PriceKind::Spot,
+                30.0,
+                Some(4),
+            ),
+            block,
+        ],
+        availability: vec![AvailabilityRecord {
+            region: "eu-central-1".into(),
+            zone: None,
+            instance_type: "p5.48xlarge".into(),
+            signal: AvailabilitySignal::InterruptionBucket(1),
+        }],
+        ..Snapshot::default()
+    };
+    support::seed::write(&ws.path("c.db"), &snapshot, chrono::Utc::now());
+}
+
+#[test]
+fn a_job_is_answered_from_the_catalog() {
+    let ws = workspace();
+    aws_market(&ws);
+    let ask = [
+        "job",
+        "--work",
+        "2000",
+        "--deadline",
+        "5d",
+        "--budget",
+        "50000",
+        "--countries",
+        "DE,SE",
+        "--write-problem",
+        "built.json",
+        "--json",
+    ];
+    let a = ws.json(&ask);
+    assert_eq!(a["status"], "optimal", "{a:#}");
+    // Virginia is not in the countries asked for.
+    let offers: Vec<&str> = a["offers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["offer"].as_str().unwrap())
+        .collect();
+    assert!(
+        offers.iter().all(|o| !o.contains("us-east-1")),
+        "{offers:?}"
+    );
+    assert!(
+        offers.contains(&"aws/eu-central-1/p5.48xlarge/spot"),
+        "{offers:?}"
+    );
+    // The block's 192 work at $3.50 a reference GPU-hour is the cheapest,
+    // then spot at $3.75 (the band's interruptions cost next to nothing).
+    let bought = a["windows_bought"].as_array().unwrap();
+    assert_eq!(bought.len(), 1, "{a:#}");
+    let spot = a["schedule"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["kind"] == "spot")
+        .unwrap();
+    assert!(spot["instance_hours"].as_u64().unwrap() >= 226, "{spot}");
+    assert!(a["total_usd"].as_f64().unwrap() < 8000.0, "{a:#}");
+    let basis = &a["catalog"]["offer_basis"]["aws/eu-central-1/p5.48xlarge/spot"];
+    assert!(
+        basis.as_str().unwrap().contains("advisor's band 1"),
+        "{basis}"
+    );
+    assert_eq!(a["catalog"]["perf_basis"]["workload"], "spec:bf16");
+    let frontier = a["frontier"].as_array().unwrap();
+    assert!(!frontier.is_empty());
+    assert!(
+        frontier
+            .windows(2)
+            .all(|w| w[0]["total_usd"].as_f64() > w[1]["total_usd"].as_f64())
+    );
+    // The problem written is a version 4 file that plans the same.
+    let again = ws.json(&["plan", "--problem", "built.json", "--json"]);
+    assert!(
+        close(&again["total_usd"], a["total_usd"].as_f64().unwrap()),
+        "{again:#}"
+    );
+
+    let text = ws.run(&ask[..ask.len() - 3]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("Cost against finish time:")
+            && text.contains("Work is rated by spec:bf16 against H100-80GB/sxm"),
+        "{text}"
+    );
+
+    // A gang of 16 GPUs on one offer: the Frankfurt spot pair, 132 hours
+    // at 0.95 for the doubling.
+    let g = ws.json(&[
+        "job",
+        "--work",
+        "2000",
+        "--deadline",
+        "7d",
+        "--shape",
+        "gang",
+        "--gpus",
+        "16",
+        "--scaling",
+        "0.95",
+        "--countries",
+        "DE,SE",
+        "--kinds",
+        "on_demand,spot",
+        "--json",
+    ]);
+    assert_eq!(
+        (g["gang"]["nodes"].as_u64(), g["gang"]["kind"].as_str()),
+        (Some(2), Some("spot")),
+        "{g:#}"
+    );
+    assert_eq!(g["ranking"].as_array().unwrap().len(), 3, "{g:#}");
+
+    // Asking too much names what binds; asking wrongly names the flag.
+    let tight = ws.json(&[
+        "job",
+        "--work",
+        "2000",
+        "--deadline",
+        "5d",
+        "--budget",
+        "5000",
+        "--countries",
+        "DE",
+        "--json",
+    ]);
+    assert_eq!(tight["infeasibility"]["kind"], "budget");
+    for (flag, value, named) in [
+        ("--deadline", "20m", "--deadline"),
+        ("--perf", "mlperf-nothing", "--perf"),
+        ("--reference", "Z99", "--reference"),
+    ] {
+        let mut args = vec!["job", "--work", "10", "--deadline", "2d"];
+        args.extend([flag, value]);
+        let out = ws.run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
+        assert!(err.contains(named), "{flag}: {err}");
+    }
+}

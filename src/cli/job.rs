@@ -1,10 +1,253 @@
-//! Jobs (planning-model version 4) on the command line: a v4 problem file
-//! through `gpuplan plan --problem`, and the summary people read.
+//! Jobs (planning-model version 4) on the command line: `gpuplan job`, a
+//! question answered from the catalog, and a version 4 problem file through
+//! `gpuplan plan --problem`, with the summary people read.
 
 use std::fmt::Write as _;
 
 use super::*;
-use crate::optimizer::job::{GangRun, JobProblem, JobResult, Plan, Ranked};
+use crate::optimizer::job::{FrontierPoint, GangRun, JobProblem, JobResult, Plan, Ranked};
+use crate::plan::JobAnswer;
+use crate::plan::job_catalog::{DEFAULT_PERF, JobAsk};
+
+/// `gpuplan job`: where and how to do this much work by the deadline.
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    /// The work, in reference GPU-hours (an hour of one reference GPU).
+    #[arg(long)]
+    work: f64,
+    /// The reference GPU, MODEL[/FORM] [default: H100-80GB/sxm].
+    #[arg(long)]
+    reference: Option<String>,
+    /// The deadline: a duration from now (`48h`, `3d`) or an RFC 3339 time.
+    #[arg(long)]
+    deadline: String,
+    /// The most the job may cost, USD.
+    #[arg(long)]
+    budget: Option<f64>,
+    /// `bag` (independent tasks on any mix of offers) or `gang` (one cluster
+    /// of one offer, running together).
+    #[arg(long, default_value = "bag", value_parser = ["bag", "gang"])]
+    shape: String,
+    /// Gang: the exact total of GPUs.
+    #[arg(long = "gpus", id = "total_gpus")]
+    total_gpus: Option<f64>,
+    /// Gang: the most nodes [default: enough for --gpus on the smallest
+    /// instance, else 64].
+    #[arg(long)]
+    nodes_max: Option<u32>,
+    /// Gang: throughput kept per doubling of nodes, in (0, 1] [default: 1].
+    #[arg(long)]
+    scaling: Option<f64>,
+    /// Capabilities every GPU must have (`fp8,nvlink`), as `gpuplan gpus` lists them.
+    #[arg(long, value_delimiter = ',')]
+    needs: Vec<String>,
+    /// Least memory per GPU, GiB.
+    #[arg(long)]
+    min_gpu_memory: Option<f64>,
+    #[command(flatten)]
+    offers: super::prices::OfferArgs,
+    /// Countries to run in, ISO codes (`DE,FR,NL`).
+    #[arg(long, value_delimiter = ',')]
+    countries: Vec<String>,
+    /// How to buy: `on_demand`, `spot`, `window` (comma-separated) [default: all].
+    #[arg(long, value_delimiter = ',')]
+    kinds: Vec<String>,
+    /// What a GPU-hour is worth: a workload of `gpuplan perf`, or
+    /// `spec:<format>` for a datasheet ratio [default: spec:bf16].
+    #[arg(long)]
+    perf: Option<String>,
+    /// `cost`: the cheapest plan by the deadline; `time`: the earliest
+    /// finish within the budget.
+    #[arg(long, default_value = "cost", value_parser = ["cost", "time"])]
+    objective: String,
+    /// Price emissions at this many USD per tonne of CO2e.
+    #[arg(long)]
+    carbon_price: Option<f64>,
+    /// Emit at most this many kg CO2e.
+    #[arg(long)]
+    max_kgco2e: Option<f64>,
+    /// Hours between checkpoints [default: `planner.checkpoint_hours`].
+    #[arg(long)]
+    checkpoint_hours: Option<f64>,
+    /// Restart and warm-up hours after an interruption [default: `planner.restart_hours`].
+    #[arg(long)]
+    restart_hours: Option<f64>,
+    /// Give up (exit 3) when a solve is not proven within this many seconds.
+    #[arg(long)]
+    time_limit_secs: Option<f64>,
+    /// Also write the problem built from the catalog to this file (a
+    /// version 4 problem `gpuplan plan --problem` takes).
+    #[arg(long)]
+    write_problem: Option<PathBuf>,
+    /// A name for the job.
+    #[arg(long)]
+    name: Option<String>,
+    /// Print the answer as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Hours from `now` to `deadline`: a duration, or a time (whole hours
+/// before it).
+fn deadline_hours(deadline: &str, now: DateTime<Utc>) -> Result<u64, String> {
+    let hours = match DateTime::parse_from_rfc3339(deadline.trim()) {
+        Ok(at) => (at.with_timezone(&Utc) - now).num_seconds() as f64 / 3600.0,
+        Err(_) => {
+            catalog::parse_window(deadline)
+                .map_err(|e| format!("--deadline: {e}, or an RFC 3339 time"))?
+                .as_secs_f64()
+                / 3600.0
+        }
+    };
+    if hours < 1.0 {
+        return Err(format!(
+            "--deadline: {deadline} is less than an hour from now"
+        ));
+    }
+    Ok(hours.floor() as u64)
+}
+
+pub(super) async fn run_job(config: &Config, args: JobArgs) -> Result<ExitCode, CliError> {
+    let refused = |m: String| CliError::BadInput(anyhow::anyhow!(m));
+    let deadline_hours = deadline_hours(&args.deadline, Utc::now()).map_err(refused)?;
+    let ask = JobAsk {
+        name: args.name,
+        work: args.work,
+        reference: args.reference,
+        deadline_hours,
+        shape: Some(args.shape),
+        nodes_max: args.nodes_max,
+        scaling: args.scaling,
+        gpus: args.total_gpus,
+        budget_usd: args.budget,
+        needs: args.needs,
+        min_gpu_memory_gib: args.min_gpu_memory,
+        gpu: args.offers.gpus,
+        clouds: args.offers.providers,
+        regions: args.offers.regions,
+        countries: args.countries,
+        kinds: args.kinds,
+        perf: args.perf,
+        objective: Some(args.objective),
+        carbon_usd_per_tonne: args.carbon_price,
+        max_kgco2e: args.max_kgco2e,
+        checkpoint_hours: args.checkpoint_hours,
+        restart_hours: args.restart_hours,
+    };
+    let overrides = Overrides {
+        time_limit: args.time_limit_secs,
+        ..Overrides::default()
+    };
+    let pool =
+        Arc::new(Pool::open(&config.store.location, 1).map_err(|e| CliError::Failed(e.into()))?);
+    let service = PlanService::new(
+        Some(pool),
+        &config.planner,
+        config.source_intervals(Utc::now()),
+    );
+    let answer = match service.catalog_job(ask, &overrides, true).await {
+        Ok(a) => a,
+        Err(PlanError::Invalid(e)) => {
+            return Err(refused(format!("{}: {}", flag_of(&e.path), e.message)));
+        }
+        Err(e @ PlanError::Job(_)) => {
+            println!("{}", json!({"status": "error", "error": e.to_string()}));
+            return Ok(ExitCode::from(3));
+        }
+        Err(e) => return Err(CliError::Failed(e.into())),
+    };
+    if let Some(path) = &args.write_problem {
+        let text = serde_json::to_string_pretty(&answer.built.doc).unwrap_or_default();
+        std::fs::write(path, text)
+            .with_context(|| format!("Failed to write {}.", path.display()))
+            .map_err(CliError::Failed)?;
+    }
+    if args.json {
+        let doc = answer.to_json().map_err(|e| CliError::Failed(e.into()))?;
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+    } else {
+        print!("{}", answer_report(&answer));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The flag that sets a field of the question or of the problem built
+/// from it.
+fn flag_of(path: &str) -> String {
+    let field = path.strip_prefix("job.").unwrap_or(path);
+    let flag = match field {
+        "deadline_hours" | "hours" => "deadline",
+        "budget_usd" => "budget",
+        "min_gpu_memory_gib" => "min-gpu-memory",
+        "carbon_usd_per_tonne" | "carbon.usd_per_tonne" => "carbon-price",
+        "max_kgco2e" | "carbon.max_kg" => "max-kgco2e",
+        "gpu" => "gpu",
+        other => return format!("--{}", other.replace('_', "-")),
+    };
+    format!("--{flag}")
+}
+
+/// The answer, then its cost against finish time and what it rests on.
+fn answer_report(a: &JobAnswer) -> String {
+    let mut out = String::new();
+    let stale = &a.built.stale_sources;
+    if !stale.is_empty() {
+        let _ = writeln!(
+            out,
+            "warning: prices from {} are stale (older than twice their sync interval)",
+            stale.join(", ")
+        );
+    }
+    out.push_str(&job_report(&a.result));
+    if a.frontier.len() > 1 {
+        let _ = write!(
+            out,
+            "\nCost against finish time:\n{}",
+            frontier_table(&a.frontier)
+        );
+    }
+    let basis = &a.built.perf_basis;
+    let workload = basis["workload"].as_str().unwrap_or(DEFAULT_PERF);
+    let how = if basis["estimate"] == true {
+        "a datasheet ratio, an estimate"
+    } else {
+        "measured rows (see gpuplan perf)"
+    };
+    let _ = writeln!(
+        out,
+        "\nWork is rated by {workload} against {}: {how}.",
+        basis["reference"].as_str().unwrap_or_default()
+    );
+    if let Ok(doc) = a.to_json() {
+        for (offer, why) in doc["catalog"]["offer_basis"]
+            .as_object()
+            .into_iter()
+            .flatten()
+        {
+            let _ = writeln!(out, "{offer}: {}", why.as_str().unwrap_or_default());
+        }
+    }
+    out
+}
+
+fn frontier_table(points: &[FrontierPoint]) -> String {
+    let rows: Vec<[String; 4]> = points
+        .iter()
+        .map(|p| {
+            [
+                p.deadline_hours.to_string(),
+                format!("{:.2}", p.finish_hours),
+                format!("{:.2}", p.total_usd),
+                p.plan.clone(),
+            ]
+        })
+        .collect();
+    render_table(
+        &["DEADLINE H", "FINISH H", "TOTAL USD", "PLAN"],
+        &rows,
+        &[0, 1, 2],
+    )
+}
 
 /// `plan --problem FILE` with a job file: exit 0 with a result (optimal or
 /// infeasible), 2 for bad input, 3 when the solver failed or ran out of

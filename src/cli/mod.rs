@@ -49,6 +49,7 @@ pub use alerts::AlertsCommand;
 pub use bills::{BillsCommand, CommitmentsArgs, SpendArgs, UsageArgs};
 pub use config_cmd::ConfigCommand;
 pub use facts::{GpusArgs, PerfArgs, RegionsArgs};
+pub use job::JobArgs;
 pub use plan::{PlanArgs, PlanCatalogArgs};
 pub use prices::PricesArgs;
 pub use spot_history::SpotHistoryArgs;
@@ -114,6 +115,9 @@ pub enum Command {
     Regions(RegionsArgs),
     /// Solve a purchase-planning problem (docs/planning-model.md) and print the plan.
     Plan(Box<PlanArgs>),
+    /// Where and how to do this much work by a deadline, within a budget:
+    /// the plan, its ranking or schedule and its cost against finish time.
+    Job(Box<JobArgs>),
     /// Alert rules: their state, what was sent, and test messages.
     #[command(subcommand)]
     Alerts(AlertsCommand),
@@ -212,6 +216,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Plan(args) => {
             let config = load_config(cli.config.as_deref())?;
             run_plan(&config, &args).await
+        }
+        Command::Job(args) => {
+            let config = load_config(cli.config.as_deref())?;
+            job::run_job(&config, *args).await
         }
         Command::Prices(args) => {
             let config = load_config(cli.config.as_deref())?;

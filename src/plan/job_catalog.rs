@@ -133,12 +133,6 @@ impl JobAsk {
                 format!("`{k}` is not one of {}", KINDS.join(", ")),
             ));
         }
-        if self.carbon_usd_per_tonne.is_some() && self.max_kgco2e.is_some() {
-            return Err(invalid(
-                "max_kgco2e",
-                "give a carbon price or a cap on emissions, not both",
-            ));
-        }
         Ok(())
     }
 
@@ -151,6 +145,26 @@ fn key(model: &str, form: Option<&str>) -> String {
     match form {
         Some(f) => format!("{model}/{f}"),
         None => model.to_owned(),
+    }
+}
+
+/// What the GPU facts say of an offer's GPU.
+struct GpuFacts<'a>(&'a facts::Facts);
+
+impl GpuFacts<'_> {
+    fn capabilities(&self, model: &str, form: Option<&str>) -> Vec<&'static str> {
+        self.0
+            .gpu(model, form)
+            .map(|g| g.capabilities.clone())
+            .unwrap_or_default()
+    }
+
+    /// The memory the catalog gives, else the datasheet's; 0 when neither
+    /// knows, so that a memory floor leaves the offer out.
+    fn memory(&self, model: &str, form: Option<&str>, given: Option<f64>) -> f64 {
+        given
+            .or_else(|| self.0.gpu(model, form).map(|g| g.memory_gib))
+            .unwrap_or(0.0)
     }
 }
 
@@ -182,11 +196,9 @@ pub fn build_job(
     let work = match facts.work(&workload, &reference) {
         Ok(w) => w,
         Err(e) => {
-            let field = if e.contains("reference") {
-                "reference"
-            } else {
-                "perf"
-            };
+            let about_workload =
+                e.starts_with("no workload") || e.contains("is not a datasheet format");
+            let field = if about_workload { "perf" } else { "reference" };
             return Ok(Err(invalid(field, e)));
         }
     };
@@ -211,17 +223,7 @@ pub fn build_job(
         None => (reference_label.clone(), None),
     };
     rate(&ref_model, ref_form.as_deref());
-    let capabilities = |model: &str, form: Option<&str>| -> Vec<&'static str> {
-        facts
-            .gpu(model, form)
-            .map(|g| g.capabilities.clone())
-            .unwrap_or_default()
-    };
-    let memory = |model: &str, form: Option<&str>, given: Option<f64>| {
-        given
-            .or_else(|| facts.gpu(model, form).map(|g| g.memory_gib))
-            .unwrap_or(0.0)
-    };
+    let gpu = GpuFacts(facts);
 
     let (grouped, stale_sources) = catalog_offers(store, fresh, inputs)?;
     let mut offers = Vec::new();
@@ -232,8 +234,8 @@ pub fn build_job(
         let base = json!({
             "gpu_model": o.gpu_model, "gpu_form_factor": o.gpu_form_factor,
             "gpu_count": o.gpus_per_instance,
-            "gpu_memory_gib": memory(&o.gpu_model, form, o.gpu_memory_gib),
-            "capabilities": capabilities(&o.gpu_model, form),
+            "gpu_memory_gib": gpu.memory(&o.gpu_model, form, o.gpu_memory_gib),
+            "capabilities": gpu.capabilities(&o.gpu_model, form),
             "kgco2e_per_hour": g.kgco2e_per_hour,
             "cloud": o.cloud, "region": o.region, "instance_type": o.instance_type,
         });
@@ -277,7 +279,7 @@ pub fn build_job(
         }
     }
     if ask.wants("window") {
-        for d in windows(store, fresh, inputs, now, hours, &capabilities, &memory)? {
+        for d in windows(store, fresh, inputs, now, hours, &gpu)? {
             let model = d["gpu_model"].as_str().unwrap_or_default().to_owned();
             let form = d["gpu_form_factor"].as_str().map(str::to_owned);
             rate(&model, form.as_deref());
@@ -350,8 +352,7 @@ fn windows(
     inputs: &CatalogInputs,
     now: DateTime<Utc>,
     hours: usize,
-    capabilities: &dyn Fn(&str, Option<&str>) -> Vec<&'static str>,
-    memory: &dyn Fn(&str, Option<&str>, Option<f64>) -> f64,
+    gpu: &GpuFacts<'_>,
 ) -> Result<Vec<Value>, StoreError> {
     let filter = PriceFilter {
         gpus: inputs.gpus.clone(),
@@ -389,8 +390,8 @@ fn windows(
             "kind": "window",
             "gpu_model": r.gpu_model, "gpu_form_factor": r.gpu_form_factor,
             "gpu_count": r.gpu_count,
-            "gpu_memory_gib": memory(&r.gpu_model, form, r.gpu_memory_gib),
-            "capabilities": capabilities(&r.gpu_model, form),
+            "gpu_memory_gib": gpu.memory(&r.gpu_model, form, r.gpu_memory_gib),
+            "capabilities": gpu.capabilities(&r.gpu_model, form),
             "kgco2e_per_hour": r.kgco2e_per_hour,
             "window": {"start_hour": first as u64, "hours": (last - first) as u64,
                        "instances": instances, "upfront_usd": upfront},

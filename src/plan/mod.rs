@@ -13,13 +13,14 @@ use serde_json::{Value, json};
 
 use crate::catalog::Freshness;
 use crate::fingerprint::fingerprint;
-use crate::optimizer::job::{JobError, JobProblem, JobResult};
+use crate::optimizer::job::{FrontierPoint, JobError, JobProblem, JobResult, Plan, Ranked};
 use crate::optimizer::{
     Backend, DemandClass, OptimizeError, Owned, PlanChange, PlanResult, Policy, Problem,
     SolveOptions, ValidationError, compare,
 };
 use crate::store::{NewPlan, Pool, Store, StoreError};
 use from_catalog::CatalogInputs;
+use job_catalog::{BuiltJob, JobAsk};
 use settings::{Overrides, PlanSettings, PlannerConfig};
 use solver_pool::{Busy, SolverPool};
 
@@ -209,11 +210,63 @@ impl PlanService {
         wait: bool,
     ) -> Result<JobResult, PlanError> {
         let settings = self.defaults.with(overrides)?;
+        let limit = settings.time_limit;
+        let span = job_span(&problem);
         let solved = self
             .solver
-            .solve_job(problem, backend, settings.time_limit, wait)
+            .call(wait, span, move || problem.solve(backend, Some(limit)))
             .await?;
-        Ok(solved?)
+        Ok(solved.map_err(PlanError::Internal)??)
+    }
+
+    /// Answers a question about a job from the catalog: builds its problem
+    /// (hour 0 now), plans it, and traces its cost against finish time, on
+    /// one solver slot.
+    ///
+    /// # Errors
+    /// `Invalid` for a question the facts or the model refuse, `Busy`,
+    /// `Job`, or `Store`.
+    pub async fn catalog_job(
+        &self,
+        ask: JobAsk,
+        overrides: &Overrides,
+        wait: bool,
+    ) -> Result<JobAnswer, PlanError> {
+        let settings = self.defaults.with(overrides)?;
+        let inputs = CatalogInputs {
+            gpus: ask.gpu.clone(),
+            clouds: ask.clouds.clone(),
+            regions: ask.regions.clone(),
+            countries: ask.countries.clone(),
+            spot_window: settings.spot_window,
+            restart_hours: settings.restart_hours,
+            checkpoint_hours: settings.checkpoint_hours,
+        };
+        let (pool, intervals) = (self.catalog()?, self.intervals.clone());
+        let built = tokio::task::spawn_blocking(move || {
+            pool.read(|store| {
+                let fresh = Freshness::read(store, intervals, Utc::now())?;
+                job_catalog::build_job(store, &fresh, &ask, &inputs)
+            })
+        })
+        .await
+        .map_err(|e| PlanError::Internal(format!("the catalog read: {e}")))???;
+        let (limit, problem) = (settings.time_limit, built.problem.clone());
+        let span = job_span(&problem);
+        let solved = self
+            .solver
+            .call(wait, span, move || {
+                let result = problem.solve(Backend::default(), Some(limit))?;
+                let frontier = problem.frontier(Backend::default(), Some(limit))?;
+                Ok::<_, JobError>((result, frontier))
+            })
+            .await?;
+        let (result, frontier) = solved.map_err(PlanError::Internal)??;
+        Ok(JobAnswer {
+            built,
+            result,
+            frontier,
+        })
     }
 
     /// Settles the settings and builds the problem, reading the catalog and
@@ -329,6 +382,67 @@ impl PlanService {
             result,
             saved,
         })
+    }
+}
+
+fn job_span(problem: &JobProblem) -> tracing::Span {
+    tracing::info_span!(
+        "solve",
+        name = problem.name.as_deref().unwrap_or("-"),
+        offers = problem.offers.len(),
+        hours = problem.hours,
+        kind = "job"
+    )
+}
+
+/// A job planned from the catalog: its problem, its answer and its
+/// cost-versus-finish frontier.
+#[derive(Debug, Clone)]
+pub struct JobAnswer {
+    pub built: BuiltJob,
+    pub result: JobResult,
+    pub frontier: Vec<FrontierPoint>,
+}
+
+impl JobAnswer {
+    /// The result document with the frontier and what the answer rests on:
+    /// the perf basis, the catalog's staleness, and the basis of each offer
+    /// the answer names.
+    ///
+    /// # Errors
+    /// When the result cannot be encoded.
+    pub fn to_json(&self) -> Result<Value, serde_json::Error> {
+        let mut doc = serde_json::to_value(&self.result)?;
+        let named: std::collections::BTreeSet<&str> = match &self.result.plan {
+            Plan::Bag { schedule, .. } => schedule.iter().map(|s| s.offer.as_str()).collect(),
+            Plan::Gang { ranking, .. } => ranking
+                .iter()
+                .map(|r| match r {
+                    Ranked::Feasible { run, .. } => run.offer.as_str(),
+                    Ranked::Infeasible { offer, .. } => offer.as_str(),
+                })
+                .collect(),
+        };
+        let basis: serde_json::Map<String, Value> = self.built.doc["offers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|o| o["id"].as_str().is_some_and(|id| named.contains(id)))
+            .map(|o| {
+                (
+                    o["id"].as_str().unwrap_or_default().to_owned(),
+                    o["description"].clone(),
+                )
+            })
+            .collect();
+        doc["frontier"] = serde_json::to_value(&self.frontier)?;
+        doc["catalog"] = json!({
+            "offers": self.built.problem.offers.len(),
+            "stale_sources": self.built.stale_sources,
+            "perf_basis": self.built.perf_basis,
+            "offer_basis": basis,
+        });
+        Ok(doc)
     }
 }
 

@@ -10,10 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
-use std::time::Duration;
-
-use crate::optimizer::job::{JobError, JobProblem, JobResult};
-use crate::optimizer::{self, Backend, LpError, OptimizeError, PlanResult, Problem, SolveOptions};
+use crate::optimizer::{self, OptimizeError, PlanResult, Problem, SolveOptions};
 
 /// Every solve slot is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -97,32 +94,20 @@ impl SolverPool {
         }
     }
 
-    /// Plans a job (planning-model version 4) on a thread of its own: at
-    /// once, or with `wait` once a slot is free.
+    /// Runs `solve` (a job's solves, say) on a thread of its own, inside
+    /// `span`: at once, or with `wait` once a slot is free.
     ///
     /// # Errors
-    /// [`Busy`] when every slot is taken and `wait` is false. The inner
-    /// result is the optimizer's.
-    pub async fn solve_job(
+    /// [`Busy`] when every slot is taken and `wait` is false. The inner error
+    /// says the thread could not start or panicked.
+    pub async fn call<T: Send + 'static>(
         &self,
-        problem: JobProblem,
-        backend: Backend,
-        time_limit: Duration,
         wait: bool,
-    ) -> Result<Result<JobResult, JobError>, Busy> {
+        span: tracing::Span,
+        solve: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<Result<T, String>, Busy> {
         let permit = self.slot(wait).await?;
-        let span = tracing::info_span!(
-            "solve",
-            name = problem.name.as_deref().unwrap_or("-"),
-            offers = problem.offers.len(),
-            hours = problem.hours,
-            kind = "job"
-        );
-        let solved = run(permit, span, move || {
-            problem.solve(backend, Some(time_limit))
-        })
-        .await;
-        Ok(solved.unwrap_or_else(|e| Err(JobError::Solver(LpError::Solver(e)))))
+        Ok(run(permit, span, solve).await)
     }
 }
 

@@ -22,6 +22,7 @@ use crate::daemon::metrics::Metrics;
 use crate::optimizer::job::{JobProblem, is_job};
 use crate::optimizer::{Backend, Problem, ValidationError};
 use crate::plan::inputs::OwnedEntry;
+use crate::plan::job_catalog::JobAsk;
 use crate::plan::settings::Overrides;
 use crate::plan::{Input, PlanError, PlanRequest};
 use crate::store::StoreError;
@@ -49,6 +50,7 @@ fn table() -> Vec<(Method, &'static str, MethodRouter<Arc<AppState>>)> {
         (Method::POST, "/v1/sync", post(trigger_sync)),
         (Method::GET, "/v1/alerts", get(alerts)),
         (Method::POST, "/v1/plans", post(create_plan)),
+        (Method::POST, "/v1/jobs", post(create_catalog_job)),
         (Method::GET, "/v1/plans/latest", get(latest_plan)),
         (Method::GET, "/v1/plans/{id}", get(plan_by_id)),
         (Method::GET, "/v1/bills", get(bills::bills)),
@@ -480,6 +482,30 @@ async fn create_job(
         .await
     {
         Ok(result) => Ok(Json(result).into_response()),
+        Err(e) => plan_refused(e),
+    }
+}
+
+/// `POST /v1/jobs`: a question about a job (work, deadline, budget, where
+/// and how), answered from the catalog with its plan, its ranking or
+/// schedule, its cost against finish time and what it rests on.
+/// `?time_limit_secs=` overrides the `[planner]` default.
+async fn create_catalog_job(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(uri.query(), &["time_limit_secs"])?;
+    let overrides = Overrides {
+        time_limit: p.parsed::<f64>("time_limit_secs", "a number of seconds")?,
+        ..Overrides::default()
+    };
+    let ask: JobAsk = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_parameter("body", format!("not a job question: {e}")))?;
+    match state.planning.catalog_job(ask, &overrides, false).await {
+        Ok(answer) => {
+            Ok(Json(answer.to_json().map_err(|e| ApiError::internal(&e))?).into_response())
+        }
         Err(e) => plan_refused(e),
     }
 }
