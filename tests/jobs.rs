@@ -391,3 +391,62 @@ fn a_job_is_answered_from_the_catalog() {
         assert!(err.contains(named), "{flag}: {err}");
     }
 }
+
+#[test]
+fn the_readme_job_walk_through_holds() {
+    let sheet = include_str!("../config/examples/eu-gpu-sheet.csv");
+    let readme = include_str!("../README.md");
+    let ws = Workspace::new(&format!(
+        "[store]\npath = \"c.db\"\n{NO_CLOUDS}[providers.file.quotes]\npath = \"eu-gpu-sheet.csv\"\n"
+    ));
+    ws.write("eu-gpu-sheet.csv", sheet);
+    assert!(ws.run(&["sync"]).status.success());
+    let ask = [
+        "job",
+        "--work",
+        "2000",
+        "--deadline",
+        "96h",
+        "--budget",
+        "50000",
+        "--countries",
+        "DE,FR,NL,SE",
+    ];
+    assert!(readme.contains(&format!("$ gpuplan {}", ask.join(" "))));
+    let out = ws.run(&ask);
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The lines the README quotes, apart from the time.
+    for line in text.lines().filter(|l| {
+        (l.starts_with("file:quotes/eu-") && !l.contains(": ")) || l.starts_with("optimal:")
+    }) {
+        let quoted = line.split(" (").next().unwrap();
+        assert!(
+            readme.contains(quoted),
+            "the README lacks: {quoted}\n{text}"
+        );
+    }
+    assert!(
+        text.contains("$4389.96") && !text.contains("us-east-1"),
+        "{text}"
+    );
+    let first = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("21 "))
+        .unwrap();
+    assert!(readme.contains(first), "{first}");
+    let tight = ws.run(&[
+        "job",
+        "--work",
+        "2000",
+        "--deadline",
+        "96h",
+        "--budget",
+        "4000",
+        "--countries",
+        "DE,FR,NL,SE",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&tight.stdout)
+            .contains("the cheapest way to finish by the deadline costs $4389.96")
+    );
+}

@@ -230,6 +230,16 @@ fn answer_report(a: &JobAnswer) -> String {
     out
 }
 
+/// `text` cut to `max` characters, with a marker when cut.
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        let kept: String = text.chars().take(max - 1).collect();
+        format!("{kept}…")
+    }
+}
+
 fn frontier_table(points: &[FrontierPoint]) -> String {
     let rows: Vec<[String; 4]> = points
         .iter()
@@ -238,7 +248,7 @@ fn frontier_table(points: &[FrontierPoint]) -> String {
                 p.deadline_hours.to_string(),
                 format!("{:.2}", p.finish_hours),
                 format!("{:.2}", p.total_usd),
-                p.plan.clone(),
+                shorten(&p.plan, 72),
             ]
         })
         .collect();

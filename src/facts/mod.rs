@@ -44,6 +44,9 @@ pub struct Facts {
     /// Each (provider, region)'s row in `regions`: every catalog record
     /// looks its region up.
     region_index: HashMap<String, HashMap<String, usize>>,
+    /// A region name's row, where every cloud that uses the name puts it in
+    /// one country: how a price sheet's region (`eu-central-1`) is placed.
+    sheet_index: HashMap<String, usize>,
 }
 
 const GPUS: &str = include_str!("../../facts/gpus.toml");
@@ -75,9 +78,30 @@ impl Facts {
                 .or_default()
                 .insert(r.region.clone(), i);
         }
+        let mut sheet_index: HashMap<String, Option<usize>> = HashMap::new();
+        for (i, r) in regions.iter().enumerate() {
+            sheet_index
+                .entry(r.region.clone())
+                .and_modify(|seen| match *seen {
+                    Some(j) if regions[j].country != r.country => *seen = None,
+                    // The row with a grid figure places a sheet's carbon.
+                    Some(j)
+                        if regions[j].grid_gco2e_per_kwh.is_none()
+                            && r.grid_gco2e_per_kwh.is_some() =>
+                    {
+                        *seen = Some(i);
+                    }
+                    _ => {}
+                })
+                .or_insert(Some(i));
+        }
         Ok(Self {
             gpus: gpus::parse(gpus)?,
             perf: perf::parse(perf)?,
+            sheet_index: sheet_index
+                .into_iter()
+                .filter_map(|(name, i)| Some((name, i?)))
+                .collect(),
             regions,
             region_index,
         })
@@ -145,13 +169,17 @@ impl Facts {
             .collect()
     }
 
-    /// The row of `provider`'s `region`.
+    /// The row of `provider`'s `region`. A price sheet (`file:NAME`) that
+    /// names its region as a cloud does (`eu-central-1`, `westeurope`) takes
+    /// that region's row, where the name means one country on every cloud.
     #[must_use]
     pub fn region(&self, provider: &str, region: &str) -> Option<&Region> {
-        self.region_index
-            .get(provider)?
-            .get(region)
-            .map(|&i| &self.regions[i])
+        let i = if provider.starts_with("file:") {
+            self.sheet_index.get(region)
+        } else {
+            self.region_index.get(provider)?.get(region)
+        };
+        i.map(|&i| &self.regions[i])
     }
 }
 

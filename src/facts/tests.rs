@@ -195,6 +195,35 @@ fn regions_are_found_by_provider_and_code_and_filtered_by_country() {
         .collect();
     assert_eq!(german, ["eu-central-1", "europe-west3"]);
     assert_eq!(f.regions_of(&["aws".to_owned()], &[]).len(), 2);
+    // A price sheet's region named as a cloud names it.
+    assert_eq!(
+        f.region("file:neocloud", "europe-west3")
+            .unwrap()
+            .country
+            .as_deref(),
+        Some("DE")
+    );
+    assert!(f.region("file:neocloud", "onprem-fra").is_none());
+}
+
+#[test]
+fn a_sheet_region_whose_name_means_two_countries_has_none() {
+    let regions = format!(
+        "{REGIONS_HEADER}aws,north-1,SE,,,,,\n\
+         oci,north-1,FI,,,,,\n\
+         oci,south-1,ZA,,,,,\n\
+         azure,south-1,ZA,,,,,\n"
+    );
+    let f = facts(PERF_HEADER, &regions);
+    assert!(f.region("file:x", "north-1").is_none());
+    assert_eq!(
+        f.region("file:x", "south-1").unwrap().country.as_deref(),
+        Some("ZA")
+    );
+    assert_eq!(
+        f.region("oci", "north-1").unwrap().country.as_deref(),
+        Some("FI")
+    );
 }
 
 /// MLCommons' summary rows the llama2-70b per-GPU figures were divided
