@@ -11,7 +11,10 @@
 //! best plan, bound and gap are printed); and the two large version 3
 //! cases of the planning model (one offer, and 20 offers, over a week with 50
 //! generated scenarios of demand and spot outages) with the two-class one (40
-//! offers, 20 scenarios), which the extensive form solves.
+//! offers, 20 scenarios), which the extensive form solves; and jobs
+//! (version 4): bags of 40 offers x 168 h and gangs over 40 offers x 32
+//! nodes, under the cost and the time objectives, beside the per-hour
+//! reference (benches/reference/job_reference.py).
 //!
 //! The reference runs on `GPUPLAN_BENCH_PYTHON` (default `python3`) when that
 //! Python has scipy.
@@ -240,6 +243,55 @@ fn scenarios(mut doc: Value, count: usize, lambdas: &[f64], seed: u64) -> Value 
     doc
 }
 
+/// A job (planning-model version 4) over `offers` offers and `hours` hours:
+/// H100, A100 and L40S offers on demand, on spot (with interruptions and
+/// per-hour caps) and as reservation windows, work that needs most of the
+/// capacity, a budget that binds under the time objective.
+fn job(shape: &str, offers: usize, hours: usize, objective: &str, seed: u64) -> Value {
+    let mut r = Lcg(seed);
+    let list: Vec<Value> = (0..offers)
+        .map(|k| {
+            let (model, phi) = r.pick(&[("H100-80GB", 1.0), ("A100-80GB", 0.5), ("L40S", 0.37)]);
+            let g = r.pick(&[1.0, 4.0, 8.0]);
+            let price = g * phi * (2.0 + 2.0 * r.next());
+            let kind = r.pick(&["on_demand", "on_demand", "spot", "window"]);
+            let mut o = json!({"id": format!("o{k}"), "gpu_model": model, "gpu_count": g, "gpu_memory_gib": 80,
+                               "kind": kind, "kgco2e_per_hour": g * 0.3 * r.next()});
+            match kind {
+                "window" => {
+                    let len = 24 + (r.next() * 96.0) as usize;
+                    o["window"] = json!({"start_hour": (r.next() * (hours - 24) as f64) as usize, "hours": len,
+                                         "instances": r.pick(&[1, 2, 4]),
+                                         "upfront_usd": 0.8 * price * len as f64});
+                }
+                _ => {
+                    o["usd_per_hour"] = json!(price);
+                    o["max_instances"] = json!(r.pick(&[2, 4, 8, 16]));
+                    if kind == "spot" {
+                        o["usd_per_hour"] = json!(price * 0.5);
+                        o["interruptions_per_hour"] = json!(0.05 * r.next());
+                        let caps: Vec<Value> = (0..hours)
+                            .map(|h| if (h / 12 + k) % 5 == 0 { json!(0) } else { Value::Null })
+                            .collect();
+                        o["available"] = json!(caps);
+                    }
+                }
+            }
+            o
+        })
+        .collect();
+    let mut j = json!({"shape": shape, "work": if shape == "gang" { 2000.0 } else { 20_000.0 }});
+    if shape == "gang" {
+        j["nodes_max"] = json!(32);
+        j["scaling"] = json!(0.95);
+    }
+    if objective == "time" {
+        j["budget_usd"] = json!(if shape == "gang" { 9000.0 } else { 60_000.0 });
+    }
+    json!({"schema_version": 4, "kind": "job", "hours": hours, "objective": objective, "job": j,
+           "offers": list, "perf": {"H100-80GB": 1.0, "A100-80GB": 0.5, "L40S": 0.37}})
+}
+
 /// One offer with spot and a one-year reservation, over a week of a daily cycle.
 fn one_offer_week() -> Value {
     json!({"demand": (0..168).map(|h| if h % 24 < 12 { 24 } else { 10 }).collect::<Vec<_>>(),
@@ -259,6 +311,10 @@ fn main() {
     let reference = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/benches/reference/planning_reference.py"
+    );
+    let job_reference = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/reference/job_reference.py"
     );
     let heavy: Value =
         serde_json::from_str(include_str!("../tests/fixtures/heavy-integer-week.json")).unwrap();
@@ -300,6 +356,26 @@ fn main() {
             scenarios(classes(problem(40, 168, 6), 2, 6), 20, &[0.0], 9),
             None,
         ),
+        (
+            "job: bag 40 offers x 168 h, cost",
+            job("bag", 40, 168, "cost", 11),
+            None,
+        ),
+        (
+            "job: bag 40 offers x 168 h, time within a budget",
+            job("bag", 40, 168, "time", 12),
+            None,
+        ),
+        (
+            "job: gang 40 offers x 32 nodes, cost",
+            job("gang", 40, 168, "cost", 13),
+            None,
+        ),
+        (
+            "job: gang 40 offers x 32 nodes, time within a budget",
+            job("gang", 40, 168, "time", 14),
+            None,
+        ),
     ];
     let filters: Vec<String> = std::env::args()
         .skip(1)
@@ -336,6 +412,32 @@ fn main() {
         }
         runs.sort_by(f64::total_cmp);
         let result: Value = serde_json::from_str(&last.2).unwrap();
+        if result["schema_version"] == 4 {
+            println!(
+                "{label}: gpuplan {:.3} s (median of 3), peak RSS {} MiB, status {}, objective {:.6}, total {:.4}, finish {}",
+                runs[1],
+                last.1
+                    .map_or("?".to_owned(), |k| format!("{:.0}", k as f64 / 1024.0)),
+                result["status"],
+                result["objective"].as_f64().unwrap_or(f64::NAN),
+                result["total_usd"].as_f64().unwrap_or(f64::NAN),
+                result["finish_hours"],
+            );
+            if scipy {
+                let (secs, _, out) = timed(&[python.as_str(), job_reference, file]);
+                let theirs: Value = serde_json::from_str(out.trim()).unwrap_or(Value::Null);
+                println!(
+                    "    reference scipy/HiGHS {secs:.3} s (solve {:.3} s), status {}, objective {:.6}, total {:.4}, finish {}; speed-up {:.1}x",
+                    theirs["solve_s"].as_f64().unwrap_or(f64::NAN),
+                    theirs["status"],
+                    theirs["objective"].as_f64().unwrap_or(f64::NAN),
+                    theirs["total_usd"].as_f64().unwrap_or(f64::NAN),
+                    theirs["finish_hours"],
+                    secs / runs[1],
+                );
+            }
+            continue;
+        }
         println!(
             "{label}: gpuplan {:.3} s (median of 3), peak RSS {} MiB, status {}, objective {:.4}, {} vars after reductions ({} removed)",
             runs[1],
