@@ -313,6 +313,7 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
         "/ui/prices",
         "/ui/spot",
         "/ui/plans/latest",
+        "/ui/jobs",
         "/ui/spend",
         "/ui/usage",
         "/ui/commitments",
@@ -323,6 +324,14 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
             "no link to {link}"
         );
     }
+    // The jobs page is a form for POST /v1/jobs, answered in the page.
+    let jobs = d.page("/ui/jobs").await;
+    assert!(
+        jobs.contains("id=\"job-form\"")
+            && jobs.contains("action=\"/v1/jobs\"")
+            && jobs.contains("id=\"job-frontier-chart\""),
+        "{jobs}"
+    );
     assert!(overview.contains("H100") && overview.contains("file:onprem"));
 
     // The table shows exactly the API's rows.

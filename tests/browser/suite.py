@@ -74,7 +74,7 @@ def main():
 
         # The overview links to every other page.
         visit("/", "overview")
-        for link in ["/ui/prices", "/ui/spot", "/ui/plans/latest", "/ui/spend", "/ui/usage", "/ui/commitments", "/ui/alerts"]:
+        for link in ["/ui/prices", "/ui/spot", "/ui/plans/latest", "/ui/jobs", "/ui/spend", "/ui/usage", "/ui/commitments", "/ui/alerts"]:
             check(page.locator(f"header nav a[href='{link}']").count() == 1, f"no link to {link}")
         check(page.locator(".card").count() >= 1, "no price cards")
 
@@ -120,6 +120,28 @@ def main():
         page.wait_for_load_state("networkidle")
         check(canvas_has_data(page, "#plan-chart"), "the new plan's chart did not draw")
         check(not problems, f"plan form: {problems}")
+
+        # A job: the form goes to POST /v1/jobs and the answer is drawn in
+        # the page (the plan's rows and the cost against finish time).
+        visit("/ui/jobs", "jobs")
+        page.fill("#job-form input[name=work]", "40")
+        page.fill("#job-form input[name=deadline_hours]", "24")
+        page.click("#job-form button[type=submit]")
+        page.wait_for_selector("#job-answer:not([hidden])")
+        page.wait_for_load_state("networkidle")
+        summary = page.inner_text("#job-summary")
+        check(summary.startswith("Optimal: $"), f"job summary: {summary}")
+        check(page.locator("#job-plan tbody tr").count() >= 1, "the job's plan has no rows")
+        check(canvas_has_data(page, "#job-frontier-chart"), "the job's frontier did not draw")
+        page.screenshot(path=f"{out}/jobs-answer.png", full_page=True)
+        # A budget no plan meets is answered, naming what binds.
+        page.fill("#job-form input[name=budget_usd]", "0.01")
+        page.click("#job-form button[type=submit]")
+        page.wait_for_function("document.getElementById('job-summary').textContent.startsWith('Infeasible') || document.getElementById('job-status').textContent.length > 1")
+        summary = page.inner_text("#job-summary")
+        check(summary.startswith("Infeasible (budget): the cheapest plan by the deadline costs $"),
+              f"job summary: {summary}; status: {page.inner_text('#job-status')}")
+        check(not problems, f"job form: {problems}")
 
         visit("/ui/alerts", "alerts")
         check(page.locator("text=cheap-h100").count() >= 1, "the rule is not listed")

@@ -8,6 +8,7 @@
 mod alerts;
 mod assets;
 mod bills;
+mod jobs;
 mod login;
 mod overview;
 mod plans;
@@ -45,6 +46,7 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/ui/spot", get(spot::page))
         .route("/ui/plans/latest", get(plans::latest))
         .route("/ui/plans/{id}", get(plans::by_id))
+        .route("/ui/jobs", get(jobs::page))
         .route("/ui/alerts", get(alerts::page))
         .route("/ui/spend", get(bills::spend))
         .route("/ui/usage", get(bills::usage))
@@ -93,6 +95,7 @@ fn layout(title: &str, current: &str, body: &Markup) -> Response {
         ("/ui/prices", "Prices"),
         ("/ui/spot", "Spot history"),
         ("/ui/plans/latest", "Plans"),
+        ("/ui/jobs", "Jobs"),
         ("/ui/spend", "Spend"),
         ("/ui/usage", "Usage"),
         ("/ui/commitments", "Commitments"),

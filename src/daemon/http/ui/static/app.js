@@ -1,5 +1,5 @@
 // gpuplan dashboard: draws the charts from the pages' JSON data islands and
-// sends the plan and sign-in forms as JSON. No inline script: the pages'
+// sends the plan, job and sign-in forms as JSON. No inline script: the pages'
 // Content-Security-Policy allows only this file and the bundled uPlot.
 "use strict";
 
@@ -190,6 +190,113 @@
     });
   }
 
+  function money(v) {
+    return v == null ? "—" : "$" + v.toFixed(2);
+  }
+
+  function fixed(v, digits) {
+    return v == null ? "—" : Number(v).toFixed(digits);
+  }
+
+  // Rows of text cells: every cell through textContent, never as markup.
+  function fillTable(table, header, rows) {
+    var head = table.querySelector("thead tr");
+    var body = table.querySelector("tbody");
+    head.replaceChildren();
+    body.replaceChildren();
+    header.forEach(function (h) {
+      var th = document.createElement("th");
+      th.textContent = h;
+      head.appendChild(th);
+    });
+    rows.forEach(function (cells) {
+      var tr = document.createElement("tr");
+      cells.forEach(function (c) {
+        var td = document.createElement("td");
+        td.textContent = c;
+        tr.appendChild(td);
+      });
+      body.appendChild(tr);
+    });
+  }
+
+  var frontierPlot = null;
+
+  // The cheapest plan for each deadline: total USD against finish hours.
+  function frontierChart(el, points) {
+    if (frontierPlot) { frontierPlot.destroy(); frontierPlot = null; }
+    el.replaceChildren();
+    if (!points.length) { return; }
+    frontierPlot = new uPlot({
+      width: width(el),
+      height: 320,
+      series: [
+        { label: "finish, hours" },
+        { label: "total USD", stroke: "#1f77b4", width: 2, points: { show: true, size: 7, fill: "#1f77b4" },
+          value: function (u, v) { return v == null ? "—" : "$" + v.toFixed(2); } }
+      ],
+      axes: [{ label: "finish, hours from now" }, { label: "USD", size: 80 }],
+      scales: { x: { time: false }, y: { range: function (u, min, max) { return [0, Math.max(1, max * 1.05)]; } } }
+    }, [points.map(function (p) { return p.finish_hours; }), points.map(function (p) { return p.total_usd; })], el);
+  }
+
+  function jobAnswer(doc) {
+    var section = document.getElementById("job-answer");
+    section.hidden = false;
+    var summary = document.getElementById("job-summary");
+    if (doc.status === "optimal") {
+      summary.textContent = "Optimal: " + money(doc.total_usd) + ", finished " + fixed(doc.finish_hours, 2) +
+        " hours from now, " + money(doc.cost_usd / doc.work) + " per reference GPU-hour.";
+    } else {
+      var inf = doc.infeasibility || {};
+      var figure = { deadline: "the most work by the deadline is " + fixed(inf.max_work, 3),
+                     budget: "the cheapest plan by the deadline costs " + money(inf.min_cost),
+                     carbon: "the least it can emit is " + fixed(inf.min_carbon_kg, 3) + " kg" }[inf.kind];
+      summary.textContent = "Infeasible (" + inf.kind + ")" + (figure ? ": " + figure : "") + ".";
+    }
+    var table = document.getElementById("job-plan");
+    if (doc.shape === "gang") {
+      fillTable(table, ["Offer", "Nodes", "Finish h", "Total USD", "Why not"], (doc.ranking || []).map(function (r) {
+        return r.feasible ? [r.offer, String(r.nodes), fixed(r.finish_hours, 2), money(r.total_usd), ""]
+                          : [r.offer, "—", "—", "—", "no option: " + r.reason];
+      }));
+    } else {
+      fillTable(table, ["Offer", "Kind", "Instance-hours", "Work", "USD"], (doc.schedule || []).map(function (s) {
+        return [s.offer, s.kind, String(s.instance_hours), fixed(s.work, 3), money(s.cost_usd)];
+      }));
+    }
+    frontierChart(document.getElementById("job-frontier-chart"), doc.frontier || []);
+    var basis = doc.catalog && doc.catalog.perf_basis;
+    document.getElementById("job-basis").textContent = basis
+      ? "Work is rated by " + basis.workload + " against " + basis.reference + (basis.estimate ? " (a datasheet ratio, an estimate)." : " (measured rows).")
+      : "";
+  }
+
+  function jobForm(form) {
+    var out = document.getElementById("job-status");
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var el = form.elements;
+      var list = function (v) { return v.split(",").map(function (x) { return x.trim(); }).filter(Boolean); };
+      var body = { work: Number(el.work.value), deadline_hours: Number(el.deadline_hours.value),
+                   shape: el.shape.value, objective: el.objective.value,
+                   gpu: list(el.gpu.value), countries: list(el.countries.value) };
+      [["budget_usd", el.budget_usd], ["gpus", el.gpus], ["scaling", el.scaling]].forEach(function (f) {
+        if (f[1].value.trim() !== "") { body[f[0]] = Number(f[1].value); }
+      });
+      if (body.shape !== "gang") { delete body.gpus; delete body.scaling; }
+      if (el.perf.value.trim() !== "") { body.perf = el.perf.value.trim(); }
+      status(out, "Planning…");
+      postJson("/v1/jobs", body).then(function (response) {
+        if (response.ok) {
+          response.json().then(function (doc) { status(out, ""); jobAnswer(doc); });
+        } else {
+          errorText(response).then(function (text) { status(out, text); });
+        }
+      }, function (err) { status(out, String(err)); });
+    });
+  }
+
   function loginForm(form) {
     var out = document.getElementById("login-status");
     form.addEventListener("submit", function (event) {
@@ -218,6 +325,8 @@
     });
     var pf = document.getElementById("plan-form");
     if (pf) { planForm(pf); }
+    var jf = document.getElementById("job-form");
+    if (jf) { jobForm(jf); }
     var lf = document.getElementById("login-form");
     if (lf) { loginForm(lf); }
   });
