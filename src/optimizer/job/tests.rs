@@ -6,30 +6,34 @@ use super::*;
 
 /// §12.13's defaults: one H100-80GB of 80 GiB, on demand; c = 1, r = 0.25.
 fn offer(id: &str, extra: Value) -> Value {
-    let mut o = json!({"id": id, "gpu_model": "H100-80GB", "gpu_count": 1, "gpu_memory_gib": 80, "kind": "on_demand"});
+    let o = json!({"id": id, "gpu_model": "H100-80GB", "gpu_count": 1, "gpu_memory_gib": 80, "kind": "on_demand"});
+    merged(o, &extra)
+}
+
+/// `doc` with the keys of `extra` set, and those of `extra.job` set in
+/// `doc.job`.
+fn merged(mut doc: Value, extra: &Value) -> Value {
     for (k, v) in extra.as_object().unwrap() {
-        o[k] = v.clone();
+        match (k.as_str(), v.as_object()) {
+            ("job", Some(job)) if doc["job"].is_object() => {
+                for (jk, jv) in job {
+                    doc["job"][jk] = jv.clone();
+                }
+            }
+            _ => doc[k] = v.clone(),
+        }
     }
-    o
+    doc
 }
 
 fn problem(hours: usize, work: f64, offers: Vec<Value>, extra: Value) -> Value {
-    let mut doc = json!({
+    let doc = json!({
         "schema_version": 4, "kind": "job", "hours": hours,
         "job": {"shape": "bag", "work": work},
         "offers": offers,
         "perf": {"H100-80GB": 1, "A100-80GB": 0.5, "L4": 0.25},
     });
-    for (k, v) in extra.as_object().unwrap() {
-        if k == "job" {
-            for (jk, jv) in v.as_object().unwrap() {
-                doc["job"][jk] = jv.clone();
-            }
-        } else {
-            doc[k] = v.clone();
-        }
-    }
-    doc
+    merged(doc, &extra)
 }
 
 fn solve(doc: &Value) -> JobResult {
@@ -357,30 +361,20 @@ fn validation_names_the_field() {
 }
 
 fn gang(hours: usize, nodes_max: u32, offers: Vec<Value>, extra: Value) -> Value {
-    let mut doc = problem(
+    let doc = problem(
         hours,
         1152.0,
         offers,
         json!({"job": {"shape": "gang", "nodes_max": nodes_max, "scaling": 0.9}}),
     );
-    for (k, v) in extra.as_object().unwrap() {
-        if k == "job" {
-            for (jk, jv) in v.as_object().unwrap() {
-                doc["job"][jk] = jv.clone();
-            }
-        } else {
-            doc[k] = v.clone();
-        }
-    }
-    doc
+    merged(doc, &extra)
 }
 
 fn p5(id: &str, extra: Value) -> Value {
-    let mut o = offer(id, json!({"gpu_count": 8, "usd_per_hour": 80.0}));
-    for (k, v) in extra.as_object().unwrap() {
-        o[k] = v.clone();
-    }
-    o
+    merged(
+        offer(id, json!({"gpu_count": 8, "usd_per_hour": 80.0})),
+        &extra,
+    )
 }
 
 fn chosen(r: &JobResult) -> &GangRun {
@@ -474,19 +468,7 @@ fn j10(extra: Value) -> Value {
                 json!({"usd_per_hour": 70.0, "available": east_available}),
             ),
         ],
-        {
-            let mut e = json!({"job": {"min_gpu_memory_gib": 80}});
-            for (k, v) in extra.as_object().unwrap() {
-                if k == "job" {
-                    for (jk, jv) in v.as_object().unwrap() {
-                        e["job"][jk] = jv.clone();
-                    }
-                } else {
-                    e[k] = v.clone();
-                }
-            }
-            e
-        },
+        merged(json!({"job": {"min_gpu_memory_gib": 80}}), &extra),
     )
 }
 
