@@ -218,14 +218,8 @@ fn answer_report(a: &JobAnswer) -> String {
         "\nWork is rated by {workload} against {}: {how}.",
         basis["reference"].as_str().unwrap_or_default()
     );
-    if let Ok(doc) = a.to_json() {
-        for (offer, why) in doc["catalog"]["offer_basis"]
-            .as_object()
-            .into_iter()
-            .flatten()
-        {
-            let _ = writeln!(out, "{offer}: {}", why.as_str().unwrap_or_default());
-        }
+    for (offer, why) in a.offer_basis() {
+        let _ = writeln!(out, "{offer}: {}", why.as_str().unwrap_or_default());
     }
     out
 }

@@ -48,13 +48,19 @@ pub struct Built {
 }
 
 /// Upper edge of each spot-advisor interruption bucket, as a monthly fraction.
-pub const BUCKET_UPPER: [f64; 5] = [0.05, 0.10, 0.15, 0.20, 0.30];
+const BUCKET_UPPER: [f64; 5] = [0.05, 0.10, 0.15, 0.20, 0.30];
+
+/// The share of instances interrupted in a month at `bucket`'s upper edge
+/// (30% for the open-ended ">20%" bucket).
+#[must_use]
+pub fn bucket_monthly(bucket: f64) -> f64 {
+    BUCKET_UPPER[(bucket.max(0.0) as usize).min(BUCKET_UPPER.len() - 1)]
+}
 
 /// `ρ = min(1, λ·(d + c/2))`, `λ` per instance-hour from the monthly bucket.
 #[must_use]
 pub fn interruption_rate(bucket: f64, restart_hours: f64, checkpoint_hours: f64) -> f64 {
-    let monthly = BUCKET_UPPER[(bucket.max(0.0) as usize).min(BUCKET_UPPER.len() - 1)];
-    (monthly / 730.0 * (restart_hours + checkpoint_hours / 2.0)).min(1.0)
+    (bucket_monthly(bucket) / 730.0 * (restart_hours + checkpoint_hours / 2.0)).min(1.0)
 }
 
 fn median(values: &mut [f64]) -> Option<f64> {

@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use gpuplan_providers::{PriceKind, PriceScope};
 
-use super::from_catalog::{BUCKET_UPPER, CatalogInputs, catalog_offers};
+use super::from_catalog::{CatalogInputs, bucket_monthly, catalog_offers};
 use crate::catalog::{self, Freshness, PriceFilter};
 use crate::facts::{self, DEFAULT_REFERENCE};
 use crate::optimizer::ValidationError;
@@ -204,8 +204,7 @@ pub fn build_job(
     };
     let now = fresh.now;
     let hours = usize::try_from(ask.deadline_hours).unwrap_or(MAX_HOURS);
-    let lambda =
-        |bucket: f64| BUCKET_UPPER[(bucket.max(0.0) as usize).min(BUCKET_UPPER.len() - 1)] / 730.0;
+    let lambda = |bucket: f64| bucket_monthly(bucket) / 730.0;
     let mut perf = Map::new();
     let mut factors = Map::new();
     let mut rate = |model: &str, form: Option<&str>| {
@@ -254,7 +253,7 @@ pub fn build_job(
                     lambda(b),
                     format!(
                         "the spot advisor's band {b} ({:.0}% a month)",
-                        BUCKET_UPPER[(b.max(0.0) as usize).min(4)] * 100.0
+                        bucket_monthly(b) * 100.0
                     ),
                 ),
                 None => (

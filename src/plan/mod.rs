@@ -413,6 +413,20 @@ impl JobAnswer {
     /// When the result cannot be encoded.
     pub fn to_json(&self) -> Result<Value, serde_json::Error> {
         let mut doc = serde_json::to_value(&self.result)?;
+        doc["frontier"] = serde_json::to_value(&self.frontier)?;
+        doc["catalog"] = json!({
+            "offers": self.built.problem.offers.len(),
+            "stale_sources": self.built.stale_sources,
+            "perf_basis": self.built.perf_basis,
+            "offer_basis": self.offer_basis(),
+        });
+        Ok(doc)
+    }
+
+    /// What the price and interruption rate of each offer the answer names
+    /// (in its schedule or ranking) rest on, by offer id.
+    #[must_use]
+    pub fn offer_basis(&self) -> serde_json::Map<String, Value> {
         let named: std::collections::BTreeSet<&str> = match &self.result.plan {
             Plan::Bag { schedule, .. } => schedule.iter().map(|s| s.offer.as_str()).collect(),
             Plan::Gang { ranking, .. } => ranking
@@ -423,7 +437,7 @@ impl JobAnswer {
                 })
                 .collect(),
         };
-        let basis: serde_json::Map<String, Value> = self.built.doc["offers"]
+        self.built.doc["offers"]
             .as_array()
             .into_iter()
             .flatten()
@@ -434,15 +448,7 @@ impl JobAnswer {
                     o["description"].clone(),
                 )
             })
-            .collect();
-        doc["frontier"] = serde_json::to_value(&self.frontier)?;
-        doc["catalog"] = json!({
-            "offers": self.built.problem.offers.len(),
-            "stale_sources": self.built.stale_sources,
-            "perf_basis": self.built.perf_basis,
-            "offer_basis": basis,
-        });
-        Ok(doc)
+            .collect()
     }
 }
 

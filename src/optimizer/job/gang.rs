@@ -125,6 +125,7 @@ impl Gang<'_> {
     fn options(&self, index: usize, e: &Eligible<'_>) -> OfferOptions {
         let p = self.p;
         let h = p.hours as f64;
+        let price = p.carbon.and_then(|c| c.usd_per_tonne).unwrap_or(0.0) / 1000.0;
         let mut sized = Vec::new();
         let mut last = None;
         let mut any_feasible = false;
@@ -180,7 +181,6 @@ impl Gang<'_> {
                 None => end - start,
             };
             let carbon_kg = e.offer.kgco2e_per_hour.map(|kg| n * kg * run);
-            let price = p.carbon.and_then(|c| c.usd_per_tonne).unwrap_or(0.0) / 1000.0;
             let option = Candidate {
                 offer: index,
                 nodes,
