@@ -137,7 +137,10 @@ def main():
         # A budget no plan meets is answered, naming what binds.
         page.fill("#job-form input[name=budget_usd]", "0.01")
         page.click("#job-form button[type=submit]")
-        page.wait_for_function("document.getElementById('job-summary').textContent.startsWith('Infeasible') || document.getElementById('job-status').textContent.length > 1")
+        # Until the answer comes (or an error replaces "Planning…" in the status).
+        page.wait_for_function("document.getElementById('job-summary').textContent.startsWith('Infeasible') || "
+                               "(document.getElementById('job-status').textContent.length > 1 && "
+                               "!document.getElementById('job-status').textContent.startsWith('Planning'))")
         summary = page.inner_text("#job-summary")
         check(summary.startswith("Infeasible (budget): the cheapest plan by the deadline costs $"),
               f"job summary: {summary}; status: {page.inner_text('#job-status')}")
