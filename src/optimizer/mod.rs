@@ -80,7 +80,7 @@ pub use model::{
     ReservedOption, Residuals, Risk, Scenario, SplitMix64, SpotPrice, Stochastic, ValidationError,
     half_width,
 };
-pub use risk::{FrontierPoint, Holding, RiskReport, ScenarioReport, Shortfall, V3Result};
+pub use risk::{FrontierPoint, Holding, Progress, RiskReport, ScenarioReport, Shortfall, V3Result};
 pub use verify::verify;
 
 use build::{Scope, build};
@@ -98,6 +98,21 @@ pub struct SolveOptions {
     /// Bytes a MIP search may add to the process before it stops with its
     /// best plan, as the time limit does (`planner.max_solve_memory_mib`).
     pub memory_limit: Option<u64>,
+    /// Decompose version 3 problems by scenario where that applies (off
+    /// only to check the decomposition against the extensive form).
+    pub decompose: bool,
+    /// Hears a long search's bound and best plan as it goes.
+    pub progress: Option<ProgressSink>,
+}
+
+/// Where a solve reports its [`Progress`]; called from the solving thread.
+#[derive(Clone)]
+pub struct ProgressSink(pub std::sync::Arc<dyn Fn(&Progress) + Send + Sync>);
+
+impl std::fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressSink")
+    }
 }
 
 impl Default for SolveOptions {
@@ -108,6 +123,8 @@ impl Default for SolveOptions {
             reduce: true,
             backend: Backend::default(),
             memory_limit: None,
+            decompose: true,
+            progress: None,
         }
     }
 }

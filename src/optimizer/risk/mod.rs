@@ -13,10 +13,13 @@
 //! one scenario has one cost, so every λ gives the version 2 plan and it is
 //! solved once, as version 2.
 
+mod decompose;
 mod extensive;
 mod infeasible;
+mod recourse;
 mod summary;
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
@@ -29,6 +32,8 @@ use super::report::{self, Plan};
 use super::scan::Scan;
 use super::setup::Setup;
 use super::{ModelStats, OptimizeError, PlanResult, SolveOptions, checks, ms, solve_model};
+pub use decompose::Progress;
+use decompose::{Decomposition, Failed, Goal};
 use extensive::{Availability, Extensive, Group, Part};
 pub use summary::{FrontierPoint, Holding, RiskReport, ScenarioReport, Shortfall, V3Result};
 use summary::{Point, Totals, demand_of, figures};
@@ -103,20 +108,27 @@ pub(super) fn solve(
         .map(|(_, s)| s.id.as_str())
         .collect();
     let input_baselines: Vec<Option<f64>> = group_of.iter().map(|g| baselines[*g]).collect();
+    let shift: Vec<f64> = baselines
+        .iter()
+        .map(|b| if shortfall { b.unwrap_or(0.0) } else { 0.0 })
+        .collect();
+    let decomposition =
+        (opts.decompose && extensive.is_some() && !(mip && problem.policy.integer_hourly))
+            .then(|| decomposition(&parts, &groups, &shift, opts))
+            .flatten();
     let solver = Solver {
         st,
         opts,
         deadline: opts.time_limit.map(|t| start + t),
         scope,
-        shift: baselines
-            .iter()
-            .map(|b| if shortfall { b.unwrap_or(0.0) } else { 0.0 })
-            .collect(),
+        shift,
         owned_hours: result.gpu_hours.owned,
         groups,
         group_of,
         parts,
         extensive,
+        decomposition: RefCell::new(decomposition),
+        unproven: RefCell::new(Vec::new()),
     };
 
     let solve_start = Instant::now();
@@ -152,6 +164,7 @@ pub(super) fn solve(
     }
     result.model_stats = solver.model_stats(removed, scanned.is_some());
     result.timings.build_ms = build_ms;
+    let unproven = solver.unproven.take();
     let totals = Totals {
         st,
         opts,
@@ -168,7 +181,65 @@ pub(super) fn solve(
         (&points, primary),
         (&baselines, &input_baselines),
     )?;
+    if !unproven.is_empty() {
+        stopped(&mut result, &points, primary, &unproven);
+    }
     finish(result, v3)
+}
+
+/// Marks a result whose search a time limit stopped before every frontier
+/// point was proven: the primary plan's bound (its objective when it was
+/// proven) and the largest relative gap of any point.
+fn stopped(result: &mut PlanResult, points: &[Point], primary: usize, unproven: &[(f64, f64)]) {
+    let gap = |objective: f64, bound: f64| {
+        if objective.abs() > 0.0 {
+            ((objective - bound) / objective.abs()).max(0.0)
+        } else {
+            0.0
+        }
+    };
+    let (lambda, f, _) = &points[primary];
+    result.status = "time_limit";
+    result.stopped_by = Some("time_limit");
+    result.best_bound = Some(
+        unproven
+            .iter()
+            .find(|(l, _)| l == lambda)
+            .map_or(f.objective, |(_, b)| b.min(f.objective)),
+    );
+    result.gap = unproven
+        .iter()
+        .filter_map(|(l, b)| {
+            let (_, f, _) = points.iter().find(|(pl, _, _)| pl == l)?;
+            Some(gap(f.objective, *b))
+        })
+        .reduce(f64::max);
+}
+
+/// The L-shaped decomposition of the groups' models, when every level's
+/// recourse is a continuous LP with costs ≥ 0 (else `None`: the extensive
+/// form solves it).
+fn decomposition(
+    parts: &[Part<'_>],
+    groups: &[Group],
+    shift: &[f64],
+    opts: &SolveOptions,
+) -> Option<Decomposition> {
+    let reserved = parts[0].vars.reserved.iter().flatten().flatten().count();
+    let skip = parts[0].vars.reserved_rows;
+    let mut splits = Vec::with_capacity(parts.len());
+    for ((p, g), s) in parts.iter().zip(groups).zip(shift) {
+        let ranges: Vec<std::ops::Range<usize>> =
+            p.vars.levels.iter().map(|l| l.vars.clone()).collect();
+        let split = recourse::split(&p.milp, reserved, skip, &ranges).ok()?;
+        splits.push((split, g.probability, *s));
+    }
+    Some(Decomposition::new(
+        parts[0].milp.vars[..reserved].to_vec(),
+        splits,
+        parts[0].milp.rows[..skip].to_vec(),
+        opts.backend,
+    ))
 }
 
 /// Groups scenarios with equal demand and availability (§11.13): the
@@ -236,6 +307,10 @@ struct Solver<'p, 's> {
     parts: Vec<Part<'p>>,
     /// With several groups.
     extensive: Option<Extensive>,
+    /// With several groups and continuous hourly counts.
+    decomposition: RefCell<Option<Decomposition>>,
+    /// `(λ, bound)` of the points a time limit left unproven.
+    unproven: RefCell<Vec<(f64, f64)>>,
 }
 
 impl Solver<'_, '_> {
@@ -277,9 +352,13 @@ impl Solver<'_, '_> {
                         plans
                     }
                 },
-                None => match self.solve_point(lambda)? {
-                    Ok(values) => self.plans_of(&values),
-                    Err(_) => return Ok(None),
+                None => match self.decomposed(lambda)? {
+                    Some(Ok(plans)) => plans,
+                    Some(Err(())) => return Ok(None),
+                    None => match self.solve_point(lambda)? {
+                        Ok(values) => self.plans_of(&values),
+                        Err(_) => return Ok(None),
+                    },
                 },
             };
             let f = figures(&self.costs_of(&plans), input_baselines, self.st, lambda);
@@ -305,6 +384,72 @@ impl Solver<'_, '_> {
             }
         }
         Ok(Some(points))
+    }
+
+    /// One λ's plans by the decomposition: `None` where it does not apply
+    /// (the extensive form then solves the point), `Some(Err)` when no
+    /// purchase serves every scenario.
+    fn decomposed(&self, lambda: f64) -> Result<Option<Result<Vec<Plan>, ()>>, OptimizeError> {
+        let mut guard = self.decomposition.borrow_mut();
+        let Some(d) = guard.as_mut() else {
+            return Ok(None);
+        };
+        let mut report = |p: Progress| {
+            if let Some(sink) = &self.opts.progress {
+                (sink.0)(&p);
+            }
+        };
+        let goal = Goal {
+            lambda,
+            beta: self.st.risk.beta,
+            cap: None,
+        };
+        let whole = self.scope.mip;
+        let mut found = d.solve(goal, whole, self.deadline, &mut report);
+        if lambda == 1.0
+            && let Ok(first) = &found
+            && first.bound.is_none()
+            && let Some(v) = d.value_of(goal, &first.counts)
+        {
+            // λ = 1 is lexicographic (§11.5): the least mean among the
+            // plans of least CVaR.
+            let capped = Goal {
+                cap: Some(v),
+                ..goal
+            };
+            found = d.solve(capped, whole, self.deadline, &mut report);
+        }
+        let found = match found {
+            Ok(found) => found,
+            Err(Failed::Infeasible) => return Ok(Some(Err(()))),
+            Err(Failed::Unsuited(why)) => {
+                tracing::debug!(
+                    reason = why.0,
+                    "decomposition gave way to the extensive form"
+                );
+                *guard = None;
+                return Ok(None);
+            }
+            Err(Failed::Limit) => {
+                return Err(OptimizeError::TimeLimit(
+                    self.opts.time_limit.unwrap_or_default(),
+                ));
+            }
+            Err(Failed::Solver(e)) => return Err(OptimizeError::Solver(e)),
+        };
+        if let Some(bound) = found.bound {
+            self.unproven.borrow_mut().push((lambda, bound));
+        }
+        let lens: Vec<usize> = self.parts.iter().map(|p| p.milp.vars.len()).collect();
+        let values = d
+            .values_at(&found.counts, &lens)
+            .map_err(|e| OptimizeError::Solver(format!("the decomposition's plan: {}", e.0)))?;
+        Ok(Some(Ok(self
+            .parts
+            .iter()
+            .zip(&values)
+            .map(|(p, v)| report::extract(&p.setup, &p.milp, &p.vars, v, self.owned_hours))
+            .collect())))
     }
 
     /// The values of one λ's optimum, or `Err` when it has no plan.
@@ -414,6 +559,7 @@ impl Solver<'_, '_> {
             reduced_variables: removed + parts.iter().map(|p| p.vars.dominated).sum::<usize>(),
             method: match (scanned, &self.extensive) {
                 (true, _) => "scan",
+                (false, Some(_)) if self.decomposition.borrow().is_some() => "l_shaped",
                 (false, Some(_)) => "extensive_form",
                 (false, None) => "milp",
             },
