@@ -357,6 +357,26 @@ fn main() {
             None,
         ),
         (
+            "v3 2 classes x 40 offers x 168 h x 20 scenarios x 1 λ, seed 21",
+            scenarios(classes(problem(40, 168, 21), 2, 21), 20, &[0.0], 21),
+            None,
+        ),
+        (
+            "v3 2 classes x 40 offers x 168 h x 20 scenarios x 1 λ, seed 22",
+            scenarios(classes(problem(40, 168, 22), 2, 22), 20, &[0.5], 22),
+            None,
+        ),
+        (
+            "v3 3 classes x 40 offers x 168 h x 50 scenarios x 3 λ",
+            scenarios(
+                classes(problem(40, 168, 31), 3, 31),
+                50,
+                &[0.0, 0.5, 1.0],
+                31,
+            ),
+            None,
+        ),
+        (
             "job: bag 40 offers x 168 h, cost",
             job("bag", 40, 168, "cost", 11),
             None,
@@ -481,11 +501,14 @@ fn main() {
                 .flatten()
                 .zip(reference["frontier"].as_array().into_iter().flatten())
             {
-                println!(
-                    "    λ {}: gpuplan {:.4}, reference {:.4}",
-                    ours["lambda"],
+                let (a, b) = (
                     ours["objective"].as_f64().unwrap_or(f64::NAN),
                     theirs["objective"].as_f64().unwrap_or(f64::NAN),
+                );
+                println!(
+                    "    λ {}: gpuplan {a:.4}, reference {b:.4}, relative difference {:.1e}",
+                    ours["lambda"],
+                    (a - b).abs() / b.abs().max(1.0),
                 );
             }
         }

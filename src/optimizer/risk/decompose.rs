@@ -338,12 +338,24 @@ impl Decomposition {
                 Err(LpError::TimeLimit) => continue,
                 Err(e) => return Err(Failed::Solver(e.to_string())),
             };
+            // The mean term's shifts are a constant the master leaves out.
+            let mean = if goal.cap.is_some() {
+                1.0
+            } else {
+                1.0 - goal.lambda
+            };
+            let offset: f64 = self
+                .scenarios
+                .iter()
+                .map(|s| mean * s.probability * s.shift)
+                .sum();
             let objective: f64 = master
                 .vars
                 .iter()
                 .zip(&values)
                 .map(|(v, x)| v.cost * x)
-                .sum();
+                .sum::<f64>()
+                - offset;
             // A relaxed master's optimum bounds the whole one's too.
             bound = bound.max(objective);
             let phase_best = self.best(goal, phase_whole);

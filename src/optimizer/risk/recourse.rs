@@ -477,37 +477,44 @@ mod tests {
             milp.add_var(3.0, Some(4.0), false);
             let n = 3 + (next() * 6.0) as usize;
             for _ in 0..n {
-                let upper = (next() < 0.5).then(|| (next() * 5.0).round());
-                milp.add_var(0.5 + next() * 3.0, upper, false);
+                let (u, v) = (next(), next());
+                let upper = (u < 0.5).then_some((v * 5.0).round());
+                let cost = 0.5 + next() * 3.0;
+                milp.add_var(cost, upper, false);
             }
             let classes = 1 + (next() * 3.0) as usize;
             for c in 0..classes {
-                let mut terms: Vec<(usize, f64)> = (2..2 + n)
-                    .filter(|_| next() < 0.6)
-                    .map(|j| (j, 0.5 + next()))
-                    .collect();
+                let mut terms: Vec<(usize, f64)> = Vec::new();
+                for j in 2..2 + n {
+                    if next() < 0.6 {
+                        terms.push((j, 0.5 + next()));
+                    }
+                }
                 terms.push((c % 2, 1.0));
+                let rhs = (next() * 8.0).round();
                 milp.rows.push(Row {
                     terms,
                     sense: Sense::AtLeast,
-                    rhs: (next() * 8.0).round(),
+                    rhs,
                 });
             }
-            let shared: Vec<(usize, f64)> = (2..2 + n)
-                .filter(|_| next() < 0.4)
-                .map(|j| (j, 1.0))
-                .collect();
+            let mut shared: Vec<(usize, f64)> = Vec::new();
+            for j in 2..2 + n {
+                if next() < 0.4 {
+                    shared.push((j, 1.0));
+                }
+            }
             if !shared.is_empty() {
+                let rhs = (next() * 6.0).round();
                 milp.rows.push(Row {
                     terms: shared,
                     sense: Sense::AtMost,
-                    rhs: (next() * 6.0).round(),
+                    rhs,
                 });
             }
             let Ok(mut split) = split(&milp, 2, 0, &[2..2 + n]) else {
                 panic!("case {case}: split refused");
             };
-            let lp = &mut split.levels[0];
             for _ in 0..4 {
                 let r = [(next() * 4.0).round(), (next() * 4.0).round()];
                 let mut fixed = milp.clone();
@@ -520,6 +527,18 @@ mod tests {
                     });
                 }
                 let theirs = fixed.solve(Backend::Microlp, None);
+                let uncovered = split.master_rows.iter().any(|row| {
+                    let lhs: f64 = row.terms.iter().map(|(k, c)| c * r[*k]).sum();
+                    lhs < row.rhs - 1e-9
+                });
+                if uncovered {
+                    assert!(
+                        theirs.is_err(),
+                        "case {case}: a master row fails, yet microlp plans"
+                    );
+                    continue;
+                }
+                let lp = &mut split.levels[0];
                 match (lp.solve(&r), theirs) {
                     (Ok(Outcome::Optimal { cost, slope }), Ok(values)) => {
                         let their_cost: f64 = fixed
