@@ -498,6 +498,18 @@ async fn plans_are_solved_saved_and_fetched_over_the_api() {
     );
     assert_eq!(d.get("/v1/plans/999").await.0, 404);
 
+    // Nothing is solving now; a solve that is not running cannot be stopped.
+    let (status, solves) = d.get("/v1/solves").await;
+    assert_eq!(status, 200);
+    assert_eq!(solves["solves"], serde_json::json!([]));
+    assert!(solves["slots"].as_u64().unwrap() >= 1);
+    assert_eq!(
+        post("/v1/solves/7/stop", serde_json::json!({})).await.0,
+        404
+    );
+    let (status, bad) = post("/v1/solves/seven/stop", serde_json::json!({})).await;
+    assert_eq!((status, bad["parameter"].as_str()), (400, Some("id")));
+
     // Version 3: a problem with scenarios, and a catalog plan with risk keys.
     // The model's example X1: an outage flips the plan.
     let mut x1: Value = serde_json::from_str(include_str!("fixtures/plan-v3-outage.json")).unwrap();

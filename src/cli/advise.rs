@@ -84,6 +84,7 @@ async fn advise_one(
         wait: true,
         fence: None,
         scenario_keys: serde_json::Map::new(),
+        progress: None,
     };
     let planned = match service.prepare(&request).await {
         Ok(p) => service.finish(p, &request).await,

@@ -278,6 +278,7 @@ async fn plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, Stop> {
         wait: true,
         fence: None,
         scenario_keys,
+        progress: Some(progress_lines()),
     };
     let prepared = match service.prepare(&request).await {
         Ok(p) => p,
@@ -720,4 +721,34 @@ fn catalog_input(
         regions: a.regions.clone(),
         countries: a.countries.clone(),
     })
+}
+
+/// After a few seconds of solving, a line on stderr at most every few
+/// seconds with the search's bound, best plan and gap, so a user sees a long
+/// risk plan converge (and can stop it with its best plan so far by
+/// `--time-limit-secs`). Short solves print nothing.
+fn progress_lines() -> crate::optimizer::ProgressSink {
+    const QUIET: std::time::Duration = std::time::Duration::from_secs(3);
+    let started = std::time::Instant::now();
+    let last = std::sync::Mutex::new(started);
+    crate::optimizer::ProgressSink(Arc::new(move |p: &crate::optimizer::Progress| {
+        let mut last = last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last.elapsed() < QUIET {
+            return;
+        }
+        *last = std::time::Instant::now();
+        let best = p.best.map_or("none yet".to_owned(), |b| format!("{b:.2}"));
+        let gap = p
+            .gap
+            .map_or(String::new(), |g| format!(", gap {:.3}%", 100.0 * g));
+        eprintln!(
+            "Solving λ {}: bound {:.2}, best plan {best}{gap}, {} master solves, {:.0} s.",
+            p.lambda,
+            p.bound,
+            p.iteration,
+            started.elapsed().as_secs_f64()
+        );
+    }))
 }

@@ -103,6 +103,9 @@ pub struct SolveOptions {
     pub decompose: bool,
     /// Hears a long search's bound and best plan as it goes.
     pub progress: Option<ProgressSink>,
+    /// Once set, a search that can stop with its best plan does so, as at
+    /// its time limit (`stopped_by: "stopped"`).
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// Where a solve reports its [`Progress`]; called from the solving thread.
@@ -125,6 +128,7 @@ impl Default for SolveOptions {
             memory_limit: None,
             decompose: true,
             progress: None,
+            stop: None,
         }
     }
 }

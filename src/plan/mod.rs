@@ -80,6 +80,8 @@ pub struct PlanRequest {
     /// `scenarios`) to add to the problem, which then plans as version 3.
     /// A `risk` object here is merged key by key over the problem's own.
     pub scenario_keys: serde_json::Map<String, Value>,
+    /// Hears a long search's progress (the CLI prints it).
+    pub progress: Option<crate::optimizer::ProgressSink>,
 }
 
 /// A problem ready to solve.
@@ -344,6 +346,7 @@ impl PlanService {
             time_limit: Some(prepared.settings.time_limit),
             memory_limit: Some(self.memory_limit),
             backend: req.backend,
+            progress: req.progress.clone(),
             ..SolveOptions::default()
         };
         let problem = prepared.problem.clone();

@@ -5,12 +5,51 @@
 //! a burst of heavy plans cannot pile up behind each other or starve the
 //! catalog queries.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
-use crate::optimizer::{self, OptimizeError, PlanResult, Problem, SolveOptions};
+use crate::optimizer::{
+    self, OptimizeError, PlanResult, Problem, Progress, ProgressSink, SolveOptions,
+};
+
+/// A plan solving now, as `GET /v1/solves` shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RunningSolve {
+    pub id: u64,
+    pub name: String,
+    pub elapsed_secs: f64,
+    /// The search's last report (long risk plans report as they go).
+    pub progress: Option<Progress>,
+}
+
+struct Entry {
+    id: u64,
+    name: String,
+    started: Instant,
+    progress: Option<Progress>,
+    stop: Arc<AtomicBool>,
+}
+
+type Registry = Arc<Mutex<Vec<Entry>>>;
+
+fn entries(registry: &Registry) -> MutexGuard<'_, Vec<Entry>> {
+    registry.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Takes a solve off the registry when it ends, however it ends.
+struct Listed {
+    registry: Registry,
+    id: u64,
+}
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        entries(&self.registry).retain(|e| e.id != self.id);
+    }
+}
 
 /// Every solve slot is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -23,6 +62,8 @@ pub struct SolverPool {
     slots: Arc<Semaphore>,
     max: usize,
     refused: AtomicU64,
+    solves: Registry,
+    next_id: AtomicU64,
 }
 
 impl SolverPool {
@@ -34,13 +75,81 @@ impl SolverPool {
             slots: Arc::new(Semaphore::new(max)),
             max,
             refused: AtomicU64::new(0),
+            solves: Arc::new(Mutex::new(Vec::new())),
+            next_id: AtomicU64::new(1),
         }
+    }
+
+    /// Solves that may run at once.
+    #[must_use]
+    pub fn max(&self) -> usize {
+        self.max
     }
 
     /// Solves running now.
     #[must_use]
     pub fn running(&self) -> usize {
         self.max - self.slots.available_permits()
+    }
+
+    /// The plans solving now, oldest first, with their progress.
+    #[must_use]
+    pub fn running_solves(&self) -> Vec<RunningSolve> {
+        entries(&self.solves)
+            .iter()
+            .map(|e| RunningSolve {
+                id: e.id,
+                name: e.name.clone(),
+                elapsed_secs: e.started.elapsed().as_secs_f64(),
+                progress: e.progress,
+            })
+            .collect()
+    }
+
+    /// Asks running solve `id` to stop with its best plan so far (a search
+    /// that cannot, such as the extensive form's, runs on to its limit);
+    /// false when no such solve is running.
+    pub fn stop(&self, id: u64) -> bool {
+        entries(&self.solves)
+            .iter()
+            .find(|e| e.id == id)
+            .map(|e| e.stop.store(true, Ordering::Relaxed))
+            .is_some()
+    }
+
+    /// Solves `problem` listed among the running solves, its progress
+    /// recorded there and passed on to the caller's sink.
+    async fn solve_listed(
+        &self,
+        permit: OwnedSemaphorePermit,
+        problem: Problem,
+        mut opts: SolveOptions,
+    ) -> Result<PlanResult, OptimizeError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let stop = opts.stop.get_or_insert_with(Arc::default).clone();
+        entries(&self.solves).push(Entry {
+            id,
+            name: problem.name.clone().unwrap_or_else(|| "plan".to_owned()),
+            started: Instant::now(),
+            progress: None,
+            stop,
+        });
+        let listed = Listed {
+            registry: self.solves.clone(),
+            id,
+        };
+        let (registry, inner) = (self.solves.clone(), opts.progress.take());
+        opts.progress = Some(ProgressSink(Arc::new(move |p: &Progress| {
+            if let Some(e) = entries(&registry).iter_mut().find(|e| e.id == id) {
+                e.progress = Some(*p);
+            }
+            if let Some(sink) = &inner {
+                (sink.0)(p);
+            }
+        })));
+        let solved = solve_plan(permit, problem, opts).await;
+        drop(listed);
+        solved
     }
 
     /// Solves refused so far because every slot was busy.
@@ -73,7 +182,7 @@ impl SolverPool {
         opts: SolveOptions,
     ) -> Result<Result<PlanResult, OptimizeError>, Busy> {
         let permit = self.slot(false).await?;
-        Ok(solve_plan(permit, problem, opts).await)
+        Ok(self.solve_listed(permit, problem, opts).await)
     }
 
     /// Solves `problem` once a slot is free, waiting for one (scheduled plans
@@ -87,7 +196,7 @@ impl SolverPool {
         opts: SolveOptions,
     ) -> Result<PlanResult, OptimizeError> {
         match self.slot(true).await {
-            Ok(permit) => solve_plan(permit, problem, opts).await,
+            Ok(permit) => self.solve_listed(permit, problem, opts).await,
             Err(_) => Err(OptimizeError::Solver(
                 "the solver pool is closed".to_owned(),
             )),
@@ -198,5 +307,46 @@ mod tests {
         assert!((solved.objective.unwrap() - 12.0).abs() < 1e-9);
         // The slot is free again once the solve ended.
         assert_eq!(pool.slots.available_permits(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_running_solve_is_listed_with_its_progress_and_can_be_stopped() {
+        let doc = serde_json::json!({"schema_version": 3, "name": "two-classes",
+            "classes": [{"id": "train", "demand": [2, 2], "perf": {"H100": 1}},
+                        {"id": "infer", "demand": [1, 1], "perf": {"H100": 1, "L4": 0.25}}],
+            "offers": [{"id": "h100", "cloud": "aws", "region": "r1", "instance_type": "h100",
+                        "gpu_model": "H100", "gpus_per_instance": 1, "on_demand_price": 4.0,
+                        "reserved": [{"id": "1y", "term_hours": 8760, "hourly_price": 2.0}]},
+                       {"id": "l4", "cloud": "aws", "region": "r1", "instance_type": "l4",
+                        "gpu_model": "L4", "gpus_per_instance": 1, "on_demand_price": 0.9,
+                        "spot_price": 0.25}],
+            "scenarios": [{"id": "calm", "probability": 0.75},
+                          {"id": "storm", "probability": 0.25, "classes": {"infer": [2, 2]},
+                           "spot_available": {"aws/r1/l4": 0}}]});
+        let problem = Problem::from_json(&doc).unwrap();
+        let pool = Arc::new(SolverPool::new(1));
+        let seen: Arc<Mutex<Vec<RunningSolve>>> = Arc::default();
+        let (watcher, log) = (pool.clone(), seen.clone());
+        let opts = SolveOptions {
+            progress: Some(ProgressSink(Arc::new(move |_| {
+                let running = watcher.running_solves();
+                for solve in &running {
+                    assert!(watcher.stop(solve.id));
+                }
+                log.lock().unwrap().extend(running);
+            }))),
+            ..SolveOptions::default()
+        };
+        let solved = pool.solve(problem, opts).await.unwrap().unwrap();
+        assert_eq!(
+            (solved.status, solved.stopped_by),
+            ("time_limit", Some("stopped"))
+        );
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen[0].name, "two-classes");
+        assert!(seen[0].progress.is_some_and(|p| p.iteration == 1));
+        // Gone from the list once it ended; an unknown id stops nothing.
+        assert!(pool.running_solves().is_empty());
+        assert!(!pool.stop(seen[0].id));
     }
 }

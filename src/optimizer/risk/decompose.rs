@@ -14,6 +14,7 @@
 //! whole ones, until the best whole purchase evaluated is within
 //! [`GAP`] of the master's bound. Scenario groups are evaluated in parallel.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::super::lp::{Backend, LpError, Milp, Row, Sense, Solved, Var};
@@ -42,8 +43,8 @@ struct Point {
     recourse: Option<Vec<f64>>,
 }
 
-/// How far a λ's search got, reported as it goes.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// How far a λ's search got, reported after each master solve.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Progress {
     pub lambda: f64,
     /// Master solves so far for this λ.
@@ -52,6 +53,8 @@ pub struct Progress {
     pub bound: f64,
     /// The best plan's objective, when there is one.
     pub best: Option<f64>,
+    /// `(best − bound) / best`, when there is a best plan.
+    pub gap: Option<f64>,
 }
 
 /// One λ's answer: the purchase and, when a limit stopped the search
@@ -67,8 +70,6 @@ pub(super) struct Found {
 pub(super) enum Failed {
     /// No purchase serves every scenario (the master is infeasible).
     Infeasible,
-    /// A limit came before any plan.
-    Limit,
     /// The method does not suit the problem after all.
     Unsuited(Unsuited),
     Solver(String),
@@ -291,8 +292,9 @@ impl Decomposition {
         Ok(())
     }
 
-    /// Searches one goal to its optimum, or to `deadline` with the best
-    /// plan and the bound reached; `report` hears each master solve.
+    /// Searches one goal to its optimum, or to `deadline` (or until `stop`
+    /// is set) with the best plan and the bound reached; `report` hears each
+    /// master solve.
     ///
     /// # Errors
     /// See [`Failed`].
@@ -301,6 +303,7 @@ impl Decomposition {
         goal: Goal,
         whole: bool,
         deadline: Option<Instant>,
+        stop: Option<&AtomicBool>,
         report: &mut dyn FnMut(Progress),
     ) -> Result<Found, Failed> {
         let any_whole = whole && self.columns.iter().any(|c| c.integer);
@@ -308,17 +311,23 @@ impl Decomposition {
         let mut bound = f64::NEG_INFINITY;
         for iteration in 1.. {
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            let out_of_time = left.is_some_and(|l| l.is_zero());
+            let out_of_time = left.is_some_and(|l| l.is_zero())
+                || stop.is_some_and(|s| s.load(Ordering::Relaxed));
             let best = self.best(goal, any_whole);
-            if out_of_time {
-                return match best {
-                    Some((_, i)) => Ok(Found {
-                        counts: self.points[i].counts.clone(),
-                        bound: Some(bound),
-                    }),
-                    None => Err(Failed::Limit),
-                };
+            // At the limit: the best plan so far, with the master's bound
+            // (one relaxed master, quick, when no bound was reached yet).
+            if out_of_time && let Some((_, i)) = best {
+                if bound == f64::NEG_INFINITY {
+                    bound = self.relaxed_bound(goal).unwrap_or(bound);
+                }
+                return Ok(Found {
+                    counts: self.points[i].counts.clone(),
+                    bound: Some(bound),
+                });
             }
+            // Before any plan, the limit waits for the first one: a search
+            // stopped by its limit returns a plan, never nothing.
+            let left = left.filter(|_| best.is_some());
             let master = self.master(goal, phase_whole);
             let initial = best
                 .filter(|_| phase_whole)
@@ -338,32 +347,17 @@ impl Decomposition {
                 Err(LpError::TimeLimit) => continue,
                 Err(e) => return Err(Failed::Solver(e.to_string())),
             };
-            // The mean term's shifts are a constant the master leaves out.
-            let mean = if goal.cap.is_some() {
-                1.0
-            } else {
-                1.0 - goal.lambda
-            };
-            let offset: f64 = self
-                .scenarios
-                .iter()
-                .map(|s| mean * s.probability * s.shift)
-                .sum();
-            let objective: f64 = master
-                .vars
-                .iter()
-                .zip(&values)
-                .map(|(v, x)| v.cost * x)
-                .sum::<f64>()
-                - offset;
+            let objective = self.objective(goal, &master, &values);
             // A relaxed master's optimum bounds the whole one's too.
             bound = bound.max(objective);
             let phase_best = self.best(goal, phase_whole);
+            let best = self.best(goal, any_whole).map(|b| b.0);
             report(Progress {
                 lambda: goal.lambda,
                 iteration,
-                bound: objective,
-                best: self.best(goal, any_whole).map(|b| b.0),
+                bound,
+                best,
+                gap: best.map(|b| ((b - bound) / b.abs().max(1e-9)).max(0.0)),
             });
             let close = |best: f64| best - objective <= GAP * best.abs().max(1.0);
             let counts: Vec<f64> = values[..self.reserved()]
@@ -397,6 +391,35 @@ impl Decomposition {
             self.evaluate(counts).map_err(Failed::Unsuited)?;
         }
         unreachable!("the loop returns")
+    }
+
+    /// The relaxed master's optimum for `goal`: a lower bound.
+    fn relaxed_bound(&self, goal: Goal) -> Option<f64> {
+        let master = self.master(goal, false);
+        let values = master.solve(self.backend, None).ok()?;
+        Some(self.objective(goal, &master, &values))
+    }
+
+    /// A master's objective at `values`, with the constant its mean term
+    /// leaves out (the shortfall's shifts).
+    fn objective(&self, goal: Goal, master: &Milp, values: &[f64]) -> f64 {
+        let mean = if goal.cap.is_some() {
+            1.0
+        } else {
+            1.0 - goal.lambda
+        };
+        let offset: f64 = self
+            .scenarios
+            .iter()
+            .map(|s| mean * s.probability * s.shift)
+            .sum();
+        master
+            .vars
+            .iter()
+            .zip(values)
+            .map(|(v, x)| v.cost * x)
+            .sum::<f64>()
+            - offset
     }
 
     /// A feasible master solution at evaluated point `i`, to start the

@@ -183,6 +183,13 @@ pub(super) fn solve(
     )?;
     if !unproven.is_empty() {
         stopped(&mut result, &points, primary, &unproven);
+        if opts
+            .stop
+            .as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            result.stopped_by = Some("stopped");
+        }
     }
     finish(result, v3)
 }
@@ -405,7 +412,8 @@ impl Solver<'_, '_> {
             cap: None,
         };
         let whole = self.scope.mip;
-        let mut found = d.solve(goal, whole, self.deadline, &mut report);
+        let stop = self.opts.stop.as_deref();
+        let mut found = d.solve(goal, whole, self.deadline, stop, &mut report);
         if lambda == 1.0
             && let Ok(first) = &found
             && first.bound.is_none()
@@ -417,7 +425,7 @@ impl Solver<'_, '_> {
                 cap: Some(v),
                 ..goal
             };
-            found = d.solve(capped, whole, self.deadline, &mut report);
+            found = d.solve(capped, whole, self.deadline, stop, &mut report);
         }
         let found = match found {
             Ok(found) => found,
@@ -429,11 +437,6 @@ impl Solver<'_, '_> {
                 );
                 *guard = None;
                 return Ok(None);
-            }
-            Err(Failed::Limit) => {
-                return Err(OptimizeError::TimeLimit(
-                    self.opts.time_limit.unwrap_or_default(),
-                ));
             }
             Err(Failed::Solver(e)) => return Err(OptimizeError::Solver(e)),
         };

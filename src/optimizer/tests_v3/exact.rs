@@ -446,3 +446,69 @@ fn classes_that_fit_alone_but_not_together_name_their_scenario() {
         json!([{"scenario": "busy", "hours": [0, 1]}])
     );
 }
+
+/// Stopped at its first report (as `POST /v1/solves/{id}/stop` or the time
+/// limit would stop it), a decomposed plan answers with its best plan so
+/// far, the bound it proved and the gap: the optimum lies between them.
+#[test]
+fn a_stopped_decomposition_keeps_its_best_plan_and_bound() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let problem = Problem::from_json(&super::worked::x4()).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let heard: Arc<Mutex<Vec<crate::optimizer::Progress>>> = Arc::default();
+    let (flag, log) = (stop.clone(), heard.clone());
+    let opts = SolveOptions {
+        stop: Some(stop),
+        progress: Some(crate::optimizer::ProgressSink(Arc::new(move |p| {
+            log.lock().unwrap().push(*p);
+            flag.store(true, Ordering::Relaxed);
+        }))),
+        ..SolveOptions::default()
+    };
+    let r = solve(&problem, &opts).unwrap();
+    assert_eq!(
+        (r.status, r.stopped_by, r.model_stats.method),
+        ("time_limit", Some("stopped"), "l_shaped")
+    );
+    let (objective, bound) = (r.objective.unwrap(), r.best_bound.unwrap());
+    // X4's optimum at λ = 0 is 9.1: the plan is no better, the bound no worse.
+    assert!(
+        bound <= 9.1 + 1e-9 && objective >= 9.1 - 1e-9,
+        "{bound} {objective}"
+    );
+    let gap = r.gap.unwrap();
+    assert!(gap >= (objective - 9.1) / objective - 1e-9, "gap {gap}");
+    let heard = heard.lock().unwrap();
+    assert!(!heard.is_empty());
+    assert!(
+        heard
+            .iter()
+            .all(|p| p.best.is_none_or(|b| p.bound <= b + 1e-9))
+    );
+    // The plan is a real plan of the problem, whatever its gap.
+    let v = serde_json::to_value(&r).unwrap();
+    assert!(v["hourly"]["scenarios"]["storm"].is_object(), "{v:#}");
+
+    // Unstopped, the same problem is proven with a progress report per
+    // master solve and a bound that never falls.
+    let heard: Arc<Mutex<Vec<crate::optimizer::Progress>>> = Arc::default();
+    let log = heard.clone();
+    let opts = SolveOptions {
+        progress: Some(crate::optimizer::ProgressSink(Arc::new(move |p| {
+            log.lock().unwrap().push(*p);
+        }))),
+        ..SolveOptions::default()
+    };
+    let r = solve(&problem, &opts).unwrap();
+    assert_eq!((r.status, r.best_bound), ("optimal", None));
+    let heard = heard.lock().unwrap();
+    // One search per λ (two at λ = 1: least CVaR, then least mean).
+    let searches = heard.iter().filter(|p| p.iteration == 1).count();
+    assert_eq!(searches, 6, "{heard:?}");
+    for pair in heard.windows(2).filter(|w| w[1].iteration > 1) {
+        assert_eq!(pair[1].iteration, pair[0].iteration + 1);
+        assert!(pair[1].bound >= pair[0].bound - 1e-9, "{pair:?}");
+    }
+}

@@ -110,21 +110,7 @@ fn x3_a_tail_that_splits_a_scenario() {
 
 #[test]
 fn x4_classes_owned_capacity_and_availability() {
-    let mut h100 = offer("h100", Some(4.0), None, Some(2.0));
-    h100["gpu_model"] = json!("H100");
-    let mut l4 = offer("l4", Some(0.9), Some(0.25), None);
-    l4["gpu_model"] = json!("L4");
-    l4["gpu_memory_gib"] = json!(24);
-    let doc = json!({"schema_version": 3,
-        "classes": [{"id": "train", "demand": [2, 2], "min_gpu_memory_gib": 80, "perf": {"H100": 1}},
-                    {"id": "infer", "demand": [1, 1], "perf": {"H100": 1, "L4": 0.25}}],
-        "offers": [h100, l4],
-        "owned": [{"offer": "h100", "option": "1y", "count": 1}],
-        "scenarios": [{"id": "calm", "probability": 0.75},
-                      {"id": "storm", "probability": 0.25, "classes": {"infer": [2, 2]},
-                       "spot_available": {"aws/r1/l4": 0}}],
-        "risk": {"beta": 0.8}});
-    let (_, _, v) = solved(&doc);
+    let (_, _, v) = solved(&x4());
     let points = frontier(&v);
     let rs: Vec<f64> = points.iter().map(|p| p.1).collect();
     assert_eq!(rs, [1.0, 2.0, 3.0, 3.0, 3.0], "{:#}", v["frontier"]);
@@ -138,6 +124,24 @@ fn x4_classes_owned_capacity_and_availability() {
     assert!(near(&v["baseline_on_demand_cost"], 17.0));
     assert!(near(&v["savings"], 7.9));
     assert!(near(&v["savings_pct"], 7.9 / 17.0 * 100.0));
+}
+
+/// X4: two classes, owned capacity, an outage (the decomposition's case).
+pub(super) fn x4() -> Value {
+    let mut h100 = offer("h100", Some(4.0), None, Some(2.0));
+    h100["gpu_model"] = json!("H100");
+    let mut l4 = offer("l4", Some(0.9), Some(0.25), None);
+    l4["gpu_model"] = json!("L4");
+    l4["gpu_memory_gib"] = json!(24);
+    json!({"schema_version": 3,
+        "classes": [{"id": "train", "demand": [2, 2], "min_gpu_memory_gib": 80, "perf": {"H100": 1}},
+                    {"id": "infer", "demand": [1, 1], "perf": {"H100": 1, "L4": 0.25}}],
+        "offers": [h100, l4],
+        "owned": [{"offer": "h100", "option": "1y", "count": 1}],
+        "scenarios": [{"id": "calm", "probability": 0.75},
+                      {"id": "storm", "probability": 0.25, "classes": {"infer": [2, 2]},
+                       "spot_available": {"aws/r1/l4": 0}}],
+        "risk": {"beta": 0.8}})
 }
 
 #[test]

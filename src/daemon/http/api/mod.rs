@@ -52,6 +52,8 @@ fn table() -> Vec<(Method, &'static str, MethodRouter<Arc<AppState>>)> {
         (Method::POST, "/v1/plans", post(create_plan)),
         (Method::POST, "/v1/jobs", post(create_catalog_job)),
         (Method::GET, "/v1/plans/latest", get(latest_plan)),
+        (Method::GET, "/v1/solves", get(running_solves)),
+        (Method::POST, "/v1/solves/{id}/stop", post(stop_solve)),
         (Method::GET, "/v1/plans/{id}", get(plan_by_id)),
         (Method::GET, "/v1/bills", get(bills::bills)),
         (Method::GET, "/v1/usage", get(bills::usage)),
@@ -447,6 +449,7 @@ async fn create_plan(
         wait: false,
         fence: None,
         scenario_keys,
+        progress: None,
     };
     match state.planning.plan(request).await {
         Ok(planned) => {
@@ -639,6 +642,29 @@ fn catalog_plan(
         countries: list("countries")?,
     };
     Ok((problem.name, input))
+}
+
+/// `GET /v1/solves`: the plans solving now, each with its progress (the
+/// bound, best plan and gap of a long risk plan's search).
+async fn running_solves(State(state): State<Arc<AppState>>) -> Response {
+    let solver = state.planning.solver();
+    Json(json!({"slots": solver.max(), "solves": solver.running_solves()})).into_response()
+}
+
+/// `POST /v1/solves/{id}/stop`: asks a running plan to return its best
+/// plan so far, with its bound and gap.
+async fn stop_solve(
+    State(state): State<Arc<AppState>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<Response, ApiError> {
+    let id: u64 = id
+        .parse()
+        .map_err(|_| ApiError::bad_parameter("id", format!("`{id}` is not a solve id")))?;
+    if state.planning.solver().stop(id) {
+        Ok(Json(json!({"stopping": id})).into_response())
+    } else {
+        Err(not_found(&format!("no solve {id} is running")))
+    }
 }
 
 async fn latest_plan(
