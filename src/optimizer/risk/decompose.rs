@@ -95,6 +95,11 @@ pub(super) struct Decomposition {
     feasibility: Vec<Row>,
     points: Vec<Point>,
     backend: Backend,
+    /// Bytes a master MIP's search may add (`SolveOptions::memory_limit`).
+    memory_limit: Option<u64>,
+    /// Whether a master's search stopped at the memory limit: every search
+    /// after it ends with its best plan, as at the time limit.
+    pub(super) memory_stopped: bool,
     threads: usize,
 }
 
@@ -107,6 +112,7 @@ impl Decomposition {
         parts: Vec<(Split, f64, f64)>,
         shared_rows: Vec<Row>,
         backend: Backend,
+        memory_limit: Option<u64>,
     ) -> Self {
         let mut master_rows = shared_rows;
         let mut scenarios = Vec::with_capacity(parts.len());
@@ -127,6 +133,8 @@ impl Decomposition {
             feasibility: Vec::new(),
             points: Vec::new(),
             backend,
+            memory_limit,
+            memory_stopped: false,
             threads,
         }
     }
@@ -312,6 +320,7 @@ impl Decomposition {
         for iteration in 1.. {
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             let out_of_time = left.is_some_and(|l| l.is_zero())
+                || self.memory_stopped
                 || stop.is_some_and(|s| s.load(Ordering::Relaxed));
             let best = self.best(goal, any_whole);
             // At the limit: the best plan so far, with the master's bound
@@ -332,15 +341,21 @@ impl Decomposition {
             let initial = best
                 .filter(|_| phase_whole)
                 .map(|(_, i)| self.master_start(goal, i));
-            let solved = master.solve_within(self.backend, left, initial.as_deref());
+            let solved =
+                master.solve_bounded(self.backend, left, initial.as_deref(), self.memory_limit);
             let values = match solved {
                 Ok(Solved {
                     values,
                     bound: None,
                     ..
                 }) => values,
-                Ok(Solved { bound: Some(b), .. }) => {
-                    bound = bound.max(b);
+                Ok(Solved {
+                    bound: Some(b),
+                    memory_stop,
+                    ..
+                }) => {
+                    bound = bound.max(b - self.offset(goal));
+                    self.memory_stopped |= memory_stop;
                     continue;
                 }
                 Err(LpError::Infeasible) => return Err(Failed::Infeasible),
@@ -400,26 +415,28 @@ impl Decomposition {
         Some(self.objective(goal, &master, &values))
     }
 
-    /// A master's objective at `values`, with the constant its mean term
-    /// leaves out (the shortfall's shifts).
-    fn objective(&self, goal: Goal, master: &Milp, values: &[f64]) -> f64 {
+    /// The constant a master's mean term leaves out: the shortfall's shifts.
+    fn offset(&self, goal: Goal) -> f64 {
         let mean = if goal.cap.is_some() {
             1.0
         } else {
             1.0 - goal.lambda
         };
-        let offset: f64 = self
-            .scenarios
+        self.scenarios
             .iter()
             .map(|s| mean * s.probability * s.shift)
-            .sum();
+            .sum()
+    }
+
+    /// A master's objective at `values`, with its constant.
+    fn objective(&self, goal: Goal, master: &Milp, values: &[f64]) -> f64 {
         master
             .vars
             .iter()
             .zip(values)
             .map(|(v, x)| v.cost * x)
             .sum::<f64>()
-            - offset
+            - self.offset(goal)
     }
 
     /// A feasible master solution at evaluated point `i`, to start the

@@ -165,6 +165,11 @@ pub(super) fn solve(
     result.model_stats = solver.model_stats(removed, scanned.is_some());
     result.timings.build_ms = build_ms;
     let unproven = solver.unproven.take();
+    let memory_stopped = solver
+        .decomposition
+        .borrow()
+        .as_ref()
+        .is_some_and(|d| d.memory_stopped);
     let totals = Totals {
         st,
         opts,
@@ -183,7 +188,9 @@ pub(super) fn solve(
     )?;
     if !unproven.is_empty() {
         stopped(&mut result, &points, primary, &unproven);
-        if opts
+        if memory_stopped {
+            result.stopped_by = Some("memory_limit");
+        } else if opts
             .stop
             .as_ref()
             .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
@@ -246,6 +253,7 @@ fn decomposition(
         splits,
         parts[0].milp.rows[..skip].to_vec(),
         opts.backend,
+        opts.memory_limit,
     ))
 }
 

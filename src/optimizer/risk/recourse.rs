@@ -234,13 +234,11 @@ impl LevelLp {
         for _ in 0..limit {
             // Basic values: B⁻¹(b − Σ nonbasic a_j x_j); logicals sit at 0.
             let mut w = b.clone();
-            for j in 0..n {
-                if !basic[j] {
-                    let x = value(j, &at_upper, self);
-                    if x != 0.0 {
-                        for (i, a) in &self.cols[j] {
-                            w[*i] -= a * x;
-                        }
+            for (j, col) in self.cols.iter().enumerate().filter(|(j, _)| !basic[*j]) {
+                let x = value(j, &at_upper, self);
+                if x != 0.0 {
+                    for (i, a) in col {
+                        w[*i] -= a * x;
                     }
                 }
             }
@@ -263,16 +261,14 @@ impl LevelLp {
                 })
                 .collect();
             let Some((r, _)) = leave else {
-                let mut cost = 0.0;
-                for j in 0..n {
-                    self.values[j] = if basic[j] {
-                        let r = head.iter().position(|h| *h == j).unwrap_or(0);
-                        xb[r].max(0.0)
-                    } else {
-                        value(j, &at_upper, self)
-                    };
-                    cost += self.cost[j] * self.values[j];
-                }
+                let values: Vec<f64> = (0..n)
+                    .map(|j| match head.iter().position(|h| *h == j) {
+                        Some(r) => xb[r].max(0.0),
+                        None => value(j, &at_upper, self),
+                    })
+                    .collect();
+                let cost = self.cost.iter().zip(&values).map(|(c, x)| c * x).sum();
+                self.values = values;
                 self.warm = Some(Basis { head, at_upper });
                 return Ok(Outcome::Optimal {
                     cost,
@@ -512,7 +508,11 @@ mod tests {
                     rhs,
                 });
             }
-            let Ok(mut split) = split(&milp, 2, 0, &[2..2 + n]) else {
+            let levels = [std::ops::Range {
+                start: 2,
+                end: 2 + n,
+            }];
+            let Ok(mut split) = split(&milp, 2, 0, &levels) else {
                 panic!("case {case}: split refused");
             };
             for _ in 0..4 {
