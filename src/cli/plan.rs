@@ -739,16 +739,42 @@ fn progress_lines() -> crate::optimizer::ProgressSink {
             return;
         }
         *last = std::time::Instant::now();
-        let best = p.best.map_or("none yet".to_owned(), |b| format!("{b:.2}"));
-        let gap = p
-            .gap
-            .map_or(String::new(), |g| format!(", gap {:.3}%", 100.0 * g));
-        eprintln!(
-            "Solving λ {}: bound {:.2}, best plan {best}{gap}, {} master solves, {:.0} s.",
-            p.lambda,
-            p.bound,
-            p.iteration,
-            started.elapsed().as_secs_f64()
-        );
+        eprintln!("{}", progress_line(p, started.elapsed().as_secs_f64()));
     }))
+}
+
+fn progress_line(p: &crate::optimizer::Progress, elapsed_secs: f64) -> String {
+    let best = p.best.map_or("none yet".to_owned(), |b| format!("{b:.2}"));
+    let gap = p
+        .gap
+        .map_or(String::new(), |g| format!(", gap {:.3}%", 100.0 * g));
+    format!(
+        "Solving λ {}: bound {:.2}, best plan {best}{gap}, {} master solves, {elapsed_secs:.0} s.",
+        p.lambda, p.bound, p.iteration,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_progress_line_gives_the_bound_the_best_plan_and_the_gap() {
+        let mut p = crate::optimizer::Progress {
+            lambda: 0.5,
+            iteration: 12,
+            bound: 27_400.126,
+            best: Some(27_517.96),
+            gap: Some(0.004_28),
+        };
+        assert_eq!(
+            progress_line(&p, 6.4),
+            "Solving λ 0.5: bound 27400.13, best plan 27517.96, gap 0.428%, 12 master solves, 6 s."
+        );
+        (p.best, p.gap) = (None, None);
+        assert_eq!(
+            progress_line(&p, 3.0),
+            "Solving λ 0.5: bound 27400.13, best plan none yet, 12 master solves, 3 s."
+        );
+    }
 }
