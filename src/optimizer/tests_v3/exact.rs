@@ -54,6 +54,28 @@ fn risk_objective(st: &Stochastic, costs: &[f64], baselines: &[f64], lambda: f64
     (1.0 - lambda) * mean + lambda * cvar(&losses, st.risk.beta)
 }
 
+/// Every frontier point of `ours` has the objective of `theirs`'s to 1e-6
+/// (relative); `what` names the two methods in a failure.
+fn assert_same_frontier(
+    ours: PlanResult,
+    theirs: PlanResult,
+    what: &str,
+    case: usize,
+    doc: &Value,
+) {
+    let (a, b) = (ours.v3.unwrap(), theirs.v3.unwrap());
+    assert_eq!(a.frontier.len(), b.frontier.len(), "case {case}");
+    for (p, q) in a.frontier.iter().zip(&b.frontier) {
+        assert!(
+            (p.objective - q.objective).abs() <= 1e-6 * q.objective.abs().max(1.0),
+            "case {case} λ {}: {what} {} vs {}\n{doc}",
+            p.lambda,
+            p.objective,
+            q.objective
+        );
+    }
+}
+
 #[test]
 fn random_v3_problems_match_enumeration_over_the_reservations() {
     let mut rng = Lcg(0x5eed_0003);
@@ -216,16 +238,7 @@ fn the_one_class_scan_agrees_with_the_extensive_form() {
         verify(&problem, &v, false).unwrap_or_else(|e| panic!("case {case}: {e}\n{doc}"));
         assert_eq!(fast.model_stats.method, "scan", "case {case}");
         assert_eq!(plain.model_stats.method, "extensive_form");
-        let (a, b) = (fast.v3.unwrap(), plain.v3.unwrap());
-        for (p, q) in a.frontier.iter().zip(&b.frontier) {
-            assert!(
-                (p.objective - q.objective).abs() <= 1e-6 * q.objective.abs().max(1.0),
-                "case {case} λ {}: scan {} vs extensive {}\n{doc}",
-                p.lambda,
-                p.objective,
-                q.objective
-            );
-        }
+        assert_same_frontier(fast, plain, "scan vs extensive", case, &doc);
     }
 }
 
@@ -282,21 +295,7 @@ fn several_classes_plan_the_same_with_and_without_the_reductions() {
         );
         let v = serde_json::to_value(&reduced).unwrap();
         verify(&problem, &v, false).unwrap_or_else(|e| panic!("case {case}: {e}\n{doc}"));
-        for (p, q) in reduced
-            .v3
-            .unwrap()
-            .frontier
-            .iter()
-            .zip(&plain.v3.unwrap().frontier)
-        {
-            assert!(
-                (p.objective - q.objective).abs() <= 1e-6 * q.objective.abs().max(1.0),
-                "case {case} λ {}: reduced {} vs plain {}\n{doc}",
-                p.lambda,
-                p.objective,
-                q.objective
-            );
-        }
+        assert_same_frontier(reduced, plain, "reduced vs plain", case, &doc);
     }
 }
 
@@ -408,21 +407,7 @@ fn the_decomposition_agrees_with_the_extensive_form() {
         decomposed += usize::from(fast.model_stats.method == "l_shaped");
         let v = serde_json::to_value(&fast).unwrap();
         verify(&problem, &v, false).unwrap_or_else(|e| panic!("case {case}: {e}\n{doc}"));
-        for (p, q) in fast
-            .v3
-            .unwrap()
-            .frontier
-            .iter()
-            .zip(&plain.v3.unwrap().frontier)
-        {
-            assert!(
-                (p.objective - q.objective).abs() <= 1e-6 * q.objective.abs().max(1.0),
-                "case {case} λ {}: decomposed {} vs extensive {}\n{doc}",
-                p.lambda,
-                p.objective,
-                q.objective
-            );
-        }
+        assert_same_frontier(fast, plain, "decomposed vs extensive", case, &doc);
     }
     assert!(decomposed >= 20, "only {decomposed} cases were decomposed");
 }
