@@ -154,12 +154,19 @@ pub(super) fn solve(
         .iter()
         .position(|(l, _, _)| *l == st.risk.lambda)
         .unwrap_or(0);
-    let (_, f, _) = &points[primary];
+    let (lambda, f, _) = &points[primary];
+    // A plan cut short by a limit is over the budget only when its bound is.
+    let least = solver
+        .unproven
+        .borrow()
+        .iter()
+        .find(|(l, _)| l == lambda)
+        .map_or(f.objective, |(_, bound)| bound.min(f.objective));
     if let Some(budget) = problem.policy.budget
-        && f.objective > budget * (1.0 + 1e-9) + 1e-9
+        && least > budget * (1.0 + 1e-9) + 1e-9
     {
         result.infeasibility =
-            Some(json!({"kind": "budget", "budget": budget, "min_cost": f.objective}));
+            Some(json!({"kind": "budget", "budget": budget, "min_cost": least}));
         return finish(result, v3);
     }
     result.model_stats = solver.model_stats(removed, scanned.is_some());
