@@ -220,9 +220,14 @@ impl Table {
         } else {
             reader
         };
+        // Records end at `\n` alone: the csv crate's line count misses the
+        // `\n` of a CRLF end (Azure writes them), which would name the line
+        // before a bad row's. The `\r` left on a row's last cell goes with
+        // the trimming every cell and header gets.
         let mut csv = csv::ReaderBuilder::new()
             .has_headers(true)
             .flexible(false)
+            .terminator(csv::Terminator::Any(b'\n'))
             .from_reader(reader);
         let header = csv
             .headers()

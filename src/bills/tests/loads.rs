@@ -60,6 +60,50 @@ fn a_growing_open_month_is_an_update_and_a_changed_final_one_a_restatement(db) {
 }
 }
 
+/// A bad cell is named by its physical line whatever the file's line ends
+/// (Azure writes CRLF) and however many lines a quoted cell spans before it.
+#[test]
+fn a_bad_cell_names_its_line_with_crlf_ends_and_quoted_newlines() {
+    let bad = |text: String| {
+        let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
+        b.write("oct.csv", text);
+        let r = b.load("2026-10-20T00:00:00Z");
+        one_period(&r).error.clone().unwrap_or_default()
+    };
+    let rows = [
+        gpu_hour("p5.48xlarge", "ml", "98.32"),
+        gpu_hour("p5.48xlarge", "ml", "9O.00"),
+    ];
+    let lf = csv_text(FOCUS, &rows);
+    assert_eq!(
+        bad(lf.clone()),
+        "oct.csv:3: BilledCost: `9O.00` is not a number"
+    );
+    assert_eq!(
+        bad(lf.replace('\n', "\r\n")),
+        "oct.csv:3: BilledCost: `9O.00` is not a number"
+    );
+    // A cell over three lines on the good row (a description column the
+    // reader does not use) puts the bad one on line 5.
+    let mut header = FOCUS.to_vec();
+    header.push("ChargeDescription");
+    let mut long = rows.to_vec();
+    for r in &mut long {
+        r.push("GPU hours".into());
+    }
+    let at = header.len() - 1;
+    long[0][at] = "first\nsecond\nthird".into();
+    let text = csv_text(&header, &long);
+    assert_eq!(
+        bad(text.clone()),
+        "oct.csv:5: BilledCost: `9O.00` is not a number"
+    );
+    assert_eq!(
+        bad(text.replace('\n', "\r\n")),
+        "oct.csv:5: BilledCost: `9O.00` is not a number"
+    );
+}
+
 on_both_backends! {
 fn a_bad_file_fails_its_period_by_file_line_and_column_and_the_stored_rows_stay(db) {
     let b = Bench::on(db.pool(0), BillProvider::Aws, BillFormat::Focus, None);

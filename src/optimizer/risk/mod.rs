@@ -165,8 +165,7 @@ pub(super) fn solve(
     if let Some(budget) = problem.policy.budget
         && least > budget * (1.0 + 1e-9) + 1e-9
     {
-        result.infeasibility =
-            Some(json!({"kind": "budget", "budget": budget, "min_cost": least}));
+        result.infeasibility = Some(json!({"kind": "budget", "budget": budget, "min_cost": least}));
         return finish(result, v3);
     }
     result.model_stats = solver.model_stats(removed, scanned.is_some());
