@@ -729,6 +729,51 @@ fn slices_of_owned_gpus_print_as_shares_and_windows_list_offered_and_vanished_bl
 }
 
 #[test]
+fn the_config_comes_from_the_flag_else_a_non_empty_gpuplan_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mine.toml");
+    std::fs::write(&file, "[store]\npath = \"from-file.db\"\n").unwrap();
+    let validate = |flag: bool, env: Option<&std::path::Path>| {
+        let mut c = gpuplan();
+        c.current_dir(dir.path()).env_remove("GPUPLAN_CONFIG");
+        if flag {
+            c.args(["--config", file.to_str().unwrap()]);
+        }
+        c.args(["config", "validate"]);
+        if let Some(v) = env {
+            c.env("GPUPLAN_CONFIG", v);
+        }
+        c.output().unwrap()
+    };
+    // An empty variable is no config, and never stands in the flag's way.
+    let empty = std::path::Path::new("");
+    for (flag, env) in [
+        (true, Some(empty)),
+        (true, None),
+        (false, Some(file.as_path())),
+    ] {
+        let out = validate(flag, env);
+        assert!(
+            out.status.success(),
+            "{flag} {env:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stdout).contains("mine.toml"),
+            "{}",
+            text(&out.stdout)
+        );
+    }
+    let out = validate(false, Some(empty));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stdout).contains("mine.toml"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
 fn the_facts_commands_print_cited_rows_and_prices_use_them() {
     // No config and no catalog: the facts are built in.
     let dir = tempfile::tempdir().unwrap();

@@ -75,8 +75,9 @@ use windows::run_windows;
     about = "A local catalog of cloud GPU prices, purchase plans and alerts."
 )]
 pub struct Cli {
-    /// Config file (TOML). Without one, built-in defaults apply.
-    #[arg(long, global = true, env = "GPUPLAN_CONFIG")]
+    /// Config file (TOML); else the file `GPUPLAN_CONFIG` names, when set and
+    /// not empty. Without one, built-in defaults apply.
+    #[arg(long, global = true)]
     pub config: Option<PathBuf>,
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value = "text")]
@@ -189,6 +190,13 @@ impl From<anyhow::Error> for CliError {
 /// # Errors
 /// `BadInput` for a bad config or argument, `Failed` for everything else.
 pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
+    // Read here, not by clap: clap takes an empty variable for a missing
+    // value and refuses even an explicit `--config FILE`.
+    let config_file = cli.config.or_else(|| {
+        std::env::var_os("GPUPLAN_CONFIG")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
     match cli.command {
         Command::Completions { shell } => Ok(shell::completions(shell)),
         Command::Man { out_dir } => shell::man(out_dir.as_deref()),
@@ -197,62 +205,62 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Config(ConfigCommand::Validate { file }) => {
-            validate_config(file.as_deref().or(cli.config.as_deref()))
+            validate_config(file.as_deref().or(config_file.as_deref()))
         }
         Command::Serve {
             shutdown_grace_secs,
         } => {
-            let config = load_config(cli.config.as_deref())?;
+            let config = load_config(config_file.as_deref())?;
             serve(config, Duration::from_secs(shutdown_grace_secs)).await
         }
         Command::Sync { providers, json } => {
-            let config = load_config(cli.config.as_deref())?;
+            let config = load_config(config_file.as_deref())?;
             run_sync(&config, &providers, json).await
         }
         Command::Alerts(command) => {
-            let config = load_config(cli.config.as_deref())?;
+            let config = load_config(config_file.as_deref())?;
             run_alerts(&config, command).await
         }
         Command::Plan(args) => {
-            let config = load_config(cli.config.as_deref())?;
+            let config = load_config(config_file.as_deref())?;
             run_plan(&config, &args).await
         }
         Command::Job(args) => {
-            let config = load_config(cli.config.as_deref())?;
+            let config = load_config(config_file.as_deref())?;
             job::run_job(&config, *args).await
         }
         Command::Prices(args) => {
-            let config = load_config(cli.config.as_deref())?;
+            let config = load_config(config_file.as_deref())?;
             run_prices(&config, args)
         }
         Command::SpotHistory(args) => {
-            let config = load_config(cli.config.as_deref())?;
+            let config = load_config(config_file.as_deref())?;
             run_spot_history(&config, &args)
         }
         Command::Gpus(args) => facts::run_gpus(&args),
         Command::Perf(args) => facts::run_perf(&args),
         Command::Regions(args) => facts::run_regions(&args),
-        Command::Windows(args) => run_windows(&load_config(cli.config.as_deref())?, args),
+        Command::Windows(args) => run_windows(&load_config(config_file.as_deref())?, args),
         Command::Store(StoreCommand::Copy { from, to, json }) => {
-            let config = load_config(cli.config.as_deref())?;
+            let config = load_config(config_file.as_deref())?;
             run_copy(&config, &from, to.as_deref(), json)
         }
         Command::Store(StoreCommand::Prune { dry_run, json }) => {
-            let config = load_config(cli.config.as_deref())?;
+            let config = load_config(config_file.as_deref())?;
             run_prune(&config, dry_run, json)
         }
         Command::Bills(command) => {
-            let config = load_config(cli.config.as_deref())?;
+            let config = load_config(config_file.as_deref())?;
             run_bills(&config, command).await
         }
-        Command::Usage(args) => run_usage(&load_config(cli.config.as_deref())?, &args),
-        Command::Spend(args) => run_spend(&load_config(cli.config.as_deref())?, &args),
-        Command::Commitments(args) => run_commitments(&load_config(cli.config.as_deref())?, &args),
-        Command::Coverage(args) => run_coverage(&load_config(cli.config.as_deref())?, &args),
+        Command::Usage(args) => run_usage(&load_config(config_file.as_deref())?, &args),
+        Command::Spend(args) => run_spend(&load_config(config_file.as_deref())?, &args),
+        Command::Commitments(args) => run_commitments(&load_config(config_file.as_deref())?, &args),
+        Command::Coverage(args) => run_coverage(&load_config(config_file.as_deref())?, &args),
         Command::Advise(args) => {
-            advise::run_advise(&load_config(cli.config.as_deref())?, &args).await
+            advise::run_advise(&load_config(config_file.as_deref())?, &args).await
         }
-        Command::Budgets { format } => run_budgets(&load_config(cli.config.as_deref())?, format),
+        Command::Budgets { format } => run_budgets(&load_config(config_file.as_deref())?, format),
     }
 }
 
