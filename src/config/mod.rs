@@ -306,10 +306,28 @@ fn parse_raw(text: &str) -> Result<RawConfig, Vec<ConfigError>> {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let path = if path == "." { String::new() } else { path };
-        vec![ConfigError::new(
-            path,
-            located(inner.message(), inner.span()),
-        )]
+        let message = match dotted_name(text, &path, inner.message()) {
+            Some(hint) => format!("{}; {hint}", inner.message()),
+            None => inner.message().to_owned(),
+        };
+        vec![ConfigError::new(path, located(&message, inner.span()))]
+    })
+}
+
+/// What an unknown field means when the file has a `[PARENT.FIELD]` header
+/// (`path` ends with the field): a name with a dot, which TOML reads as a
+/// table inside `PARENT`.
+fn dotted_name(text: &str, path: &str, message: &str) -> Option<String> {
+    let field = message.strip_prefix("unknown field `")?.split('`').next()?;
+    // The path names the unknown field last.
+    let parent = path.strip_suffix(field)?.strip_suffix('.')?;
+    let header = format!("[{path}]");
+    let (section, name) = parent.rsplit_once('.')?;
+    text.lines().any(|l| l.trim() == header).then(|| {
+        format!(
+            "`{header}` reads as a table `{field}` inside `{parent}`: a name with a dot \
+             must be quoted, as in [{section}.\"{name}.{field}\"]"
+        )
     })
 }
 

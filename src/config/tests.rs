@@ -772,3 +772,24 @@ fn vast_is_off_unless_enabled_and_syncs_every_ten_minutes_by_default() {
     let errors = errors_of("[providers.vast]\nenabled = true\nendpoint = \"x\"\n").join("\n");
     assert_named(&errors, &["providers.vast.endpoint"]);
 }
+
+#[test]
+fn a_dotted_source_name_is_said_to_need_quotes() {
+    let text = "[bills.v1.2-aws]\nformat = \"focus\"\nprovider = \"aws\"\npath = \"bills\"\n";
+    let errors = Config::parse(text, Path::new("/tmp")).unwrap_err();
+    let e = errors[0].to_string();
+    assert!(e.contains("unknown field `2-aws`"), "{e}");
+    assert!(
+        e.contains("`[bills.v1.2-aws]` reads as a table `2-aws` inside `bills.v1`: a name with a dot must be quoted, as in [bills.\"v1.2-aws\"]"),
+        "{e}"
+    );
+    // Quoted, the name is one key, and its dot is then named as the fault.
+    let text = "[bills.\"v1.2-aws\"]\nformat = \"focus\"\nprovider = \"aws\"\npath = \"bills\"\n";
+    let errors = Config::parse(text, Path::new("/tmp")).unwrap_err();
+    assert!(
+        errors.iter().any(|e| e
+            .to_string()
+            .contains("a source name may only use a-z, 0-9, '-' and '_'")),
+        "{errors:?}"
+    );
+}
