@@ -73,6 +73,20 @@ impl SourceReport {
     pub fn failed(&self) -> bool {
         !self.errors.is_empty() || self.periods.iter().any(|p| p.result == "failed")
     }
+
+    /// Every failure: the source's own, then each failed period's, named by
+    /// its account and period (what the log says when a load fails).
+    #[must_use]
+    pub fn problems(&self) -> Vec<String> {
+        let periods = self.periods.iter().filter_map(|p| {
+            let error = p.error.as_deref()?;
+            Some(format!(
+                "{} {}: {error}",
+                p.billing_account, p.billing_period
+            ))
+        });
+        self.errors.iter().cloned().chain(periods).collect()
+    }
 }
 
 /// Every source's report.
@@ -295,7 +309,7 @@ pub fn load_source(
     }
     report.seconds = started.elapsed().as_secs_f64();
     if report.failed() {
-        tracing::warn!(errors = ?report.errors, "Bill load had failures.");
+        tracing::warn!(errors = ?report.problems(), "Bill load had failures.");
     } else {
         tracing::info!(
             files_read = report.files_read,

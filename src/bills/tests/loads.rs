@@ -136,6 +136,11 @@ fn a_bad_file_fails_its_period_by_file_line_and_column_and_the_stored_rows_stay(
         by_period["2026-10"].error.as_deref(),
         Some("oct.csv:3: BilledCost: `9O.00` is not a number")
     );
+    // What the log says names the failed period, not an empty list.
+    assert_eq!(
+        r.problems(),
+        ["111 2026-10: oct.csv:3: BilledCost: `9O.00` is not a number"]
+    );
     // October keeps its one stored hour; November is in.
     assert!(close(b.total_gpu_hours(), 9.0));
     // The bad file is read again next time, not taken as read.
