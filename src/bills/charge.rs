@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::read::{Cell, RowCells};
-use super::{BadCell, BillError, CommitmentType, time};
+use super::{BadCell, BillError, BillFormat, CommitmentType, time};
 
 /// `ChargeCategory`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -194,14 +194,48 @@ pub const fn opt(names: &'static [&'static str]) -> Wanted {
     }
 }
 
+/// Which export a header looks like, for the error when it is read as
+/// another format: the format that reads it (if gpuplan has one) and what to
+/// tell the user.
+fn looks_like(header: &[String]) -> Option<(Option<BillFormat>, &'static str)> {
+    let has = |name: &str| header.iter().any(|h| h.eq_ignore_ascii_case(name));
+    if has("BilledCost") && (has("ChargePeriodStart") || has("ChargeCategory")) {
+        Some((
+            Some(BillFormat::Focus),
+            "a FOCUS export: set `format = \"focus\"`",
+        ))
+    } else if has("line_item_unblended_cost") {
+        Some((
+            Some(BillFormat::Cur2),
+            "an AWS CUR 2.0 export: set `format = \"cur2\"`",
+        ))
+    } else if has("lineItem/UnblendedCost") {
+        Some((
+            None,
+            "a legacy AWS Cost and Usage Report (CUR 1.0), which gpuplan does not read: \
+             export CUR 2.0 or FOCUS from AWS Data Exports",
+        ))
+    } else if has("CostInBillingCurrency") {
+        Some((
+            None,
+            "an Azure cost details export, not FOCUS: export the FOCUS cost dataset \
+             from Cost Management",
+        ))
+    } else {
+        None
+    }
+}
+
 /// Finds each wanted column in `header`: exact name first, then ignoring case.
 ///
 /// # Errors
-/// `File` naming the first required column the file lacks.
+/// `File` naming the first required column the file lacks, and, when the
+/// header looks like an export other than `format`, which one.
 pub fn resolve(
     shown: &str,
     header: &[String],
     wanted: &[Wanted],
+    format: BillFormat,
 ) -> Result<Vec<Option<usize>>, BillError> {
     let find = |name: &str| {
         header
@@ -213,10 +247,13 @@ pub fn resolve(
     for w in wanted {
         let at = w.names.iter().find_map(|n| find(n));
         if at.is_none() && w.required {
-            return Err(BillError::file(
-                shown,
-                format!("missing the required column {}", w.names.join(" or ")),
-            ));
+            let mut why = format!("missing the required column {}", w.names.join(" or "));
+            if let Some((other, what)) = looks_like(header)
+                && other != Some(format)
+            {
+                why = format!("{why}; the header looks like {what}");
+            }
+            return Err(BillError::file(shown, why));
         }
         out.push(at);
     }

@@ -260,7 +260,7 @@ pub(super) fn read_file<'s>(
             BillFormat::Focus => focus::COLUMNS,
             BillFormat::Cur2 => cur2::COLUMNS,
         };
-        let wanted = charge::resolve(&file.rel, table.header(), columns)?;
+        let wanted = charge::resolve(&file.rel, table.header(), columns, source.format)?;
         let format = source.format;
         let shown = file.rel.as_str();
         let mut fns: Vec<Box<RowFn<'_>>> = workers

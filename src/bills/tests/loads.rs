@@ -178,6 +178,26 @@ fn a_missing_required_column_or_a_cut_gzip_is_named_with_its_file() {
         r.errors[0].starts_with("no-cost.csv: missing the required column"),
         "{r:#?}"
     );
+    assert!(!r.errors[0].contains("looks like"), "{r:#?}");
+
+    // A file of another export says which it looks like.
+    let b = Bench::new(BillProvider::Aws, BillFormat::Cur2);
+    b.focus("focus.csv", &[gpu_hour("g6.xlarge", "ml", "1")]);
+    let r = b.load("2026-10-20T00:00:00Z");
+    assert!(
+        r.errors[0].ends_with("; the header looks like a FOCUS export: set `format = \"focus\"`"),
+        "{r:#?}"
+    );
+    let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
+    b.write(
+        "legacy.csv",
+        "identity/LineItemId,lineItem/UsageStartDate,lineItem/UnblendedCost\nabc,2026-10-01T00:00:00Z,1.0\n",
+    );
+    let r = b.load("2026-10-20T00:00:00Z");
+    assert!(
+        r.errors[0].contains("the header looks like a legacy AWS Cost and Usage Report (CUR 1.0), which gpuplan does not read"),
+        "{r:#?}"
+    );
 
     let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());

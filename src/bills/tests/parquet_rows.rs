@@ -537,7 +537,13 @@ fn parquet_rows_of_equal_text_share_a_shape_and_rows_of_one_shape_mean_the_same(
     ] {
         let bytes = bytes::Bytes::from(repeated_parquet(&rows, layout));
         let table = Table::open(Contents::Memory(bytes), "x.parquet").unwrap();
-        let wanted = charge::resolve("x.parquet", table.header(), focus::COLUMNS).unwrap();
+        let wanted = charge::resolve(
+            "x.parquet",
+            table.header(),
+            focus::COLUMNS,
+            BillFormat::Focus,
+        )
+        .unwrap();
         let team_tags = vec!["team".to_owned(), "project".to_owned()];
         let mut focus = Focus::new(BillProvider::Aws, &team_tags);
         let mut batch = BatchRows::default();
