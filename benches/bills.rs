@@ -380,9 +380,13 @@ fn best_of_3(mut run: impl FnMut() -> f64) -> f64 {
 fn read_alone(file: &Path, cells: bool) -> f64 {
     let t = Instant::now();
     let table = Table::open(Contents::Local(file.to_path_buf()), "export.parquet").unwrap();
-    let wanted =
-        gpuplan::bills::charge::resolve("export", table.header(), gpuplan::bills::focus::COLUMNS)
-            .unwrap();
+    let wanted = gpuplan::bills::charge::resolve(
+        "export",
+        table.header(),
+        gpuplan::bills::focus::COLUMNS,
+        gpuplan::bills::BillFormat::Focus,
+    )
+    .unwrap();
     let n = wanted.len();
     let touch = |row: &dyn RowCells| {
         if cells {
