@@ -490,6 +490,15 @@ fn load(
     pool.write_fenced(fence, |s| {
         s.record_bill_files(&source.name, &records, &removed, now)
     })?;
+    // Every load reports the unmapped types of the source's periods
+    // (docs/bills.md), also of those it did not read again.
+    for load in pool.read(|s| s.bill_loads(Some(&source.name)))? {
+        if !affected.contains(&(load.billing_account, load.billing_period)) {
+            for (t, n) in load.unmapped {
+                *report.unmapped.entry(t).or_default() += n;
+            }
+        }
+    }
     report.periods.sort_by(|a, b| {
         (&a.billing_account, &a.billing_period).cmp(&(&b.billing_account, &b.billing_period))
     });

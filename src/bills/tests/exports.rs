@@ -234,4 +234,8 @@ fn unmapped_gpu_types_are_reported_by_name_never_guessed() {
     assert!(b.usage(&[], Bucket::Day).is_empty());
     let loads = b.pool.read(|s| s.bill_loads(None)).unwrap();
     assert_eq!(loads[0].unmapped["p4de.12xlarge"], 2);
+    // Every sync reports them: one that reads nothing new too.
+    let again = b.load("2026-10-20T06:00:00Z");
+    assert_eq!((again.files_read, again.files_skipped), (0, 1));
+    assert_eq!(again.unmapped, r.unmapped);
 }
