@@ -630,3 +630,56 @@ fn cur2_parquet_tags_are_a_map_whose_user_keys_match_the_team_tags() {
         ])
     );
 }
+
+/// The rule docs/bills.md states: a bad cell fails its period where it
+/// would change a figure. `Tags` is read only for teams, so one that is not
+/// JSON fails the load where `team_tags` is set and is not read otherwise;
+/// only GPU usage is spread over its hours, so only a GPU row spanning more
+/// than a month fails, and other spend counts on its first day.
+#[test]
+fn bad_cells_fail_only_where_they_would_change_a_figure() {
+    let untagged = focus_row(&[
+        ("ConsumedQuantity", "1"),
+        ("ConsumedUnit", "Hrs"),
+        ("SkuPriceDetails", r#"{"InstanceType":"p5.48xlarge"}"#),
+        ("Tags", "team=ml"),
+        ("BilledCost", "98"),
+        ("EffectiveCost", "98"),
+    ]);
+    let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
+    b.focus("oct.csv", std::slice::from_ref(&untagged));
+    let r = b.load("2026-10-20T00:00:00Z");
+    let e = one_period(&r).error.clone().unwrap_or_default();
+    assert!(e.starts_with("oct.csv:2: Tags: "), "{r:#?}");
+    let mut b = Bench::new(BillProvider::Aws, BillFormat::Focus);
+    b.source.team_tags.clear();
+    b.focus("oct.csv", &[untagged]);
+    let r = b.load("2026-10-20T00:00:00Z");
+    assert!(!r.failed(), "{r:#?}");
+    assert!(close(b.total_gpu_hours(), 8.0));
+
+    let long = |details: &str| {
+        focus_row(&[
+            ("ChargePeriodEnd", "2026-11-10T00:00:00Z"),
+            ("ServiceCategory", "Storage"),
+            ("SkuPriceDetails", details),
+            ("ConsumedQuantity", "40"),
+            ("ConsumedUnit", "Hrs"),
+            ("BilledCost", "40"),
+            ("EffectiveCost", "40"),
+        ])
+    };
+    let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
+    b.focus("oct.csv", &[long("")]);
+    let r = b.load("2026-10-20T00:00:00Z");
+    assert!(!r.failed(), "{r:#?}");
+    let spend = b.spend(&[]);
+    assert_eq!(spend.len(), 1);
+    assert_eq!(spend[0].start, t("2026-10-01T00:00:00Z"));
+    assert!(close(spend[0].billed_cost, 40.0));
+    let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
+    b.focus("oct.csv", &[long(r#"{"InstanceType":"p5.48xlarge"}"#)]);
+    let r = b.load("2026-10-20T00:00:00Z");
+    let e = one_period(&r).error.clone().unwrap_or_default();
+    assert!(e.contains("more than a month"), "{r:#?}");
+}
