@@ -54,6 +54,32 @@ fn risk_objective(st: &Stochastic, costs: &[f64], baselines: &[f64], lambda: f64
     (1.0 - lambda) * mean + lambda * cvar(&losses, st.risk.beta)
 }
 
+/// Half the time, one owned reservation of `o0` for the first half of the
+/// horizon.
+fn maybe_owned(doc: &mut Value, rng: &mut Lcg, hours: usize) {
+    if below(rng, 2) == 0 {
+        doc["owned"] =
+            json!([{"offer": "o0", "option": "1y", "count": 1, "remaining_hours": hours / 2}]);
+    }
+}
+
+/// `doc` solved as planned and by the extensive form (with the reductions
+/// kept iff `reduce`): the problem and both results.
+fn both_ways(doc: &Value, reduce: bool) -> (Problem, PlanResult, PlanResult) {
+    let problem = Problem::from_json(doc).unwrap();
+    let fast = solve(&problem, &SolveOptions::default()).unwrap();
+    let plain = solve(
+        &problem,
+        &SolveOptions {
+            reduce,
+            decompose: false,
+            ..SolveOptions::default()
+        },
+    )
+    .unwrap();
+    (problem, fast, plain)
+}
+
 /// Every frontier point of `ours` has the objective of `theirs`'s to 1e-6
 /// (relative); `what` names the two methods in a failure.
 fn assert_same_frontier(
@@ -215,21 +241,8 @@ fn the_one_class_scan_agrees_with_the_extensive_form() {
         let mut doc = json!({"schema_version": 3, "demand": demand, "offers": offers, "scenarios": scenarios,
             "risk": {"beta": beta, "measure": measure},
             "policy": {"max_spot_share": sigma, "max_pool_share": pi}});
-        if below(&mut rng, 2) == 0 {
-            doc["owned"] =
-                json!([{"offer": "o0", "option": "1y", "count": 1, "remaining_hours": hours / 2}]);
-        }
-        let problem = Problem::from_json(&doc).unwrap();
-        let fast = solve(&problem, &SolveOptions::default()).unwrap();
-        let plain = solve(
-            &problem,
-            &SolveOptions {
-                reduce: false,
-                decompose: false,
-                ..SolveOptions::default()
-            },
-        )
-        .unwrap();
+        maybe_owned(&mut doc, &mut rng, hours);
+        let (problem, fast, plain) = both_ways(&doc, false);
         assert_eq!(fast.status, plain.status, "case {case}");
         if fast.status != "optimal" {
             continue;
@@ -381,20 +394,8 @@ fn the_decomposition_agrees_with_the_extensive_form() {
             "risk": {"beta": beta, "measure": measure,
                      "frontier": [0, 0.3, 0.7, 1]},
             "policy": {"integer_reserved": whole}});
-        if below(&mut rng, 2) == 0 {
-            doc["owned"] =
-                json!([{"offer": "o0", "option": "1y", "count": 1, "remaining_hours": hours / 2}]);
-        }
-        let problem = Problem::from_json(&doc).unwrap();
-        let fast = solve(&problem, &SolveOptions::default()).unwrap();
-        let plain = solve(
-            &problem,
-            &SolveOptions {
-                decompose: false,
-                ..SolveOptions::default()
-            },
-        )
-        .unwrap();
+        maybe_owned(&mut doc, &mut rng, hours);
+        let (problem, fast, plain) = both_ways(&doc, true);
         assert_eq!(fast.status, plain.status, "case {case}\n{doc}");
         if fast.status != "optimal" {
             assert_eq!(
