@@ -84,6 +84,17 @@ pub(super) struct Goal {
     pub(super) cap: Option<f64>,
 }
 
+impl Goal {
+    /// The mean term's weight: `1 − λ`, or 1 under a CVaR cap.
+    fn mean_weight(self) -> f64 {
+        if self.cap.is_some() {
+            1.0
+        } else {
+            1.0 - self.lambda
+        }
+    }
+}
+
 pub(super) struct Decomposition {
     /// The purchase columns, as the scenarios' models have them.
     columns: Vec<Var>,
@@ -146,18 +157,7 @@ impl Decomposition {
     /// The goal's value at a purchase with these group recourse costs, or
     /// `None` when it breaks the goal's CVaR cap.
     fn value(&self, goal: Goal, counts: &[f64], recourse: &[f64]) -> Option<f64> {
-        let bought: f64 = self
-            .columns
-            .iter()
-            .zip(counts)
-            .map(|(c, x)| c.cost * x)
-            .sum();
-        let losses: Vec<(f64, f64)> = self
-            .scenarios
-            .iter()
-            .zip(recourse)
-            .map(|(s, r)| (bought + r - s.shift, s.probability))
-            .collect();
+        let losses = self.losses(counts, recourse);
         let mean: f64 = losses.iter().map(|(l, p)| l * p).sum();
         let tail = cvar(&losses, goal.beta);
         match goal.cap {
@@ -165,6 +165,21 @@ impl Decomposition {
                 .then_some(mean),
             None => Some((1.0 - goal.lambda) * mean + goal.lambda * tail),
         }
+    }
+
+    /// Each group's `(L_g, p_g)` at a purchase with these recourse costs.
+    fn losses(&self, counts: &[f64], recourse: &[f64]) -> Vec<(f64, f64)> {
+        let bought: f64 = self
+            .columns
+            .iter()
+            .zip(counts)
+            .map(|(c, x)| c.cost * x)
+            .sum();
+        self.scenarios
+            .iter()
+            .zip(recourse)
+            .map(|(s, r)| (bought + r - s.shift, s.probability))
+            .collect()
     }
 
     /// The goal's value at an evaluated purchase.
@@ -190,11 +205,7 @@ impl Decomposition {
     /// tail term or cap) `η⁺`, `η⁻` and each group's `u_g`.
     fn master(&self, goal: Goal, whole: bool) -> Milp {
         let mut m = Milp::default();
-        let mean = if goal.cap.is_some() {
-            1.0
-        } else {
-            1.0 - goal.lambda
-        };
+        let mean = goal.mean_weight();
         for c in &self.columns {
             m.vars.push(Var {
                 cost: mean * c.cost,
@@ -365,14 +376,19 @@ impl Decomposition {
             let objective = self.objective(goal, &master, &values);
             // A relaxed master's optimum bounds the whole one's too.
             bound = bound.max(objective);
-            let phase_best = self.best(goal, phase_whole);
-            let best = self.best(goal, any_whole).map(|b| b.0);
+            // The points have not changed since `best` was taken.
+            let phase_best = if phase_whole == any_whole {
+                best
+            } else {
+                self.best(goal, phase_whole)
+            };
+            let best_value = best.map(|b| b.0);
             report(Progress {
                 lambda: goal.lambda,
                 iteration,
                 bound,
-                best,
-                gap: best.map(|b| ((b - bound) / b.abs().max(1e-9)).max(0.0)),
+                best: best_value,
+                gap: best_value.map(|b| ((b - bound) / b.abs().max(1e-9)).max(0.0)),
             });
             let close = |best: f64| best - objective <= GAP * best.abs().max(1.0);
             let counts: Vec<f64> = values[..self.reserved()]
@@ -394,10 +410,10 @@ impl Decomposition {
                     phase_whole = true;
                     continue;
                 }
-                let Some((_, i)) = self.best(goal, any_whole) else {
+                let Some((value, i)) = best else {
                     return Err(Failed::Infeasible);
                 };
-                let proven = self.best(goal, any_whole).is_some_and(|(b, _)| close(b));
+                let proven = close(value);
                 return Ok(Found {
                     counts: self.points[i].counts.clone(),
                     bound: (!proven).then_some(bound),
@@ -417,11 +433,7 @@ impl Decomposition {
 
     /// The constant a master's mean term leaves out: the shortfall's shifts.
     fn offset(&self, goal: Goal) -> f64 {
-        let mean = if goal.cap.is_some() {
-            1.0
-        } else {
-            1.0 - goal.lambda
-        };
+        let mean = goal.mean_weight();
         self.scenarios
             .iter()
             .map(|s| mean * s.probability * s.shift)
@@ -449,18 +461,7 @@ impl Decomposition {
         if goal.lambda == 0.0 && goal.cap.is_none() {
             return x;
         }
-        let bought: f64 = self
-            .columns
-            .iter()
-            .zip(&point.counts)
-            .map(|(c, r)| c.cost * r)
-            .sum();
-        let losses: Vec<(f64, f64)> = self
-            .scenarios
-            .iter()
-            .zip(&recourse)
-            .map(|(s, r)| (bought + r - s.shift, s.probability))
-            .collect();
+        let losses = self.losses(&point.counts, &recourse);
         let eta = super::super::measure::quantile(&losses, goal.beta);
         x.push(eta.max(0.0));
         x.push((-eta).max(0.0));
