@@ -401,17 +401,20 @@ fn the_readme_job_walk_through_holds() {
     ));
     ws.write("eu-gpu-sheet.csv", sheet);
     assert!(ws.run(&["sync"]).status.success());
-    let ask = [
-        "job",
-        "--work",
-        "2000",
-        "--deadline",
-        "96h",
-        "--budget",
-        "50000",
-        "--countries",
-        "DE,FR,NL,SE",
-    ];
+    let ask_within = |budget: &'static str| {
+        [
+            "job",
+            "--work",
+            "2000",
+            "--deadline",
+            "96h",
+            "--budget",
+            budget,
+            "--countries",
+            "DE,FR,NL,SE",
+        ]
+    };
+    let ask = ask_within("50000");
     assert!(readme.contains(&format!("$ gpuplan {}", ask.join(" "))));
     let out = ws.run(&ask);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -434,17 +437,7 @@ fn the_readme_job_walk_through_holds() {
         .find(|l| l.trim_start().starts_with("21 "))
         .unwrap();
     assert!(readme.contains(first), "{first}");
-    let tight = ws.run(&[
-        "job",
-        "--work",
-        "2000",
-        "--deadline",
-        "96h",
-        "--budget",
-        "4000",
-        "--countries",
-        "DE,FR,NL,SE",
-    ]);
+    let tight = ws.run(&ask_within("4000"));
     assert!(
         String::from_utf8_lossy(&tight.stdout)
             .contains("the cheapest way to finish by the deadline costs $4389.96")
