@@ -328,6 +328,16 @@ pub enum OptimizeError {
     Solver(String),
 }
 
+/// How far a plan's `objective` may be above the optimum, given a proven
+/// lower `bound`, relative to the objective (0 for a zero objective).
+fn relative_gap(objective: f64, bound: f64) -> f64 {
+    if objective.abs() > 0.0 {
+        ((objective - bound) / objective.abs()).max(0.0)
+    } else {
+        0.0
+    }
+}
+
 /// Solves a validated problem.
 ///
 /// # Errors
@@ -447,11 +457,7 @@ pub fn solve(problem: &Problem, opts: &SolveOptions) -> Result<PlanResult, Optim
         }
         result.best_bound = Some(bound);
         result.stopped_by = stopped_by;
-        result.gap = Some(if objective.abs() > 0.0 {
-            ((objective - bound) / objective.abs()).max(0.0)
-        } else {
-            0.0
-        });
+        result.gap = Some(relative_gap(objective, bound));
     } else if let Some(budget) = problem.policy.budget
         && over(objective, budget)
     {

@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use super::super::lp::{Backend, LpError, Milp, Row, Sense, Solved, Var};
 use super::super::measure::cvar;
+use super::super::relative_gap;
 use super::recourse::{LevelLp, Outcome, Split, Unsuited};
 
 /// Relative distance between the best plan and the master's bound at which
@@ -388,7 +389,7 @@ impl Decomposition {
                 iteration,
                 bound,
                 best: best_value,
-                gap: best_value.map(|b| ((b - bound) / b.abs().max(1e-9)).max(0.0)),
+                gap: best_value.map(|b| relative_gap(b, bound)),
             });
             let close = |best: f64| best - objective <= GAP * best.abs().max(1.0);
             let counts: Vec<f64> = values[..self.reserved()]

@@ -31,7 +31,9 @@ use super::model::{Measure, Problem, Stochastic};
 use super::report::{self, Plan};
 use super::scan::Scan;
 use super::setup::Setup;
-use super::{ModelStats, OptimizeError, PlanResult, SolveOptions, checks, ms, solve_model};
+use super::{
+    ModelStats, OptimizeError, PlanResult, SolveOptions, checks, ms, relative_gap, solve_model,
+};
 pub use decompose::Progress;
 use decompose::{Decomposition, Failed, Goal};
 use extensive::{Availability, Extensive, Group, Part};
@@ -193,47 +195,29 @@ pub(super) fn solve(
         (&baselines, &input_baselines),
     )?;
     if !unproven.is_empty() {
-        stopped(&mut result, &points, primary, &unproven);
-        if memory_stopped {
-            result.stopped_by = Some("memory_limit");
-        } else if opts
+        // A search cut short before every frontier point was proven: the
+        // primary plan's bound (its objective when it was proven), the
+        // largest relative gap of any point, and what stopped it.
+        result.status = "time_limit";
+        result.best_bound = Some(least);
+        result.gap = unproven
+            .iter()
+            .filter_map(|(l, b)| {
+                let (_, f, _) = points.iter().find(|(pl, _, _)| pl == l)?;
+                Some(relative_gap(f.objective, *b))
+            })
+            .reduce(f64::max);
+        let asked = opts
             .stop
             .as_ref()
-            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
-        {
-            result.stopped_by = Some("stopped");
-        }
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
+        result.stopped_by = Some(match (memory_stopped, asked) {
+            (true, _) => "memory_limit",
+            (false, true) => "stopped",
+            (false, false) => "time_limit",
+        });
     }
     finish(result, v3)
-}
-
-/// Marks a result whose search a time limit stopped before every frontier
-/// point was proven: the primary plan's bound (its objective when it was
-/// proven) and the largest relative gap of any point.
-fn stopped(result: &mut PlanResult, points: &[Point], primary: usize, unproven: &[(f64, f64)]) {
-    let gap = |objective: f64, bound: f64| {
-        if objective.abs() > 0.0 {
-            ((objective - bound) / objective.abs()).max(0.0)
-        } else {
-            0.0
-        }
-    };
-    let (lambda, f, _) = &points[primary];
-    result.status = "time_limit";
-    result.stopped_by = Some("time_limit");
-    result.best_bound = Some(
-        unproven
-            .iter()
-            .find(|(l, _)| l == lambda)
-            .map_or(f.objective, |(_, b)| b.min(f.objective)),
-    );
-    result.gap = unproven
-        .iter()
-        .filter_map(|(l, b)| {
-            let (_, f, _) = points.iter().find(|(pl, _, _)| pl == l)?;
-            Some(gap(f.objective, *b))
-        })
-        .reduce(f64::max);
 }
 
 /// The L-shaped decomposition of the groups' models, when every level's
