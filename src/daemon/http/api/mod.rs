@@ -657,9 +657,7 @@ async fn stop_solve(
     State(state): State<Arc<AppState>>,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Result<Response, ApiError> {
-    let id: u64 = id
-        .parse()
-        .map_err(|_| ApiError::bad_parameter("id", format!("`{id}` is not a solve id")))?;
+    let id: u64 = path_id(&id, "solve")?;
     if state.planning.solver().stop(id) {
         Ok(Json(json!({"stopping": id})).into_response())
     } else {
@@ -685,9 +683,7 @@ async fn plan_by_id(
     State(state): State<Arc<AppState>>,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Result<Response, ApiError> {
-    let id: i64 = id
-        .parse()
-        .map_err(|_| ApiError::bad_parameter("id", format!("`{id}` is not a plan id")))?;
+    let id: i64 = path_id(&id, "plan")?;
     let plan = read(&state, move |store, _, _| store.saved_plan(Some(id), None)).await?;
     plan.map(|p| Json(p).into_response())
         .ok_or_else(|| not_found(&format!("no plan {id}")))
@@ -711,6 +707,12 @@ async fn alerts(
     })
     .await?;
     Ok(Json(doc).into_response())
+}
+
+/// A path's `{id}`, or the 400 that names it as not a `what` id.
+fn path_id<T: std::str::FromStr>(id: &str, what: &str) -> Result<T, ApiError> {
+    id.parse()
+        .map_err(|_| ApiError::bad_parameter("id", format!("`{id}` is not a {what} id")))
 }
 
 fn not_found(message: &str) -> ApiError {
