@@ -378,17 +378,17 @@ impl LevelLp {
         (head, warm.at_upper.clone(), inv)
     }
 
-    /// Each purchase column's slope, `−Σ_i π_i·a_ik`.
+    /// Each purchase column's slope, `−Σ_i π_i·a_ik` (rows of `π = 0` skipped).
     fn slope(&self, pi: &[f64]) -> Vec<(usize, f64)> {
         let mut slope: Vec<(usize, f64)> = Vec::new();
-        for (i, terms) in self.bought.iter().enumerate() {
-            if pi[i] == 0.0 {
+        for (w, terms) in pi.iter().zip(&self.bought) {
+            if *w == 0.0 {
                 continue;
             }
             for (k, a) in terms {
                 match slope.iter_mut().find(|(c, _)| c == k) {
-                    Some((_, s)) => *s -= pi[i] * a,
-                    None => slope.push((*k, -pi[i] * a)),
+                    Some((_, s)) => *s -= w * a,
+                    None => slope.push((*k, -w * a)),
                 }
             }
         }
@@ -408,16 +408,9 @@ impl LevelLp {
             })
             .sum();
         let base: f64 = rho.iter().zip(&self.rhs).map(|(p, r)| p * r).sum();
-        let mut terms: Vec<(usize, f64)> = Vec::new();
-        for (i, t) in self.bought.iter().enumerate() {
-            for (k, a) in t {
-                match terms.iter_mut().find(|(c, _)| c == k) {
-                    Some((_, s)) => *s -= rho[i] * a,
-                    None => terms.push((*k, -rho[i] * a)),
-                }
-            }
-        }
-        // x_r's reach is base − Σ_k (ρ·B_k) R_k − fixed.
+        // x_r's reach is base − Σ_k (ρ·B_k) R_k − fixed: its terms on the
+        // purchases are the slope's form with ρ for π.
+        let terms = self.slope(rho);
         if up {
             Row {
                 terms,
