@@ -190,6 +190,17 @@ fn generate(path: &Path, per_hour: usize) {
                 (pricing, c_id, c_type, c_cat, c_status, billed, effective) =
                     ("Standard", None, None, None, None, 0.05, 0.05);
             }
+            // As AWS writes them: a price in each, so there are many more
+            // texts than instance types.
+            let description = match pricing {
+                "Standard" => format!("${billed:.4} per On Demand Linux {instance} Instance Hour"),
+                "Dynamic" => format!("${billed:.4} per Linux/UNIX {instance} Spot Instance-hour"),
+                _ => format!(
+                    "USD 0.0 per Linux/UNIX (Amazon VPC), {instance} reserved instance applied"
+                ),
+            };
+            text("ChargeDescription", Some(&description));
+            text("ProviderName", Some("AWS"));
             text("ChargeCategory", Some(category));
             text("PricingCategory", Some(pricing));
             text("CommitmentDiscountId", c_id);
@@ -339,6 +350,7 @@ fn year_of_usage(pool: &Pool) {
             period: format!("m{month:02}"),
             period_start,
             period_end: period_start + 30 * 86_400,
+            provider_rows: [("aws".to_owned(), 1)].into(),
             ..PeriodData::default()
         };
         for hour in 0..HOURS as i64 {
@@ -348,6 +360,7 @@ fn year_of_usage(pool: &Pool) {
                     .usage
                     .entry(UsageKey {
                         start: period_start + hour * 3600,
+                        provider: "aws".into(),
                         account: "222222222222".into(),
                         team: format!("team-{:02}", j % TEAMS),
                         region: "us-east-1".into(),
@@ -364,7 +377,7 @@ fn year_of_usage(pool: &Pool) {
             }
         }
         pool.write(|s| {
-            s.write_bill_period("year", "aws", &data, "final", Utc::now())
+            s.write_bill_period("year", &data, "final", Utc::now())
                 .unwrap()
         });
     }
@@ -410,7 +423,7 @@ fn main() {
     let per_hour = (rows / HOURS).max(GPU_INSTANCES + 1);
     let cache: PathBuf = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| PathBuf::from("target"), PathBuf::from)
-        .join(format!("bench-bills-{per_hour}"));
+        .join(format!("bench-bills-v2-{per_hour}"));
     let export = cache.join("export");
     let file = export.join("focus-2026-10-00001.snappy.parquet");
     if !file.exists() {

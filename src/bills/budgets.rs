@@ -129,7 +129,9 @@ pub struct DataDays {
 }
 
 /// The complete days of `sources` (every one when `providers` is empty,
-/// else those of the listed providers); `Err` says why there are none.
+/// else those whose configured provider is listed or whose rows name one:
+/// a multi-provider FOCUS file counts for each provider it holds); `Err`
+/// says why there are none.
 ///
 /// # Errors
 /// A store error (outer), or why no day is complete yet (inner).
@@ -138,27 +140,34 @@ pub fn data_days(
     sources: &[BillSourceRef],
     providers: &[String],
 ) -> Result<Result<DataDays, String>, StoreError> {
+    let spans = store.bill_spend_span()?;
+    let listed = |p: &str| providers.iter().any(|l| l == p);
     let in_scope: Vec<&BillSourceRef> = sources
         .iter()
-        .filter(|s| providers.is_empty() || providers.iter().any(|p| p == s.provider.as_str()))
+        .filter(|s| {
+            providers.is_empty()
+                || listed(s.provider.as_str())
+                || spans
+                    .get(&s.name)
+                    .is_some_and(|span| span.providers.iter().any(|p| listed(p)))
+        })
         .collect();
     if in_scope.is_empty() {
         return Ok(Err(
             "no bill source of its providers is configured".to_owned()
         ));
     }
-    let spans = store.bill_spend_span()?;
     let mut first = i64::MAX;
     let mut newest = i64::MAX;
     for s in in_scope {
-        let Some((lo, hi)) = spans.get(&s.name) else {
+        let Some(span) = spans.get(&s.name) else {
             return Ok(Err(format!(
                 "bill source {} has no spend loaded yet",
                 s.name
             )));
         };
-        first = first.min(*lo);
-        newest = newest.min(*hi);
+        first = first.min(span.first);
+        newest = newest.min(span.last);
     }
     let complete_to = newest - DAY;
     if complete_to < first {

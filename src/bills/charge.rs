@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::read::{Cell, RowCells};
-use super::{BadCell, BillError, BillFormat, CommitmentType, time};
+use super::{BadCell, BillError, BillFormat, BillProvider, CommitmentType, time};
 
 /// `ChargeCategory`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -126,6 +126,7 @@ pub struct CommitmentUse<'a> {
 /// One charge in gpuplan's terms.
 #[derive(Debug, Clone)]
 pub struct Charge<'a> {
+    pub provider: RowProvider<'a>,
     pub billing_account: &'a str,
     pub period_start: i64,
     pub period_end: i64,
@@ -157,6 +158,98 @@ pub struct Charge<'a> {
     /// Cost that belongs to usage billed on another line, never usage itself
     /// (CUR's savings-plan negation).
     pub cost_only: bool,
+    /// `ChargeDescription`: what an untyped row that says it is GPU usage
+    /// is reported under.
+    pub description: Option<&'a str>,
+    /// The description names GPUs, though no column types the row.
+    pub says_gpu: bool,
+}
+
+/// What a charge's description tells of its GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Described<'t> {
+    /// An instance type written as AWS writes them, `family.size`
+    /// (`$1.624 per On Demand Linux g5.4xlarge Instance Hour`).
+    pub instance_type: Option<&'t str>,
+    /// A word `GPU` or `GPUs`.
+    pub gpu: bool,
+}
+
+/// Reads a `ChargeDescription`.
+#[must_use]
+pub fn described(text: &str) -> Described<'_> {
+    let mut out = Described::default();
+    for word in text.split(|c: char| c.is_whitespace() || matches!(c, ',' | '(' | ')' | ';' | '/'))
+    {
+        if word.eq_ignore_ascii_case("gpu") || word.eq_ignore_ascii_case("gpus") {
+            out.gpu = true;
+        } else if out.instance_type.is_none() && is_instance_type(word) {
+            out.instance_type = Some(word);
+        }
+    }
+    out
+}
+
+/// `g5.4xlarge`, `p4d.24xlarge`, `u-6tb1.metal`: a family with a digit,
+/// a dot, and one of EC2's sizes.
+fn is_instance_type(word: &str) -> bool {
+    let Some((family, size)) = word.split_once('.') else {
+        return false;
+    };
+    let family_ok = family.starts_with(|c: char| c.is_ascii_lowercase())
+        && family.bytes().any(|b| b.is_ascii_digit())
+        && family
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let sized = |s: &str| {
+        let n = s.trim_start_matches(|c: char| c.is_ascii_digit());
+        matches!(
+            n,
+            "nano" | "micro" | "small" | "medium" | "large" | "xlarge"
+        ) && (n == "xlarge" || n.len() == s.len())
+    };
+    let size_ok = sized(size)
+        || size == "metal"
+        || size
+            .strip_prefix("metal-")
+            .and_then(|x| x.strip_suffix("xl"))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    family_ok && size_ok
+}
+
+/// Who billed a row: a cloud gpuplan knows the instance types of, or
+/// another provider by the name the file gives it (a marketplace seller, a
+/// service an aggregator adds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowProvider<'a> {
+    Cloud(BillProvider),
+    Other(&'a str),
+}
+
+impl<'a> RowProvider<'a> {
+    /// A FOCUS `ServiceProviderName` or `ProviderName`.
+    #[must_use]
+    pub fn named(name: &'a str) -> Self {
+        let name = name.trim();
+        BillProvider::from_provider_name(name).map_or(Self::Other(name), Self::Cloud)
+    }
+
+    /// The name usage and spend are kept under.
+    #[must_use]
+    pub fn name(self) -> &'a str {
+        match self {
+            Self::Cloud(p) => p.as_str(),
+            Self::Other(name) => name,
+        }
+    }
+
+    #[must_use]
+    pub fn cloud(self) -> Option<BillProvider> {
+        match self {
+            Self::Cloud(p) => Some(p),
+            Self::Other(_) => None,
+        }
+    }
 }
 
 /// The cells of a row that vary between rows of one shape (see

@@ -4,11 +4,11 @@
 use std::borrow::Cow;
 
 use super::charge::{
-    Category, Cells, Charge, CommitmentUse, Memo, Pricing, TimeUnit, Wanted, entries, first_tag,
-    first_value, opt, req,
+    Category, Cells, Charge, CommitmentUse, Memo, Pricing, RowProvider, TimeUnit, Wanted, entries,
+    first_tag, first_value, opt, req,
 };
 use super::read::Cell;
-use super::{BillError, CommitmentType};
+use super::{BillError, BillProvider, CommitmentType};
 
 const PAYER: usize = 0;
 const PERIOD_START: usize = 1;
@@ -229,6 +229,7 @@ impl<'s> Cur2<'s> {
         };
         let team = self.team(c)?;
         Ok(Charge {
+            provider: RowProvider::Cloud(BillProvider::Aws),
             billing_account: c.required_text(PAYER)?,
             period_start,
             period_end,
@@ -253,6 +254,8 @@ impl<'s> Cur2<'s> {
             team,
             spot: false,
             cost_only,
+            description: None,
+            says_gpu: false,
         })
     }
 

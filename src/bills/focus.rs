@@ -3,8 +3,8 @@
 use std::borrow::Cow;
 
 use super::charge::{
-    Amounts, Category, Cells, Charge, CommitmentUse, Entries, Memo, Pricing, TimeUnit, Wanted,
-    entries, first_tag, first_value, opt, req,
+    Amounts, Category, Cells, Charge, CommitmentUse, Described, Entries, Memo, Pricing,
+    RowProvider, TimeUnit, Wanted, described, entries, first_tag, first_value, opt, req,
 };
 use super::read::{Batch, Cell, MapIds};
 use super::{BillError, BillProvider, CommitmentType};
@@ -38,6 +38,8 @@ const TAGS: usize = 24;
 const USAGE_TYPE: usize = 25;
 const AZURE_SKU: usize = 26;
 const PRICING_SUB: usize = 27;
+const PROVIDER: usize = 28;
+const DESCRIPTION: usize = 29;
 
 /// The columns gpuplan reads; every other column is ignored.
 pub const COLUMNS: &[Wanted] = &[
@@ -69,11 +71,15 @@ pub const COLUMNS: &[Wanted] = &[
     opt(&["x_UsageType"]),
     opt(&["x_SkuDetails"]),
     opt(&["x_PricingSubcategory"]),
+    // 1.3 renamed `ProviderName`; a file with both has the newer one right.
+    opt(&["ServiceProviderName", "ProviderName"]),
+    opt(&["ChargeDescription"]),
 ];
 
 /// The text columns a row's meaning depends on, besides its key-value
 /// cells: everything but its amounts and times.
-const SHAPED: [usize; 18] = [
+const SHAPED: [usize; 19] = [
+    PROVIDER,
     ACCOUNT,
     CATEGORY,
     CLASS,
@@ -273,6 +279,40 @@ struct Roles {
     tags: Vec<Option<(u64, u64)>>,
     /// `Tags` values: 1 blank, 2 not.
     blank: Vec<u8>,
+    /// `ChargeDescription` ids: 1 + the [`Roles::meaning`] of the text.
+    described: Vec<u32>,
+    /// The instance types descriptions name, by their place in `meanings`.
+    types: foldhash::HashMap<Box<str>, u32>,
+}
+
+/// Instance types descriptions may name in one epoch before its rows are
+/// read one at a time.
+const DESCRIBED_TYPES: u32 = 4096;
+
+/// How many meanings a description can have: no type or one of
+/// [`DESCRIBED_TYPES`], with or without a GPU word.
+const MEANINGS: u64 = 2 * (DESCRIBED_TYPES as u64 + 1);
+
+impl Roles {
+    /// What a description means to the mapping, as a number below
+    /// [`MEANINGS`]; `None` past [`DESCRIBED_TYPES`] types.
+    fn meaning(&mut self, d: Described<'_>) -> Option<u64> {
+        let instance_type = match d.instance_type {
+            None => 0,
+            Some(t) => match self.types.get(t) {
+                Some(&i) => i + 1,
+                None => {
+                    let i = u32::try_from(self.types.len()).ok()?;
+                    if i >= DESCRIBED_TYPES {
+                        return None;
+                    }
+                    self.types.insert(t.into(), i);
+                    i + 1
+                }
+            },
+        };
+        Some(2 * u64::from(instance_type) + u64::from(d.gpu))
+    }
 }
 
 /// Map keys with a role table entry; a map with bigger key ids leaves its
@@ -289,6 +329,7 @@ struct Details {
 
 /// The per-file state of the FOCUS mapping: memos of repeated JSON cells.
 pub struct Focus<'s> {
+    /// Whose rows a file without a provider column holds.
     provider: BillProvider,
     team_tags: &'s [String],
     tags: Memo<Option<String>>,
@@ -357,9 +398,51 @@ impl<'s> Focus<'s> {
                 })?;
             }
         }
+        self.description_digits(b, ids, &mut digits)?;
         digits.push(2, |r| Some(u64::from(quantity[r].is_some())))?;
         digits.flush();
         Some(())
+    }
+
+    /// Each row's description as what it means to the mapping (its type
+    /// and GPU word), not as its text: AWS writes a price into each, so
+    /// the texts outnumber their meanings.
+    fn description_digits(
+        &mut self,
+        b: &Batch<'_>,
+        ids: &mut Vec<u32>,
+        digits: &mut Digits<'_>,
+    ) -> Option<()> {
+        // A file's columns are its header's: one without descriptions
+        // spends no digit on them.
+        if !b.has(DESCRIPTION) {
+            return Some(());
+        }
+        let roles = &mut self.roles;
+        if b.ids(DESCRIPTION, ids).is_some() {
+            // A dictionary: each distinct text read once an epoch.
+            return digits.push(MEANINGS, |r| {
+                let id = ids[r];
+                if id == 0 {
+                    return Some(0);
+                }
+                let at = id as usize;
+                if roles.described.len() <= at {
+                    roles.described.resize(at + 1, 0);
+                }
+                if roles.described[at] == 0 {
+                    let text = b.id_text(DESCRIPTION, id)?;
+                    roles.described[at] =
+                        u32::try_from(roles.meaning(described(text))? + 1).ok()?;
+                }
+                Some(u64::from(roles.described[at] - 1))
+            });
+        }
+        digits.push(MEANINGS, |r| match b.cell(DESCRIPTION, r) {
+            Cell::Text(t) => roles.meaning(described(t)),
+            Cell::Null => Some(0),
+            _ => None,
+        })
     }
 
     /// The ids of the values [`Focus::details`] reads from a map's
@@ -500,18 +583,25 @@ impl<'s> Focus<'s> {
         let unused = status.is_some_and(|s| s.eq_ignore_ascii_case("unused"));
         let used = status.is_some_and(|s| s.eq_ignore_ascii_case("used"));
 
+        let provider = c
+            .text(PROVIDER)?
+            .map_or(RowProvider::Cloud(self.provider), RowProvider::named);
+        let cloud = provider.cloud();
         let (mut instance_type, gpu_count) = self.details(c, SKU_DETAILS)?;
-        if self.provider == BillProvider::Azure
+        if cloud == Some(BillProvider::Azure)
             && let Some(t) = self.azure_size(c)?
         {
             instance_type = Some(Cow::Owned(t));
         }
-        if instance_type.is_none() && self.provider == BillProvider::Aws {
+        let description = c.text(DESCRIPTION)?;
+        let told = description.map(described).unwrap_or_default();
+        if instance_type.is_none() && cloud == Some(BillProvider::Aws) {
             instance_type = c
                 .text(USAGE_TYPE)?
                 .and_then(|u| u.rsplit_once(':'))
                 .map(|(_, t)| t.trim())
                 .filter(|t| !t.is_empty())
+                .or(told.instance_type)
                 .map(Cow::Borrowed);
         }
         let team = self.team(c)?;
@@ -519,7 +609,7 @@ impl<'s> Focus<'s> {
         let commitment = match c.text(C_ID)? {
             None => None,
             Some(id) => {
-                let kind = commitment_type(self.provider, c.text(C_TYPE)?, id, c.text(C_CATEGORY)?);
+                let kind = commitment_type(cloud, c.text(C_TYPE)?, id, c.text(C_CATEGORY)?);
                 let quantity = c.number(C_QUANTITY)?;
                 Some(CommitmentUse {
                     id,
@@ -544,6 +634,7 @@ impl<'s> Focus<'s> {
             }
         };
         Ok(Charge {
+            provider,
             billing_account: c.required_text(ACCOUNT)?,
             period_start: c.required_time(PERIOD_START)?,
             period_end: c.required_time(PERIOD_END)?,
@@ -570,6 +661,8 @@ impl<'s> Focus<'s> {
                 .text(PRICING_SUB)?
                 .is_some_and(|s| s.eq_ignore_ascii_case("spot")),
             cost_only: false,
+            description,
+            says_gpu: told.gpu,
         })
     }
 
@@ -662,12 +755,12 @@ impl<'s> Focus<'s> {
 /// A commitment's kind from its type text (matched loosely: every cloud
 /// words it its own way), else its id, else its category.
 fn commitment_type(
-    provider: BillProvider,
+    provider: Option<BillProvider>,
     type_text: Option<&str>,
     id: &str,
     category: Option<&str>,
 ) -> Option<CommitmentType> {
-    if provider == BillProvider::Gcp {
+    if provider == Some(BillProvider::Gcp) {
         return Some(CommitmentType::Commit);
     }
     let t = type_text.unwrap_or_default().to_ascii_lowercase();

@@ -36,6 +36,33 @@ pub struct GpuTypes {
     skus: HashMap<String, GpuType>,
 }
 
+/// The GPU types of every cloud, for files whose rows name their own
+/// provider; another provider's rows are placed by none.
+#[derive(Debug, Clone, Default)]
+pub struct GpuTables {
+    clouds: Vec<GpuTypes>,
+    none: GpuTypes,
+}
+
+impl GpuTables {
+    #[must_use]
+    pub fn new(clouds: Vec<GpuTypes>) -> Self {
+        Self {
+            clouds,
+            none: GpuTypes::default(),
+        }
+    }
+
+    /// The types of `provider`'s rows; none for another provider.
+    #[must_use]
+    pub fn of(&self, provider: Option<BillProvider>) -> &GpuTypes {
+        self.clouds
+            .iter()
+            .find(|t| t.provider.is_some() && t.provider == provider)
+            .unwrap_or(&self.none)
+    }
+}
+
 /// A catalog row: (instance type, GPU model, GPUs per instance).
 pub type CatalogType = (String, String, f64);
 /// A catalog GPU price: (SKU or part number, instance type, GPU model).

@@ -14,10 +14,10 @@ use super::charge::{self, Cells};
 use super::cur2::{self, Cur2};
 use super::files::{self, DataFile, Folder};
 use super::focus::{self, BatchRows, Focus, Shape};
-use super::gpus::GpuTypes;
+use super::gpus::{GpuTables, GpuTypes};
 use super::read::{RowCells, RowFn, Table};
 use super::time::{DAY, period_name};
-use super::{BillError, BillFormat, BillSource};
+use super::{BillError, BillFormat, BillProvider, BillSource};
 use crate::store::bills::{Deltas, FileRecord, LoadResult};
 use crate::store::{Fence, Pool, StoreError};
 
@@ -151,7 +151,7 @@ struct Worker<'s> {
 const SHAPES_LIMIT: usize = 100_000;
 
 impl<'s> Worker<'s> {
-    fn new(source: &'s BillSource, gpus: &'s GpuTypes) -> Self {
+    fn new(source: &'s BillSource, gpus: &'s GpuTables) -> Self {
         Self {
             focus: Focus::new(source.provider, &source.team_tags),
             cur: Cur2::new(&source.team_tags),
@@ -245,7 +245,7 @@ impl<'s> Worker<'s> {
 /// always sums the same way.
 pub(super) fn read_file<'s>(
     source: &'s BillSource,
-    gpus: &'s GpuTypes,
+    gpus: &'s GpuTables,
     folder: &dyn Folder,
     file: &DataFile,
     agg: &mut Aggregator<'s>,
@@ -345,8 +345,13 @@ fn load(
     report.files_excluded = listing.excluded;
     report.errors.extend(listing.errors);
     let stored = pool.read(|s| s.bill_files(&source.name))?;
-    let (types, skus) = pool.read(|s| s.gpu_catalog(source.provider.as_str()))?;
-    let gpus = GpuTypes::new(source.provider, &types, &skus);
+    // Every cloud's: a FOCUS file may hold several providers' rows.
+    let mut tables = Vec::with_capacity(BillProvider::ALL.len());
+    for provider in BillProvider::ALL {
+        let (types, skus) = pool.read(|s| s.gpu_catalog(provider.as_str()))?;
+        tables.push(GpuTypes::new(provider, &types, &skus));
+    }
+    let gpus = GpuTables::new(tables);
 
     let present: BTreeSet<&str> = listing.files.iter().map(|f| f.rel.as_str()).collect();
     let removed: Vec<String> = stored
@@ -432,7 +437,7 @@ fn load(
         }
         let state = state_of(now.timestamp(), data.period_end, source.grace_days);
         let write = pool.write_fenced(fence, |s| {
-            s.write_bill_period(&source.name, source.provider.as_str(), data, state, now)
+            s.write_bill_period(&source.name, data, state, now)
         });
         match write {
             Ok(w) => {

@@ -11,14 +11,20 @@
 pub mod advice;
 pub mod aggregate;
 pub mod allocation;
+#[cfg(feature = "azure")]
+mod azure_blob;
 pub mod budgets;
 pub mod charge;
 mod cur2;
 pub mod files;
 pub mod focus;
+#[cfg(feature = "gcp")]
+mod gcs;
 pub mod gpus;
 pub mod health;
 pub mod load;
+#[cfg(any(feature = "aws", feature = "azure", feature = "gcp"))]
+mod object_folder;
 pub mod query;
 pub mod read;
 #[cfg(feature = "aws")]
@@ -67,6 +73,8 @@ pub enum BillProvider {
 }
 
 impl BillProvider {
+    pub const ALL: [Self; 4] = [Self::Aws, Self::Azure, Self::Gcp, Self::Oci];
+
     #[must_use]
     pub fn parse(s: &str) -> Option<Self> {
         match s {
@@ -86,6 +94,32 @@ impl BillProvider {
             Self::Gcp => "gcp",
             Self::Oci => "oci",
         }
+    }
+
+    /// The cloud a FOCUS provider name means, as the clouds and the FinOps
+    /// tools that merge their exports write it.
+    #[must_use]
+    pub fn from_provider_name(name: &str) -> Option<Self> {
+        const NAMES: &[(&str, BillProvider)] = &[
+            ("aws", BillProvider::Aws),
+            ("amazon web services", BillProvider::Aws),
+            ("amazon", BillProvider::Aws),
+            ("microsoft", BillProvider::Azure),
+            ("microsoft azure", BillProvider::Azure),
+            ("azure", BillProvider::Azure),
+            ("google cloud", BillProvider::Gcp),
+            ("google cloud platform", BillProvider::Gcp),
+            ("google", BillProvider::Gcp),
+            ("gcp", BillProvider::Gcp),
+            ("oracle", BillProvider::Oci),
+            ("oracle cloud infrastructure", BillProvider::Oci),
+            ("oci", BillProvider::Oci),
+        ];
+        let name = name.trim();
+        NAMES
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, p)| *p)
     }
 
     /// Days after a billing period ends during which the provider may still
@@ -129,6 +163,23 @@ pub enum BillLocation {
     Folder(PathBuf),
     /// An object-store prefix (an AWS Data Exports bucket), read in place.
     S3(S3Location),
+    /// A prefix of an Azure Blob Storage container, read in place.
+    Azure(CloudLocation),
+    /// A prefix of a Google Cloud Storage bucket, read in place.
+    Gcs(CloudLocation),
+}
+
+/// An Azure container or a Google Cloud Storage bucket, and a prefix in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloudLocation {
+    /// The URL as configured, without a query: what messages name.
+    pub url: String,
+    /// The storage account the URL names (Azure); else the environment's.
+    pub account: Option<String>,
+    /// The container or bucket.
+    pub container: String,
+    /// Without leading or trailing `/`; empty for the whole container.
+    pub prefix: String,
 }
 
 /// `s3://bucket/prefix`, with the endpoint and region to reach it.
@@ -149,6 +200,20 @@ impl fmt::Display for BillLocation {
             Self::Folder(p) => write!(f, "{}", p.display()),
             Self::S3(s) if s.prefix.is_empty() => write!(f, "s3://{}", s.bucket),
             Self::S3(s) => write!(f, "s3://{}/{}", s.bucket, s.prefix),
+            Self::Azure(c) | Self::Gcs(c) => f.write_str(&c.url),
+        }
+    }
+}
+
+impl BillLocation {
+    /// The build feature that reads it, for an object store.
+    #[must_use]
+    pub fn feature(&self) -> Option<&'static str> {
+        match self {
+            Self::Folder(_) => None,
+            Self::S3(_) => Some("aws"),
+            Self::Azure(_) => Some("azure"),
+            Self::Gcs(_) => Some("gcp"),
         }
     }
 }
@@ -161,11 +226,16 @@ pub fn folder(source: &BillSource) -> Result<Box<dyn files::Folder>, String> {
     match &source.location {
         BillLocation::Folder(root) => Ok(Box::new(files::LocalFolder { root: root.clone() })),
         #[cfg(feature = "aws")]
-        BillLocation::S3(s3) => Ok(Box::new(s3::S3Folder::new(s3)?)),
-        #[cfg(not(feature = "aws"))]
-        BillLocation::S3(_) => Err(
-            "this gpuplan was built without the `aws` feature, which reads s3:// bills".to_owned(),
-        ),
+        BillLocation::S3(s3) => Ok(Box::new(s3::folder(s3)?)),
+        #[cfg(feature = "azure")]
+        BillLocation::Azure(c) => Ok(Box::new(azure_blob::folder(c)?)),
+        #[cfg(feature = "gcp")]
+        BillLocation::Gcs(c) => Ok(Box::new(gcs::folder(c)?)),
+        #[allow(unreachable_patterns)]
+        other => Err(format!(
+            "this gpuplan was built without the `{}` feature, which reads {other}",
+            other.feature().unwrap_or_default()
+        )),
     }
 }
 

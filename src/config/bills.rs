@@ -2,7 +2,7 @@
 //! and commitments from.
 
 use super::*;
-use crate::bills::{BillFormat, BillLocation, BillProvider, BillSource, S3Location};
+use crate::bills::{BillFormat, BillLocation, BillProvider, BillSource, CloudLocation, S3Location};
 
 /// Bills refresh a few times a day; reading them every six hours, away from
 /// the hourly price syncs at :00, keeps the open month current.
@@ -85,16 +85,14 @@ pub(super) fn validate(
                 "format cur2 is AWS's Cost and Usage Report; its provider is aws",
             );
         }
-        if s.url.is_none() {
+        let s3_url = s.url.as_deref().is_some_and(|u| u.starts_with("s3://"));
+        if !s3_url {
             for (key, set) in [
                 ("endpoint", s.endpoint.is_some()),
                 ("region", s.region.is_some()),
             ] {
                 if set {
-                    c.fail(
-                        format!("{at}.{key}"),
-                        "goes with url (an s3:// bucket), not with path",
-                    );
+                    c.fail(format!("{at}.{key}"), "goes with an s3:// url only");
                 }
             }
         }
@@ -104,20 +102,28 @@ pub(super) fn validate(
                 c.fail(format!("{at}.path"), "must not be empty");
                 None
             }
-            (None, Some(url)) => match s3_location(&url, s.endpoint, s.region) {
-                Ok(loc) => {
-                    #[cfg(not(feature = "aws"))]
-                    c.fail(
-                        format!("{at}.url"),
-                        "this gpuplan was built without the `aws` feature, which reads s3:// bills",
-                    );
-                    Some(BillLocation::S3(loc))
+            (None, Some(url)) => {
+                let location = if s3_url {
+                    s3_location(&url, s.endpoint, s.region).map(BillLocation::S3)
+                } else {
+                    cloud_location(&url)
+                };
+                match location {
+                    Ok(loc) => {
+                        if let Some(feature) = loc.feature().filter(|f| !built_with(f)) {
+                            c.fail(
+                                format!("{at}.url"),
+                                format!("this gpuplan was built without the `{feature}` feature, which reads {loc}"),
+                            );
+                        }
+                        Some(loc)
+                    }
+                    Err((key, why)) => {
+                        c.fail(format!("{at}.{key}"), why);
+                        None
+                    }
                 }
-                Err((key, why)) => {
-                    c.fail(format!("{at}.{key}"), why);
-                    None
-                }
-            },
+            }
             (Some(_), Some(_)) => {
                 c.fail(format!("{at}.url"), "path is set too; use one or the other");
                 None
@@ -125,7 +131,7 @@ pub(super) fn validate(
             (None, None) => {
                 c.fail(
                     &at,
-                    "give path (a folder holding the export) or url (s3://bucket/prefix)",
+                    "give path (a folder holding the export) or url (s3://, az:// or gs://)",
                 );
                 None
             }
@@ -170,6 +176,108 @@ pub(super) fn validate(
         }
     }
     out
+}
+
+/// The storage account of an Azure Blob Storage or Data Lake host.
+fn azure_host(host: &str) -> Option<&str> {
+    [".blob.core.windows.net", ".dfs.core.windows.net"]
+        .iter()
+        .find_map(|suffix| host.strip_suffix(suffix))
+}
+
+/// Whether this build reads bills with `feature`.
+fn built_with(feature: &str) -> bool {
+    [
+        ("aws", cfg!(feature = "aws")),
+        ("azure", cfg!(feature = "azure")),
+        ("gcp", cfg!(feature = "gcp")),
+    ]
+    .contains(&(feature, true))
+}
+
+/// An Azure Blob Storage or Google Cloud Storage URL: `az://container/prefix`,
+/// `abfs[s]://container@account.dfs.core.windows.net/prefix`,
+/// `https://account.blob.core.windows.net/container/prefix`, or
+/// `gs://bucket/prefix`. A query (a SAS token pasted with the URL) is
+/// refused without being repeated: secrets go in the environment.
+fn cloud_location(url: &str) -> Result<BillLocation, (&'static str, String)> {
+    let (bare, query) = url.split_once('?').unwrap_or((url, ""));
+    if !query.is_empty() || url.contains('#') {
+        return Err((
+            "url",
+            format!(
+                "`{bare}` carries a query; a SAS token or key goes in the environment (AZURE_STORAGE_SAS_TOKEN), never in the config"
+            ),
+        ));
+    }
+    let unknown = || {
+        (
+            "url",
+            format!(
+                "`{bare}` is not a bill URL; one of s3://bucket/prefix, az://container/prefix, \
+                 abfss://container@account.dfs.core.windows.net/prefix, \
+                 https://account.blob.core.windows.net/container/prefix, gs://bucket/prefix"
+            ),
+        )
+    };
+    let (scheme, rest) = bare.split_once("://").ok_or_else(unknown)?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (account, container, prefix, azure) = match scheme {
+        "gs" => (None, host, path, false),
+        "az" | "azure" | "abfs" | "abfss" => match host.split_once('@') {
+            Some((container, account_host)) => {
+                let account = azure_host(account_host).ok_or_else(unknown)?;
+                (Some(account), container, path, true)
+            }
+            None => (None, host, path, true),
+        },
+        "https" => {
+            let account = azure_host(host).ok_or_else(unknown)?;
+            let (container, prefix) = path.split_once('/').unwrap_or((path, ""));
+            (Some(account), container, prefix, true)
+        }
+        _ => return Err(unknown()),
+    };
+    let named = |name: &str, lengths: std::ops::RangeInclusive<usize>, extra: &[char]| {
+        lengths.contains(&name.len())
+            && name.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || extra.contains(&c)
+            })
+            && !name.starts_with('-')
+    };
+    if azure && !named(container, 3..=63, &[]) {
+        return Err((
+            "url",
+            format!("`{container}` is not an Azure container name (3 to 63 of a-z, 0-9, -)"),
+        ));
+    }
+    if !azure && !named(container, 3..=222, &['.', '_']) {
+        return Err((
+            "url",
+            format!("`{container}` is not a Cloud Storage bucket name"),
+        ));
+    }
+    if let Some(a) = account.filter(|a| !named(a, 3..=24, &[]) || a.contains('-')) {
+        return Err((
+            "url",
+            format!("`{a}` is not an Azure storage account name (3 to 24 of a-z, 0-9)"),
+        ));
+    }
+    let prefix = prefix.trim_matches('/');
+    if prefix.split('/').any(|p| p == "..") {
+        return Err(("url", "the prefix must not hold `..`".to_owned()));
+    }
+    let location = CloudLocation {
+        url: bare.trim_end_matches('/').to_owned(),
+        account: account.map(str::to_owned),
+        container: container.to_owned(),
+        prefix: prefix.to_owned(),
+    };
+    Ok(if azure {
+        BillLocation::Azure(location)
+    } else {
+        BillLocation::Gcs(location)
+    })
 }
 
 /// `s3://bucket/prefix`; the error names the key at fault.

@@ -571,6 +571,90 @@ fn bill_sources_are_read_and_each_problem_named_by_its_path() {
         "s3://bills-bucket/exports"
     );
 
+    // Azure's three URL forms and GCS's: the container, account and prefix
+    // each names, and the URL as messages show it.
+    let cloud = |url: &str| {
+        let text =
+            format!("[bills.x]\nformat = \"focus\"\nprovider = \"azure\"\nurl = \"{url}\"\n");
+        Config::parse(&text, Path::new("")).map(|c| c.bills["x"].source.location.clone())
+    };
+    let azure = |account: Option<&str>, container: &str, prefix: &str, url: &str| {
+        crate::bills::BillLocation::Azure(crate::bills::CloudLocation {
+            url: url.to_owned(),
+            account: account.map(str::to_owned),
+            container: container.to_owned(),
+            prefix: prefix.to_owned(),
+        })
+    };
+    assert_eq!(
+        cloud("az://costs/exports/focus/").unwrap(),
+        azure(None, "costs", "exports/focus", "az://costs/exports/focus")
+    );
+    assert_eq!(
+        cloud("abfss://costs@contoso1.dfs.core.windows.net/exports").unwrap(),
+        azure(
+            Some("contoso1"),
+            "costs",
+            "exports",
+            "abfss://costs@contoso1.dfs.core.windows.net/exports"
+        )
+    );
+    assert_eq!(
+        cloud("https://contoso1.blob.core.windows.net/costs/exports/focus").unwrap(),
+        azure(
+            Some("contoso1"),
+            "costs",
+            "exports/focus",
+            "https://contoso1.blob.core.windows.net/costs/exports/focus"
+        )
+    );
+    assert_eq!(
+        cloud("gs://acme-billing/focus").unwrap(),
+        crate::bills::BillLocation::Gcs(crate::bills::CloudLocation {
+            url: "gs://acme-billing/focus".into(),
+            account: None,
+            container: "acme-billing".into(),
+            prefix: "focus".into(),
+        })
+    );
+    // A SAS pasted with the URL is refused without being repeated.
+    let sas = cloud("https://contoso1.blob.core.windows.net/costs?sv=2023-11-03&sig=c2VjcmV0")
+        .unwrap_err();
+    let shown = format!("{sas:?}");
+    assert!(
+        shown.contains("AZURE_STORAGE_SAS_TOKEN") && !shown.contains("c2VjcmV0"),
+        "{shown}"
+    );
+    for (url, why) in [
+        ("https://example.com/costs/x", "is not a bill URL"),
+        ("az://UPPER/x", "is not an Azure container name"),
+        (
+            "abfss://costs@bad-account.dfs.core.windows.net/x",
+            "is not an Azure storage account name",
+        ),
+        ("gs://x/y", "is not a Cloud Storage bucket name"),
+        ("gs://bucket/a/../b", "must not hold `..`"),
+        ("ftp://bucket/x", "is not a bill URL"),
+    ] {
+        let errors = cloud(url).unwrap_err();
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.path == "bills.x.url" && e.to_string().contains(why)),
+            "{url}: {errors:?}"
+        );
+    }
+    // endpoint and region are S3's.
+    let errors = Config::parse(
+        "[bills.x]\nformat = \"focus\"\nprovider = \"gcp\"\nurl = \"gs://acme-billing/f\"\nregion = \"us\"\n",
+        Path::new(""),
+    )
+    .unwrap_err();
+    assert!(
+        errors.iter().any(|e| e.path == "bills.x.region"),
+        "{errors:?}"
+    );
+
     let errors = Config::parse(
         "[bills.Bad]\nformat = \"csv\"\nprovider = \"ibm\"\n\
          [bills.two]\nformat = \"cur2\"\nprovider = \"azure\"\npath = \"a\"\nurl = \"s3://b/p\"\n\

@@ -50,6 +50,7 @@ fn period(month_start: i64, month_end: i64, spent: &[Spent]) -> PeriodData {
             t.effective_cost += effective;
             SpendDay {
                 day: *day,
+                provider: String::new(),
                 account: "222".into(),
                 team: (*team).into(),
                 service_category: "Compute".into(),
@@ -113,8 +114,25 @@ impl Bench {
             .iter()
             .find(|s| s.name == source)
             .map_or("aws", |s| s.provider.as_str());
+        // Every row billed by the source's provider.
+        let mut data = data.clone();
+        data.provider_rows = [(provider.to_owned(), data.rows)].into();
+        for s in &mut data.spend {
+            s.provider = provider.to_owned();
+        }
+        for c in data.commitments.values_mut() {
+            c.provider = provider.to_owned();
+        }
+        data.usage = data
+            .usage
+            .into_iter()
+            .map(|(k, v)| {
+                let provider = provider.to_owned();
+                (UsageKey { provider, ..k }, v)
+            })
+            .collect();
         self.pool
-            .write(|s| s.write_bill_period(source, provider, data, state, now))
+            .write(|s| s.write_bill_period(source, &data, state, now))
             .unwrap();
     }
 
@@ -354,6 +372,7 @@ fn commitment_underused_fires_holds_and_rearms(db) {
             "ri-1".into(),
             Commitment {
                 id: "ri-1".into(),
+                provider: String::new(),
                 kind: Some(crate::bills::CommitmentType::Reservation),
                 category: Some("usage".into()),
                 unit: Some("Hours".into()),
@@ -402,6 +421,7 @@ fn coverage_below_fires_holds_and_rearms(db) {
             p.usage.insert(
                 UsageKey {
                     start: oct(1) + h * 3600,
+                    provider: String::new(),
                     account: "222".into(),
                     team: "ml".into(),
                     region: "us-east-1".into(),

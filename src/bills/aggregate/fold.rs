@@ -6,6 +6,7 @@ use super::*;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct SpendKey {
     day: i64,
+    provider: u32,
     account: u32,
     team: u32,
     service: u32,
@@ -18,6 +19,7 @@ struct SpendKey {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct UsageIds {
     start: i64,
+    provider: u32,
     account: u32,
     team: u32,
     region: u32,
@@ -57,18 +59,27 @@ struct Open {
     usage: HashMap<UsageIds, UsageValue>,
     spend: HashMap<SpendKey, (f64, f64)>,
     corrections: BTreeMap<(String, String), Correction>,
+    /// Rows per interned provider name.
+    provider_rows: HashMap<u32, u64>,
 }
 
 /// Folds charges into periods.
 pub struct Aggregator<'a> {
     source: &'a BillSource,
-    gpus: &'a GpuTypes,
+    gpus: &'a GpuTables,
     names: Names,
     periods: Vec<Open>,
     /// Periods by (interned billing account, start).
     index: HashMap<(u32, i64), usize>,
-    /// What each instance type seen so far is, without the row's hint.
-    placed: HashMap<Box<str>, Placement<'a>>,
+    /// What each instance type seen so far is, without the row's hint, per
+    /// [`provider_slot`].
+    placed: [HashMap<Box<str>, Placement<'a>>; 1 + BillProvider::ALL.len()],
+}
+
+/// Where a provider's memo of instance types is: another provider's
+/// first, then each cloud's.
+fn provider_slot(provider: Option<BillProvider>) -> usize {
+    provider.map_or(0, |p| 1 + p as usize)
 }
 
 /// What a row that is neither a commitment's nor a correction adds beyond
@@ -119,14 +130,14 @@ enum Gpu<'g> {
 }
 
 impl<'a> Aggregator<'a> {
-    pub fn new(source: &'a BillSource, gpus: &'a GpuTypes) -> Self {
+    pub fn new(source: &'a BillSource, gpus: &'a GpuTables) -> Self {
         Self {
             source,
             gpus,
             names: Names::default(),
             periods: Vec::new(),
             index: HashMap::default(),
-            placed: HashMap::default(),
+            placed: Default::default(),
         }
     }
 
@@ -143,12 +154,15 @@ impl<'a> Aggregator<'a> {
     /// # Errors
     /// A usage row that spans more than [`MAX_SPREAD_HOURS`].
     pub fn add(&mut self, ch: &Charge<'_>) -> Result<Option<Plain>, String> {
+        let cloud = ch.provider.cloud();
         let placed = ch
             .instance_type
             .as_deref()
-            .map(|t| self.place(t, ch.gpu_count));
+            .map(|t| self.place(cloud, t, ch.gpu_count));
         let gpu = self.gpu(ch, placed);
-        let names_gpu = ch.sku_id.is_some_and(|s| self.gpus.sku(s).is_some())
+        let names_gpu = ch
+            .sku_id
+            .is_some_and(|s| self.gpus.of(cloud).sku(s).is_some())
             || matches!(placed, Some(Placement::Gpu(_)));
         let team = ch
             .team
@@ -160,7 +174,9 @@ impl<'a> Aggregator<'a> {
             })
             .unwrap_or(UNALLOCATED);
         let at = self.period_at(ch.billing_account, ch.period_start, ch.period_end);
+        let provider = self.names.id(ch.provider.name());
         let period = &mut self.periods[at];
+        *period.provider_rows.entry(provider).or_default() += 1;
         let d = &mut period.data;
         d.rows += 1;
         d.period_end = d.period_end.max(ch.period_end);
@@ -183,6 +199,7 @@ impl<'a> Aggregator<'a> {
         let names = &mut self.names;
         let spend_key = SpendKey {
             day: floor_day(ch.start.max(ch.period_start)),
+            provider,
             account: names.id(ch.sub_account.unwrap_or_default()),
             team: names.id(team),
             service: names.id(ch.service_category.unwrap_or_default()),
@@ -224,7 +241,7 @@ impl<'a> Aggregator<'a> {
                 hours,
                 gpus,
             } => {
-                let kind = price_kind(self.source.provider, ch);
+                let kind = price_kind(cloud, ch);
                 let (instance_hours, gpu_hours) = usage_hours(hours, gpus);
                 d.gpu_rows += 1;
                 d.gpu_hours += gpu_hours;
@@ -237,7 +254,7 @@ impl<'a> Aggregator<'a> {
                 instance_type,
                 gpu_model,
             } => {
-                let kind = price_kind(self.source.provider, ch);
+                let kind = price_kind(cloud, ch);
                 let key = UsageIds::of(names, ch, team, instance_type, gpu_model, kind);
                 add_usage(&mut period.usage, ch, key, Some(0.0), 0.0)?;
             }
@@ -258,6 +275,7 @@ impl<'a> Aggregator<'a> {
                 .entry(cu.id.to_owned())
                 .or_insert_with(|| Commitment {
                     id: cu.id.to_owned(),
+                    provider: ch.provider.name().to_owned(),
                     kind: None,
                     category: None,
                     unit: None,
@@ -342,6 +360,10 @@ impl<'a> Aggregator<'a> {
             ..
         } = *row;
         let period = &mut self.periods[plain.period];
+        *period
+            .provider_rows
+            .entry(plain.spend.provider)
+            .or_default() += 1;
         let d = &mut period.data;
         d.rows += 1;
         if let Some(total) = d.totals.get_mut(self.names.name(plain.spend.currency)) {
@@ -408,6 +430,9 @@ impl<'a> Aggregator<'a> {
             let at = self.period_at(&p.billing_account, p.period_start, p.period_end);
             let names = &mut self.names;
             let open = &mut self.periods[at];
+            for (provider, n) in &p.provider_rows {
+                *open.provider_rows.entry(names.id(provider)).or_default() += n;
+            }
             let d = &mut open.data;
             d.rows += p.rows;
             d.gpu_rows += p.gpu_rows;
@@ -425,6 +450,7 @@ impl<'a> Aggregator<'a> {
             for (k, v) in p.usage {
                 let key = UsageIds {
                     start: k.start,
+                    provider: names.id(&k.provider),
                     account: names.id(&k.account),
                     team: names.id(&k.team),
                     region: names.id(&k.region),
@@ -444,6 +470,7 @@ impl<'a> Aggregator<'a> {
             for s in p.spend {
                 let key = SpendKey {
                     day: s.day,
+                    provider: names.id(&s.provider),
                     account: names.id(&s.account),
                     team: names.id(&s.team),
                     service: names.id(&s.service_category),
@@ -524,6 +551,7 @@ impl<'a> Aggregator<'a> {
                     .into_iter()
                     .map(|(k, (billed, effective))| SpendDay {
                         day: k.day,
+                        provider: names.name(k.provider).to_owned(),
                         account: names.name(k.account).to_owned(),
                         team: names.name(k.team).to_owned(),
                         service_category: names.name(k.service).to_owned(),
@@ -537,6 +565,7 @@ impl<'a> Aggregator<'a> {
                 spend.sort_by(|a, b| {
                     (
                         a.day,
+                        &a.provider,
                         &a.account,
                         &a.team,
                         &a.service_category,
@@ -546,6 +575,7 @@ impl<'a> Aggregator<'a> {
                     )
                         .cmp(&(
                             b.day,
+                            &b.provider,
                             &b.account,
                             &b.team,
                             &b.service_category,
@@ -561,6 +591,11 @@ impl<'a> Aggregator<'a> {
                     .map(|(k, v)| (k.key(&names), v))
                     .collect();
                 o.data.corrections = o.corrections.into_values().collect();
+                o.data.provider_rows = o
+                    .provider_rows
+                    .into_iter()
+                    .map(|(p, n)| (names.name(p).to_owned(), n))
+                    .collect();
                 o.data
             })
             .collect();
@@ -571,15 +606,21 @@ impl<'a> Aggregator<'a> {
     }
 
     /// What an instance type is, remembered per type.
-    fn place(&mut self, instance_type: &str, hint: Option<f64>) -> Placement<'a> {
-        let known = match self.placed.get(instance_type) {
+    fn place(
+        &mut self,
+        provider: Option<BillProvider>,
+        instance_type: &str,
+        hint: Option<f64>,
+    ) -> Placement<'a> {
+        let placed = &mut self.placed[provider_slot(provider)];
+        let known = match placed.get(instance_type) {
             Some(p) => *p,
             None => {
-                let p = self.gpus.place(instance_type, None);
-                if self.placed.len() >= PLACED_LIMIT {
-                    self.placed.clear();
+                let p = self.gpus.of(provider).place(instance_type, None);
+                if placed.len() >= PLACED_LIMIT {
+                    placed.clear();
                 }
-                self.placed.insert(instance_type.into(), p);
+                placed.insert(instance_type.into(), p);
                 p
             }
         };
@@ -605,21 +646,19 @@ impl<'a> Aggregator<'a> {
         let Some(quantity) = hours(ch) else {
             return Gpu::No;
         };
-        let provider = self.source.provider;
-        if matches!(provider, BillProvider::Gcp | BillProvider::Oci) {
+        let provider = ch.provider.cloud();
+        if matches!(provider, Some(BillProvider::Gcp | BillProvider::Oci)) {
             // Per-GPU SKUs are the only GPU usage there: a GCP machine's core
             // and RAM rows name its a2/a3 type, and counting them too would
             // count the GPUs twice.
-            return match ch.sku_id.and_then(|s| self.gpus.sku(s)) {
+            return match ch.sku_id.and_then(|s| self.gpus.of(provider).sku(s)) {
                 Some(g) => Gpu::Usage {
                     instance_type: &g.instance_type,
                     gpu_model: &g.gpu_model,
                     hours: quantity,
                     gpus: None,
                 },
-                None if ch.gpu_count.is_some_and(|n| n > 0.0) => {
-                    Gpu::Unmapped(ch.sku_id.unwrap_or("unknown SKU").to_owned())
-                }
+                None if says_gpu(ch) => Gpu::Unmapped(unmapped_name(ch, "unknown SKU")),
                 None => Gpu::No,
             };
         }
@@ -634,12 +673,25 @@ impl<'a> Aggregator<'a> {
                 Placement::Unmapped => Gpu::Unmapped(t.to_owned()),
                 Placement::NotGpu => Gpu::No,
             },
-            _ if ch.gpu_count.is_some_and(|n| n > 0.0) => {
-                Gpu::Unmapped(ch.sku_id.unwrap_or("unknown instance type").to_owned())
-            }
+            _ if says_gpu(ch) => Gpu::Unmapped(unmapped_name(ch, "unknown instance type")),
             _ => Gpu::No,
         }
     }
+}
+
+/// Whether an untyped row says it is GPU usage: a GPU count, or a
+/// description that names GPUs.
+fn says_gpu(ch: &Charge<'_>) -> bool {
+    ch.gpu_count.is_some_and(|n| n > 0.0) || ch.says_gpu
+}
+
+/// What an untyped GPU row is reported under: its description, which a
+/// person reads, else its SKU, else `otherwise`.
+fn unmapped_name(ch: &Charge<'_>, otherwise: &str) -> String {
+    ch.description
+        .or(ch.sku_id)
+        .map_or(otherwise, str::trim)
+        .to_owned()
 }
 
 impl UsageIds {
@@ -653,6 +705,7 @@ impl UsageIds {
     ) -> Self {
         Self {
             start: 0,
+            provider: names.id(ch.provider.name()),
             account: names.id(ch.sub_account.unwrap_or_default()),
             team: names.id(team),
             region: names.id(ch.region.unwrap_or_default()),
@@ -666,6 +719,7 @@ impl UsageIds {
     fn key(&self, names: &Names) -> UsageKey {
         UsageKey {
             start: self.start,
+            provider: names.name(self.provider).to_owned(),
             account: names.name(self.account).to_owned(),
             team: names.name(self.team).to_owned(),
             region: names.name(self.region).to_owned(),
@@ -731,7 +785,7 @@ fn in_hours(q: f64, unit: TimeUnit) -> Option<f64> {
     }
 }
 
-fn price_kind(provider: BillProvider, ch: &Charge<'_>) -> UsageKind {
+fn price_kind(provider: Option<BillProvider>, ch: &Charge<'_>) -> UsageKind {
     if ch.spot || ch.pricing == Some(Pricing::Dynamic) {
         return UsageKind::Spot;
     }
@@ -742,7 +796,7 @@ fn price_kind(provider: BillProvider, ch: &Charge<'_>) -> UsageKind {
     }
     match ch.commitment.as_ref().and_then(|c| c.kind) {
         Some(k) => k.usage_kind(),
-        None if provider == BillProvider::Gcp => UsageKind::Commit,
+        None if provider == Some(BillProvider::Gcp) => UsageKind::Commit,
         None => UsageKind::Reserved,
     }
 }

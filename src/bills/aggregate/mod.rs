@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use foldhash::HashMap;
 
 use super::charge::{Amounts, Category, Charge, Pricing, TimeUnit};
-use super::gpus::{GpuTypes, Placement};
+use super::gpus::{GpuTables, Placement};
 use super::time::{HOUR, floor_day, floor_hour, period_name};
 use super::{BillProvider, BillSource, UNALLOCATED, UsageKind};
 

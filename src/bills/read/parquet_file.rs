@@ -322,6 +322,20 @@ impl<'a> Batch<'a> {
         }
     }
 
+    /// Whether the file has wanted column `i`.
+    pub fn has(&self, i: usize) -> bool {
+        !matches!(self.cols.get(i), None | Some(Col::Missing))
+    }
+
+    /// The text of id `id` of text column `i` (see [`Batch::ids`]); `None`
+    /// for id 0 and for a column without ids.
+    pub fn id_text(&self, i: usize, id: u32) -> Option<&'a str> {
+        match self.cols.get(i)? {
+            Col::Dict { values, .. } => *values.get(usize::try_from(id).ok()?.checked_sub(1)?)?,
+            _ => None,
+        }
+    }
+
     /// Key-value column `i` as ids, when its keys and values are
     /// dictionaries.
     pub fn map_ids(&self, i: usize) -> Option<MapIds<'a>> {

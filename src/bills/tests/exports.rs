@@ -145,8 +145,9 @@ fn aggregate(
     let folder = crate::bills::files::LocalFolder {
         root: dir.path().to_path_buf(),
     };
-    let mut agg = crate::bills::aggregate::Aggregator::new(source, gpus);
-    let (_, result) = crate::bills::load::read_file(source, gpus, &folder, &file, &mut agg);
+    let gpus = crate::bills::gpus::GpuTables::new(vec![gpus.clone()]);
+    let mut agg = crate::bills::aggregate::Aggregator::new(source, &gpus);
+    let (_, result) = crate::bills::load::read_file(source, &gpus, &folder, &file, &mut agg);
     result.unwrap();
     agg.finish()
 }
@@ -238,4 +239,139 @@ fn unmapped_gpu_types_are_reported_by_name_never_guessed() {
     let again = b.load("2026-10-20T06:00:00Z");
     assert_eq!((again.files_read, again.files_skipped), (0, 1));
     assert_eq!(again.unmapped, r.unmapped);
+}
+
+/// A FOCUS 1.0 file of several providers, as the FinOps Foundation's
+/// sample and the FinOps tools that merge exports write it: its own column
+/// order, `NULL` for empty text, timestamps without a zone, and instance
+/// types only in `ChargeDescription`.
+const MIXED_FOCUS_1_0: &str = "\
+AvailabilityZone,BilledCost,BillingAccountId,BillingAccountName,BillingCurrency,BillingPeriodEnd,BillingPeriodStart,ChargeCategory,ChargeClass,ChargeDescription,ChargeFrequency,ChargePeriodEnd,ChargePeriodStart,CommitmentDiscountCategory,CommitmentDiscountId,CommitmentDiscountName,CommitmentDiscountStatus,CommitmentDiscountType,ConsumedQuantity,ConsumedUnit,EffectiveCost,PricingCategory,ProviderName,RegionId,ServiceCategory,SkuId,SubAccountId,Tags
+us-east-1a,3.248,123456789012,Payer,USD,2026-10-01 00:00:00,2026-09-01 00:00:00,Usage,NULL,$1.624 per On Demand Linux g5.4xlarge Instance Hour,Usage-Based,2026-09-02 02:00:00,2026-09-02 00:00:00,NULL,NULL,NULL,NULL,NULL,2,Hrs,3.248,Standard,AWS,us-east-1,Compute,NULL,123456789012,NULL
+us-east-1b,1.14,123456789012,Payer,USD,2026-10-01 00:00:00,2026-09-01 00:00:00,Usage,NULL,$1.14 per On Demand Linux g3.4xlarge Instance Hour,Usage-Based,2026-09-02 01:00:00,2026-09-02 00:00:00,NULL,NULL,NULL,NULL,NULL,1,Hrs,1.14,Standard,AWS,us-east-1,Compute,NULL,123456789012,NULL
+NULL,2,123456789012,Payer,USD,2026-10-01 00:00:00,2026-09-01 00:00:00,Usage,NULL,Datadog Pro per host,Recurring,2026-09-03 00:00:00,2026-09-02 00:00:00,NULL,NULL,NULL,NULL,NULL,1,Hosts,2,Standard,Datadog,NULL,Management and Governance,NULL,123456789012,NULL
+NULL,5,8611537,Contoso EA,USD,2026-10-01 00:00:00,2026-09-01 00:00:00,Usage,NULL,Hot LRS Data Stored,Usage-Based,2026-09-03 00:00:00,2026-09-02 00:00:00,NULL,NULL,NULL,NULL,NULL,100,1 GB/Month,5,Standard,Microsoft,eastus,Storage,NULL,sub-1,\"{\"\"team\"\":\"\"ml\"\"}\"
+NULL,9,8611537,Contoso EA,USD,2026-10-01 00:00:00,2026-09-01 00:00:00,Usage,NULL,NC24ads A100 v4 GPU hours,Usage-Based,2026-09-02 03:00:00,2026-09-02 00:00:00,NULL,NULL,NULL,NULL,NULL,3,Hours,9,Standard,Microsoft,eastus,Compute,NULL,sub-1,NULL
+NULL,1,8611537,Contoso EA,USD,2026-10-01 00:00:00,2026-09-01 00:00:00,Tax,NULL,Sales tax,One-Time,2026-10-01 00:00:00,2026-09-01 00:00:00,NULL,NULL,NULL,NULL,NULL,NULL,NULL,1,NULL,NULL,NULL,NULL,NULL,sub-1,NULL
+NULL,7,ocid1.tenancy.oc1..aaaa,NULL,USD,2026-10-01 00:00:00,2026-09-01 00:00:00,Usage,NULL,Compute - Standard - E4 - OCPU,Usage-Based,2026-09-02 01:00:00,2026-09-02 00:00:00,NULL,NULL,NULL,NULL,NULL,1,Hours,7,Standard,Oracle,us-ashburn-1,Compute,B93113,ocid1.compartment.oc1..bbbb,NULL
+";
+
+/// What a load stored, by provider: spend, GPU-hours by instance type,
+/// and each billing account's provider.
+fn by_provider(b: &Bench) -> (BTreeMap<String, f64>, BTreeMap<(String, String), f64>) {
+    let mut spend = BTreeMap::new();
+    for r in b.spend(&["provider"]) {
+        *spend.entry(r.fields["provider"].clone()).or_default() += r.billed_cost;
+    }
+    let mut gpu = BTreeMap::new();
+    for r in b.usage(&["provider", "instance_type"], Bucket::Month) {
+        let key = (
+            r.fields["provider"].clone(),
+            r.fields["instance_type"].clone(),
+        );
+        *gpu.entry(key).or_default() += r.gpu_hours;
+    }
+    (spend, gpu)
+}
+
+#[test]
+fn each_row_of_a_multi_provider_focus_file_counts_for_the_provider_it_names() {
+    // The config says azure: rows that name their provider are theirs, a
+    // row that names none (the tax) is the config's.
+    let b = Bench::new(BillProvider::Azure, BillFormat::Focus);
+    b.write("focus/mixed.csv", MIXED_FOCUS_1_0);
+    let r = b.load("2026-10-20T00:00:00Z");
+    assert!(!r.failed(), "{r:#?}");
+    let (spend, gpu) = by_provider(&b);
+    let expected: BTreeMap<String, f64> = [
+        ("Datadog", 2.0),
+        ("aws", 4.388),
+        ("azure", 15.0),
+        ("oci", 7.0),
+    ]
+    .into_iter()
+    .map(|(p, v)| (p.to_owned(), v))
+    .collect();
+    assert_eq!(
+        spend.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>()
+    );
+    for (p, v) in &expected {
+        assert!(close(spend[p], *v), "{p}: {spend:?}");
+    }
+    // AWS's instance types come from the descriptions (one GPU each); the
+    // Azure row that says GPU but names no type is reported, not dropped.
+    let aws = |t: &str| ("aws".to_owned(), t.to_owned());
+    assert_eq!(gpu.len(), 2, "{gpu:?}");
+    assert!(close(gpu[&aws("g5.4xlarge")], 2.0));
+    assert!(close(gpu[&aws("g3.4xlarge")], 1.0));
+    assert_eq!(
+        r.unmapped,
+        BTreeMap::from([("NC24ads A100 v4 GPU hours".to_owned(), 1)])
+    );
+    // A load is listed under the provider of most of its rows: the payer's
+    // marketplace row does not make it Datadog's.
+    let loads = b.pool.read(|s| s.bill_loads(None)).unwrap();
+    let providers: BTreeMap<&str, &str> = loads
+        .iter()
+        .map(|l| (l.billing_account.as_str(), l.provider.as_str()))
+        .collect();
+    assert_eq!(
+        providers,
+        BTreeMap::from([
+            ("123456789012", "aws"),
+            ("8611537", "azure"),
+            ("ocid1.tenancy.oc1..aaaa", "oci"),
+        ])
+    );
+    // A question about one provider finds its rows in the mixed source.
+    let mut q = b.query(&[], Bucket::Month);
+    q.providers = vec!["oci".into()];
+    let oci: f64 = b
+        .pool
+        .read(|s| s.bill_spend(&q))
+        .unwrap()
+        .iter()
+        .map(|r| r.billed_cost)
+        .sum();
+    assert!(close(oci, 7.0));
+    // A budget of aws counts this source, configured as azure, since its
+    // rows name aws; one of gcp has no source.
+    let sources = [crate::bills::budgets::BillSourceRef {
+        name: "test".into(),
+        provider: BillProvider::Azure,
+    }];
+    let days = |providers: &[&str]| {
+        let providers: Vec<String> = providers.iter().map(|p| (*p).to_owned()).collect();
+        b.pool
+            .read(|s| crate::bills::budgets::data_days(s, &sources, &providers))
+            .unwrap()
+    };
+    assert!(days(&["aws"]).is_ok(), "{:?}", days(&["aws"]));
+    assert_eq!(
+        days(&["gcp"]).unwrap_err(),
+        "no bill source of its providers is configured"
+    );
+}
+
+#[test]
+fn focus_1_3_names_the_service_provider_and_keeps_provider_name_as_the_older_spelling() {
+    let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
+    // The 1.3 sample writes both names; a marketplace seller is the
+    // service provider while AWS hosts and invoices it.
+    let text = "\
+ProviderName,PublisherName,ServiceProviderName,HostProviderName,InvoiceIssuerName,BillingAccountId,BillingPeriodStart,BillingPeriodEnd,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,ChargeDescription,BilledCost,EffectiveCost,BillingCurrency,ConsumedQuantity,ConsumedUnit,RegionId,ServiceCategory,SkuPriceDetails,SubAccountId\r
+AWS,AWS,AWS,AWS,AWS,100000000001,2026-05-01T00:00:00Z,2026-06-01T00:00:00Z,2026-05-01T02:00:00Z,2026-05-01T03:00:00Z,Usage,$98.32 per On Demand Linux p5.48xlarge Instance Hour,98.32,98.32,USD,1.0000,Hours,us-east-1,Compute,\"{\"\"InstanceType\"\":\"\"p5.48xlarge\"\"}\",200000000011\r
+AWS,Snowflake,Snowflake,AWS,AWS,100000000001,2026-05-01T00:00:00Z,2026-06-01T00:00:00Z,2026-05-01T00:00:00Z,2026-05-02T00:00:00Z,Usage,Snowflake credits,40,40,USD,10,Credits,us-east-1,Databases,,200000000011\r
+";
+    b.write("focus/data/focus-00001.csv", text);
+    let r = b.load("2026-05-20T00:00:00Z");
+    assert!(!r.failed(), "{r:#?}");
+    let (spend, gpu) = by_provider(&b);
+    assert_eq!(spend.len(), 2, "{spend:?}");
+    assert!(close(spend["aws"], 98.32) && close(spend["Snowflake"], 40.0));
+    assert!(close(
+        gpu[&("aws".to_owned(), "p5.48xlarge".to_owned())],
+        8.0
+    ));
 }

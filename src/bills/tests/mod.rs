@@ -43,6 +43,8 @@ const FOCUS: &[&str] = &[
     "x_UsageType",
     "x_SkuDetails",
     "x_PricingSubcategory",
+    "ProviderName",
+    "ChargeDescription",
 ];
 
 /// A usage hour of 2026-10-01 on account 111 unless `set` says otherwise.

@@ -175,7 +175,7 @@ fn parquet_bad_rows_in_both_workers_shares_report_the_first_line() {
 /// many repeating an earlier row's text with other amounts, as CSV and as
 /// Parquet in each [`Layout`], in row groups that split the memo's epochs.
 fn repeated_rows() -> Vec<BTreeMap<&'static str, Option<String>>> {
-    let mut seed = 7u64;
+    let mut seed = 11u64;
     let mut pick = |n: usize| {
         seed = seed
             .wrapping_mul(6_364_136_223_846_793_005)
@@ -193,6 +193,14 @@ fn repeated_rows() -> Vec<BTreeMap<&'static str, Option<String>>> {
         Some("p5.48xlarge"),
         Some("g6.xlarge"),
         Some("m5.xlarge"),
+        None,
+    ];
+    // Two texts of one meaning, a GPU word, and neither.
+    let descriptions = [
+        Some("$1.624 per On Demand Linux g5.4xlarge Instance Hour"),
+        Some("$1.212 per On Demand Linux g5.4xlarge Instance Hour"),
+        Some("NVIDIA GPU hours"),
+        Some("Storage"),
         None,
     ];
     let json = |pairs: &[(&str, &str)]| {
@@ -254,6 +262,12 @@ fn repeated_rows() -> Vec<BTreeMap<&'static str, Option<String>>> {
             );
             set("ServiceCategory", Some("Compute"));
             set("SkuId", Some(["SKU1", "SKU2"][pick(2)]));
+            set(
+                "ProviderName",
+                Some(["AWS", "Amazon Web Services", "", "", "", "Datadog"][pick(6)])
+                    .filter(|p| !p.is_empty()),
+            );
+            set("ChargeDescription", descriptions[pick(descriptions.len())]);
             set("Tags", Some(&json(&tags[pick(tags.len())])));
             set(
                 "SkuPriceDetails",
@@ -274,10 +288,17 @@ fn repeated_rows() -> Vec<BTreeMap<&'static str, Option<String>>> {
                 row
             };
             let by_tags = tags.iter().map(|tag| with("Tags", json(tag)));
+            let by_description = descriptions
+                .iter()
+                .flatten()
+                .map(|d| with("ChargeDescription", (*d).to_owned()));
             let by_details = types.iter().flat_map(|ty| {
                 [false, true].map(|gpus| with("SkuPriceDetails", details(*ty, gpus)))
             });
-            by_tags.chain(by_details).collect::<Vec<_>>()
+            by_tags
+                .chain(by_details)
+                .chain(by_description)
+                .collect::<Vec<_>>()
         })
         .collect();
     let templates = [templates, variants].concat();
@@ -427,7 +448,8 @@ fn parquet_rows_that_repeat_an_earlier_rows_text_add_exactly_what_their_csv_twin
     let a = csv.load("2026-10-20T00:00:00Z");
     assert!(!a.failed(), "{a:#?}");
     assert_eq!(a.periods.len(), 4, "{a:#?}");
-    assert!(csv.usage(&[], Bucket::Hour).len() > 20);
+    let hours = csv.usage(&[], Bucket::Hour).len();
+    assert!(hours > 20, "{hours}");
     for layout in [Layout::Maps, Layout::Json, Layout::Lists, Layout::TextCosts] {
         let parquet = Bench::new(BillProvider::Aws, BillFormat::Focus);
         parquet.write(
@@ -525,6 +547,18 @@ fn parquet_rows_of_equal_text_share_a_shape_and_rows_of_one_shape_mean_the_same(
             (!v.is_empty()).then(|| v.to_owned())
         });
         r.insert("Tags", team);
+        // The provider by the cloud it names, the description by the type
+        // and GPU word it gives.
+        let provider = r["ProviderName"]
+            .as_deref()
+            .map(|p| charge::RowProvider::named(p).name().to_owned());
+        r.insert("ProviderName", provider);
+        let told = r["ChargeDescription"]
+            .as_deref()
+            .map(charge::described)
+            .unwrap_or_default();
+        let told = format!("{:?} {}", told.instance_type, told.gpu);
+        r.insert("ChargeDescription", Some(told));
         r
     };
     let texts: Vec<_> = rows.iter().map(text).collect();

@@ -4,7 +4,7 @@
 //! once for both backends against [`Db`]; each backend only says how to run
 //! a statement.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -237,6 +237,16 @@ pub struct LatestCommitmentHour {
     pub unused_cost: f64,
 }
 
+/// The days a source's spend covers, and whose rows they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpendSpan {
+    /// The first and the last day (midnight UTC).
+    pub first: i64,
+    pub last: i64,
+    /// Every provider its rows name.
+    pub providers: BTreeSet<String>,
+}
+
 /// Committed share of one instance type's usage.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CoverageRow {
@@ -271,7 +281,6 @@ pub trait Bills {
     fn write_bill_period(
         &mut self,
         source: &str,
-        provider: &str,
         data: &PeriodData,
         state: &str,
         now: DateTime<Utc>,
@@ -359,11 +368,12 @@ pub trait Bills {
         until: i64,
     ) -> Result<Vec<CommitmentDay>, StoreError>;
 
-    /// Per source: the first and last day of stored spend.
+    /// Per source: the first and last day of stored spend, and the
+    /// providers its rows name.
     ///
     /// # Errors
     /// On a database error.
-    fn bill_spend_span(&self) -> Result<BTreeMap<String, (i64, i64)>, StoreError>;
+    fn bill_spend_span(&self) -> Result<BTreeMap<String, SpendSpan>, StoreError>;
 
     /// The catalog's GPU instance types of `provider` (instance type, GPU
     /// model, GPUs) and its per-GPU SKUs (SKU, instance type, GPU model).
@@ -385,12 +395,11 @@ impl<B: Backend> Bills for B {
     fn write_bill_period(
         &mut self,
         source: &str,
-        provider: &str,
         data: &PeriodData,
         state: &str,
         now: DateTime<Utc>,
     ) -> Result<PeriodWrite, StoreError> {
-        self.in_transaction(|db| write_period(db, source, provider, data, state, now))
+        self.in_transaction(|db| write_period(db, source, data, state, now))
     }
 
     fn record_bill_files(
@@ -453,7 +462,7 @@ impl<B: Backend> Bills for B {
         self.on_conn(|db| commitment_days(db, since, until))
     }
 
-    fn bill_spend_span(&self) -> Result<BTreeMap<String, (i64, i64)>, StoreError> {
+    fn bill_spend_span(&self) -> Result<BTreeMap<String, SpendSpan>, StoreError> {
         self.on_conn(spend_span)
     }
 

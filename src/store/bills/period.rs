@@ -93,6 +93,8 @@ impl CommitmentType {
 pub struct UsageKey {
     /// Unix seconds of the hour's (or day's) start.
     pub start: i64,
+    /// The provider that billed the row (FOCUS names one per row).
+    pub provider: String,
     pub account: String,
     pub team: String,
     pub region: String,
@@ -115,6 +117,7 @@ pub struct UsageValue {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SpendDay {
     pub day: i64,
+    pub provider: String,
     pub account: String,
     pub team: String,
     pub service_category: String,
@@ -130,6 +133,7 @@ pub struct SpendDay {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Commitment {
     pub id: String,
+    pub provider: String,
     pub kind: Option<CommitmentType>,
     pub category: Option<String>,
     pub unit: Option<String>,
@@ -195,4 +199,19 @@ pub struct PeriodData {
     pub corrections: Vec<Correction>,
     /// Rows of GPU instance types no table places, by type.
     pub unmapped: BTreeMap<String, u64>,
+    /// Rows per provider that billed them: a multi-provider FOCUS file
+    /// names one per row.
+    pub provider_rows: BTreeMap<String, u64>,
+}
+
+impl PeriodData {
+    /// The provider a load is listed under: the one that billed most of its
+    /// rows (a billing account's marketplace rows may name their sellers).
+    #[must_use]
+    pub fn provider(&self) -> &str {
+        self.provider_rows
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+            .map_or("", |(p, _)| p)
+    }
 }

@@ -517,16 +517,24 @@ pub(in crate::store) fn commitment_latest(
 }
 
 /// Per source, the first and last day of stored spend.
-pub(in crate::store) fn spend_span(
-    db: &dyn Db,
-) -> Result<BTreeMap<String, (i64, i64)>, StoreError> {
-    db.rows(
-        "SELECT source, min(start), max(start) FROM bill_spend_days GROUP BY source",
+pub(in crate::store) fn spend_span(db: &dyn Db) -> Result<BTreeMap<String, SpendSpan>, StoreError> {
+    let mut out: BTreeMap<String, SpendSpan> = BTreeMap::new();
+    for r in db.rows(
+        "SELECT source, provider, min(start), max(start) FROM bill_spend_days
+         GROUP BY source, provider",
         &[],
-    )?
-    .into_iter()
-    .map(|r| Ok((r[0].text()?, (r[1].int()?, r[2].int()?))))
-    .collect()
+    )? {
+        let (first, last) = (r[2].int()?, r[3].int()?);
+        let span = out.entry(r[0].text()?).or_insert(SpendSpan {
+            first,
+            last,
+            providers: BTreeSet::new(),
+        });
+        span.first = span.first.min(first);
+        span.last = span.last.max(last);
+        span.providers.insert(r[1].text()?);
+    }
+    Ok(out)
 }
 
 pub(in crate::store) fn gpu_catalog(db: &dyn Db, provider: &str) -> Result<GpuCatalog, StoreError> {

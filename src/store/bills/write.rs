@@ -35,7 +35,6 @@ fn main_total(totals: &[Total]) -> Total {
 pub(in crate::store) fn write_period(
     db: &dyn Db,
     source: &str,
-    provider: &str,
     data: &PeriodData,
     state: &str,
     now: DateTime<Utc>,
@@ -125,7 +124,7 @@ pub(in crate::store) fn write_period(
             &key,
         )?;
     }
-    insert_children(db, source, provider, data)?;
+    insert_children(db, source, data)?;
     #[allow(clippy::cast_possible_wrap)]
     let gpu_rows = data.gpu_rows as i64;
     db.exec(
@@ -144,7 +143,7 @@ pub(in crate::store) fn write_period(
             key[0].clone(),
             key[1].clone(),
             key[2].clone(),
-            provider.into(),
+            data.provider().into(),
             data.period_start.into(),
             data.period_end.into(),
             generation.into(),
@@ -190,8 +189,8 @@ const USAGE_COLUMNS: &[&str] = &[
     "source",
     "billing_account",
     "billing_period",
-    "provider",
     "start",
+    "provider",
     "account",
     "team",
     "region",
@@ -205,25 +204,19 @@ const USAGE_COLUMNS: &[&str] = &[
     "effective_cost",
 ];
 
-fn insert_children(
-    db: &dyn Db,
-    source: &str,
-    provider: &str,
-    data: &PeriodData,
-) -> Result<(), StoreError> {
+fn insert_children(db: &dyn Db, source: &str, data: &PeriodData) -> Result<(), StoreError> {
     let head = [
         Arg::from(source),
         Arg::from(data.billing_account.as_str()),
         Arg::from(data.period.as_str()),
     ];
-    let with_provider = [head[0], head[1], head[2], Arg::from(provider)];
     let mut hours: Vec<(&UsageKey, &UsageValue)> = data.usage.iter().collect();
     hours.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mut values = Vec::with_capacity(hours.len() * (USAGE_COLUMNS.len() - with_provider.len()));
+    let mut values = Vec::with_capacity(hours.len() * (USAGE_COLUMNS.len() - head.len()));
     for (k, v) in &hours {
         usage_row(&mut values, k.start, k, v);
     }
-    db.insert_many("bill_usage_hours", USAGE_COLUMNS, &with_provider, &values)?;
+    db.insert_many("bill_usage_hours", USAGE_COLUMNS, &head, &values)?;
 
     // A day's key is its hours' key at the day's start: (day, the hour's key
     // less its start) orders days as their keys would.
@@ -245,12 +238,13 @@ fn insert_children(
     for ((start, _), (k, v)) in &days {
         usage_row(&mut values, *start, k, v);
     }
-    db.insert_many("bill_usage_days", USAGE_COLUMNS, &with_provider, &values)?;
+    db.insert_many("bill_usage_days", USAGE_COLUMNS, &head, &values)?;
 
-    let mut values = Vec::with_capacity(data.spend.len() * 9);
+    let mut values = Vec::with_capacity(data.spend.len() * 10);
     for s in &data.spend {
         values.extend([
             Arg::from(s.day),
+            s.provider.as_str().into(),
             s.account.as_str().into(),
             s.team.as_str().into(),
             s.service_category.as_str().into(),
@@ -267,8 +261,8 @@ fn insert_children(
             "source",
             "billing_account",
             "billing_period",
-            "provider",
             "start",
+            "provider",
             "account",
             "team",
             "service_category",
@@ -278,7 +272,7 @@ fn insert_children(
             "billed_cost",
             "effective_cost",
         ],
-        &with_provider,
+        &head,
         &values,
     )?;
 
@@ -291,7 +285,8 @@ fn insert_children(
     let mut values = Vec::new();
     for (c, (regions, types)) in data.commitments.values().zip(&sets) {
         values.extend([
-            Arg::from(c.id.as_str()),
+            Arg::from(c.provider.as_str()),
+            c.id.as_str().into(),
             c.kind.map(|k| k.as_str()).into(),
             c.category.as_deref().into(),
             c.unit.as_deref().into(),
@@ -321,7 +316,7 @@ fn insert_children(
             "last_seen",
             "currency",
         ],
-        &with_provider,
+        &head,
         &values,
     )?;
 
@@ -390,6 +385,7 @@ fn insert_children(
 fn usage_row<'a>(out: &mut Vec<Arg<'a>>, start: i64, k: &'a UsageKey, v: &UsageValue) {
     out.extend([
         Arg::from(start),
+        k.provider.as_str().into(),
         k.account.as_str().into(),
         k.team.as_str().into(),
         k.region.as_str().into(),
@@ -409,9 +405,10 @@ struct DayKey<'a>(&'a UsageKey);
 
 impl DayKey<'_> {
     #[allow(clippy::type_complexity)]
-    fn rest(&self) -> (&str, &str, &str, &str, &str, UsageKind, &str) {
+    fn rest(&self) -> (&str, &str, &str, &str, &str, &str, UsageKind, &str) {
         let k = self.0;
         (
+            &k.provider,
             &k.account,
             &k.team,
             &k.region,

@@ -73,7 +73,7 @@ pub async fn page(State(state): State<Arc<AppState>>) -> Result<Response, PageEr
                 provider: s.provider.as_str(),
                 newest_day: spans
                     .get(&s.name)
-                    .and_then(|(_, hi)| chrono::DateTime::<Utc>::from_timestamp(*hi, 0)),
+                    .and_then(|span| chrono::DateTime::<Utc>::from_timestamp(span.last, 0)),
                 loaded_at: loaded.get(&s.name).and_then(|t| t.parse().ok()),
             })
             .collect();

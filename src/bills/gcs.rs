@@ -1,0 +1,40 @@
+//! The client of a Google Cloud Storage bucket (where BigQuery's FOCUS
+//! export is written out), read as an [`ObjectFolder`]. It is configured
+//! from the environment: a service account key file in
+//! `GOOGLE_SERVICE_ACCOUNT` (or `GOOGLE_APPLICATION_CREDENTIALS`), or else
+//! the metadata server of the machine it runs on.
+
+use std::sync::Arc;
+
+use object_store::gcp::GoogleCloudStorageBuilder;
+
+use super::CloudLocation;
+use super::object_folder::{ObjectFolder, client_options, one_line, retries};
+
+/// The folder of a `gs://` source; nothing is requested yet.
+///
+/// # Errors
+/// When the client cannot be built from the environment, naming the URL.
+pub fn folder(loc: &CloudLocation) -> Result<ObjectFolder, String> {
+    let rt = ObjectFolder::runtime(&loc.url)?;
+    // The builder's and the store's Debug hold the key: only errors' text
+    // is ever shown.
+    let store = GoogleCloudStorageBuilder::from_env()
+        .with_bucket_name(&loc.container)
+        .with_retry(retries())
+        .with_client_options(client_options())
+        .build()
+        .map_err(|e| {
+            format!(
+                "{}: cannot set up the Google Cloud Storage client from the environment: {}",
+                loc.url,
+                one_line(&e)
+            )
+        })?;
+    Ok(ObjectFolder::new(
+        rt,
+        Arc::new(store),
+        &loc.prefix,
+        loc.url.clone(),
+    ))
+}
