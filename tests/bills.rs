@@ -678,3 +678,434 @@ async fn an_aws_export_bucket_is_read_in_place_from_a_real_s3_server() {
     .unwrap();
     assert_eq!(usage[0]["gpu_hours"], 24.0);
 }
+
+/// Whether CI requires the storage emulators: their absence fails there and
+/// skips elsewhere.
+fn emulators_required() -> bool {
+    std::env::var_os("GPUPLAN_TEST_EMULATORS_REQUIRED").is_some()
+}
+
+/// A storage emulator's process, stopped when dropped.
+struct Emulator {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `bin` (named by `var`, else found on PATH) with `args`; `None`
+/// (the test is skipped) where it is not installed, unless CI requires it.
+fn spawn_emulator(
+    var: &str,
+    default: &str,
+    args: &[String],
+    piped: bool,
+) -> Option<std::process::Child> {
+    let bin = std::env::var(var).unwrap_or_else(|_| default.to_owned());
+    let out = if piped {
+        std::process::Stdio::piped()
+    } else {
+        std::process::Stdio::null()
+    };
+    match Command::new(&bin)
+        .args(args)
+        .stdout(out)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        Ok(c) => Some(c),
+        Err(e) => {
+            assert!(!emulators_required(), "{bin} cannot start: {e}");
+            eprintln!("skipped: {bin} is not installed ({e}); set {var}");
+            None
+        }
+    }
+}
+
+impl Emulator {
+    /// Azurite's blob service, in memory, on a port it picks and prints.
+    fn azurite() -> Option<Self> {
+        use std::io::BufRead as _;
+        let args = "--blobHost 127.0.0.1 --blobPort 0 --inMemoryPersistence --skipApiVersionCheck \
+                    --loose --silent --disableTelemetry --extentMemoryLimit 64";
+        let args: Vec<String> = args.split_whitespace().map(str::to_owned).collect();
+        let mut child = spawn_emulator("GPUPLAN_AZURITE_BLOB", "azurite-blob", &args, true)?;
+        let stdout = child.stdout.take().unwrap();
+        let mut emulator = Self { child, port: 0 };
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            if let Some(port) = line
+                .split("successfully listens on http://127.0.0.1:")
+                .nth(1)
+            {
+                emulator.port = port.trim().parse().unwrap();
+                return Some(emulator);
+            }
+        }
+        panic!("azurite exited before it listened");
+    }
+
+    /// fake-gcs-server, in memory; its XML API answers only the host and
+    /// port it is told it is public on.
+    fn fake_gcs() -> Option<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let args: Vec<String> = [
+            "-scheme",
+            "http",
+            "-host",
+            "127.0.0.1",
+            "-port",
+            &port.to_string(),
+            "-public-host",
+            &format!("127.0.0.1:{port}"),
+            "-external-url",
+            &format!("http://127.0.0.1:{port}"),
+            "-backend",
+            "memory",
+            "-log-level",
+            "error",
+        ]
+        .iter()
+        .map(|a| (*a).to_owned())
+        .collect();
+        let child = spawn_emulator("GPUPLAN_FAKE_GCS_SERVER", "fake-gcs-server", &args, false)?;
+        let emulator = Self { child, port };
+        for _ in 0..300 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(emulator);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("fake-gcs-server did not start listening on {port}");
+    }
+
+    fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// Creates container `container` in Azurite and uploads every file under
+/// `root` into it by its path: Azurite takes only signed requests, signed
+/// here with the emulator's published account key (Shared Key).
+const AZURITE_UPLOAD: &str = r#"
+import base64, email.utils, hashlib, hmac, os, sys, urllib.parse, urllib.request
+port, container, root = sys.argv[1], sys.argv[2], sys.argv[3]
+account = "devstoreaccount1"
+key = base64.b64decode("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==")
+def put(path, query, body, extra):
+    headers = {"x-ms-date": email.utils.formatdate(usegmt=True), "x-ms-version": "2023-11-03", **extra}
+    length, ctype = (str(len(body)), "application/octet-stream") if body else ("", "")
+    canon = "".join(f"{k}:{headers[k]}\n" for k in sorted(headers))
+    resource = f"/{account}{path}" + "".join(f"\n{k}:{v}" for k, v in sorted(query.items()))
+    signed = f"PUT\n\n\n{length}\n\n{ctype}\n\n\n\n\n\n\n{canon}{resource}"
+    sig = base64.b64encode(hmac.new(key, signed.encode(), hashlib.sha256).digest()).decode()
+    headers["Authorization"] = f"SharedKey {account}:{sig}"
+    if body:
+        headers["Content-Type"] = ctype
+    else:
+        headers["Content-Length"] = "0"
+    url = f"http://127.0.0.1:{port}{path}" + ("?" + urllib.parse.urlencode(query) if query else "")
+    urllib.request.urlopen(urllib.request.Request(url, data=body or None, method="PUT", headers=headers)).read()
+put(f"/{account}/{container}", {"restype": "container"}, b"", {})
+for folder, _, files in os.walk(root):
+    for f in files:
+        full = os.path.join(folder, f)
+        name = os.path.relpath(full, root).replace(os.sep, "/")
+        with open(full, "rb") as data:
+            put(f"/{account}/{container}/" + urllib.parse.quote(name), {}, data.read(), {"x-ms-blob-type": "BlockBlob"})
+"#;
+
+/// An Azure Cost Management export as it lands in its container: two runs
+/// of one export and month, each with its `manifest.json`; only the later
+/// run counts.
+fn azure_export(w: &Workspace) {
+    let fixture = fixture();
+    let older: String = fixture.lines().take(3).map(|l| format!("{l}\n")).collect();
+    for (run, submitted, text) in [
+        ("run-1", "2026-10-10T06:00:00Z", older),
+        ("run-2", "2026-10-20T06:00:00Z", fixture),
+    ] {
+        let dir = format!("bills/exports/focus-daily/20261001-20261031/{run}");
+        w.write(&format!("{dir}/part_0_0001.csv"), &text);
+        w.write(
+            &format!("{dir}/manifest.json"),
+            &format!(
+                r#"{{"manifestVersion":"2024-04-01","exportConfig":{{"exportName":"focus-daily","type":"FocusCost"}},
+                   "runInfo":{{"submittedTime":"{submitted}","runId":"{run}","startDate":"2026-10-01T00:00:00","endDate":"2026-10-31T00:00:00"}},
+                   "blobs":[{{"blobName":"exports/focus-daily/20261001-20261031/{run}/part_0_0001.csv","byteCount":{}}}]}}"#,
+                text.len()
+            ),
+        );
+    }
+}
+
+/// The answers a load gives, as text: usage by hour, spend by day, and
+/// commitments, over October.
+fn answers(w: &Workspace, env: &[(&str, String)]) -> Vec<String> {
+    let run = |args: &[&str]| {
+        let mut c = w.command(&[args, &OCTOBER[..]].concat());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        support::json_of(&c.output().unwrap()).to_string()
+    };
+    vec![
+        run(&[
+            "usage",
+            "--json",
+            "--by",
+            "hour",
+            "--group",
+            "team,instance_type,price_kind,provider",
+        ]),
+        run(&[
+            "spend",
+            "--json",
+            "--by",
+            "day",
+            "--group",
+            "team,provider,account",
+        ]),
+        run(&["commitments", "--json"]),
+    ]
+}
+
+/// `bills sync --json` with `env` (and no other cloud variables): exit
+/// code, report, and everything printed.
+fn cloud_sync(w: &Workspace, env: &[(&str, String)]) -> (Option<i32>, Value, String) {
+    let mut c = w.command(&["bills", "sync", "--json"]);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AZURE_") || k.starts_with("GOOGLE_") || k.starts_with("AZURITE_") {
+            c.env_remove(k);
+        }
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        out.status.code(),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        printed,
+    )
+}
+
+/// Points the workspace's source at `url` instead of its folder.
+fn read_from(w: &Workspace, url: &str) {
+    let config = w.config_path();
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("path = \"bills\"", &format!("url = \"{url}\""));
+    std::fs::write(&config, text).unwrap();
+}
+
+#[test]
+fn an_azure_export_container_is_read_in_place_as_its_folder_copy_reads() {
+    let Some(azurite) = Emulator::azurite() else {
+        return;
+    };
+    let local = workspace("");
+    azure_export(&local);
+    let upload = Command::new("python3")
+        .args(["-c", AZURITE_UPLOAD, &azurite.port.to_string(), "costs"])
+        .arg(local.path("bills"))
+        .output()
+        .unwrap();
+    assert!(
+        upload.status.success(),
+        "{}",
+        String::from_utf8_lossy(&upload.stderr)
+    );
+
+    let folder = local.json(&["bills", "sync", "--json"]);
+    assert_eq!(folder["sources"][0]["files_read"], 1, "{folder}");
+    let cloud = workspace("");
+    read_from(&cloud, "az://costs/exports");
+    let env = vec![
+        ("AZURE_STORAGE_USE_EMULATOR", "true".to_owned()),
+        ("AZURITE_BLOB_STORAGE_URL", azurite.base()),
+    ];
+    let (code, r, printed) = cloud_sync(&cloud, &env);
+    assert_eq!(code, Some(0), "{printed}");
+    let s = &r["sources"][0];
+    assert_eq!(
+        (s["files_read"].as_u64(), s["files_excluded"].as_u64()),
+        (Some(1), Some(1)),
+        "{s}"
+    );
+    assert_eq!(answers(&cloud, &[]), answers(&local, &[]));
+    // Unchanged blobs (same ETags) are not read again.
+    let (_, r, _) = cloud_sync(&cloud, &env);
+    let s = &r["sources"][0];
+    assert_eq!(
+        (s["files_read"].as_u64(), s["files_skipped"].as_u64()),
+        (Some(0), Some(1)),
+        "{s}"
+    );
+
+    // A container that is not there fails the source by its URL; the
+    // stored answers stay.
+    let text = std::fs::read_to_string(cloud.config_path())
+        .unwrap()
+        .replace("az://costs/exports", "az://no-such-costs/exports");
+    std::fs::write(cloud.config_path(), text).unwrap();
+    let (code, r, _) = cloud_sync(&cloud, &env);
+    assert_eq!(code, Some(1));
+    let errors = r["sources"][0]["errors"].to_string();
+    assert!(
+        errors.contains("az://no-such-costs/exports: cannot list")
+            && errors.contains("ContainerNotFound"),
+        "{errors}"
+    );
+    assert_eq!(answers(&cloud, &[]), answers(&local, &[]));
+
+    // A SAS the server refuses is never shown, in the answer, the log or
+    // the catalog.
+    let secret = "c2VjcmV0LXNhcy1zaWduYXR1cmU";
+    let mut with_sas = env.clone();
+    with_sas.push((
+        "AZURE_STORAGE_SAS_TOKEN",
+        format!("sv=2023-11-03&sp=rl&sig={secret}"),
+    ));
+    let text = std::fs::read_to_string(cloud.config_path())
+        .unwrap()
+        .replace("az://no-such-costs/exports", "az://costs/exports");
+    std::fs::write(cloud.config_path(), text).unwrap();
+    let (code, r, printed) = cloud_sync(&cloud, &with_sas);
+    assert_eq!(code, Some(1), "{printed}");
+    assert!(
+        r["sources"][0]["errors"]
+            .to_string()
+            .contains("az://costs/exports"),
+        "{r}"
+    );
+    assert!(!printed.contains(secret), "{printed}");
+    let catalog = std::fs::read(cloud.path("catalog.db")).unwrap();
+    assert!(
+        !catalog
+            .windows(secret.len())
+            .any(|w| w == secret.as_bytes())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cloud_storage_bucket_is_read_in_place_as_its_folder_copy_reads() {
+    let Some(gcs) = Emulator::fake_gcs() else {
+        return;
+    };
+    let client = reqwest::Client::new();
+    client
+        .post(format!("{}/storage/v1/b", gcs.base()))
+        .json(&serde_json::json!({ "name": "acme-billing" }))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap();
+    // BigQuery's FOCUS export written out as files, one folder a month.
+    let local = workspace("");
+    let fixture = fixture();
+    let (head, rest) = fixture.split_at(fixture.find('\n').unwrap() + 1);
+    let half = rest.lines().count() / 2;
+    let part = |lines: Vec<&str>| format!("{head}{}\n", lines.join("\n"));
+    let files = [
+        (
+            "focus/2026-10/focus-000000000000.csv",
+            part(rest.lines().take(half).collect()),
+        ),
+        (
+            "focus/2026-10/focus-000000000001.csv",
+            part(rest.lines().skip(half).collect()),
+        ),
+    ];
+    for (name, text) in &files {
+        local.write(&format!("bills/{name}"), text);
+        let name: String = url_encoded(name);
+        client
+            .post(format!(
+                "{}/upload/storage/v1/b/acme-billing/o?uploadType=media&name={name}",
+                gcs.base()
+            ))
+            .header("content-type", "text/csv")
+            .body(text.clone())
+            .send()
+            .await
+            .unwrap()
+            .error_for_status()
+            .unwrap();
+    }
+    let folder = local.json(&["bills", "sync", "--json"]);
+    assert_eq!(folder["sources"][0]["files_read"], 2, "{folder}");
+
+    let cloud = workspace("");
+    read_from(&cloud, "gs://acme-billing/focus");
+    // The emulator's address rides in a service account file, as
+    // object_store's own tests reach it.
+    let account = cloud.path("service-account.json");
+    std::fs::write(
+        &account,
+        serde_json::json!({
+            "gcs_base_url": gcs.base(),
+            "disable_oauth": true,
+            "client_email": "",
+            "private_key": "",
+            "private_key_id": "",
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let env = vec![("GOOGLE_SERVICE_ACCOUNT", account.display().to_string())];
+    let (code, r, printed) = tokio::task::block_in_place(|| cloud_sync(&cloud, &env));
+    assert_eq!(code, Some(0), "{printed}");
+    assert_eq!(r["sources"][0]["files_read"], 2, "{r}");
+    tokio::task::block_in_place(|| {
+        assert_eq!(answers(&cloud, &[]), answers(&local, &[]));
+    });
+    let (_, r, _) = tokio::task::block_in_place(|| cloud_sync(&cloud, &env));
+    let s = &r["sources"][0];
+    assert_eq!(
+        (s["files_read"].as_u64(), s["files_skipped"].as_u64()),
+        (Some(0), Some(2)),
+        "{s}"
+    );
+
+    // A bucket that is not there fails the source by its URL.
+    let text = std::fs::read_to_string(cloud.config_path())
+        .unwrap()
+        .replace("gs://acme-billing/focus", "gs://no-such-billing/focus");
+    std::fs::write(cloud.config_path(), text).unwrap();
+    let (code, r, _) = tokio::task::block_in_place(|| cloud_sync(&cloud, &env));
+    assert_eq!(code, Some(1));
+    let errors = r["sources"][0]["errors"].to_string();
+    assert!(
+        errors.contains("gs://no-such-billing/focus: cannot list"),
+        "{errors}"
+    );
+}
+
+/// Every byte but letters and digits as `%XX`, as a query value.
+fn url_encoded(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}

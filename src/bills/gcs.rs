@@ -22,7 +22,10 @@ pub fn folder(loc: &CloudLocation) -> Result<ObjectFolder, String> {
     let store = GoogleCloudStorageBuilder::from_env()
         .with_bucket_name(&loc.container)
         .with_retry(retries())
-        .with_client_options(client_options())
+        // http as object_store allows it for GCS by default (options set
+        // here would reset that): the base URL is Google's, https, unless
+        // the service account file names another, such as an emulator.
+        .with_client_options(client_options().with_allow_http(true))
         .build()
         .map_err(|e| {
             format!(
