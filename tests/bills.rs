@@ -904,13 +904,26 @@ fn cloud_sync(w: &Workspace, env: &[(&str, String)]) -> (Option<i32>, Value, Str
     )
 }
 
+/// Rewrites `from` in the workspace's config as `to`.
+fn reconfigure(w: &Workspace, from: &str, to: &str) {
+    let config = w.config_path();
+    let text = std::fs::read_to_string(&config).unwrap().replace(from, to);
+    std::fs::write(&config, text).unwrap();
+}
+
 /// Points the workspace's source at `url` instead of its folder.
 fn read_from(w: &Workspace, url: &str) {
-    let config = w.config_path();
-    let text = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("path = \"bills\"", &format!("url = \"{url}\""));
-    std::fs::write(&config, text).unwrap();
+    reconfigure(w, "path = \"bills\"", &format!("url = \"{url}\""));
+}
+
+/// Asserts a sync report's files read and skipped.
+fn assert_files(r: &Value, read: u64, skipped: u64) {
+    let s = &r["sources"][0];
+    assert_eq!(
+        (s["files_read"].as_u64(), s["files_skipped"].as_u64()),
+        (Some(read), Some(skipped)),
+        "{s}"
+    );
 }
 
 #[test]
@@ -950,19 +963,11 @@ fn an_azure_export_container_is_read_in_place_as_its_folder_copy_reads() {
     assert_eq!(answers(&cloud, &[]), answers(&local, &[]));
     // Unchanged blobs (same ETags) are not read again.
     let (_, r, _) = cloud_sync(&cloud, &env);
-    let s = &r["sources"][0];
-    assert_eq!(
-        (s["files_read"].as_u64(), s["files_skipped"].as_u64()),
-        (Some(0), Some(1)),
-        "{s}"
-    );
+    assert_files(&r, 0, 1);
 
     // A container that is not there fails the source by its URL; the
     // stored answers stay.
-    let text = std::fs::read_to_string(cloud.config_path())
-        .unwrap()
-        .replace("az://costs/exports", "az://no-such-costs/exports");
-    std::fs::write(cloud.config_path(), text).unwrap();
+    reconfigure(&cloud, "az://costs/exports", "az://no-such-costs/exports");
     let (code, r, _) = cloud_sync(&cloud, &env);
     assert_eq!(code, Some(1));
     let errors = r["sources"][0]["errors"].to_string();
@@ -981,10 +986,7 @@ fn an_azure_export_container_is_read_in_place_as_its_folder_copy_reads() {
         "AZURE_STORAGE_SAS_TOKEN",
         format!("sv=2023-11-03&sp=rl&sig={secret}"),
     ));
-    let text = std::fs::read_to_string(cloud.config_path())
-        .unwrap()
-        .replace("az://no-such-costs/exports", "az://costs/exports");
-    std::fs::write(cloud.config_path(), text).unwrap();
+    reconfigure(&cloud, "az://no-such-costs/exports", "az://costs/exports");
     let (code, r, printed) = cloud_sync(&cloud, &with_sas);
     assert_eq!(code, Some(1), "{printed}");
     assert!(
@@ -1076,18 +1078,14 @@ async fn a_cloud_storage_bucket_is_read_in_place_as_its_folder_copy_reads() {
         assert_eq!(answers(&cloud, &[]), answers(&local, &[]));
     });
     let (_, r, _) = tokio::task::block_in_place(|| cloud_sync(&cloud, &env));
-    let s = &r["sources"][0];
-    assert_eq!(
-        (s["files_read"].as_u64(), s["files_skipped"].as_u64()),
-        (Some(0), Some(2)),
-        "{s}"
-    );
+    assert_files(&r, 0, 2);
 
     // A bucket that is not there fails the source by its URL.
-    let text = std::fs::read_to_string(cloud.config_path())
-        .unwrap()
-        .replace("gs://acme-billing/focus", "gs://no-such-billing/focus");
-    std::fs::write(cloud.config_path(), text).unwrap();
+    reconfigure(
+        &cloud,
+        "gs://acme-billing/focus",
+        "gs://no-such-billing/focus",
+    );
     let (code, r, _) = tokio::task::block_in_place(|| cloud_sync(&cloud, &env));
     assert_eq!(code, Some(1));
     let errors = r["sources"][0]["errors"].to_string();

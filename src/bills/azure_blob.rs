@@ -7,12 +7,10 @@
 //! `AZURE_STORAGE_USE_EMULATOR` with `AZURITE_BLOB_STORAGE_URL` reaches
 //! Azurite.
 
-use std::sync::Arc;
-
 use object_store::azure::MicrosoftAzureBuilder;
 
 use super::CloudLocation;
-use super::object_folder::{ObjectFolder, client_options, one_line, retries};
+use super::object_folder::{ObjectFolder, client_options, retries};
 
 /// The folder of an Azure source; nothing is requested yet.
 ///
@@ -27,19 +25,6 @@ pub fn folder(loc: &CloudLocation) -> Result<ObjectFolder, String> {
     if let Some(account) = &loc.account {
         builder = builder.with_account(account);
     }
-    // The store's Debug holds its credentials: only its errors' text is
-    // ever shown, and they carry no key (a SAS request's URL is redacted).
-    let store = builder.build().map_err(|e| {
-        format!(
-            "{}: cannot set up the Azure client from the environment: {}",
-            loc.url,
-            one_line(&e)
-        )
-    })?;
-    Ok(ObjectFolder::new(
-        rt,
-        Arc::new(store),
-        &loc.prefix,
-        loc.url.clone(),
-    ))
+    // A SAS request's URL is redacted in errors.
+    ObjectFolder::cloud(rt, builder.build(), loc, "Azure")
 }

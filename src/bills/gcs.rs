@@ -4,12 +4,10 @@
 //! `GOOGLE_SERVICE_ACCOUNT` (or `GOOGLE_APPLICATION_CREDENTIALS`), or else
 //! the metadata server of the machine it runs on.
 
-use std::sync::Arc;
-
 use object_store::gcp::GoogleCloudStorageBuilder;
 
 use super::CloudLocation;
-use super::object_folder::{ObjectFolder, client_options, one_line, retries};
+use super::object_folder::{ObjectFolder, client_options, retries};
 
 /// The folder of a `gs://` source; nothing is requested yet.
 ///
@@ -17,27 +15,13 @@ use super::object_folder::{ObjectFolder, client_options, one_line, retries};
 /// When the client cannot be built from the environment, naming the URL.
 pub fn folder(loc: &CloudLocation) -> Result<ObjectFolder, String> {
     let rt = ObjectFolder::runtime(&loc.url)?;
-    // The builder's and the store's Debug hold the key: only errors' text
-    // is ever shown.
-    let store = GoogleCloudStorageBuilder::from_env()
+    let built = GoogleCloudStorageBuilder::from_env()
         .with_bucket_name(&loc.container)
         .with_retry(retries())
         // http as object_store allows it for GCS by default (options set
         // here would reset that): the base URL is Google's, https, unless
         // the service account file names another, such as an emulator.
         .with_client_options(client_options().with_allow_http(true))
-        .build()
-        .map_err(|e| {
-            format!(
-                "{}: cannot set up the Google Cloud Storage client from the environment: {}",
-                loc.url,
-                one_line(&e)
-            )
-        })?;
-    Ok(ObjectFolder::new(
-        rt,
-        Arc::new(store),
-        &loc.prefix,
-        loc.url.clone(),
-    ))
+        .build();
+    ObjectFolder::cloud(rt, built, loc, "Google Cloud Storage")
 }

@@ -62,6 +62,30 @@ impl ObjectFolder {
         }
     }
 
+    /// The folder of an Azure or GCS source from its built client, or the
+    /// build's error naming the URL and `client`.
+    ///
+    /// # Errors
+    /// When the client could not be built.
+    #[cfg(any(feature = "azure", feature = "gcp"))]
+    pub fn cloud<S: ObjectStore>(
+        rt: tokio::runtime::Runtime,
+        built: object_store::Result<S>,
+        loc: &super::CloudLocation,
+        client: &str,
+    ) -> Result<Self, String> {
+        // A store's Debug holds its credentials: only its errors' text is
+        // ever shown, and that carries no key.
+        let store = built.map_err(|e| {
+            format!(
+                "{}: cannot set up the {client} client from the environment: {}",
+                loc.url,
+                one_line(&e)
+            )
+        })?;
+        Ok(Self::new(rt, Arc::new(store), &loc.prefix, loc.url.clone()))
+    }
+
     /// A runtime for one folder's requests.
     ///
     /// # Errors
