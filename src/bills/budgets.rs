@@ -130,8 +130,8 @@ pub struct DataDays {
 
 /// The complete days of `sources` (every one when `providers` is empty,
 /// else those whose configured provider is listed or whose rows name one:
-/// a multi-provider FOCUS file counts for each provider it holds); `Err`
-/// says why there are none.
+/// a multi-provider FOCUS file counts for each provider it holds, by the
+/// days of that provider's rows); `Err` says why there are none.
 ///
 /// # Errors
 /// A store error (outer), or why no day is complete yet (inner).
@@ -149,7 +149,7 @@ pub fn data_days(
                 || listed(s.provider.as_str())
                 || spans
                     .get(&s.name)
-                    .is_some_and(|span| span.providers.iter().any(|p| listed(p)))
+                    .is_some_and(|span| span.providers.keys().any(|p| listed(p)))
         })
         .collect();
     if in_scope.is_empty() {
@@ -166,8 +166,17 @@ pub fn data_days(
                 s.name
             )));
         };
-        first = first.min(span.first);
-        newest = newest.min(span.last);
+        // The listed providers' days where the rows name them; else the
+        // source's (its provider billed nothing those days).
+        let (lo, hi) = span
+            .providers
+            .iter()
+            .filter(|(p, _)| !providers.is_empty() && listed(p))
+            .map(|(_, days)| *days)
+            .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+            .unwrap_or((span.first, span.last));
+        first = first.min(lo);
+        newest = newest.min(hi);
     }
     let complete_to = newest - DAY;
     if complete_to < first {

@@ -1,4 +1,4 @@
-//! FOCUS 1.0, 1.1 and 1.2 rows (and the older names OCI writes) as charges.
+//! FOCUS 1.0 to 1.3 rows (and the older names OCI writes) as charges.
 
 use std::borrow::Cow;
 

@@ -151,10 +151,10 @@ impl Folder for ObjectFolder {
                 if !wanted(name) || name.starts_with('.') {
                     return None;
                 }
-                // Lists give ETags unquoted, object reads quoted: only the
-                // list's are compared.
+                // Only listed ETags are compared, each store's as it lists
+                // them (S3's quoted, Azure's and GCS's not).
                 let fingerprint = match meta.e_tag {
-                    Some(tag) => format!("{}:{}", meta.size, tag.trim_matches('"')),
+                    Some(tag) => format!("{}:{tag}", meta.size),
                     None => format!("{}:{}", meta.size, meta.last_modified.timestamp_micros()),
                 };
                 Some(Entry { rel, fingerprint })

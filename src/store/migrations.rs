@@ -28,6 +28,7 @@ macro_rules! all_steps {
             "0014_add_sync_run_suspicious",
             "0015_gpu_count_as_number",
             "0016_price_series_windows",
+            "0017_bill_loads_reader",
         )
     };
 }

@@ -184,16 +184,27 @@ fn unallocated(
 ) -> Result<Vec<Observation>, StoreError> {
     let (month, start, _) =
         budgets::period_of(crate::bills::budgets::BudgetPeriod::Month, days.complete_to);
+    let spans = store.bill_spend_span()?;
     let q = BillQuery {
         since: start,
         until: days.complete_to + DAY,
         by: Some(Bucket::Month),
         group: vec!["team".to_owned()],
+        // The sources' providers: as configured, and as their rows name
+        // them (a FOCUS file may hold several).
         providers: bills
             .sources
             .iter()
-            .map(|s| s.provider.as_str().to_owned())
+            .flat_map(|s| {
+                let named = spans
+                    .get(&s.name)
+                    .into_iter()
+                    .flat_map(|span| span.providers.keys().cloned());
+                std::iter::once(s.provider.as_str().to_owned()).chain(named)
+            })
             .filter(|p| any_glob(&rule.providers, p))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
             .collect(),
         limit: usize::MAX / 2,
         ..BillQuery::default()

@@ -335,8 +335,8 @@ fn each_row_of_a_multi_provider_focus_file_counts_for_the_provider_it_names() {
         .map(|r| r.billed_cost)
         .sum();
     assert!(close(oci, 7.0));
-    // A budget of aws counts this source, configured as azure, since its
-    // rows name aws; one of gcp has no source.
+    // Budgets: this source, configured as azure, is in the scope of an aws
+    // budget since its rows name aws, and of a gcp one not at all...
     let sources = [crate::bills::budgets::BillSourceRef {
         name: "test".into(),
         provider: BillProvider::Azure,
@@ -347,7 +347,14 @@ fn each_row_of_a_multi_provider_focus_file_counts_for_the_provider_it_names() {
             .read(|s| crate::bills::budgets::data_days(s, &sources, &providers))
             .unwrap()
     };
-    assert!(days(&["aws"]).is_ok(), "{:?}", days(&["aws"]));
+    // ...and complete by the days of the scope's own rows: aws billed on
+    // one day only, so none is complete; azure's rows span two.
+    assert_eq!(
+        days(&["aws"]).unwrap_err(),
+        "no day of the bills is complete yet"
+    );
+    let azure = days(&["azure"]).unwrap();
+    assert_eq!(azure.complete_to, t("2026-09-01T00:00:00Z").timestamp());
     assert_eq!(
         days(&["gcp"]).unwrap_err(),
         "no bill source of its providers is configured"
@@ -374,4 +381,37 @@ AWS,Snowflake,Snowflake,AWS,AWS,100000000001,2026-05-01T00:00:00Z,2026-06-01T00:
         gpu[&("aws".to_owned(), "p5.48xlarge".to_owned())],
         8.0
     ));
+}
+
+#[test]
+fn periods_an_older_reading_stored_are_rewritten_by_the_next_sync_and_not_restated() {
+    let b = Bench::new(BillProvider::Azure, BillFormat::Focus);
+    b.write("focus/mixed.csv", MIXED_FOCUS_1_0);
+    let first = b.load("2026-10-20T00:00:00Z");
+    assert!(!first.failed(), "{first:#?}");
+    let (spend, gpu) = by_provider(&b);
+    // The store as the first reading left it, migrated: every row under the
+    // configured provider, marked as made by reading 1, its files forgotten.
+    b.pool.raw_execute(
+        "UPDATE bill_loads SET reader = 1, provider = 'azure';
+         UPDATE bill_spend_days SET provider = 'azure';
+         UPDATE bill_usage_hours SET provider = 'azure';
+         UPDATE bill_usage_days SET provider = 'azure';
+         DELETE FROM bill_files;",
+    );
+    assert_eq!(by_provider(&b).0.len(), 1);
+    // The closed period is rewritten from its file, as an update.
+    let r = b.load("2026-10-21T00:00:00Z");
+    assert_eq!(r.files_read, 1, "{r:#?}");
+    assert!(r.periods.iter().all(|p| p.result == "updated"), "{r:#?}");
+    assert_eq!(by_provider(&b), (spend, gpu));
+    let loads = b.pool.read(|s| s.bill_loads(None)).unwrap();
+    assert!(
+        loads.iter().all(|l| l.restatements.is_empty()),
+        "{loads:#?}"
+    );
+    assert!(loads.iter().any(|l| l.provider == "aws"));
+    // And then it is as any other: unchanged files are not read.
+    let again = b.load("2026-10-22T00:00:00Z");
+    assert_eq!((again.files_read, again.files_skipped), (0, 1));
 }

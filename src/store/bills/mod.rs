@@ -4,7 +4,7 @@
 //! once for both backends against [`Db`]; each backend only says how to run
 //! a statement.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -243,8 +243,8 @@ pub struct SpendSpan {
     /// The first and the last day (midnight UTC).
     pub first: i64,
     pub last: i64,
-    /// Every provider its rows name.
-    pub providers: BTreeSet<String>,
+    /// The first and last day of each provider its rows name.
+    pub providers: BTreeMap<String, (i64, i64)>,
 }
 
 /// Committed share of one instance type's usage.

@@ -8,6 +8,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use foldhash::HashMap;
 use serde::Serialize;
 
+/// The reading of export files that makes a period, raised when the same
+/// files come to mean other aggregates (2: each row under the provider it
+/// names). A period stored by an older reading is rewritten from its files
+/// at the next sync, which is not a restatement.
+pub const READER: i64 = 2;
+
 /// How a GPU usage row was bought, as `usage` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -528,11 +528,11 @@ pub(in crate::store) fn spend_span(db: &dyn Db) -> Result<BTreeMap<String, Spend
         let span = out.entry(r[0].text()?).or_insert(SpendSpan {
             first,
             last,
-            providers: BTreeSet::new(),
+            providers: BTreeMap::new(),
         });
         span.first = span.first.min(first);
         span.last = span.last.max(last);
-        span.providers.insert(r[1].text()?);
+        span.providers.insert(r[1].text()?, (first, last));
     }
     Ok(out)
 }

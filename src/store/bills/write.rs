@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::period::{UsageKey, UsageValue};
+use super::period::{READER, UsageKey, UsageValue};
 use super::*;
 use crate::store::ts;
 
@@ -47,7 +47,7 @@ pub(in crate::store) fn write_period(
     ];
     let old = db
         .rows(
-            "SELECT generation, row_count, gpu_hours, totals_json, state FROM bill_loads
+            "SELECT generation, row_count, gpu_hours, totals_json, state, reader FROM bill_loads
              WHERE source = $1 AND billing_account = $2 AND billing_period = $3",
             &key,
         )?
@@ -68,7 +68,10 @@ pub(in crate::store) fn write_period(
             let old_gpu = o[2].real()?;
             let old_totals: Vec<Total> = serde_json::from_str(&o[3].text()?)
                 .map_err(|e| StoreError::Corrupt(format!("bill_loads.totals_json: {e}")))?;
-            let unchanged = old_rows == rows
+            // A period an older reading made is rewritten whatever its sums.
+            let older = o[5].int()? < READER;
+            let unchanged = !older
+                && old_rows == rows
                 && same(old_gpu, data.gpu_hours)
                 && old_totals.len() == totals.len()
                 && old_totals.iter().zip(&totals).all(|(a, b)| {
@@ -108,7 +111,7 @@ pub(in crate::store) fn write_period(
                 gpu_hours: data.gpu_hours - old_gpu,
                 currency: new_main.currency,
             };
-            let result = if state == "open" {
+            let result = if state == "open" || older {
                 LoadResult::Updated
             } else {
                 LoadResult::Restated
@@ -130,15 +133,16 @@ pub(in crate::store) fn write_period(
     db.exec(
         "INSERT INTO bill_loads (source, billing_account, billing_period, provider, period_start,
              period_end, generation, state, row_count, gpu_rows, gpu_hours, totals_json,
-             unmapped_json, loaded_at, checked_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)
+             unmapped_json, loaded_at, checked_at, reader)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15)
          ON CONFLICT (source, billing_account, billing_period) DO UPDATE SET
              provider = excluded.provider, period_start = excluded.period_start,
              period_end = excluded.period_end, generation = excluded.generation,
              state = excluded.state, row_count = excluded.row_count,
              gpu_rows = excluded.gpu_rows, gpu_hours = excluded.gpu_hours,
              totals_json = excluded.totals_json, unmapped_json = excluded.unmapped_json,
-             loaded_at = excluded.loaded_at, checked_at = excluded.checked_at",
+             loaded_at = excluded.loaded_at, checked_at = excluded.checked_at,
+             reader = excluded.reader",
         &[
             key[0].clone(),
             key[1].clone(),
@@ -154,6 +158,7 @@ pub(in crate::store) fn write_period(
             totals_json.into(),
             unmapped_json.into(),
             ts(now).into(),
+            READER.into(),
         ],
     )?;
     if let (LoadResult::Restated, Some(d)) = (result, &deltas) {
