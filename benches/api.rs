@@ -17,7 +17,8 @@
 //!
 //!     cargo bench --bench api            # OBSERVATIONS=200000 for a quicker run
 
-use std::process::{Child, Command};
+mod support;
+
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -26,12 +27,11 @@ use gpuplan::store::{SqliteStore, Writes as _};
 use gpuplan_providers::{
     InstanceType, PriceKind, PriceRecord, Scope, Snapshot, SpotObservation, Term, Upfront,
 };
+use support::{CONCURRENCY, REQUESTS, load, ready, rss_kib, serve, stop};
 
 const TYPES: usize = 60;
 const REGIONS: usize = 20;
 const ZONES_PER_REGION: usize = 3;
-const REQUESTS: usize = 2000;
-const CONCURRENCY: usize = 4;
 
 fn instance_types() -> Vec<InstanceType> {
     let gpus = ["H100-80GB", "A100-80GB", "A100-40GB", "L4", "A10G", "T4"];
@@ -185,97 +185,6 @@ fn in_process(path: &std::path::Path) {
     );
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
-/// Sends REQUESTS requests from CONCURRENCY tasks; `url(i)` is the i-th request's URL.
-async fn load(
-    client: &reqwest::Client,
-    url: impl Fn(usize) -> String + Send + Sync + 'static,
-) -> (Duration, Duration, usize) {
-    let url = std::sync::Arc::new(url);
-    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for _ in 0..CONCURRENCY {
-        let (client, url, next) = (client.clone(), url.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut times = Vec::new();
-            let mut bytes = 0;
-            loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= REQUESTS {
-                    break;
-                }
-                let start = Instant::now();
-                let body = client
-                    .get(url(i))
-                    .send()
-                    .await
-                    .unwrap()
-                    .error_for_status()
-                    .unwrap()
-                    .bytes()
-                    .await
-                    .unwrap();
-                times.push(start.elapsed());
-                bytes = body.len();
-            }
-            (times, bytes)
-        }));
-    }
-    let mut all = Vec::new();
-    let mut bytes = 0;
-    for t in tasks {
-        let (times, b) = t.await.unwrap();
-        all.extend(times);
-        bytes = bytes.max(b);
-    }
-    all.sort();
-    let pct = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
-    (pct(0.50), pct(0.99), bytes)
-}
-
-/// Starts `gpuplan serve` on a port it picks itself, with `store` as its
-/// `[store]` table and `sources` added to its config (in `<name>.toml`);
-/// answers the process and its base URL, read from its log (no port to race
-/// for).
-fn serve(dir: &std::path::Path, name: &str, store: &str, sources: &str) -> (Child, String) {
-    let config = format!(
-        "[store]\n{store}\n[api]\nlisten = \"127.0.0.1:0\"\n[providers.aws]\nenabled = false\n[providers.azure]\nenabled = false\n[providers.oci]\nenabled = false\n{sources}"
-    );
-    let file = dir.join(format!("{name}.toml"));
-    std::fs::write(&file, config).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-        .arg("--config")
-        .arg(&file)
-        .args(["--log-format", "json", "serve"])
-        .env("RUST_LOG", "warn,gpuplan=info")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut lines = std::io::BufRead::lines(stderr);
-    let addr = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|line| {
-            let entry: serde_json::Value = serde_json::from_str(&line).ok()?;
-            (entry["fields"]["message"] == "gpuplan is serving.")
-                .then(|| entry["fields"]["listen"].as_str().map(str::to_owned))
-                .flatten()
-        })
-        .expect("the daemon never said where it listens");
-    // Keep draining the log so the daemon never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    (child, format!("http://{addr}"))
-}
-
 /// The uncached prices query idle, then while three heavy plans are requested.
 async fn under_solves(client: &reqwest::Client, base: &str) {
     let uncached = |offset: usize| {
@@ -287,7 +196,7 @@ async fn under_solves(client: &reqwest::Client, base: &str) {
             )
         }
     };
-    let (_, idle_p99, _) = load(client, uncached(100_000)).await;
+    let idle_p99 = load(client, uncached(100_000)).await.p99;
     let heavy: serde_json::Value =
         serde_json::from_str(include_str!("../tests/fixtures/heavy-two-class-week.json")).unwrap();
     let solves: Vec<_> = (0..3)
@@ -316,7 +225,8 @@ async fn under_solves(client: &reqwest::Client, base: &str) {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let (p50, busy_p99, _) = load(client, uncached(200_000)).await;
+    let busy = load(client, uncached(200_000)).await;
+    let (p50, busy_p99) = (busy.p50, busy.p99);
     println!(
         "prices uncached, 3 heavy solves requested ({running}): p50 {:.2} ms, p99 {:.2} ms; idle p99 {:.2} ms; ratio {:.2}",
         p50.as_secs_f64() * 1e3,
@@ -385,11 +295,17 @@ async fn main() {
     ];
     for (name, path) in paths {
         let b = base.clone();
-        let (p50, p99, bytes) = load(&client, move |i| format!("{b}{}", path(i))).await;
+        let support::Latency {
+            p50,
+            p99,
+            max,
+            bytes,
+        } = load(&client, move |i| format!("{b}{}", path(i))).await;
         println!(
-            "{name:<30} {REQUESTS} requests x{CONCURRENCY}: p50 {:.2} ms, p99 {:.2} ms, {} KiB/response",
+            "{name:<30} {REQUESTS} requests x{CONCURRENCY}: p50 {:.2} ms, p99 {:.2} ms, worst {:.2} ms, {} KiB/response",
             p50.as_secs_f64() * 1e3,
             p99.as_secs_f64() * 1e3,
+            max.as_secs_f64() * 1e3,
             bytes / 1024
         );
     }
@@ -419,28 +335,6 @@ async fn main() {
         std::fs::copy(dir.path().join("catalog.db"), keep).unwrap();
     }
     replicas(&client, dir.path()).await;
-}
-
-async fn ready(client: &reqwest::Client, base: &str) {
-    for _ in 0..500 {
-        if client
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-}
-
-fn stop(mut child: Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
 }
 
 /// A price sheet of every type in every region, its prices moved by
@@ -528,12 +422,12 @@ async fn replicas(client: &reqwest::Client, dir: &std::path::Path) {
 
     let (quiet, quiet_base) = serve(dir, "quiet", &store, "");
     ready(client, &quiet_base).await;
-    let (_, alone, _) = load(client, uncached(&quiet_base, 300_000)).await;
+    let alone = load(client, uncached(&quiet_base, 300_000)).await.p99;
 
     let (syncer, syncer_base) = serve(dir, "syncer", &store, syncing);
     ready(client, &syncer_base).await;
     let before = good_syncs(client, &quiet_base).await;
-    let (_, beside, _) = load(client, uncached(&quiet_base, 400_000)).await;
+    let beside = load(client, uncached(&quiet_base, 400_000)).await.p99;
     let during = good_syncs(client, &quiet_base).await - before;
     stop(syncer);
 
@@ -548,14 +442,14 @@ async fn replicas(client: &reqwest::Client, dir: &std::path::Path) {
         syncing,
     );
     ready(client, &elsewhere_base).await;
-    let (_, control, _) = load(client, uncached(&quiet_base, 450_000)).await;
+    let control = load(client, uncached(&quiet_base, 450_000)).await.p99;
     stop(elsewhere);
     stop(quiet);
 
     let (single, single_base) = serve(dir, "single", &store, syncing);
     ready(client, &single_base).await;
     let before = good_syncs(client, &single_base).await;
-    let (_, itself, _) = load(client, uncached(&single_base, 500_000)).await;
+    let itself = load(client, uncached(&single_base, 500_000)).await.p99;
     let during_single = good_syncs(client, &single_base).await - before;
     stop(single);
     flipping.store(false, std::sync::atomic::Ordering::Relaxed);

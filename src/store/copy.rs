@@ -42,6 +42,7 @@ const WITH_IDS: &[&str] = &[
     "sync_runs",
     "price_series",
     "price_versions",
+    "spot_series",
     "plans",
     "alert_outbox",
 ];

@@ -29,6 +29,7 @@ macro_rules! all_steps {
             "0015_gpu_count_as_number",
             "0016_price_series_windows",
             "0017_bill_loads_reader",
+            "0018_spot_history_by_series",
         )
     };
 }

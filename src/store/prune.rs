@@ -19,8 +19,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::sql::{self, Backend};
-use super::{Pool, StoreError, ts};
+use super::sql::{self, Backend, Val};
+use super::{Pool, StoreError, micros, ts};
 
 /// Rows deleted per transaction: small enough that a sync waiting for the
 /// writer waits milliseconds, not seconds.
@@ -94,22 +94,45 @@ impl Prunable {
         }
     }
 
+    /// The cutoff as this kind's rows keep their time: spot observations in
+    /// microseconds, the others as text.
+    fn cutoff(self, t: DateTime<Utc>) -> Val {
+        match self {
+            Self::SpotObservations => micros(t).into(),
+            _ => ts(t).into(),
+        }
+    }
+
+    /// Rows deleted per transaction. A spot batch first seeks every series
+    /// (most of which have nothing more to go), so it takes more rows for
+    /// that cost.
+    #[must_use]
+    pub fn batch(self) -> usize {
+        match self {
+            Self::SpotObservations => BATCH * 10,
+            _ => BATCH,
+        }
+    }
+
     /// The table, the key that identifies a row, and a query of the keys of
-    /// prunable rows older than `$1`.
-    /// (table, key, query of the keys that may go). The same text runs on
-    /// both backends: `$1` is the cutoff; SQLite reads `$1` as a parameter too.
+    /// prunable rows older than `$1`. The same text runs on both backends;
+    /// SQLite reads `$1` as a parameter too.
     pub(super) fn sql(self) -> (&'static str, &'static str, &'static str) {
         match self {
+            // Series by series: the newest observation before the cutoff is
+            // one seek, and what is older than it one range of the series'
+            // index, so a batch's cost follows the series and the rows it
+            // deletes, not the history it keeps.
             Self::SpotObservations => (
                 "spot_observations",
-                "(instance_type, zone, provider, observed_at)",
-                "SELECT o.instance_type, o.zone, o.provider, o.observed_at
-                 FROM spot_observations o
-                 WHERE o.observed_at < $1
-                   AND o.observed_at < (
+                "(series_id, observed_at)",
+                "SELECT o.series_id, o.observed_at
+                 FROM spot_series s
+                 JOIN spot_observations o
+                   ON o.series_id = s.id
+                  AND o.observed_at < (
                        SELECT max(p.observed_at) FROM spot_observations p
-                       WHERE p.instance_type = o.instance_type AND p.zone = o.zone
-                         AND p.provider = o.provider AND p.observed_at < $1)",
+                       WHERE p.series_id = s.id AND p.observed_at < $1)",
             ),
             Self::PriceVersions => (
                 "price_versions",
@@ -226,7 +249,7 @@ pub trait Prune {
 
 impl<B: Backend> Prune for B {
     fn count_prunable(&self, kind: Prunable, cutoff: DateTime<Utc>) -> Result<u64, StoreError> {
-        let n = self.on_conn(|db| sql::first(db, &kind.count_sql(), &[ts(cutoff).into()]))?;
+        let n = self.on_conn(|db| sql::first(db, &kind.count_sql(), &[kind.cutoff(cutoff)]))?;
         Ok(n.map_or(Ok(0), |n| n.int())?.try_into().unwrap_or(0))
     }
 
@@ -237,8 +260,9 @@ impl<B: Backend> Prune for B {
         batch: usize,
     ) -> Result<usize, StoreError> {
         let batch = i64::try_from(batch).unwrap_or(i64::MAX);
-        let n = self
-            .in_transaction(|db| db.exec(&kind.delete_sql(), &[ts(cutoff).into(), batch.into()]))?;
+        let n = self.in_transaction(|db| {
+            db.exec(&kind.delete_sql(), &[kind.cutoff(cutoff), batch.into()])
+        })?;
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 }
@@ -269,9 +293,9 @@ pub fn prune(
             continue;
         }
         loop {
-            let n = pool.write(|s| s.prune_batch(kind, cutoff, BATCH))?;
+            let n = pool.write(|s| s.prune_batch(kind, cutoff, kind.batch()))?;
             counts.add(kind, n as u64);
-            if n < BATCH {
+            if n < kind.batch() {
                 break;
             }
             // Let a waiting sync take the writer between batches.

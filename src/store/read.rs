@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::sql::{self, Backend, Db, Val};
 use super::write::scope_name;
-use super::{INTERRUPTED, StoreError, WriteStats, parse_ts, ts};
+use super::{INTERRUPTED, StoreError, WriteStats, from_micros, micros, parse_ts, ts};
 
 /// A price as it stands now, joined with its instance type's specs.
 #[derive(Debug, Clone, PartialEq)]
@@ -204,7 +204,7 @@ fn price(r: &mut [Val]) -> Result<CurrentPrice, StoreError> {
                 .map_err(|e| StoreError::Corrupt(format!("available_regions `{regions}`: {e}")))?
         },
         max_instances: narrow(&r[11], "max_instances")?,
-        observed_at: r[12].opt_str()?.map(parse_ts).transpose()?,
+        observed_at: r[12].opt_int()?.map(from_micros).transpose()?,
         gpu_model: r[13].take_text()?,
         gpu_count: r[14].real()?,
         gpu_memory_gib: r[15].opt_real()?,
@@ -478,6 +478,22 @@ impl<B: Backend> Reads for B {
         let keys = types
             .map(|t| serde_json::to_string(t).map_err(|e| StoreError::Corrupt(e.to_string())))
             .transpose()?;
+        // Now, a series' newest observation is on the series; at an earlier
+        // time it is one seek into the series' history.
+        let spot = if at.is_none() {
+            "SELECT ss.provider, ss.region, ss.zone, ss.instance_type, ss.last_usd_per_hour AS usd,
+                    ss.last_observed_at AS observed_at, ss.currency, ss.last_fx_rate AS fx_rate
+             FROM spot_series ss
+             WHERE ss.last_observed_at IS NOT NULL AND CAST($3 AS BIGINT) IS NULL"
+        } else {
+            "SELECT ss.provider, ss.region, ss.zone, ss.instance_type, o.usd_per_hour AS usd,
+                    o.observed_at, ss.currency, o.fx_rate
+             FROM spot_series ss
+             JOIN spot_observations o
+               ON o.series_id = ss.id
+              AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
+                                   WHERE series_id = ss.id AND observed_at <= $3)"
+        };
         self.on_conn(|db| {
             let mut prices = Vec::new();
             let pairs = db.dialect().json_pairs("$1");
@@ -485,7 +501,7 @@ impl<B: Backend> Reads for B {
                 &format!(
                     "SELECT s.provider, s.region, s.zone, s.instance_type, s.price_kind, s.offering_class,
                             v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour, v.source,
-                            v.available_regions, v.max_instances, CAST(NULL AS TEXT) AS observed_at,
+                            v.available_regions, v.max_instances, CAST(NULL AS BIGINT) AS observed_at,
                             t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
                             s.price_scope, v.currency, v.fx_rate, t.gpu_form_factor, t.mig_profile,
                             s.window_start, s.window_end, s.instance_count
@@ -498,22 +514,17 @@ impl<B: Backend> Reads for B {
                      WHERE v.withdrawn = 0
                        AND (CAST($1 AS TEXT) IS NULL OR (s.provider, s.instance_type) IN ({pairs}))
                      UNION ALL
-                     SELECT ss.provider, ss.region, ss.zone, ss.instance_type, 'spot', '',
-                            o.usd_per_hour, 0.0, o.usd_per_hour, NULL, '[]', NULL, o.observed_at,
+                     SELECT sp.provider, sp.region, sp.zone, sp.instance_type, 'spot', '',
+                            sp.usd, 0.0, sp.usd, NULL, '[]', NULL, sp.observed_at,
                             t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
-                            'instance', ss.currency, coalesce(o.fx_rate, 1.0), t.gpu_form_factor, t.mig_profile,
+                            'instance', sp.currency, coalesce(sp.fx_rate, 1.0), t.gpu_form_factor, t.mig_profile,
                             '', '', 0
-                     FROM spot_series ss
-                     JOIN spot_observations o
-                       ON o.provider = ss.provider AND o.instance_type = ss.instance_type AND o.zone = ss.zone
-                      AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
-                                           WHERE provider = ss.provider AND instance_type = ss.instance_type
-                                             AND zone = ss.zone AND (CAST($2 AS TEXT) IS NULL OR observed_at <= $2))
+                     FROM ({spot}) AS sp
                      JOIN instance_types t
-                       ON t.provider = ss.provider AND t.instance_type = ss.instance_type
-                     WHERE CAST($1 AS TEXT) IS NULL OR (ss.provider, ss.instance_type) IN ({pairs})"
+                       ON t.provider = sp.provider AND t.instance_type = sp.instance_type
+                     WHERE CAST($1 AS TEXT) IS NULL OR (sp.provider, sp.instance_type) IN ({pairs})"
                 ),
-                &[keys.into(), at.map(ts).into()],
+                &[keys.into(), at.map(ts).into(), at.map(micros).into()],
                 &mut |r| {
                     prices.push(price(r)?);
                     Ok(())
@@ -533,41 +544,45 @@ impl<B: Backend> Reads for B {
         limit: Option<usize>,
     ) -> Result<Vec<SpotPoint>, StoreError> {
         let mut points = Vec::new();
+        // Per series: the observation in force when the window opens (one
+        // seek), then the window (one range of the series' index).
         self.on_conn(|db| {
             db.each_row(
-                &format!(
-                    "WITH matching AS (
-                         SELECT * FROM spot_observations
-                         WHERE instance_type = $1
-                           AND (CAST($2 AS TEXT) IS NULL OR provider = $2)
-                           AND (CAST($3 AS TEXT) IS NULL OR region = $3)
-                           AND (CAST($4 AS TEXT) IS NULL OR zone = $4)
-                     ),
-                     opening AS ({})
-                     SELECT provider, region, zone, instance_type, observed_at, usd_per_hour FROM opening
-                     UNION ALL
-                     SELECT provider, region, zone, instance_type, observed_at, usd_per_hour
-                     FROM matching WHERE observed_at >= $5
-                     ORDER BY provider, zone, observed_at
-                     LIMIT $6",
-                    db.dialect().newest_before("$5")
-                ),
+                "WITH matching AS (
+                     SELECT id, provider, region, zone, instance_type FROM spot_series
+                     WHERE instance_type = $1
+                       AND (CAST($2 AS TEXT) IS NULL OR provider = $2)
+                       AND (CAST($3 AS TEXT) IS NULL OR region = $3)
+                       AND (CAST($4 AS TEXT) IS NULL OR zone = $4)
+                 )
+                 SELECT m.provider, m.region, m.zone, m.instance_type, o.observed_at, o.usd_per_hour
+                 FROM matching m
+                 JOIN spot_observations o
+                   ON o.series_id = m.id
+                  AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
+                                       WHERE series_id = m.id AND observed_at < $5)
+                 UNION ALL
+                 SELECT m.provider, m.region, m.zone, m.instance_type, o.observed_at, o.usd_per_hour
+                 FROM matching m
+                 JOIN spot_observations o ON o.series_id = m.id AND o.observed_at >= $5
+                 ORDER BY 1, 3, 5
+                 LIMIT $6",
                 &[
                     instance_type.into(),
                     provider.into(),
                     region.into(),
                     zone.into(),
-                    ts(since).into(),
+                    micros(since).into(),
                     probe_limit(limit).into(),
                 ],
                 &mut |r| {
                     points.push(SpotPoint {
-                    provider: r[0].take_text()?,
-                    region: r[1].take_text()?,
-                    zone: r[2].take_text()?,
-                    instance_type: r[3].take_text()?,
-                    observed_at: parse_ts(r[4].as_str()?)?,
-                    usd_per_hour: r[5].real()?,
+                        provider: r[0].take_text()?,
+                        region: r[1].take_text()?,
+                        zone: r[2].take_text()?,
+                        instance_type: r[3].take_text()?,
+                        observed_at: from_micros(r[4].int()?)?,
+                        usd_per_hour: r[5].real()?,
                     });
                     Ok(())
                 },

@@ -9,7 +9,7 @@ use gpuplan_providers::{AvailabilityRecord, Currency, InstanceType, PriceRecord,
 use serde::{Deserialize, Serialize};
 
 use super::sql::{self, Arg, Db, returned_id};
-use super::{StoreError, ts};
+use super::{StoreError, micros, ts};
 
 /// Why a stored price looks wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -282,44 +282,99 @@ fn write_spot(
     snapshot: &Snapshot,
     stats: &mut WriteStats,
 ) -> Result<(), StoreError> {
-    let rate = (snapshot.currency.code != "USD").then_some(snapshot.currency.per_usd);
-    let mut series = BTreeMap::new();
-    for o in &snapshot.spot_observations {
-        stats.spot_seen += 1;
-        let added = db.exec(
-            "INSERT INTO spot_observations
-                 (provider, region, zone, instance_type, observed_at, usd_per_hour, fx_rate)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
-            &[
-                provider.into(),
-                o.region.as_str().into(),
-                o.zone.as_str().into(),
-                o.instance_type.as_str().into(),
-                ts(o.observed_at).into(),
-                o.usd_per_hour.into(),
-                rate.into(),
-            ],
-        )?;
-        stats.spot_added += i64::from(added > 0);
-        series.insert(
-            (o.instance_type.as_str(), o.zone.as_str()),
-            o.region.as_str(),
-        );
+    if snapshot.spot_observations.is_empty() {
+        return Ok(());
     }
-    for ((instance_type, zone), region) in series {
+    let ids = spot_series_ids(db, provider, snapshot)?;
+    let rate = (snapshot.currency.code != "USD").then_some(snapshot.currency.per_usd);
+    let mut values = Vec::with_capacity(snapshot.spot_observations.len() * 4);
+    for o in &snapshot.spot_observations {
+        values.extend([
+            Arg::Int(ids[&(o.instance_type.as_str(), o.zone.as_str())]),
+            Arg::Int(micros(o.observed_at)),
+            Arg::Real(o.usd_per_hour),
+            rate.into(),
+        ]);
+    }
+    let added = db.insert_rows(
+        "spot_observations",
+        &["series_id", "observed_at", "usd_per_hour", "fx_rate"],
+        &[],
+        &values,
+        true,
+    )?;
+    stats.spot_seen += snapshot.spot_observations.len() as i64;
+    stats.spot_added += i64::try_from(added).unwrap_or(i64::MAX);
+    // Each touched series takes its newest stored observation: the one just
+    // written, or a newer one already there when this was a backfill.
+    let touched: Vec<String> = ids.values().map(i64::to_string).collect();
+    for chunk in touched.chunks(1000) {
         db.exec(
-            "INSERT INTO spot_series (provider, instance_type, zone, region, currency) VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (provider, instance_type, zone) DO UPDATE SET currency = excluded.currency",
-            &[
-                provider.into(),
-                instance_type.into(),
-                zone.into(),
-                region.into(),
-                snapshot.currency.code.as_str().into(),
-            ],
+            &format!(
+                "UPDATE spot_series
+                 SET (last_observed_at, last_usd_per_hour, last_fx_rate) = (
+                     SELECT observed_at, usd_per_hour, fx_rate FROM spot_observations
+                     WHERE series_id = spot_series.id ORDER BY observed_at DESC LIMIT 1)
+                 WHERE id IN ({})",
+                chunk.join(", ")
+            ),
+            &[],
         )?;
     }
     Ok(())
+}
+
+/// The id of every spot series `snapshot` observes, (instance type, zone)
+/// to id, adding the series not stored yet.
+fn spot_series_ids<'a>(
+    db: &dyn Db,
+    provider: &str,
+    snapshot: &'a Snapshot,
+) -> Result<HashMap<(&'a str, &'a str), i64>, StoreError> {
+    let mut stored: HashMap<(String, String), (i64, String)> = HashMap::new();
+    db.each_row(
+        "SELECT instance_type, zone, id, currency FROM spot_series WHERE provider = $1",
+        &[provider.into()],
+        &mut |r| {
+            stored.insert(
+                (r[0].take_text()?, r[1].take_text()?),
+                (r[2].int()?, r[3].take_text()?),
+            );
+            Ok(())
+        },
+    )?;
+    let currency = snapshot.currency.code.as_str();
+    let mut ids = HashMap::new();
+    for o in &snapshot.spot_observations {
+        let key = (o.instance_type.as_str(), o.zone.as_str());
+        if ids.contains_key(&key) {
+            continue;
+        }
+        let id = match stored.get(&(o.instance_type.clone(), o.zone.clone())) {
+            Some((id, stored_currency)) if stored_currency == currency => *id,
+            Some((id, _)) => {
+                db.exec(
+                    "UPDATE spot_series SET currency = $1 WHERE id = $2",
+                    &[currency.into(), (*id).into()],
+                )?;
+                *id
+            }
+            None => returned_id(sql::first(
+                db,
+                "INSERT INTO spot_series (provider, instance_type, zone, region, currency)
+                 VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                &[
+                    provider.into(),
+                    key.0.into(),
+                    key.1.into(),
+                    o.region.as_str().into(),
+                    currency.into(),
+                ],
+            )?)?,
+        };
+        ids.insert(key, id);
+    }
+    Ok(ids)
 }
 
 fn current_versions(db: &dyn Db, provider: &str) -> Result<Vec<StoredSeries>, StoreError> {

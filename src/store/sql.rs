@@ -211,13 +211,27 @@ pub(super) trait Db {
     /// Inserts rows into `table (columns)`. The first `shared.len()` columns
     /// take `shared` in every row (bound once a statement: SQLite copies
     /// every text it binds); `values` holds the other columns, row after row.
+    /// With `skip_existing`, a row whose key is stored already is left out
+    /// (`ON CONFLICT DO NOTHING`). Answers how many rows went in.
+    fn insert_rows(
+        &self,
+        table: &str,
+        columns: &[&str],
+        shared: &[Arg<'_>],
+        values: &[Arg<'_>],
+        skip_existing: bool,
+    ) -> Result<u64, StoreError>;
+    /// [`Db::insert_rows`] of rows that are all new.
     fn insert_many(
         &self,
         table: &str,
         columns: &[&str],
         shared: &[Arg<'_>],
         values: &[Arg<'_>],
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        self.insert_rows(table, columns, shared, values, false)
+            .map(drop)
+    }
     /// Fails with `Fenced` when the duty this write is for was taken over.
     fn check_fence(&self) -> Result<(), StoreError>;
     fn dialect(&self) -> Dialect;
@@ -269,25 +283,6 @@ impl Dialect {
             Self::Postgres => " FOR SHARE",
         }
     }
-
-    /// `matching`'s newest row before `$since` per (provider, zone):
-    /// PostgreSQL has `DISTINCT ON`, SQLite returns the row of a group's
-    /// `max()`.
-    pub(super) fn newest_before(self, since: &str) -> String {
-        match self {
-            Self::Sqlite => format!(
-                "SELECT provider, region, zone, instance_type, max(observed_at) AS observed_at, usd_per_hour
-                 FROM matching WHERE observed_at < {since}
-                 GROUP BY provider, zone"
-            ),
-            Self::Postgres => format!(
-                "SELECT DISTINCT ON (provider, zone)
-                        provider, region, zone, instance_type, observed_at, usd_per_hour
-                 FROM matching WHERE observed_at < {since}
-                 ORDER BY provider, zone, observed_at DESC"
-            ),
-        }
-    }
 }
 
 /// What a backend gives the shared statements: a connection, transactions,
@@ -320,7 +315,7 @@ pub(super) fn first(db: &dyn Db, sql: &str, params: &[Val]) -> Result<Option<Val
 }
 
 /// `INSERT INTO table (columns) VALUES ...` for `rows` rows of
-/// [`Db::insert_many`], its parameters numbered after `mark` (`$` or `?`):
+/// [`Db::insert_rows`], its parameters numbered after `mark` (`$` or `?`):
 /// the `shared` first columns are parameters 1 to `shared` in every row.
 pub(super) fn insert_sql(
     table: &str,
@@ -328,6 +323,7 @@ pub(super) fn insert_sql(
     shared: usize,
     rows: usize,
     mark: char,
+    skip_existing: bool,
 ) -> String {
     let width = columns.len().saturating_sub(shared);
     let groups: Vec<String> = (0..rows)
@@ -341,9 +337,14 @@ pub(super) fn insert_sql(
         })
         .collect();
     format!(
-        "INSERT INTO {table} ({}) VALUES {}",
+        "INSERT INTO {table} ({}) VALUES {}{}",
         columns.join(", "),
-        groups.join(", ")
+        groups.join(", "),
+        if skip_existing {
+            " ON CONFLICT DO NOTHING"
+        } else {
+            ""
+        }
     )
 }
 

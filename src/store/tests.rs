@@ -513,3 +513,124 @@ fn capacity_block_windows_are_distinct_prices_and_vanished_ones_keep_their_histo
     assert!(later.iter().all(|o| o.vanished_at.is_none()));
 }
 }
+
+/// The spot tables as migrations 0001 to 0017 left them, with rows of every
+/// shape they held: fractions of a second, a rate for a non-USD series, and
+/// observations whose series row is missing.
+const SPOT_TABLES_AT_0017: &str = "
+    DROP TABLE spot_observations;
+    DROP TABLE spot_series;
+    CREATE TABLE spot_series (
+        provider TEXT NOT NULL, instance_type TEXT NOT NULL, zone TEXT NOT NULL,
+        region TEXT NOT NULL, currency TEXT NOT NULL DEFAULT 'USD',
+        PRIMARY KEY (provider, instance_type, zone));
+    CREATE TABLE spot_observations (
+        provider TEXT NOT NULL, region TEXT NOT NULL, zone TEXT NOT NULL,
+        instance_type TEXT NOT NULL, observed_at TEXT NOT NULL,
+        usd_per_hour DOUBLE PRECISION NOT NULL, fx_rate DOUBLE PRECISION,
+        PRIMARY KEY (instance_type, zone, provider, observed_at));
+    CREATE INDEX spot_observations_by_region ON spot_observations (provider, region, observed_at);
+    INSERT INTO spot_series (provider, instance_type, zone, region, currency) VALUES
+        ('aws', 'gpu0.xlarge', 'us-east-1a', 'us-east-1', 'USD'),
+        ('aws', 'gpu1.xlarge', 'us-east-1b', 'us-east-1', 'EUR');
+    INSERT INTO spot_observations (provider, region, zone, instance_type, observed_at, usd_per_hour, fx_rate) VALUES
+        ('aws', 'us-east-1', 'us-east-1a', 'gpu0.xlarge', '2026-01-01T00:00:00.000000Z', 1.5, NULL),
+        ('aws', 'us-east-1', 'us-east-1a', 'gpu0.xlarge', '2026-01-01T06:30:00.250000Z', 1.25, NULL),
+        ('aws', 'us-east-1', 'us-east-1a', 'gpu0.xlarge', '2026-01-02T00:00:00.000001Z', 1.7654321, NULL),
+        ('aws', 'us-east-1', 'us-east-1b', 'gpu1.xlarge', '2026-01-01T12:00:00.999999Z', 0.5, 0.92),
+        ('aws', 'us-west-2', 'us-west-2c', 'gpu1.xlarge', '2025-12-31T23:59:59.000000Z', 0.375, NULL),
+        ('aws', 'us-west-2', 'us-west-2c', 'gpu1.xlarge', '2026-01-01T00:00:00.000000Z', 0.4, NULL);
+";
+
+on_both_backends! {
+fn spot_history_stored_by_the_older_schema_is_moved_without_loss(db) {
+    let pool = db.pool(0);
+    sync(&pool, &Snapshot { spot_observations: vec![], ..snapshot(2, 1.0) }, 0);
+    pool.raw_execute(SPOT_TABLES_AT_0017);
+    let older = migrations::latest_version() - 1;
+    pool.raw_execute(&match db {
+        test_support::TestDb::Sqlite(_) => format!("PRAGMA user_version = {older}"),
+        test_support::TestDb::Postgres(_) => format!("UPDATE gpuplan_schema SET version = {older}"),
+    });
+    drop(pool);
+    let pool = db.pool(0);
+    assert_eq!(count(&pool, "spot_observations"), 6);
+    assert_eq!(count(&pool, "spot_series"), 3, "the series without a row gets one");
+
+    let time = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
+    let history = |instance: &str| {
+        pool.read(|s| s.spot_history(instance, None, None, None, time("2025-01-01T00:00:00Z"), None))
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.region, p.zone, p.observed_at, p.usd_per_hour))
+            .collect::<Vec<_>>()
+    };
+    let point = |region: &str, zone: &str, at: &str, usd: f64| {
+        (region.to_owned(), zone.to_owned(), time(at), usd)
+    };
+    assert_eq!(
+        history("gpu0.xlarge"),
+        [
+            point("us-east-1", "us-east-1a", "2026-01-01T00:00:00Z", 1.5),
+            point("us-east-1", "us-east-1a", "2026-01-01T06:30:00.25Z", 1.25),
+            point("us-east-1", "us-east-1a", "2026-01-02T00:00:00.000001Z", 1.7654321),
+        ]
+    );
+    assert_eq!(
+        history("gpu1.xlarge"),
+        [
+            point("us-east-1", "us-east-1b", "2026-01-01T12:00:00.999999Z", 0.5),
+            point("us-west-2", "us-west-2c", "2025-12-31T23:59:59Z", 0.375),
+            point("us-west-2", "us-west-2c", "2026-01-01T00:00:00Z", 0.4),
+        ]
+    );
+    let spot: Vec<_> = current(&pool)
+        .into_iter()
+        .filter(|p| p.price_kind == "spot")
+        .map(|p| (p.zone.unwrap(), p.observed_at.unwrap(), p.usd_per_hour, p.currency, p.fx_rate))
+        .collect();
+    assert_eq!(
+        spot,
+        [
+            ("us-east-1a".to_owned(), time("2026-01-02T00:00:00.000001Z"), 1.7654321, "USD".to_owned(), 1.0),
+            ("us-east-1b".to_owned(), time("2026-01-01T12:00:00.999999Z"), 0.5, "EUR".to_owned(), 0.92),
+            ("us-west-2c".to_owned(), time("2026-01-01T00:00:00Z"), 0.4, "USD".to_owned(), 1.0),
+        ]
+    );
+    // The moved series take new observations as any other.
+    let later = Snapshot {
+        scope: Scope::SpotHistory,
+        spot_observations: vec![gpuplan_providers::SpotObservation {
+            region: "us-east-1".into(),
+            zone: "us-east-1a".into(),
+            instance_type: "gpu0.xlarge".into(),
+            usd_per_hour: 2.0,
+            observed_at: time("2026-01-03T00:00:00Z"),
+        }],
+        ..snapshot(2, 1.0)
+    };
+    assert_eq!(sync(&pool, &later, 1).spot_added, 1);
+    assert_eq!(count(&pool, "spot_series"), 3);
+    assert_eq!(history("gpu0.xlarge").len(), 4);
+}
+
+fn a_backfill_keeps_each_series_newest_observation_current(db) {
+    let pool = db.pool(0);
+    let mut snap = snapshot(1, 3.0);
+    sync(&pool, &snap, 0);
+    // An older window of the same series, synced later, and one point again.
+    snap.spot_observations = vec![gpuplan_providers::SpotObservation {
+        usd_per_hour: 9.0,
+        observed_at: at(-5),
+        ..snap.spot_observations[0].clone()
+    }, snap.spot_observations[1].clone()];
+    let stats = sync(&pool, &snap, 2);
+    assert_eq!((stats.spot_seen, stats.spot_added), (2, 1));
+    let spot = current(&pool).into_iter().find(|p| p.price_kind == "spot").unwrap();
+    assert_eq!((spot.observed_at, spot.usd_per_hour), (Some(at(1)), 2.0));
+    assert_eq!(
+        pool.read(|s| s.newest_spot_by_region("aws")).unwrap()["us-east-1"],
+        at(1)
+    );
+}
+}

@@ -7,7 +7,7 @@ use gpuplan_providers::{Scope, Snapshot};
 
 use super::snapshot::{SuspiciousPrice, WriteStats, write_snapshot};
 use super::sql::{self, Backend, Db, returned_id};
-use super::{Fence, INTERRUPTED, StoreError, parse_ts, ts};
+use super::{Fence, INTERRUPTED, StoreError, from_micros, ts};
 
 /// A plan to save.
 #[derive(Debug, Clone)]
@@ -228,12 +228,13 @@ impl<B: Backend> Writes for B {
     ) -> Result<BTreeMap<String, DateTime<Utc>>, StoreError> {
         let rows = self.on_conn(|db| {
             db.rows(
-                "SELECT region, max(observed_at) FROM spot_observations WHERE provider = $1 GROUP BY region",
+                "SELECT region, max(last_observed_at) FROM spot_series
+                 WHERE provider = $1 AND last_observed_at IS NOT NULL GROUP BY region",
                 &[provider.into()],
             )
         })?;
         rows.iter()
-            .map(|r| Ok((r[0].text()?, parse_ts(r[1].as_str()?)?)))
+            .map(|r| Ok((r[0].text()?, from_micros(r[1].int()?)?)))
             .collect()
     }
 

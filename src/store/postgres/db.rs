@@ -118,24 +118,33 @@ impl Db for PgDb<'_, '_, '_> {
         Ok(())
     }
 
-    fn insert_many(
+    fn insert_rows(
         &self,
         table: &str,
         columns: &[&str],
         shared: &[Arg<'_>],
         values: &[Arg<'_>],
-    ) -> Result<(), StoreError> {
+        skip_existing: bool,
+    ) -> Result<u64, StoreError> {
         let width = columns.len().saturating_sub(shared.len()).max(1);
+        let mut inserted = 0;
         for chunk in values.chunks(INSERT_ROWS * width) {
             let p: Vec<&(dyn ToSql + Sync)> = shared
                 .iter()
                 .chain(chunk)
                 .map(|v| v as &(dyn ToSql + Sync))
                 .collect();
-            let sql = sql::insert_sql(table, columns, shared.len(), chunk.len() / width, '$');
-            self.execute(&sql, &p)?;
+            let sql = sql::insert_sql(
+                table,
+                columns,
+                shared.len(),
+                chunk.len() / width,
+                '$',
+                skip_existing,
+            );
+            inserted += self.execute(&sql, &p)?;
         }
-        Ok(())
+        Ok(inserted)
     }
 
     fn check_fence(&self) -> Result<(), StoreError> {

@@ -75,20 +75,22 @@ impl Db for SqliteDb<'_> {
         Ok(())
     }
 
-    fn insert_many(
+    fn insert_rows(
         &self,
         table: &str,
         columns: &[&str],
         shared: &[Arg<'_>],
         values: &[Arg<'_>],
-    ) -> Result<(), StoreError> {
+        skip_existing: bool,
+    ) -> Result<u64, StoreError> {
         // Many rows a statement: a period's hourly usage is tens of
         // thousands of rows, and each statement's own work (bind, step,
         // reset) cost as much as the row it inserted.
         let width = columns.len().saturating_sub(shared.len()).max(1);
         let per = (MAX_INSERT_VALUES / width).clamp(1, MAX_INSERT_ROWS);
-        let sql = |rows| sql::insert_sql(table, columns, shared.len(), rows, '?');
+        let sql = |rows| sql::insert_sql(table, columns, shared.len(), rows, '?', skip_existing);
         let mut full = None;
+        let mut inserted = 0;
         for chunk in values.chunks(per * width) {
             let rows = chunk.len() / width;
             let params = params_from_iter(shared.iter().chain(chunk));
@@ -98,12 +100,12 @@ impl Db for SqliteDb<'_> {
                     Some(stmt) => stmt,
                     None => full.insert(self.0.prepare(&sql(per))?),
                 };
-                stmt.execute(params)?;
+                inserted += stmt.execute(params)?;
             } else {
-                self.0.prepare(&sql(rows))?.execute(params)?;
+                inserted += self.0.prepare(&sql(rows))?.execute(params)?;
             }
         }
-        Ok(())
+        Ok(inserted as u64)
     }
 
     fn check_fence(&self) -> Result<(), StoreError> {
@@ -188,7 +190,7 @@ mod tests {
     #[test]
     fn insert_sql_numbers_the_shared_parameters_first_in_every_row() {
         assert_eq!(
-            sql::insert_sql("t", &["a", "b", "c", "d"], 1, 2, '$'),
+            sql::insert_sql("t", &["a", "b", "c", "d"], 1, 2, '$', false),
             "INSERT INTO t (a, b, c, d) VALUES ($1, $2, $3, $4), ($1, $5, $6, $7)"
         );
     }
