@@ -35,6 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use gpuplan::catalog::{self, Freshness, PriceFilter};
 use gpuplan::store::{Location, Pool, Retention};
 use gpuplan_providers::secret::Secret;
 use gpuplan_providers::{
@@ -96,7 +97,7 @@ struct Cloud {
     zones: usize,
     types: usize,
     kinds: Vec<(PriceKind, Option<OfferingClass>)>,
-    /// Minutes between a spot series' changes, at 50 million observations
+    /// Minutes between a spot series' changes, relative to the other clouds
     /// (`None`: the cloud has no spot history).
     spot_every: Option<f64>,
 }
@@ -123,7 +124,7 @@ fn clouds() -> Vec<Cloud> {
     vec![
         Cloud {
             name: "aws",
-            regions: 34,
+            regions: 36,
             zones: 3,
             types: 100,
             kinds: aws_kinds,
@@ -133,7 +134,7 @@ fn clouds() -> Vec<Cloud> {
             name: "azure",
             regions: 60,
             zones: 0,
-            types: 90,
+            types: 100,
             kinds: od()
                 .chain(terms(PriceKind::Reserved))
                 .chain(terms(PriceKind::SavingsPlan))
@@ -144,7 +145,7 @@ fn clouds() -> Vec<Cloud> {
             name: "gcp",
             regions: 42,
             zones: 0,
-            types: 80,
+            types: 90,
             kinds: od()
                 .chain(std::iter::once((PriceKind::Spot, None)))
                 .chain(terms(PriceKind::Commit))
@@ -169,7 +170,7 @@ fn clouds() -> Vec<Cloud> {
             name: "tencent",
             regions: 20,
             zones: 0,
-            types: 60,
+            types: 80,
             kinds: od()
                 .chain([Term::OneMonth, Term::OneYear].map(|t| (PriceKind::Prepaid(t), None)))
                 .collect(),
@@ -179,7 +180,7 @@ fn clouds() -> Vec<Cloud> {
             name: "oci",
             regions: 40,
             zones: 0,
-            types: 40,
+            types: 50,
             kinds: od().collect(),
             spot_every: None,
         },
@@ -281,9 +282,6 @@ struct Series {
 }
 
 fn spot_series(clouds: &[Cloud], observations: usize) -> Vec<Series> {
-    // Fewer observations than the full year: every series changes that
-    // much less often, so the shape of the market stays.
-    let scale = 50_000_000.0 / observations as f64;
     let mut out = Vec::new();
     for (c, cloud) in clouds.iter().enumerate() {
         let Some(every) = cloud.spot_every else {
@@ -301,21 +299,30 @@ fn spot_series(clouds: &[Cloud], observations: usize) -> Vec<Series> {
                 };
                 for zone in zones {
                     let key = mix(out.len() as u64);
-                    // Each series changes at its cloud's pace, give or take half.
-                    let every_secs =
-                        (every * 60.0 * scale * (0.5 + (key % 1000) as f64 / 1000.0)) as i64;
                     out.push(Series {
                         cloud: c,
                         region: region.clone(),
                         zone,
                         instance_type: type_name(cloud, t),
-                        every_secs: every_secs.max(1),
-                        phase_secs: (key >> 10) as i64 % every_secs.max(1),
+                        // Each series changes at its cloud's pace, give or take half.
+                        every_secs: (every * 60.0 * (0.5 + (key % 1000) as f64 / 1000.0)) as i64,
+                        phase_secs: (key >> 10) as i64,
                         base: 0.2 + (t % 13) as f64 * 0.3,
                     });
                 }
             }
         }
+    }
+    // Every series slower or faster alike, so that the year holds
+    // `observations`: the market's shape stays whatever its depth.
+    let at_pace: f64 = out
+        .iter()
+        .map(|s| YEAR_SECS as f64 / s.every_secs as f64)
+        .sum();
+    let scale = at_pace / observations as f64;
+    for s in &mut out {
+        s.every_secs = ((s.every_secs as f64 * scale) as i64).max(1);
+        s.phase_secs %= s.every_secs;
     }
     out
 }
@@ -720,6 +727,36 @@ fn migration(
     );
 }
 
+/// Where an uncached prices answer spends its time, without HTTP: the
+/// query and the records, then the JSON.
+fn in_process(path: &Path) {
+    let store = gpuplan::store::SqliteStore::open(path).unwrap();
+    let fresh = Freshness::read(&store, Default::default(), Utc::now()).unwrap();
+    let filter = PriceFilter {
+        gpus: vec!["H100-80GB".into()],
+        ..PriceFilter::default()
+    };
+    let (mut query, mut encode) = (Vec::new(), Vec::new());
+    let (mut n, mut bytes) = (0, 0);
+    for _ in 0..30 {
+        let t = Instant::now();
+        let records = catalog::prices(&store, &fresh, &filter).unwrap();
+        query.push(t.elapsed());
+        let t = Instant::now();
+        bytes = serde_json::to_vec(&records).unwrap().len();
+        encode.push(t.elapsed());
+        n = records.len();
+    }
+    query.sort();
+    encode.sort();
+    println!(
+        "in-process prices gpu=H100-80GB ({n} records, {} KiB): query and records p50 {:.2} ms, JSON p50 {:.2} ms",
+        bytes / 1024,
+        ms(query[15]),
+        ms(encode[15])
+    );
+}
+
 fn sqlite_bytes(path: &Path) -> u64 {
     ["", "-wal"]
         .iter()
@@ -757,6 +794,11 @@ async fn main() {
         bytes as f64 / written as f64
     );
 
+    in_process(&path);
+    // KEEP_CATALOG=path keeps a copy of the catalog as built, for query-plan work.
+    if let Some(keep) = std::env::var_os("KEEP_CATALOG") {
+        std::fs::copy(&path, keep).unwrap();
+    }
     // PostgreSQL gets a copy of the catalog as it is now, before the
     // SQLite measurements add syncs and prune it.
     let pg = gpuplan::store::scratch::ScratchDatabase::create();

@@ -122,15 +122,16 @@ impl Prunable {
             // Series by series: the newest observation before the cutoff is
             // one seek, and what is older than it one range of the series'
             // index, so a batch's cost follows the series and the rows it
-            // deletes, not the history it keeps.
+            // deletes, not the history it keeps (CROSS JOIN: SQLite would
+            // rather scan every observation).
             Self::SpotObservations => (
                 "spot_observations",
                 "(series_id, observed_at)",
                 "SELECT o.series_id, o.observed_at
                  FROM spot_series s
-                 JOIN spot_observations o
-                   ON o.series_id = s.id
-                  AND o.observed_at < (
+                 CROSS JOIN spot_observations o
+                 WHERE o.series_id = s.id
+                   AND o.observed_at < (
                        SELECT max(p.observed_at) FROM spot_observations p
                        WHERE p.series_id = s.id AND p.observed_at < $1)",
             ),

@@ -479,7 +479,8 @@ impl<B: Backend> Reads for B {
             .map(|t| serde_json::to_string(t).map_err(|e| StoreError::Corrupt(e.to_string())))
             .transpose()?;
         // Now, a series' newest observation is on the series; at an earlier
-        // time it is one seek into the series' history.
+        // time it is one seek into the series' history. CROSS JOIN keeps
+        // SQLite from scanning every observation instead, testing each.
         let spot = if at.is_none() {
             "SELECT ss.provider, ss.region, ss.zone, ss.instance_type, ss.last_usd_per_hour AS usd,
                     ss.last_observed_at AS observed_at, ss.currency, ss.last_fx_rate AS fx_rate
@@ -489,14 +490,26 @@ impl<B: Backend> Reads for B {
             "SELECT ss.provider, ss.region, ss.zone, ss.instance_type, o.usd_per_hour AS usd,
                     o.observed_at, ss.currency, o.fx_rate
              FROM spot_series ss
-             JOIN spot_observations o
-               ON o.series_id = ss.id
-              AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
-                                   WHERE series_id = ss.id AND observed_at <= $3)"
+             CROSS JOIN spot_observations o
+             WHERE o.series_id = ss.id
+               AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
+                                    WHERE series_id = ss.id AND observed_at <= $3)"
         };
         self.on_conn(|db| {
             let mut prices = Vec::new();
-            let pairs = db.dialect().json_pairs("$1");
+            // Written out only when there are types, so that no `OR` keeps
+            // the planners from the series' index by type.
+            let of_types = |alias: &str| {
+                if keys.is_some() {
+                    format!(
+                        "({alias}.provider, {alias}.instance_type) IN ({})",
+                        db.dialect().json_pairs("$1")
+                    )
+                } else {
+                    "CAST($1 AS TEXT) IS NULL".to_owned()
+                }
+            };
+            let (list_types, spot_types) = (of_types("s"), of_types("sp"));
             db.each_row(
                 &format!(
                     "SELECT s.provider, s.region, s.zone, s.instance_type, s.price_kind, s.offering_class,
@@ -511,8 +524,7 @@ impl<B: Backend> Reads for B {
                                   WHERE series_id = s.id AND (CAST($2 AS TEXT) IS NULL OR valid_from <= $2))
                      JOIN instance_types t
                        ON t.provider = s.provider AND t.instance_type = s.instance_type
-                     WHERE v.withdrawn = 0
-                       AND (CAST($1 AS TEXT) IS NULL OR (s.provider, s.instance_type) IN ({pairs}))
+                     WHERE v.withdrawn = 0 AND {list_types}
                      UNION ALL
                      SELECT sp.provider, sp.region, sp.zone, sp.instance_type, 'spot', '',
                             sp.usd, 0.0, sp.usd, NULL, '[]', NULL, sp.observed_at,
@@ -522,7 +534,7 @@ impl<B: Backend> Reads for B {
                      FROM ({spot}) AS sp
                      JOIN instance_types t
                        ON t.provider = sp.provider AND t.instance_type = sp.instance_type
-                     WHERE CAST($1 AS TEXT) IS NULL OR (sp.provider, sp.instance_type) IN ({pairs})"
+                     WHERE {spot_types}"
                 ),
                 &[keys.into(), at.map(ts).into(), at.map(micros).into()],
                 &mut |r| {

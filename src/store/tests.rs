@@ -520,6 +520,7 @@ fn capacity_block_windows_are_distinct_prices_and_vanished_ones_keep_their_histo
 const SPOT_TABLES_AT_0017: &str = "
     DROP TABLE spot_observations;
     DROP TABLE spot_series;
+    DROP INDEX price_series_by_type;
     CREATE TABLE spot_series (
         provider TEXT NOT NULL, instance_type TEXT NOT NULL, zone TEXT NOT NULL,
         region TEXT NOT NULL, currency TEXT NOT NULL DEFAULT 'USD',
