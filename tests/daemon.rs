@@ -308,7 +308,7 @@ async fn readiness_fails_while_the_catalog_cannot_be_read() {
     let path = dir.path().join("catalog.db");
     let broken = rusqlite::Connection::open(&path).unwrap();
     broken
-        .execute_batch("ALTER TABLE sync_runs RENAME TO sync_runs_gone")
+        .execute_batch("ALTER TABLE catalog_state RENAME TO catalog_state_gone")
         .unwrap();
     let (status, ready) = d.get("/readyz").await;
     assert_eq!(

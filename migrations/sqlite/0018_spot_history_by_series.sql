@@ -61,7 +61,3 @@ DROP TABLE spot_observations;
 DROP TABLE spot_series;
 ALTER TABLE spot_series_new RENAME TO spot_series;
 ALTER TABLE spot_observations_new RENAME TO spot_observations;
-
--- Current prices of some instance types (a GPU's, a provider's) are looked up
--- by type; the series' unique key starts with the region.
-CREATE INDEX price_series_by_type ON price_series (provider, instance_type);

@@ -229,9 +229,16 @@ impl<B: Backend> Alerts for B {
     fn latest_runs(&self) -> Result<Vec<(String, String, Option<String>)>, StoreError> {
         let rows = self.on_conn(|db| {
             db.rows(
-                "SELECT r.source, r.status, r.error FROM sync_runs r
-                 WHERE r.id = (SELECT max(id) FROM sync_runs
-                               WHERE source = r.source AND status != 'running' AND scope = 'full')",
+                &format!(
+                    "{} SELECT r.source, r.status, r.error FROM sources s
+                     JOIN sync_runs r ON r.id = (
+                         SELECT x.id FROM sync_runs x
+                         WHERE x.source = s.source AND x.scope = 'full'
+                           AND x.finished_at IS NOT NULL AND x.status != 'running'
+                         ORDER BY x.finished_at DESC, x.id DESC LIMIT 1)
+                     ORDER BY r.source",
+                    sql::SOURCES
+                ),
                 &[],
             )
         })?;

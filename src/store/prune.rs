@@ -262,7 +262,11 @@ impl<B: Backend> Prune for B {
     ) -> Result<usize, StoreError> {
         let batch = i64::try_from(batch).unwrap_or(i64::MAX);
         let n = self.in_transaction(|db| {
-            db.exec(&kind.delete_sql(), &[kind.cutoff(cutoff), batch.into()])
+            let n = db.exec(&kind.delete_sql(), &[kind.cutoff(cutoff), batch.into()])?;
+            if n > 0 {
+                sql::next_generation(db)?;
+            }
+            Ok(n)
         })?;
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }

@@ -359,15 +359,14 @@ pub trait Reads {
         }
     }
 
-    /// A marker of the catalog's state: (good runs, newest good run id). Every
-    /// data commit marks one more run `ok` in the same transaction, so the count
-    /// changes exactly when data does, whichever process or replica wrote it
-    /// and in whatever order concurrent runs finish (the newest id alone would
-    /// miss an older run finishing last).
+    /// A marker of the catalog's state. Every data commit (a run marked `ok`)
+    /// and every prune batch that deletes raises it in the same transaction,
+    /// so it changes exactly when data does, whichever process or replica
+    /// wrote it and in whatever order concurrent runs finish.
     ///
     /// # Errors
     /// On a database error.
-    fn catalog_generation(&self) -> Result<(i64, Option<i64>), StoreError>;
+    fn catalog_generation(&self) -> Result<i64, StoreError>;
 
     /// When each source last synced successfully and completely (spot-only
     /// runs refresh no list price).
@@ -697,30 +696,34 @@ impl<B: Backend> Reads for B {
         prev.map_or(Ok(None), |v| v.opt_int())
     }
 
-    fn catalog_generation(&self) -> Result<(i64, Option<i64>), StoreError> {
-        let rows = self.on_conn(|db| {
-            db.rows(
-                "SELECT count(*), max(id) FROM sync_runs WHERE status = 'ok'",
-                &[],
-            )
-        })?;
-        let r = rows
-            .first()
-            .ok_or_else(|| StoreError::Corrupt("count(*) returned no row".to_owned()))?;
-        Ok((r[0].int()?, r[1].opt_int()?))
+    fn catalog_generation(&self) -> Result<i64, StoreError> {
+        let n = self.on_conn(|db| sql::first(db, "SELECT generation FROM catalog_state", &[]))?;
+        n.ok_or_else(|| StoreError::Corrupt("catalog_state has no row".to_owned()))?
+            .int()
     }
 
     fn last_good_syncs(&self) -> Result<BTreeMap<String, DateTime<Utc>>, StoreError> {
         let rows = self.on_conn(|db| {
             db.rows(
-                "SELECT source, max(finished_at) FROM sync_runs
-                 WHERE status = 'ok' AND scope = 'full' GROUP BY source",
+                &format!(
+                    "{} SELECT s.source, (
+                         SELECT r.finished_at FROM sync_runs r
+                         WHERE r.source = s.source AND r.scope = 'full' AND r.status = 'ok'
+                           AND r.finished_at IS NOT NULL
+                         ORDER BY r.finished_at DESC LIMIT 1)
+                     FROM sources s WHERE s.source IS NOT NULL",
+                    sql::SOURCES
+                ),
                 &[],
             )
         })?;
-        rows.iter()
-            .map(|r| Ok((r[0].text()?, parse_ts(r[1].as_str()?)?)))
-            .collect()
+        let mut good = BTreeMap::new();
+        for r in &rows {
+            if let Some(t) = r[1].opt_text()? {
+                good.insert(r[0].text()?, parse_ts(&t)?);
+            }
+        }
+        Ok(good)
     }
 
     fn sync_done_since(

@@ -601,5 +601,5 @@ fn finish_run(
     if n == 0 {
         return Err(StoreError::RunClosed { run_id });
     }
-    Ok(())
+    sql::next_generation(db)
 }

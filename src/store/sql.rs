@@ -306,6 +306,25 @@ pub(super) trait Backend {
 
 /// The first column of the first row `sql` returns, if any (an `INSERT
 /// ... RETURNING id`, a `count(*)`, a `max()`).
+/// Raises the catalog's generation (see [`super::Store::catalog_generation`]),
+/// in the caller's transaction.
+///
+/// # Errors
+/// On a database error.
+pub(super) fn next_generation(db: &dyn Db) -> Result<(), StoreError> {
+    db.exec("UPDATE catalog_state SET generation = generation + 1", &[])?;
+    Ok(())
+}
+
+/// `WITH RECURSIVE sources (source)`: every source in the sync log, one index
+/// seek each (a `DISTINCT` or `GROUP BY` reads the whole log), and a last
+/// NULL row to filter out.
+pub(super) const SOURCES: &str = "WITH RECURSIVE sources (source) AS (
+        SELECT min(source) FROM sync_runs
+        UNION ALL
+        SELECT (SELECT min(r.source) FROM sync_runs r WHERE r.source > s.source)
+        FROM sources s WHERE s.source IS NOT NULL)";
+
 pub(super) fn first(db: &dyn Db, sql: &str, params: &[Val]) -> Result<Option<Val>, StoreError> {
     Ok(db
         .rows(sql, params)?

@@ -238,6 +238,41 @@ fn the_catalog_generation_changes_when_an_older_run_finishes_last(db) {
     assert_ne!(pool.read(|s| s.catalog_generation()).unwrap(), after_late);
 }
 
+fn each_source_s_newest_run_and_newest_good_sync_are_found_by_when_they_finished(db) {
+    let pool = db.pool(0);
+    let run = |source: &str, scope: Scope, start: i64, end: Option<(i64, bool)>| {
+        pool.write(|s| {
+            let id = s.begin_run(source, scope, at(start))?;
+            match end {
+                Some((hour, true)) => {
+                    s.write_snapshot(id, source, &snapshot(1, 1.0), &[], at(start), at(hour))?;
+                }
+                Some((hour, false)) => s.fail_run(id, at(hour), &format!("{source}: down"))?,
+                None => {}
+            }
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    };
+    // aws: a run begun first fails last; azure: only spot syncs are good.
+    run("aws", Scope::Full, 0, Some((1, true)));
+    run("aws", Scope::Full, 2, Some((9, false)));
+    run("aws", Scope::Full, 3, Some((4, true)));
+    run("aws", Scope::Full, 10, None);
+    run("azure", Scope::Full, 0, Some((1, false)));
+    run("azure", Scope::SpotHistory, 2, Some((3, true)));
+    run("gcp", Scope::Full, 5, None);
+    let good = pool.read(|s| s.last_good_syncs()).unwrap();
+    assert_eq!(good.into_iter().collect::<Vec<_>>(), [("aws".to_owned(), at(4))]);
+    assert_eq!(
+        pool.read(|s| s.latest_runs()).unwrap(),
+        [
+            ("aws".to_owned(), "failed".to_owned(), Some("aws: down".to_owned())),
+            ("azure".to_owned(), "failed".to_owned(), Some("azure: down".to_owned())),
+        ]
+    );
+}
+
 fn plans_are_saved_and_read_back_by_id_and_name(db) {
     let pool = db.pool(0);
     let save = |name: &'static str, hour: i64, cost: f64| {
@@ -396,9 +431,15 @@ fn pruning_deletes_old_history_in_batches_and_keeps_what_is_current(db) {
         alert_messages: 1,
         bill_periods: 0,
     };
+    let generation = || pool.read(|s| s.catalog_generation()).unwrap();
+    let unpruned = generation();
     assert_eq!(prune(&pool, &retention, now, true).unwrap(), expected);
+    assert_eq!(generation(), unpruned, "a dry run changes nothing");
     assert_eq!(prune(&pool, &retention, now, false).unwrap(), expected);
+    let pruned = generation();
+    assert_ne!(pruned, unpruned, "cached answers of the pruned catalog are void");
     assert_eq!(prune(&pool, &retention, now, false).unwrap().total(), 0);
+    assert_eq!(generation(), pruned);
     assert_eq!(current(&pool), before);
     assert_eq!(
         pool.raw_i64("SELECT count(*) FROM alert_outbox WHERE delivered_at IS NULL"),
@@ -514,13 +555,15 @@ fn capacity_block_windows_are_distinct_prices_and_vanished_ones_keep_their_histo
 }
 }
 
-/// The spot tables as migrations 0001 to 0017 left them, with rows of every
-/// shape they held: fractions of a second, a rate for a non-USD series, and
-/// observations whose series row is missing.
+/// The spot tables as migrations 0001 to 0017 left them (and what later steps
+/// add dropped), with rows of every shape they held: fractions of a second, a
+/// rate for a non-USD series, and observations whose series row is missing.
 const SPOT_TABLES_AT_0017: &str = "
     DROP TABLE spot_observations;
     DROP TABLE spot_series;
     DROP INDEX price_series_by_type;
+    DROP INDEX sync_runs_newest;
+    DROP TABLE catalog_state;
     CREATE TABLE spot_series (
         provider TEXT NOT NULL, instance_type TEXT NOT NULL, zone TEXT NOT NULL,
         region TEXT NOT NULL, currency TEXT NOT NULL DEFAULT 'USD',
@@ -548,7 +591,8 @@ fn spot_history_stored_by_the_older_schema_is_moved_without_loss(db) {
     let pool = db.pool(0);
     sync(&pool, &Snapshot { spot_observations: vec![], ..snapshot(2, 1.0) }, 0);
     pool.raw_execute(SPOT_TABLES_AT_0017);
-    let older = migrations::latest_version() - 1;
+    // Every step from 0018 on runs again.
+    let older = 17;
     pool.raw_execute(&match db {
         test_support::TestDb::Sqlite(_) => format!("PRAGMA user_version = {older}"),
         test_support::TestDb::Postgres(_) => format!("UPDATE gpuplan_schema SET version = {older}"),

@@ -65,13 +65,12 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// What the API remembers between requests for one state of the catalog. The
-/// catalog changes only when a sync commits, and every commit of data marks a
-/// run `ok` in the same transaction, so [`crate::store::Store::catalog_generation`]
-/// identifies the state exactly, whichever process wrote it.
+/// What the API remembers between requests for one state of the catalog, which
+/// [`crate::store::Store::catalog_generation`] identifies exactly, whichever
+/// process wrote it.
 #[derive(Default)]
 pub struct CatalogCache {
-    generation: Option<(i64, Option<i64>)>,
+    generation: Option<i64>,
     last_good: BTreeMap<String, chrono::DateTime<Utc>>,
     /// Encoded `/v1/prices` answers by query and by which sources are stale
     /// (staleness changes with time alone).
