@@ -317,11 +317,11 @@ async fn readiness_fails_while_the_catalog_cannot_be_read() {
         "{ready}"
     );
     assert!(
-        ready["error"].as_str().unwrap().contains("sync_runs"),
+        ready["error"].as_str().unwrap().contains("catalog_state"),
         "{ready}"
     );
     broken
-        .execute_batch("ALTER TABLE sync_runs_gone RENAME TO sync_runs")
+        .execute_batch("ALTER TABLE catalog_state_gone RENAME TO catalog_state")
         .unwrap();
     let (status, _) = d.get("/readyz").await;
     assert_eq!(status, 200, "readiness comes back with the catalog");
