@@ -418,6 +418,29 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
         .collect();
     assert_eq!(exported, page_rows);
 
+    // Pages continue each other, ties and missing values included: each page
+    // is sorted only as far as it needs.
+    for order in [
+        "sort=provider",
+        "sort=zone&dir=desc",
+        "sort=price&dir=desc&unit=gib",
+    ] {
+        let view = format!(
+            "/ui/prices?{order}&cols=provider,region,zone,instance_type,price_kind&format=json"
+        );
+        let whole = d.json(&format!("{view}&per_page=5000")).await["rows"].clone();
+        let mut paged = Vec::new();
+        for page in 1.. {
+            let rows = d.json(&format!("{view}&per_page=3&page={page}")).await["rows"].clone();
+            let rows = rows.as_array().unwrap();
+            if rows.is_empty() {
+                break;
+            }
+            paged.extend(rows.iter().cloned());
+        }
+        assert_eq!(serde_json::Value::Array(paged), whole, "{order}");
+    }
+
     // Windows are listed under the table, soonest first, as the API has them;
     // a slice says which share of which GPU it is.
     let html = d.page("/ui/prices?provider=aws").await;

@@ -499,20 +499,45 @@ impl PriceKind {
     }
 }
 
+/// Every kind with its name, spelled once: names are read and written for
+/// every catalog row a query returns.
+static NAMES: std::sync::LazyLock<Vec<(PriceKind, String)>> = std::sync::LazyLock::new(|| {
+    PriceKind::all()
+        .into_iter()
+        .map(|k| {
+            let name = match k {
+                PriceKind::OnDemand => "on_demand".to_owned(),
+                PriceKind::Spot => "spot".to_owned(),
+                PriceKind::AwsReserved(t, u) => {
+                    format!("reserved_{}_{}_upfront", t.tag(), u.tag())
+                }
+                PriceKind::Reserved(t) => format!("reserved_{}", t.tag()),
+                PriceKind::SavingsPlan(t) => format!("savings_plan_{}", t.tag()),
+                PriceKind::Commit(t) => format!("commit_{}", t.tag()),
+                PriceKind::Prepaid(t) => format!("prepaid_{}", t.tag()),
+                PriceKind::FlexStart => "flex_start".to_owned(),
+                PriceKind::Calendar => "calendar".to_owned(),
+                PriceKind::CapacityBlock => "capacity_block".to_owned(),
+            };
+            (k, name)
+        })
+        .collect()
+});
+
+impl PriceKind {
+    /// The kind's name in the catalog contract.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        NAMES
+            .iter()
+            .find(|(k, _)| *k == self)
+            .map_or("", |(_, name)| name.as_str())
+    }
+}
+
 impl fmt::Display for PriceKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::OnDemand => f.write_str("on_demand"),
-            Self::Spot => f.write_str("spot"),
-            Self::AwsReserved(t, u) => write!(f, "reserved_{}_{}_upfront", t.tag(), u.tag()),
-            Self::Reserved(t) => write!(f, "reserved_{}", t.tag()),
-            Self::SavingsPlan(t) => write!(f, "savings_plan_{}", t.tag()),
-            Self::Commit(t) => write!(f, "commit_{}", t.tag()),
-            Self::Prepaid(t) => write!(f, "prepaid_{}", t.tag()),
-            Self::FlexStart => f.write_str("flex_start"),
-            Self::Calendar => f.write_str("calendar"),
-            Self::CapacityBlock => f.write_str("capacity_block"),
-        }
+        f.write_str(self.as_str())
     }
 }
 
@@ -529,9 +554,10 @@ impl FromStr for PriceKind {
     type Err = UnknownName;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::all()
-            .into_iter()
-            .find(|k| k.to_string() == s)
+        NAMES
+            .iter()
+            .find(|(_, name)| name == s)
+            .map(|(k, _)| *k)
             .ok_or_else(|| UnknownName {
                 what: "price_kind",
                 value: s.to_owned(),

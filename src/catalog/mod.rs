@@ -423,13 +423,17 @@ pub fn prices_at(
                     .collect(),
             )
         };
-    let mut out: Vec<CatalogRecord> = store
+    let found: Vec<CatalogRecord> = store
         .prices_as_of(types.as_deref(), at)?
         .into_iter()
         .map(|p| record(p, fresh))
         .filter(|r| filter.matches(r))
         .collect();
-    out.sort_by(|a, b| {
+    // Sorted by position: a record is hundreds of bytes, and moving them
+    // was most of a large answer's sort.
+    let mut order: Vec<usize> = (0..found.len()).collect();
+    order.sort_by(|&i, &j| {
+        let (a, b) = (&found[i], &found[j]);
         a.usd_per_gpu_hour
             .total_cmp(&b.usd_per_gpu_hour)
             .then_with(|| a.provider.cmp(&b.provider))
@@ -439,7 +443,8 @@ pub fn prices_at(
             .then_with(|| a.price_kind.cmp(&b.price_kind))
             .then_with(|| a.offering_class.cmp(&b.offering_class))
     });
-    Ok(out)
+    let mut slots: Vec<Option<CatalogRecord>> = found.into_iter().map(Some).collect();
+    Ok(order.into_iter().filter_map(|i| slots[i].take()).collect())
 }
 
 impl CatalogRecord {

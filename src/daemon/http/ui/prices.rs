@@ -3,6 +3,7 @@
 //! browser's back and forward buttons work; `format=csv` and `format=json`
 //! export exactly the rows shown.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -325,28 +326,46 @@ fn cell(view: &View, r: &CatalogRecord, column: &str) -> Value {
 }
 
 /// A cell reduced to what sorting compares.
-enum SortKey {
+enum SortKey<'a> {
     Number(f64),
-    Text(String),
+    Text(Cow<'a, str>),
     Missing,
 }
 
-/// Sorts by the view's column, each row's key computed once; missing values
-/// go last either way.
-fn sort(view: &View, rows: &mut Vec<&CatalogRecord>) {
-    let mut keyed: Vec<(SortKey, &CatalogRecord)> = rows
+impl<'a> SortKey<'a> {
+    fn of(view: &View, r: &'a CatalogRecord) -> Self {
+        // Text columns are compared in place: the whole catalog may be sorted.
+        let text =
+            |s: Option<&'a String>| s.map_or(Self::Missing, |s| Self::Text(Cow::Borrowed(s)));
+        match view.sort.as_str() {
+            "provider" => text(Some(&r.provider)),
+            "region" => text(Some(&r.region)),
+            "zone" => text(r.zone.as_ref()),
+            "instance_type" => text(Some(&r.instance_type)),
+            "gpu_model" => text(Some(&r.gpu_model)),
+            "gpu_form_factor" => text(r.gpu_form_factor.as_ref()),
+            _ => match cell(view, r, &view.sort) {
+                Value::Null => Self::Missing,
+                Value::Number(n) => Self::Number(n.as_f64().unwrap_or(0.0)),
+                Value::String(s) => Self::Text(Cow::Owned(s)),
+                other => Self::Text(Cow::Owned(other.to_string())),
+            },
+        }
+    }
+}
+
+/// Orders `rows` by the view's column far enough that the first `upto` are
+/// the table's first rows in order (the rest follow in no order): a page
+/// needs only its own rows sorted. Missing values go last either way, and
+/// equal values keep the catalog's order, so pages continue each other.
+fn sort(view: &View, rows: &mut Vec<&CatalogRecord>, upto: usize) {
+    let mut keyed: Vec<(SortKey, usize, &CatalogRecord)> = rows
         .iter()
-        .map(|r| {
-            let key = match cell(view, r, &view.sort) {
-                Value::Null => SortKey::Missing,
-                Value::Number(n) => SortKey::Number(n.as_f64().unwrap_or(0.0)),
-                Value::String(s) => SortKey::Text(s),
-                other => SortKey::Text(other.to_string()),
-            };
-            (key, *r)
-        })
+        .enumerate()
+        .map(|(i, r)| (SortKey::of(view, r), i, *r))
         .collect();
-    keyed.sort_by(|(a, _), (b, _)| {
+    let compare = |(a, i, _): &(SortKey, usize, &CatalogRecord),
+                   (b, j, _): &(SortKey, usize, &CatalogRecord)| {
         let order = match (a, b) {
             (SortKey::Missing, SortKey::Missing) => std::cmp::Ordering::Equal,
             (SortKey::Missing, _) => return std::cmp::Ordering::Greater,
@@ -356,13 +375,20 @@ fn sort(view: &View, rows: &mut Vec<&CatalogRecord>) {
             (SortKey::Number(_), SortKey::Text(_)) => std::cmp::Ordering::Less,
             (SortKey::Text(_), SortKey::Number(_)) => std::cmp::Ordering::Greater,
         };
-        if view.descending {
+        let order = if view.descending {
             order.reverse()
         } else {
             order
-        }
-    });
-    *rows = keyed.into_iter().map(|(_, r)| r).collect();
+        };
+        order.then(i.cmp(j))
+    };
+    if upto > 0 && upto < keyed.len() {
+        keyed.select_nth_unstable_by(upto - 1, compare);
+        keyed[..upto].sort_unstable_by(compare);
+    } else {
+        keyed.sort_unstable_by(compare);
+    }
+    *rows = keyed.into_iter().map(|(_, _, r)| r).collect();
 }
 
 pub async fn page(
@@ -385,10 +411,11 @@ pub async fn page(
     })
     .await?;
     let mut rows: Vec<&CatalogRecord> = records.iter().filter(|r| view.keeps(r)).collect();
-    sort(&view, &mut rows);
     let total = rows.len();
     let start = ((view.page - 1) * view.per_page).min(total);
-    let shown = &rows[start..(start + view.per_page).min(total)];
+    let end = start.saturating_add(view.per_page).min(total);
+    sort(&view, &mut rows, end);
+    let shown = &rows[start..end];
     Ok(match view.format.as_deref() {
         Some("csv") => csv(&view, shown),
         Some("json") => json_rows(&view, shown),
@@ -682,6 +709,77 @@ mod tests {
             ),
             "/ui/prices?gpu=H100&sort=gpu_model&dir=desc"
         );
+    }
+
+    fn offer(i: usize) -> CatalogRecord {
+        CatalogRecord {
+            provider: ["aws", "gcp", "azure"][i % 3].to_owned(),
+            region: format!("region-{}", i % 4),
+            zone: (!i.is_multiple_of(5)).then(|| format!("zone-{}", i % 2)),
+            instance_type: format!("type-{i}"),
+            gpu_model: "H100-80GB".to_owned(),
+            gpu_count: 8.0,
+            gpu_memory_gib: (!i.is_multiple_of(7)).then_some(80.0),
+            gpu_form_factor: None,
+            mig_profile: None,
+            vcpus: None,
+            memory_gib: None,
+            price_kind: "on_demand".to_owned(),
+            offering_class: None,
+            window_start: None,
+            window_end: None,
+            window_hours: None,
+            instance_count: None,
+            min_duration_hours: None,
+            max_duration_hours: None,
+            usd_per_hour: (i % 6) as f64,
+            usd_per_gpu_hour: (i % 6) as f64 / 8.0,
+            observed_at: None,
+            fetched_at: None,
+            source: None,
+            available_regions: Vec::new(),
+            stale: false,
+            upfront_usd: 0.0,
+            recurring_usd_per_hour: 0.0,
+            max_instances: None,
+            price_scope: "instance".to_owned(),
+            currency: "USD".to_owned(),
+            fx_rate: 1.0,
+            carbon: None,
+            kgco2e_per_hour: None,
+            converted: None,
+            per_work: None,
+        }
+    }
+
+    #[test]
+    fn each_page_holds_the_rows_a_whole_sort_puts_there() {
+        // Far more ties than the sort's small-slice cutoff, so that an
+        // unstable order would show.
+        let offers: Vec<CatalogRecord> = (0..500).map(offer).collect();
+        for query in [
+            "sort=provider",
+            "sort=zone&dir=desc",
+            "sort=price&unit=gib&dir=desc",
+        ] {
+            let p = Params::parse(Some(query), VIEW_PARAMS).unwrap();
+            let view = view(&p).unwrap();
+            let mut whole: Vec<&CatalogRecord> = offers.iter().collect();
+            sort(&view, &mut whole, offers.len());
+            let mut paged = Vec::new();
+            for page in 0..offers.len().div_ceil(30) {
+                let mut rows: Vec<&CatalogRecord> = offers.iter().collect();
+                let end = ((page + 1) * 30).min(offers.len());
+                sort(&view, &mut rows, end);
+                paged.extend_from_slice(&rows[page * 30..end]);
+            }
+            let names = |rows: &[&CatalogRecord]| {
+                rows.iter()
+                    .map(|r| r.instance_type.clone())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(names(&paged), names(&whole), "{query}");
+        }
     }
 
     #[test]
