@@ -32,6 +32,15 @@ pub async fn load(
     client: &reqwest::Client,
     url: impl Fn(usize) -> String + Send + Sync + 'static,
 ) -> Latency {
+    load_n(client, REQUESTS, url).await
+}
+
+/// [`load`] of `requests` requests.
+pub async fn load_n(
+    client: &reqwest::Client,
+    requests: usize,
+    url: impl Fn(usize) -> String + Send + Sync + 'static,
+) -> Latency {
     let url = std::sync::Arc::new(url);
     let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut tasks = Vec::new();
@@ -42,7 +51,7 @@ pub async fn load(
             let mut bytes = 0;
             loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= REQUESTS {
+                if i >= requests {
                     break;
                 }
                 let start = Instant::now();
