@@ -234,7 +234,7 @@ impl<B: Backend> Alerts for B {
                      JOIN sync_runs r ON r.id = (
                          SELECT x.id FROM sync_runs x
                          WHERE x.source = s.source AND x.scope = 'full'
-                           AND x.finished_at IS NOT NULL AND x.status != 'running'
+                           AND x.finished_at IS NOT NULL
                          ORDER BY x.finished_at DESC, x.id DESC LIMIT 1)
                      ORDER BY r.source",
                     sql::SOURCES

@@ -304,8 +304,6 @@ pub(super) trait Backend {
     fn replica(&self) -> Option<&str>;
 }
 
-/// The first column of the first row `sql` returns, if any (an `INSERT
-/// ... RETURNING id`, a `count(*)`, a `max()`).
 /// Raises the catalog's generation (see [`super::Store::catalog_generation`]),
 /// in the caller's transaction.
 ///
@@ -325,6 +323,8 @@ pub(super) const SOURCES: &str = "WITH RECURSIVE sources (source) AS (
         SELECT (SELECT min(r.source) FROM sync_runs r WHERE r.source > s.source)
         FROM sources s WHERE s.source IS NOT NULL)";
 
+/// The first column of the first row `sql` returns, if any (an `INSERT
+/// ... RETURNING id`, a `count(*)`, a `max()`).
 pub(super) fn first(db: &dyn Db, sql: &str, params: &[Val]) -> Result<Option<Val>, StoreError> {
     Ok(db
         .rows(sql, params)?
