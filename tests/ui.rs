@@ -647,6 +647,83 @@ async fn every_page_renders_from_the_catalog_and_agrees_with_the_api() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_spot_sync_by_another_process_shows_while_list_prices_stay_as_read() {
+    let (d, dir) = start(None).await;
+    let view = "/ui/prices?provider=aws&cols=zone,price_kind,price&format=json";
+    let rows = |v: Value| {
+        let mut rows: Vec<(String, String, f64)> = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["zone"].as_str().unwrap_or("").to_owned(),
+                    r["price_kind"].as_str().unwrap().to_owned(),
+                    r["price"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        rows.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        rows
+    };
+    let spot_metric = || async {
+        let text = d
+            .http
+            .get(format!("{}/metrics", d.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(
+                    "gpuplan_cheapest_usd_per_gpu_hour{gpu_model=\"H100-80GB\",kind=\"spot\"} ",
+                )
+            })
+            .map(|v| v.parse::<f64>().unwrap())
+    };
+    let before = rows(d.json(view).await);
+    assert!(
+        before.contains(&("us-east-1a".to_owned(), "spot".to_owned(), 38.5)),
+        "{before:?}"
+    );
+    assert_eq!(spot_metric().await, Some(38.5 / 8.0));
+
+    // Another process syncs spot history only: a new price in one zone.
+    let now = Utc::now();
+    let spot = Snapshot {
+        scope: gpuplan_providers::Scope::SpotHistory,
+        instance_types: vec![seed::p5()],
+        spot_observations: vec![SpotObservation {
+            region: "us-east-1".into(),
+            zone: "us-east-1a".into(),
+            instance_type: "p5.48xlarge".into(),
+            usd_per_hour: 12.0,
+            observed_at: now,
+        }],
+        ..Snapshot::default()
+    };
+    seed::write(&dir.path().join("catalog.db"), &spot, now);
+
+    let after = rows(d.json(view).await);
+    let expected: Vec<_> = before
+        .iter()
+        .map(|(zone, kind, usd)| {
+            let usd = if zone == "us-east-1a" && kind == "spot" {
+                12.0
+            } else {
+                *usd
+            };
+            (zone.clone(), kind.clone(), usd)
+        })
+        .collect();
+    assert_eq!(after, expected);
+    assert_eq!(spot_metric().await, Some(1.5));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn beyond_loopback_pages_need_the_token_through_a_login_cookie() {
     let (d, _dir) = start(Some("s3cret-token")).await;
     let r = d.fetch("/").await;

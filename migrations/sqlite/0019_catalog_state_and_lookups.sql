@@ -1,13 +1,16 @@
--- The catalog's state marker for the API's caches: one number, raised in the
--- transaction of every good sync and every prune batch that deletes, so a
--- request reads it in one lookup (counting good runs took milliseconds once
--- the sync log held a season of 10-minute syncs).
+-- The catalog's state markers for the API's caches, raised in the transaction
+-- of every good sync and every prune batch that deletes, so a request reads
+-- them in one lookup (counting good runs took milliseconds once the sync log
+-- held a season of 10-minute syncs). `list_generation` moves only when list
+-- prices or instance types may have changed: a spot sync leaves it, and what
+-- was read of list prices stays good.
 CREATE TABLE catalog_state (
-    id         INTEGER PRIMARY KEY CHECK (id = 1),
-    generation INTEGER NOT NULL
+    id              INTEGER PRIMARY KEY CHECK (id = 1),
+    generation      INTEGER NOT NULL,
+    list_generation INTEGER NOT NULL
 );
-INSERT INTO catalog_state (id, generation)
-    SELECT 1, count(*) FROM sync_runs WHERE status = 'ok';
+INSERT INTO catalog_state (id, generation, list_generation)
+    SELECT 1, count(*), count(*) FROM sync_runs WHERE status = 'ok';
 
 -- Each source's newest finished run and newest good one (freshness, the
 -- overview's errors) are index seeks, however long the sync log.

@@ -8,7 +8,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use gpuplan_providers::{Currency, PriceKind, PriceScope};
 use serde::Serialize;
 
-use crate::store::{CurrentPrice, SpotPoint, Store, StoreError};
+use crate::store::{CurrentPrice, PricePart, SpotPoint, Store, StoreError};
 
 pub mod sync;
 mod windows;
@@ -307,7 +307,7 @@ pub fn price_group(kind: &str) -> &'static str {
 pub type Cheapest = BTreeMap<(String, &'static str), CatalogRecord>;
 
 #[must_use]
-pub fn cheapest(records: &[CatalogRecord]) -> Cheapest {
+pub fn cheapest<'a>(records: impl IntoIterator<Item = &'a CatalogRecord>) -> Cheapest {
     let mut out: Cheapest = BTreeMap::new();
     for r in records {
         let key = (r.gpu_model.clone(), price_group(&r.price_kind));
@@ -408,6 +408,42 @@ pub fn prices_at(
     filter: &PriceFilter,
     at: Option<DateTime<Utc>>,
 ) -> Result<Vec<CatalogRecord>, StoreError> {
+    let found = price_part_at(store, fresh, filter, at, PricePart::All)?;
+    // Sorted by position: a record is hundreds of bytes, and moving them
+    // was most of a large answer's sort.
+    let mut order: Vec<usize> = (0..found.len()).collect();
+    order.sort_by(|&i, &j| catalog_order(&found[i], &found[j]));
+    let mut slots: Vec<Option<CatalogRecord>> = found.into_iter().map(Some).collect();
+    Ok(order.into_iter().filter_map(|i| slots[i].take()).collect())
+}
+
+/// The catalog's order: cheapest per GPU-hour first, ties broken by
+/// provider, region, zone, instance type and kind.
+#[must_use]
+pub fn catalog_order(a: &CatalogRecord, b: &CatalogRecord) -> std::cmp::Ordering {
+    a.usd_per_gpu_hour
+        .total_cmp(&b.usd_per_gpu_hour)
+        .then_with(|| a.provider.cmp(&b.provider))
+        .then_with(|| a.region.cmp(&b.region))
+        .then_with(|| a.zone.cmp(&b.zone))
+        .then_with(|| a.instance_type.cmp(&b.instance_type))
+        .then_with(|| a.price_kind.cmp(&b.price_kind))
+        .then_with(|| a.offering_class.cmp(&b.offering_class))
+}
+
+/// One part of [`prices_at`] (list prices, or spot history's newest
+/// observations), in no particular order: the dashboard keeps list prices
+/// while only spot prices change.
+///
+/// # Errors
+/// On a store error.
+pub fn price_part_at(
+    store: &dyn Store,
+    fresh: &Freshness,
+    filter: &PriceFilter,
+    at: Option<DateTime<Utc>>,
+    part: PricePart,
+) -> Result<Vec<CatalogRecord>, StoreError> {
     // GPU and provider are attributes of the instance type: narrow the query to
     // the matching types first, so its cost follows what matches.
     let types: Option<Vec<(String, String)>> =
@@ -423,28 +459,12 @@ pub fn prices_at(
                     .collect(),
             )
         };
-    let found: Vec<CatalogRecord> = store
-        .prices_as_of(types.as_deref(), at)?
+    Ok(store
+        .price_part_as_of(types.as_deref(), at, part)?
         .into_iter()
         .map(|p| record(p, fresh))
         .filter(|r| filter.matches(r))
-        .collect();
-    // Sorted by position: a record is hundreds of bytes, and moving them
-    // was most of a large answer's sort.
-    let mut order: Vec<usize> = (0..found.len()).collect();
-    order.sort_by(|&i, &j| {
-        let (a, b) = (&found[i], &found[j]);
-        a.usd_per_gpu_hour
-            .total_cmp(&b.usd_per_gpu_hour)
-            .then_with(|| a.provider.cmp(&b.provider))
-            .then_with(|| a.region.cmp(&b.region))
-            .then_with(|| a.zone.cmp(&b.zone))
-            .then_with(|| a.instance_type.cmp(&b.instance_type))
-            .then_with(|| a.price_kind.cmp(&b.price_kind))
-            .then_with(|| a.offering_class.cmp(&b.offering_class))
-    });
-    let mut slots: Vec<Option<CatalogRecord>> = found.into_iter().map(Some).collect();
-    Ok(order.into_iter().filter_map(|i| slots[i].take()).collect())
+        .collect())
 }
 
 impl CatalogRecord {

@@ -28,7 +28,10 @@ pub use bills::Bills;
 pub use lease::DutyLease;
 pub use pool::{Location, Pool};
 pub use prune::{Prunable, Prune, PruneCounts, Retention, prune};
-pub use read::{CurrentPrice, LeaseRow, Reads, SavedPlan, SpotPoint, SyncRun, WindowOffering};
+pub use read::{
+    CurrentPrice, Generation, LeaseRow, PricePart, Reads, SavedPlan, SpotPoint, SyncRun,
+    WindowOffering,
+};
 pub use snapshot::{Suspicion, SuspiciousPrice, WriteStats};
 pub use sqlite::SqliteStore;
 pub use write::{NewPlan, Writes};

@@ -264,7 +264,7 @@ impl<B: Backend> Prune for B {
         let n = self.in_transaction(|db| {
             let n = db.exec(&kind.delete_sql(), &[kind.cutoff(cutoff), batch.into()])?;
             if n > 0 {
-                sql::next_generation(db)?;
+                sql::next_generation(db, kind == Prunable::PriceVersions)?;
             }
             Ok(n)
         })?;

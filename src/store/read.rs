@@ -9,6 +9,24 @@ use super::sql::{self, Backend, Db, Val};
 use super::write::scope_name;
 use super::{INTERRUPTED, StoreError, WriteStats, from_micros, micros, parse_ts, ts};
 
+/// A state of the catalog: what any data commit raises, and what only a
+/// commit that may change list prices or instance types raises (see
+/// [`Reads::catalog_generation`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Generation {
+    pub data: i64,
+    pub list_prices: i64,
+}
+
+/// Which prices a read returns: list prices (every kind but spot history's),
+/// spot history's newest observations, or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PricePart {
+    All,
+    List,
+    Spot,
+}
+
 /// A price as it stands now, joined with its instance type's specs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CurrentPrice {
@@ -282,6 +300,19 @@ pub trait Reads {
         &self,
         types: Option<&[(String, String)]>,
         at: Option<DateTime<Utc>>,
+    ) -> Result<Vec<CurrentPrice>, StoreError> {
+        self.price_part_as_of(types, at, PricePart::All)
+    }
+
+    /// [`Reads::prices_as_of`] of one part of the prices.
+    ///
+    /// # Errors
+    /// On a database error or a stored value that does not parse.
+    fn price_part_as_of(
+        &self,
+        types: Option<&[(String, String)]>,
+        at: Option<DateTime<Utc>>,
+        part: PricePart,
     ) -> Result<Vec<CurrentPrice>, StoreError>;
 
     /// Spot observations of one instance type since `since`, oldest first per
@@ -362,11 +393,13 @@ pub trait Reads {
     /// A marker of the catalog's state. Every data commit (a run marked `ok`)
     /// and every prune batch that deletes raises it in the same transaction,
     /// so it changes exactly when data does, whichever process or replica
-    /// wrote it and in whatever order concurrent runs finish.
+    /// wrote it and in whatever order concurrent runs finish. Its
+    /// `list_prices` part moves only with full syncs, syncs that change an
+    /// instance type, and prunes of list-price history.
     ///
     /// # Errors
     /// On a database error.
-    fn catalog_generation(&self) -> Result<i64, StoreError>;
+    fn catalog_generation(&self) -> Result<Generation, StoreError>;
 
     /// When each source last synced successfully and completely (spot-only
     /// runs refresh no list price).
@@ -469,10 +502,11 @@ impl<B: Backend> Reads for B {
         })
     }
 
-    fn prices_as_of(
+    fn price_part_as_of(
         &self,
         types: Option<&[(String, String)]>,
         at: Option<DateTime<Utc>>,
+        part: PricePart,
     ) -> Result<Vec<CurrentPrice>, StoreError> {
         let keys = types
             .map(|t| serde_json::to_string(t).map_err(|e| StoreError::Corrupt(e.to_string())))
@@ -523,7 +557,7 @@ impl<B: Backend> Reads for B {
                                   WHERE series_id = s.id AND (CAST($2 AS TEXT) IS NULL OR valid_from <= $2))
                      JOIN instance_types t
                        ON t.provider = s.provider AND t.instance_type = s.instance_type
-                     WHERE v.withdrawn = 0 AND {list_types}
+                     WHERE v.withdrawn = 0 AND {list_types} AND CAST($4 AS BIGINT) = 1
                      UNION ALL
                      SELECT sp.provider, sp.region, sp.zone, sp.instance_type, 'spot', '',
                             sp.usd, 0.0, sp.usd, NULL, '[]', NULL, sp.observed_at,
@@ -533,9 +567,17 @@ impl<B: Backend> Reads for B {
                      FROM ({spot}) AS sp
                      JOIN instance_types t
                        ON t.provider = sp.provider AND t.instance_type = sp.instance_type
-                     WHERE {spot_types}"
+                     WHERE {spot_types} AND CAST($5 AS BIGINT) = 1"
                 ),
-                &[keys.into(), at.map(ts).into(), at.map(micros).into()],
+                // A part left out is a condition on a parameter alone, which
+                // both planners test once, before reading a row.
+                &[
+                    keys.into(),
+                    at.map(ts).into(),
+                    at.map(micros).into(),
+                    i64::from(part != PricePart::Spot).into(),
+                    i64::from(part != PricePart::List).into(),
+                ],
                 &mut |r| {
                     prices.push(price(r)?);
                     Ok(())
@@ -696,10 +738,16 @@ impl<B: Backend> Reads for B {
         prev.map_or(Ok(None), |v| v.opt_int())
     }
 
-    fn catalog_generation(&self) -> Result<i64, StoreError> {
-        let n = self.on_conn(|db| sql::first(db, "SELECT generation FROM catalog_state", &[]))?;
-        n.ok_or_else(|| StoreError::Corrupt("catalog_state has no row".to_owned()))?
-            .int()
+    fn catalog_generation(&self) -> Result<Generation, StoreError> {
+        let rows = self
+            .on_conn(|db| db.rows("SELECT generation, list_generation FROM catalog_state", &[]))?;
+        let r = rows
+            .first()
+            .ok_or_else(|| StoreError::Corrupt("catalog_state has no row".to_owned()))?;
+        Ok(Generation {
+            data: r[0].int()?,
+            list_prices: r[1].int()?,
+        })
     }
 
     fn last_good_syncs(&self) -> Result<BTreeMap<String, DateTime<Utc>>, StoreError> {

@@ -229,8 +229,9 @@ pub(super) fn write_snapshot(
         suspicious: suspicious.to_vec(),
         ..WriteStats::default()
     };
+    let mut types_changed = false;
     for t in &snapshot.instance_types {
-        upsert_instance_type(db, run_id, provider, t)?;
+        types_changed |= upsert_instance_type(db, run_id, provider, t)?;
         stats.instance_types += 1;
     }
     write_spot(db, provider, snapshot, &mut stats)?;
@@ -240,7 +241,8 @@ pub(super) fn write_snapshot(
         stats.availability = snapshot.availability.len() as i64;
         replace_versions(db, provider, &snapshot.versions)?;
     }
-    finish_run(db, run_id, &ts(finished_at), &stats)?;
+    let list_prices = snapshot.scope == Scope::Full || types_changed;
+    finish_run(db, run_id, &ts(finished_at), &stats, list_prices)?;
     Ok(stats)
 }
 
@@ -249,8 +251,9 @@ fn upsert_instance_type(
     run_id: i64,
     provider: &str,
     t: &InstanceType,
-) -> Result<(), StoreError> {
-    db.exec(
+) -> Result<bool, StoreError> {
+    // Only a changed row is updated, so that the answer says whether one was.
+    let n = db.exec(
         "INSERT INTO instance_types
              (provider, instance_type, gpu_model, gpu_count, gpu_memory_gib, vcpus, memory_gib, first_seen_run,
               gpu_form_factor, mig_profile)
@@ -259,7 +262,14 @@ fn upsert_instance_type(
              gpu_model = excluded.gpu_model, gpu_count = excluded.gpu_count,
              gpu_memory_gib = excluded.gpu_memory_gib, vcpus = excluded.vcpus,
              memory_gib = excluded.memory_gib, gpu_form_factor = excluded.gpu_form_factor,
-             mig_profile = excluded.mig_profile",
+             mig_profile = excluded.mig_profile
+         WHERE instance_types.gpu_model IS DISTINCT FROM excluded.gpu_model
+            OR instance_types.gpu_count IS DISTINCT FROM excluded.gpu_count
+            OR instance_types.gpu_memory_gib IS DISTINCT FROM excluded.gpu_memory_gib
+            OR instance_types.vcpus IS DISTINCT FROM excluded.vcpus
+            OR instance_types.memory_gib IS DISTINCT FROM excluded.memory_gib
+            OR instance_types.gpu_form_factor IS DISTINCT FROM excluded.gpu_form_factor
+            OR instance_types.mig_profile IS DISTINCT FROM excluded.mig_profile",
         &[
             provider.into(),
             t.instance_type.as_str().into(),
@@ -273,7 +283,7 @@ fn upsert_instance_type(
             t.mig_profile.as_deref().into(),
         ],
     )?;
-    Ok(())
+    Ok(n > 0)
 }
 
 fn write_spot(
@@ -572,6 +582,7 @@ fn finish_run(
     run_id: i64,
     finished_at: &str,
     stats: &WriteStats,
+    list_prices: bool,
 ) -> Result<(), StoreError> {
     let n = db.exec(
         "UPDATE sync_runs SET status = 'ok', finished_at = $2, instance_types = $3,
@@ -601,5 +612,5 @@ fn finish_run(
     if n == 0 {
         return Err(StoreError::RunClosed { run_id });
     }
-    sql::next_generation(db)
+    sql::next_generation(db, list_prices)
 }

@@ -305,12 +305,17 @@ pub(super) trait Backend {
 }
 
 /// Raises the catalog's generation (see [`super::Store::catalog_generation`]),
-/// in the caller's transaction.
+/// and its list prices' when `list_prices` may have changed, in the caller's
+/// transaction.
 ///
 /// # Errors
 /// On a database error.
-pub(super) fn next_generation(db: &dyn Db) -> Result<(), StoreError> {
-    db.exec("UPDATE catalog_state SET generation = generation + 1", &[])?;
+pub(super) fn next_generation(db: &dyn Db, list_prices: bool) -> Result<(), StoreError> {
+    db.exec(
+        "UPDATE catalog_state
+         SET generation = generation + 1, list_generation = list_generation + $1",
+        &[i64::from(list_prices).into()],
+    )?;
     Ok(())
 }
 

@@ -238,6 +238,38 @@ fn the_catalog_generation_changes_when_an_older_run_finishes_last(db) {
     assert_ne!(pool.read(|s| s.catalog_generation()).unwrap(), after_late);
 }
 
+fn only_a_sync_that_may_change_list_prices_moves_their_generation(db) {
+    let pool = db.pool(0);
+    let generation = || pool.read(|s| s.catalog_generation()).unwrap();
+    sync(&pool, &snapshot(2, 1.0), 0);
+    let full = generation();
+    let mut spot = Snapshot { scope: Scope::SpotHistory, ..snapshot(2, 1.0) };
+    spot.spot_observations[1].observed_at = at(5);
+    spot.spot_observations[1].usd_per_hour = 9.0;
+    assert_eq!(sync(&pool, &spot, 5).spot_added, 1);
+    let after_spot = generation();
+    assert_ne!(after_spot.data, full.data);
+    assert_eq!(after_spot.list_prices, full.list_prices, "list prices read then still hold");
+    // An instance type that changed changes how its list prices read.
+    spot.instance_types[1].vcpus = Some(16);
+    spot.spot_observations[1].observed_at = at(6);
+    sync(&pool, &spot, 6);
+    assert_ne!(generation().list_prices, after_spot.list_prices);
+    sync(&pool, &snapshot(2, 1.0), 7);
+    assert_ne!(generation().list_prices, after_spot.list_prices);
+
+    // The parts are the whole, each its own kind of price.
+    pool.read(|s| {
+        let all = s.prices_as_of(None, None).unwrap();
+        let list = s.price_part_as_of(None, None, PricePart::List).unwrap();
+        let spot = s.price_part_as_of(None, None, PricePart::Spot).unwrap();
+        assert!(list.iter().all(|p| p.price_kind != "spot"), "{list:?}");
+        assert_eq!(spot.iter().map(|p| p.usd_per_hour).collect::<Vec<_>>(), [9.0]);
+        assert_eq!(list.len() + spot.len(), all.len());
+        assert!(list.iter().chain(&spot).all(|p| all.contains(p)));
+    });
+}
+
 fn each_source_s_newest_run_and_newest_good_sync_are_found_by_when_they_finished(db) {
     let pool = db.pool(0);
     let run = |source: &str, scope: Scope, start: i64, end: Option<(i64, bool)>| {

@@ -5,9 +5,7 @@ use std::path::Path;
 
 use chrono::{DateTime, Duration, Utc};
 use gpuplan::store::{SqliteStore, Writes as _};
-use gpuplan_providers::{
-    InstanceType, PriceKind, PriceRecord, PriceScope, Scope, Snapshot, Window,
-};
+use gpuplan_providers::{InstanceType, PriceKind, PriceRecord, PriceScope, Snapshot, Window};
 
 /// `p5.48xlarge`: eight H100-80GB SXM.
 pub fn p5() -> InstanceType {
@@ -57,11 +55,11 @@ pub fn p5_block(hours: i64, usd_per_gpu_hour: f64) -> PriceRecord {
     }
 }
 
-/// Writes `snapshot` into the SQLite catalog at `path` as a full sync of
-/// `aws` at `at`.
+/// Writes `snapshot` into the SQLite catalog at `path` as a sync of `aws`
+/// (of the snapshot's scope) at `at`.
 pub fn write(path: &Path, snapshot: &Snapshot, at: DateTime<Utc>) {
     let mut store = SqliteStore::open(path).unwrap();
-    let run = store.begin_run("aws", Scope::Full, at).unwrap();
+    let run = store.begin_run("aws", snapshot.scope, at).unwrap();
     store
         .write_snapshot(run, "aws", snapshot, &[], at, at)
         .unwrap();

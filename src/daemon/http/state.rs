@@ -18,7 +18,7 @@ use crate::catalog::{self, Freshness, PriceFilter};
 use crate::config::FxRates;
 use crate::daemon::metrics::Metrics;
 use crate::plan::PlanService;
-use crate::store::{Pool, StoreError};
+use crate::store::{Generation, Pool, PricePart, StoreError};
 
 use super::error::ApiError;
 use super::params::Params;
@@ -70,39 +70,71 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// process wrote it.
 #[derive(Default)]
 pub struct CatalogCache {
-    generation: Option<i64>,
+    generation: Option<Generation>,
     last_good: BTreeMap<String, chrono::DateTime<Utc>>,
     /// Encoded `/v1/prices` answers by query and by which sources are stale
     /// (staleness changes with time alone).
-    pub(crate) prices: HashMap<(String, Vec<String>), Bytes>,
-    /// Price records the dashboard asked for, by the same kind of key.
-    records: HashMap<(String, Vec<String>), Arc<Vec<catalog::CatalogRecord>>>,
+    pub(crate) prices: HashMap<RecordsKey, Bytes>,
+    /// List-price records the dashboard asked for, by the same kind of key:
+    /// kept while only spot prices change.
+    list: HashMap<RecordsKey, Arc<Vec<catalog::CatalogRecord>>>,
+    /// Spot records the dashboard asked for.
+    spot: HashMap<RecordsKey, Arc<Vec<catalog::CatalogRecord>>>,
     cached_bytes: usize,
 }
+
+/// A question (a query string, say) and the sources stale when it was asked.
+type RecordsKey = (String, Vec<String>);
 
 /// What one cached record is counted as against the budget.
 const RECORD_BYTES: usize = 600;
 
 impl CatalogCache {
-    fn clear(&mut self) {
+    /// Forgets what `generation` makes out of date: everything when list
+    /// prices moved, else the answers and spot records.
+    fn follow(&mut self, generation: Generation) {
+        let list_moved = self
+            .generation
+            .is_none_or(|g| g.list_prices != generation.list_prices);
         self.prices.clear();
-        self.records.clear();
-        self.cached_bytes = 0;
+        self.spot.clear();
+        if list_moved {
+            self.list.clear();
+        }
+        self.cached_bytes = self.list.values().map(|r| r.len() * RECORD_BYTES).sum();
+        self.generation = Some(generation);
     }
 
     /// Makes room for `bytes` more, forgetting everything when the budget
     /// would be passed.
     pub(crate) fn reserve(&mut self, bytes: usize) {
         if self.cached_bytes + bytes > CACHE_BUDGET_BYTES {
-            self.clear();
+            self.prices.clear();
+            self.list.clear();
+            self.spot.clear();
+            self.cached_bytes = 0;
         }
         self.cached_bytes += bytes;
     }
 }
 
-/// Records the dashboard computed with `compute`, from the cache while the
-/// catalog is unchanged. `key` names the question (a query string, say);
-/// which sources are stale is added to it, as their records say so.
+/// Records the dashboard asked for: list prices and spot prices, each as
+/// read for its own state of the catalog.
+pub(crate) struct Records {
+    list: Arc<Vec<catalog::CatalogRecord>>,
+    spot: Arc<Vec<catalog::CatalogRecord>>,
+}
+
+impl Records {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &catalog::CatalogRecord> {
+        self.list.iter().chain(self.spot.iter())
+    }
+}
+
+/// Records the dashboard computed with `compute` (called with the part of
+/// the prices it is to read), from the cache while that part is unchanged.
+/// `key` names the question (a query string, say); which sources are stale
+/// is added to it, as their records say so.
 ///
 /// # Errors
 /// What `compute` fails with.
@@ -110,23 +142,41 @@ pub(crate) fn cached_records(
     fresh: &Freshness,
     state: &AppState,
     key: String,
-    compute: impl FnOnce() -> Result<Vec<catalog::CatalogRecord>, StoreError>,
-) -> Result<Arc<Vec<catalog::CatalogRecord>>, StoreError> {
+    compute: impl Fn(PricePart) -> Result<Vec<catalog::CatalogRecord>, StoreError>,
+) -> Result<Records, StoreError> {
     let key = (key, fresh.stale_sources());
-    if let Some(hit) = lock(&state.cache).records.get(&key) {
-        return Ok(hit.clone());
-    }
-    let records = Arc::new(compute()?);
-    let mut cache = lock(&state.cache);
-    cache.reserve(records.len() * RECORD_BYTES);
-    cache.records.insert(key, records.clone());
-    Ok(records)
+    let part = |part: PricePart| -> Result<Arc<Vec<catalog::CatalogRecord>>, StoreError> {
+        let hit = {
+            let cache = lock(&state.cache);
+            match part {
+                PricePart::List => cache.list.get(&key).cloned(),
+                _ => cache.spot.get(&key).cloned(),
+            }
+        };
+        if let Some(hit) = hit {
+            return Ok(hit);
+        }
+        let records = Arc::new(compute(part)?);
+        let mut cache = lock(&state.cache);
+        cache.reserve(records.len() * RECORD_BYTES);
+        let kept = match part {
+            PricePart::List => &mut cache.list,
+            _ => &mut cache.spot,
+        };
+        kept.insert(key.clone(), records.clone());
+        Ok(records)
+    };
+    Ok(Records {
+        list: part(PricePart::List)?,
+        spot: part(PricePart::Spot)?,
+    })
 }
 
 /// The cheapest instance price per (GPU model, price group) now, or `back`
-/// before now. Only those records are cached, per catalog state and minute:
-/// the overview and each scrape of `/metrics` read the whole catalog once a
-/// minute at most.
+/// before now. Only those records are cached, per catalog state (and, for a
+/// time before now, per minute): the overview and each scrape of `/metrics`
+/// read the whole catalog once at most, its list prices only when they
+/// changed.
 ///
 /// # Errors
 /// On a store error.
@@ -140,17 +190,23 @@ pub(crate) fn cheapest_at(
         scopes: vec![gpuplan_providers::PriceScope::Instance],
         ..catalog::PriceFilter::default()
     };
-    let minute = fresh.now.timestamp() / 60;
-    let key = format!("cheapest:{minute}:{}", back.map_or(0, |b| b.num_hours()));
-    let kept = cached_records(fresh, state, key, || {
-        let records = catalog::prices_at(store, fresh, &filter, back.map(|b| fresh.now - b))?;
+    let key = match back {
+        None => "cheapest:now".to_owned(),
+        Some(b) => format!("cheapest:{}:{}", fresh.now.timestamp() / 60, b.num_hours()),
+    };
+    let kept = cached_records(fresh, state, key, |part| {
+        let at = back.map(|b| fresh.now - b);
+        let records = catalog::price_part_at(store, fresh, &filter, at, part)?;
         Ok(catalog::cheapest(&records).into_values().collect())
     })?;
-    Ok(catalog::cheapest(&kept))
+    Ok(catalog::cheapest(kept.iter()))
 }
 
-/// Bytes of cached answers kept at most, so distinct queries cannot grow memory.
-const CACHE_BUDGET_BYTES: usize = 16 << 20;
+/// Bytes of cached answers kept at most, so distinct queries cannot grow
+/// memory. Room for the records of a whole-market catalog (about 120,000
+/// offers) beside the answers asked meanwhile: with less, the dashboard's
+/// unfiltered table and every other entry evict each other.
+const CACHE_BUDGET_BYTES: usize = 96 << 20;
 
 /// Runs a store read off the async runtime, with the catalog's freshness.
 pub(crate) async fn read<T: Send + 'static>(
@@ -167,8 +223,7 @@ pub(crate) async fn read<T: Send + 'static>(
                 let mut cache = lock(&state.cache);
                 if cache.generation != Some(generation) {
                     cache.last_good = store.last_good_syncs()?;
-                    cache.clear();
-                    cache.generation = Some(generation);
+                    cache.follow(generation);
                 }
                 cache.last_good.clone()
             };

@@ -357,15 +357,16 @@ impl<'a> SortKey<'a> {
 /// Orders `rows` by the view's column far enough that the first `upto` are
 /// the table's first rows in order (the rest follow in no order): a page
 /// needs only its own rows sorted. Missing values go last either way, and
-/// equal values keep the catalog's order, so pages continue each other.
+/// equal values follow the catalog's order (then their place in `rows`), so
+/// pages continue each other.
 fn sort(view: &View, rows: &mut Vec<&CatalogRecord>, upto: usize) {
     let mut keyed: Vec<(SortKey, usize, &CatalogRecord)> = rows
         .iter()
         .enumerate()
         .map(|(i, r)| (SortKey::of(view, r), i, *r))
         .collect();
-    let compare = |(a, i, _): &(SortKey, usize, &CatalogRecord),
-                   (b, j, _): &(SortKey, usize, &CatalogRecord)| {
+    let compare = |(a, i, x): &(SortKey, usize, &CatalogRecord),
+                   (b, j, y): &(SortKey, usize, &CatalogRecord)| {
         let order = match (a, b) {
             (SortKey::Missing, SortKey::Missing) => std::cmp::Ordering::Equal,
             (SortKey::Missing, _) => return std::cmp::Ordering::Greater,
@@ -380,7 +381,9 @@ fn sort(view: &View, rows: &mut Vec<&CatalogRecord>, upto: usize) {
         } else {
             order
         };
-        order.then(i.cmp(j))
+        order
+            .then_with(|| catalog::catalog_order(x, y))
+            .then(i.cmp(j))
     };
     if upto > 0 && upto < keyed.len() {
         keyed.select_nth_unstable_by(upto - 1, compare);
@@ -405,8 +408,8 @@ pub async fn page(
         .collect();
     let key = format!("ui-prices?{}", key.join("&"));
     let records = read(&state, move |store, fresh, state| {
-        cached_records(&fresh, state, key, || {
-            catalog::prices(store, &fresh, &filter)
+        cached_records(&fresh, state, key, |part| {
+            catalog::price_part_at(store, &fresh, &filter, None, part)
         })
     })
     .await?;
