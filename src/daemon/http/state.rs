@@ -67,54 +67,132 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// What the API remembers between requests for one state of the catalog, which
 /// [`crate::store::Store::catalog_generation`] identifies exactly, whichever
-/// process wrote it.
+/// process wrote it, within [`CACHE_BUDGET_BYTES`]: when an entry would pass
+/// it, the least recently used go until half the budget is free.
 #[derive(Default)]
 pub struct CatalogCache {
     generation: Option<Generation>,
     last_good: BTreeMap<String, chrono::DateTime<Utc>>,
-    /// Encoded `/v1/prices` answers by query and by which sources are stale
-    /// (staleness changes with time alone).
-    pub(crate) prices: HashMap<RecordsKey, Bytes>,
-    /// List-price records the dashboard asked for, by the same kind of key:
-    /// kept while only spot prices change.
-    list: HashMap<RecordsKey, Arc<Vec<catalog::CatalogRecord>>>,
-    /// Spot records the dashboard asked for.
-    spot: HashMap<RecordsKey, Arc<Vec<catalog::CatalogRecord>>>,
+    entries: HashMap<(Slot, RecordsKey), Entry>,
     cached_bytes: usize,
+    /// Counts uses, to tell the least recently used entries.
+    clock: u64,
 }
 
 /// A question (a query string, say) and the sources stale when it was asked.
 type RecordsKey = (String, Vec<String>);
 
-/// What one cached record is counted as against the budget.
-const RECORD_BYTES: usize = 600;
+/// What an entry holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Slot {
+    /// An encoded `/v1/prices` answer.
+    Answer,
+    /// List-price records the dashboard asked for: kept while only spot
+    /// prices change.
+    List,
+    /// Spot records the dashboard asked for.
+    Spot,
+}
+
+#[derive(Clone)]
+enum Value {
+    Answer(Bytes),
+    Records(Arc<Vec<catalog::CatalogRecord>>),
+}
+
+struct Entry {
+    value: Value,
+    bytes: usize,
+    used: u64,
+}
+
+/// What one cached record is counted as against the budget: the record
+/// (1,472 bytes today) and about 300 bytes of its strings.
+const RECORD_BYTES: usize = std::mem::size_of::<catalog::CatalogRecord>() + 300;
 
 impl CatalogCache {
     /// Forgets what `generation` makes out of date: everything when list
-    /// prices moved, else the answers and spot records.
+    /// prices moved, else all but the list-price records.
     fn follow(&mut self, generation: Generation) {
         let list_moved = self
             .generation
             .is_none_or(|g| g.list_prices != generation.list_prices);
-        self.prices.clear();
-        self.spot.clear();
-        if list_moved {
-            self.list.clear();
-        }
-        self.cached_bytes = self.list.values().map(|r| r.len() * RECORD_BYTES).sum();
+        self.entries
+            .retain(|(slot, _), _| *slot == Slot::List && !list_moved);
+        self.cached_bytes = self.entries.values().map(|e| e.bytes).sum();
         self.generation = Some(generation);
     }
 
-    /// Makes room for `bytes` more, forgetting everything when the budget
-    /// would be passed.
-    pub(crate) fn reserve(&mut self, bytes: usize) {
-        if self.cached_bytes + bytes > CACHE_BUDGET_BYTES {
-            self.prices.clear();
-            self.list.clear();
-            self.spot.clear();
-            self.cached_bytes = 0;
+    fn get(&mut self, slot: Slot, key: &RecordsKey) -> Option<Value> {
+        self.clock += 1;
+        let entry = self.entries.get_mut(&(slot, key.clone()))?;
+        entry.used = self.clock;
+        Some(entry.value.clone())
+    }
+
+    fn keep(&mut self, slot: Slot, key: RecordsKey, value: Value, bytes: usize) {
+        self.keep_within(slot, key, value, bytes, CACHE_BUDGET_BYTES);
+    }
+
+    fn keep_within(
+        &mut self,
+        slot: Slot,
+        key: RecordsKey,
+        value: Value,
+        bytes: usize,
+        budget: usize,
+    ) {
+        if self.cached_bytes + bytes > budget {
+            let mut by_use: Vec<(u64, (Slot, RecordsKey))> = self
+                .entries
+                .iter()
+                .map(|(k, e)| (e.used, k.clone()))
+                .collect();
+            by_use.sort_unstable_by_key(|(used, _)| *used);
+            for (_, k) in by_use {
+                if self.cached_bytes + bytes <= budget / 2 {
+                    break;
+                }
+                if let Some(gone) = self.entries.remove(&k) {
+                    self.cached_bytes -= gone.bytes;
+                }
+            }
+        }
+        self.clock += 1;
+        let entry = Entry {
+            value,
+            bytes,
+            used: self.clock,
+        };
+        if let Some(old) = self.entries.insert((slot, key), entry) {
+            self.cached_bytes -= old.bytes;
         }
         self.cached_bytes += bytes;
+    }
+
+    /// A cached `/v1/prices` answer.
+    pub(crate) fn answer(&mut self, key: &RecordsKey) -> Option<Bytes> {
+        match self.get(Slot::Answer, key)? {
+            Value::Answer(body) => Some(body),
+            Value::Records(_) => None,
+        }
+    }
+
+    /// Keeps a `/v1/prices` answer.
+    pub(crate) fn keep_answer(&mut self, key: RecordsKey, body: Bytes) {
+        let bytes = body.len();
+        self.keep(Slot::Answer, key, Value::Answer(body), bytes);
+    }
+
+    fn records(
+        &mut self,
+        slot: Slot,
+        key: &RecordsKey,
+    ) -> Option<Arc<Vec<catalog::CatalogRecord>>> {
+        match self.get(slot, key)? {
+            Value::Records(records) => Some(records),
+            Value::Answer(_) => None,
+        }
     }
 }
 
@@ -145,30 +223,18 @@ pub(crate) fn cached_records(
     compute: impl Fn(PricePart) -> Result<Vec<catalog::CatalogRecord>, StoreError>,
 ) -> Result<Records, StoreError> {
     let key = (key, fresh.stale_sources());
-    let part = |part: PricePart| -> Result<Arc<Vec<catalog::CatalogRecord>>, StoreError> {
-        let hit = {
-            let cache = lock(&state.cache);
-            match part {
-                PricePart::List => cache.list.get(&key).cloned(),
-                _ => cache.spot.get(&key).cloned(),
-            }
-        };
-        if let Some(hit) = hit {
+    let part = |part: PricePart, slot: Slot| {
+        if let Some(hit) = lock(&state.cache).records(slot, &key) {
             return Ok(hit);
         }
         let records = Arc::new(compute(part)?);
-        let mut cache = lock(&state.cache);
-        cache.reserve(records.len() * RECORD_BYTES);
-        let kept = match part {
-            PricePart::List => &mut cache.list,
-            _ => &mut cache.spot,
-        };
-        kept.insert(key.clone(), records.clone());
-        Ok(records)
+        let bytes = records.len() * RECORD_BYTES;
+        lock(&state.cache).keep(slot, key.clone(), Value::Records(records.clone()), bytes);
+        Ok::<_, StoreError>(records)
     };
     Ok(Records {
-        list: part(PricePart::List)?,
-        spot: part(PricePart::Spot)?,
+        list: part(PricePart::List, Slot::List)?,
+        spot: part(PricePart::Spot, Slot::Spot)?,
     })
 }
 
@@ -204,9 +270,9 @@ pub(crate) fn cheapest_at(
 
 /// Bytes of cached answers kept at most, so distinct queries cannot grow
 /// memory. Room for the records of a whole-market catalog (about 120,000
-/// offers) beside the answers asked meanwhile: with less, the dashboard's
-/// unfiltered table and every other entry evict each other.
-const CACHE_BUDGET_BYTES: usize = 96 << 20;
+/// offers, 210 MB) beside the answers asked meanwhile: with less, the
+/// dashboard's unfiltered table is read again whenever another page is.
+const CACHE_BUDGET_BYTES: usize = 256 << 20;
 
 /// Runs a store read off the async runtime, with the catalog's freshness.
 pub(crate) async fn read<T: Send + 'static>(
@@ -299,4 +365,62 @@ pub(crate) fn price_filter(p: &Params) -> Result<PriceFilter, ApiError> {
         max_usd_per_gpu_hour: max,
         countries: p.all("country"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> RecordsKey {
+        (name.to_owned(), Vec::new())
+    }
+
+    fn answer(n: usize) -> Value {
+        Value::Answer(Bytes::from(vec![b'x'; n]))
+    }
+
+    #[test]
+    fn the_least_recently_used_go_first_until_half_the_budget_is_free() {
+        let mut cache = CatalogCache::default();
+        for name in ["a", "b", "c", "d"] {
+            cache.keep_within(Slot::Answer, key(name), answer(25), 25, 100);
+        }
+        assert_eq!(cache.cached_bytes, 100);
+        // "a" is used again, so "b", "c" and "d" are the oldest, and go
+        // until "e" leaves half the budget free.
+        assert!(cache.answer(&key("a")).is_some());
+        cache.keep_within(Slot::Answer, key("e"), answer(25), 25, 100);
+        let kept: Vec<bool> = ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|k| cache.answer(&key(k)).is_some())
+            .collect();
+        assert_eq!(kept, [true, false, false, false, true]);
+        assert_eq!(cache.cached_bytes, 50);
+        // Kept again under the same key, an entry is counted once.
+        cache.keep_within(Slot::Answer, key("e"), answer(10), 10, 100);
+        assert_eq!(cache.cached_bytes, 35);
+        // One larger than the budget is kept alone.
+        cache.keep_within(Slot::Answer, key("big"), answer(150), 150, 100);
+        assert_eq!(cache.entries.len(), 1);
+        assert_eq!(cache.cached_bytes, 150);
+    }
+
+    #[test]
+    fn list_prices_outlive_a_spot_sync_and_nothing_outlives_a_list_change() {
+        let mut cache = CatalogCache::default();
+        let records = || Value::Records(Arc::new(Vec::new()));
+        let at = |data, list_prices| Generation { data, list_prices };
+        cache.follow(at(1, 1));
+        cache.keep(Slot::List, key("q"), records(), 10);
+        cache.keep(Slot::Spot, key("q"), records(), 20);
+        cache.keep(Slot::Answer, key("q"), answer(30), 30);
+        cache.follow(at(2, 1));
+        assert!(cache.records(Slot::List, &key("q")).is_some());
+        assert!(cache.records(Slot::Spot, &key("q")).is_none());
+        assert!(cache.answer(&key("q")).is_none());
+        assert_eq!(cache.cached_bytes, 10);
+        cache.follow(at(3, 2));
+        assert!(cache.entries.is_empty());
+        assert_eq!(cache.cached_bytes, 0);
+    }
 }

@@ -193,8 +193,8 @@ async fn prices(
     let query = uri.query().unwrap_or("").to_owned();
     let body = read(&state, move |store, fresh, state| {
         let key = (query, fresh.stale_sources());
-        if let Some(hit) = lock(&state.cache).prices.get(&key) {
-            return Ok(hit.clone());
+        if let Some(hit) = lock(&state.cache).answer(&key) {
+            return Ok(hit);
         }
         let mut records = catalog::prices(store, &fresh, &filter)?;
         if let Some(currency) = &currency {
@@ -206,9 +206,7 @@ async fn prices(
         let body = Bytes::from(
             serde_json::to_vec(&records).map_err(|e| StoreError::Corrupt(e.to_string()))?,
         );
-        let mut cache = lock(&state.cache);
-        cache.reserve(body.len());
-        cache.prices.insert(key, body.clone());
+        lock(&state.cache).keep_answer(key, body.clone());
         Ok(body)
     })
     .await?;
