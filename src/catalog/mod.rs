@@ -354,7 +354,9 @@ impl PriceFilter {
             })
     }
 
-    fn matches(&self, r: &CatalogRecord) -> bool {
+    /// Whether `r` is one of the prices asked for.
+    #[must_use]
+    pub fn matches(&self, r: &CatalogRecord) -> bool {
         self.matches_type(&r.provider, &r.gpu_model)
             && any(&self.regions, &|reg| {
                 r.region == reg || r.available_regions.iter().any(|a| a == reg)

@@ -209,20 +209,19 @@ impl Records {
     }
 }
 
-/// Records the dashboard computed with `compute` (called with the part of
-/// the prices it is to read), from the cache while that part is unchanged.
-/// `key` names the question (a query string, say); which sources are stale
-/// is added to it, as their records say so.
+/// Records computed with `compute` (called with the part of the prices it
+/// is to read), from the cache while that part is unchanged. `key` names the
+/// question; which sources are stale is added to it, as their records say so.
 ///
 /// # Errors
 /// What `compute` fails with.
-pub(crate) fn cached_records(
+fn cached_records(
     fresh: &Freshness,
     state: &AppState,
-    key: String,
+    key: &str,
     compute: impl Fn(PricePart) -> Result<Vec<catalog::CatalogRecord>, StoreError>,
 ) -> Result<Records, StoreError> {
-    let key = (key, fresh.stale_sources());
+    let key = (key.to_owned(), fresh.stale_sources());
     let part = |part: PricePart, slot: Slot| {
         if let Some(hit) = lock(&state.cache).records(slot, &key) {
             return Ok(hit);
@@ -238,11 +237,27 @@ pub(crate) fn cached_records(
     })
 }
 
+/// Every current price record, as the dashboard filters them in memory: one
+/// copy of the catalog, whatever the questions asked, its list prices read
+/// again only when they changed.
+///
+/// # Errors
+/// On a store error.
+pub(crate) fn current_records(
+    store: &dyn crate::store::Store,
+    fresh: &Freshness,
+    state: &AppState,
+) -> Result<Records, StoreError> {
+    cached_records(fresh, state, "current", |part| {
+        catalog::price_part_at(store, fresh, &PriceFilter::default(), None, part)
+    })
+}
+
 /// The cheapest instance price per (GPU model, price group) now, or `back`
 /// before now. Only those records are cached, per catalog state (and, for a
-/// time before now, per minute): the overview and each scrape of `/metrics`
-/// read the whole catalog once at most, its list prices only when they
-/// changed.
+/// time before now, per minute): now's come from [`current_records`], and
+/// the overview and each scrape of `/metrics` read the whole catalog of a
+/// time before now once a minute at most.
 ///
 /// # Errors
 /// On a store error.
@@ -256,22 +271,33 @@ pub(crate) fn cheapest_at(
         scopes: vec![gpuplan_providers::PriceScope::Instance],
         ..catalog::PriceFilter::default()
     };
-    let key = match back {
-        None => "cheapest:now".to_owned(),
-        Some(b) => format!("cheapest:{}:{}", fresh.now.timestamp() / 60, b.num_hours()),
+    let kept = match back {
+        None => {
+            let current = current_records(store, fresh, state)?;
+            cached_records(fresh, state, "cheapest:now", |part| {
+                let records = match part {
+                    PricePart::List => &current.list,
+                    _ => &current.spot,
+                };
+                let instances = records.iter().filter(|r| filter.matches(r));
+                Ok(catalog::cheapest(instances).into_values().collect())
+            })?
+        }
+        Some(b) => {
+            let key = format!("cheapest:{}:{}", fresh.now.timestamp() / 60, b.num_hours());
+            cached_records(fresh, state, &key, |part| {
+                let records =
+                    catalog::price_part_at(store, fresh, &filter, Some(fresh.now - b), part)?;
+                Ok(catalog::cheapest(&records).into_values().collect())
+            })?
+        }
     };
-    let kept = cached_records(fresh, state, key, |part| {
-        let at = back.map(|b| fresh.now - b);
-        let records = catalog::price_part_at(store, fresh, &filter, at, part)?;
-        Ok(catalog::cheapest(&records).into_values().collect())
-    })?;
     Ok(catalog::cheapest(kept.iter()))
 }
 
 /// Bytes of cached answers kept at most, so distinct queries cannot grow
 /// memory. Room for the records of a whole-market catalog (about 120,000
-/// offers, 210 MB) beside the answers asked meanwhile: with less, the
-/// dashboard's unfiltered table is read again whenever another page is.
+/// offers, 210 MB) beside the answers asked meanwhile.
 const CACHE_BUDGET_BYTES: usize = 256 << 20;
 
 /// Runs a store read off the async runtime, with the catalog's freshness.

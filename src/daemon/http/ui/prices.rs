@@ -18,7 +18,7 @@ use gpuplan_providers::gpu::{count_json, count_label};
 use crate::catalog::{self, CatalogRecord};
 use crate::daemon::http::error::ApiError;
 use crate::daemon::http::params::Params;
-use crate::daemon::http::state::{AppState, PRICE_FILTERS, cached_records, price_filter, read};
+use crate::daemon::http::state::{AppState, PRICE_FILTERS, current_records, price_filter, read};
 
 /// Every column, in order: (name, heading). `price` is in the chosen unit
 /// and period.
@@ -401,19 +401,14 @@ pub async fn page(
     let p = Params::parse(uri.query(), &[PRICE_FILTERS, VIEW_PARAMS].concat())?;
     let filter = price_filter(&p)?;
     let view = view(&p)?;
-    // The filter's own parameters name the records, whatever else the view says.
-    let key: Vec<String> = PRICE_FILTERS
-        .iter()
-        .map(|k| format!("{k}={}", p.all(k).join(",")))
-        .collect();
-    let key = format!("ui-prices?{}", key.join("&"));
     let records = read(&state, move |store, fresh, state| {
-        cached_records(&fresh, state, key, |part| {
-            catalog::price_part_at(store, &fresh, &filter, None, part)
-        })
+        current_records(store, &fresh, state)
     })
     .await?;
-    let mut rows: Vec<&CatalogRecord> = records.iter().filter(|r| view.keeps(r)).collect();
+    let mut rows: Vec<&CatalogRecord> = records
+        .iter()
+        .filter(|r| filter.matches(r) && view.keeps(r))
+        .collect();
     let total = rows.len();
     let start = ((view.page - 1) * view.per_page).min(total);
     let end = start.saturating_add(view.per_page).min(total);
