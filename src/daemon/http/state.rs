@@ -67,14 +67,16 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// What the API remembers between requests for one state of the catalog, which
 /// [`crate::store::Store::catalog_generation`] identifies exactly, whichever
-/// process wrote it, within [`CACHE_BUDGET_BYTES`]: when an entry would pass
-/// it, the least recently used go until half the budget is free.
+/// process wrote it, within [`ANSWERS_BUDGET_BYTES`] and
+/// [`RECORDS_BUDGET_BYTES`]: when an entry would pass its budget, the least
+/// recently used of its kind go until half the budget is free.
 #[derive(Default)]
 pub struct CatalogCache {
     generation: Option<Generation>,
     last_good: BTreeMap<String, chrono::DateTime<Utc>>,
     entries: HashMap<(Slot, RecordsKey), Entry>,
-    cached_bytes: usize,
+    /// Bytes kept of answers and of records (see [`Slot::class`]).
+    cached_bytes: [usize; 2],
     /// Counts uses, to tell the least recently used entries.
     clock: u64,
 }
@@ -92,6 +94,21 @@ enum Slot {
     List,
     /// Spot records the dashboard asked for.
     Spot,
+}
+
+impl Slot {
+    /// Answers and records have budgets of their own: the answers to distinct
+    /// questions must not push out the one copy of the catalog.
+    fn class(self) -> usize {
+        usize::from(self != Self::Answer)
+    }
+
+    fn budget(self) -> usize {
+        match self {
+            Self::Answer => ANSWERS_BUDGET_BYTES,
+            Self::List | Self::Spot => RECORDS_BUDGET_BYTES,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -119,7 +136,10 @@ impl CatalogCache {
             .is_none_or(|g| g.list_prices != generation.list_prices);
         self.entries
             .retain(|(slot, _), _| *slot == Slot::List && !list_moved);
-        self.cached_bytes = self.entries.values().map(|e| e.bytes).sum();
+        self.cached_bytes = [0, 0];
+        for ((slot, _), e) in &self.entries {
+            self.cached_bytes[slot.class()] += e.bytes;
+        }
         self.generation = Some(generation);
     }
 
@@ -131,7 +151,7 @@ impl CatalogCache {
     }
 
     fn keep(&mut self, slot: Slot, key: RecordsKey, value: Value, bytes: usize) {
-        self.keep_within(slot, key, value, bytes, CACHE_BUDGET_BYTES);
+        self.keep_within(slot, key, value, bytes, slot.budget());
     }
 
     fn keep_within(
@@ -142,19 +162,21 @@ impl CatalogCache {
         bytes: usize,
         budget: usize,
     ) {
-        if self.cached_bytes + bytes > budget {
+        let class = slot.class();
+        if self.cached_bytes[class] + bytes > budget {
             let mut by_use: Vec<(u64, (Slot, RecordsKey))> = self
                 .entries
                 .iter()
+                .filter(|((s, _), _)| s.class() == class)
                 .map(|(k, e)| (e.used, k.clone()))
                 .collect();
             by_use.sort_unstable_by_key(|(used, _)| *used);
             for (_, k) in by_use {
-                if self.cached_bytes + bytes <= budget / 2 {
+                if self.cached_bytes[class] + bytes <= budget / 2 {
                     break;
                 }
                 if let Some(gone) = self.entries.remove(&k) {
-                    self.cached_bytes -= gone.bytes;
+                    self.cached_bytes[class] -= gone.bytes;
                 }
             }
         }
@@ -165,9 +187,9 @@ impl CatalogCache {
             used: self.clock,
         };
         if let Some(old) = self.entries.insert((slot, key), entry) {
-            self.cached_bytes -= old.bytes;
+            self.cached_bytes[class] -= old.bytes;
         }
-        self.cached_bytes += bytes;
+        self.cached_bytes[class] += bytes;
     }
 
     /// A cached `/v1/prices` answer.
@@ -295,10 +317,13 @@ pub(crate) fn cheapest_at(
     Ok(catalog::cheapest(kept.iter()))
 }
 
-/// Bytes of cached answers kept at most, so distinct queries cannot grow
-/// memory. Room for the records of a whole-market catalog (about 120,000
-/// offers, 210 MB) beside the answers asked meanwhile.
-const CACHE_BUDGET_BYTES: usize = 256 << 20;
+/// Bytes of encoded answers kept at most, so distinct queries cannot grow
+/// memory.
+const ANSWERS_BUDGET_BYTES: usize = 16 << 20;
+
+/// Bytes of records kept at most: room for a whole-market catalog (about
+/// 120,000 offers, 210 MB) and the cheapest prices beside it.
+const RECORDS_BUDGET_BYTES: usize = 256 << 20;
 
 /// Runs a store read off the async runtime, with the catalog's freshness.
 pub(crate) async fn read<T: Send + 'static>(
@@ -411,7 +436,7 @@ mod tests {
         for name in ["a", "b", "c", "d"] {
             cache.keep_within(Slot::Answer, key(name), answer(25), 25, 100);
         }
-        assert_eq!(cache.cached_bytes, 100);
+        assert_eq!(cache.cached_bytes, [100, 0]);
         // "a" is used again, so "b", "c" and "d" are the oldest, and go
         // until "e" leaves half the budget free.
         assert!(cache.answer(&key("a")).is_some());
@@ -421,14 +446,24 @@ mod tests {
             .map(|k| cache.answer(&key(k)).is_some())
             .collect();
         assert_eq!(kept, [true, false, false, false, true]);
-        assert_eq!(cache.cached_bytes, 50);
+        assert_eq!(cache.cached_bytes, [50, 0]);
         // Kept again under the same key, an entry is counted once.
         cache.keep_within(Slot::Answer, key("e"), answer(10), 10, 100);
-        assert_eq!(cache.cached_bytes, 35);
-        // One larger than the budget is kept alone.
+        assert_eq!(cache.cached_bytes, [35, 0]);
+        // Records are not answers: they go by their own budget.
+        cache.keep_within(
+            Slot::List,
+            key("a"),
+            Value::Records(Arc::new(Vec::new())),
+            90,
+            100,
+        );
+        assert_eq!(cache.cached_bytes, [35, 90]);
+        // One larger than the budget is kept alone among answers.
         cache.keep_within(Slot::Answer, key("big"), answer(150), 150, 100);
-        assert_eq!(cache.entries.len(), 1);
-        assert_eq!(cache.cached_bytes, 150);
+        assert_eq!(cache.entries.len(), 2);
+        assert!(cache.records(Slot::List, &key("a")).is_some());
+        assert_eq!(cache.cached_bytes, [150, 90]);
     }
 
     #[test]
@@ -444,9 +479,9 @@ mod tests {
         assert!(cache.records(Slot::List, &key("q")).is_some());
         assert!(cache.records(Slot::Spot, &key("q")).is_none());
         assert!(cache.answer(&key("q")).is_none());
-        assert_eq!(cache.cached_bytes, 10);
+        assert_eq!(cache.cached_bytes, [0, 10]);
         cache.follow(at(3, 2));
         assert!(cache.entries.is_empty());
-        assert_eq!(cache.cached_bytes, 0);
+        assert_eq!(cache.cached_bytes, [0, 0]);
     }
 }
