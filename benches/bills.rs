@@ -455,7 +455,7 @@ fn main() {
         let dir = tempfile::tempdir().unwrap();
         let p = Pool::open(&Location::Sqlite(dir.path().join("bench.db")), 1).unwrap();
         let t = Instant::now();
-        let r = load_source(&p, &src, None, Utc::now());
+        let r = load_source(&p, &src, None, Utc::now(), &Default::default());
         syncs.push(t.elapsed().as_secs_f64());
         if run == 0 {
             sync_peak = peak_mb();
@@ -470,7 +470,7 @@ fn main() {
         return;
     }
     let t = Instant::now();
-    let again = load_source(&pool, &src, None, Utc::now());
+    let again = load_source(&pool, &src, None, Utc::now(), &Default::default());
     let resync_s = t.elapsed().as_secs_f64();
     assert_eq!(again.files_skipped, 1);
     let q = BillQuery {

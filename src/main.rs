@@ -5,8 +5,9 @@ use clap::Parser;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = gpuplan::cli::Cli::parse();
-    gpuplan::telemetry::init(cli.log_format);
-    match gpuplan::cli::run(cli).await {
+    let progress = gpuplan::cli::Progress::new(cli.quiet);
+    gpuplan::telemetry::init(cli.log_format, progress.log_writer());
+    match gpuplan::cli::run(cli, &progress).await {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");

@@ -308,10 +308,12 @@ impl HttpClient {
                 .map_err(|e| Attempt::Fail(self.io_error(shown, &e)))?;
             loop {
                 match response.chunk().await {
-                    Ok(Some(chunk)) => sink
-                        .write(&chunk)
-                        .await
-                        .map_err(|e| Attempt::Fail(self.io_error(shown, &e)))?,
+                    Ok(Some(chunk)) => {
+                        crate::progress::read(chunk.len());
+                        sink.write(&chunk)
+                            .await
+                            .map_err(|e| Attempt::Fail(self.io_error(shown, &e)))?;
+                    }
                     Ok(None) => break,
                     Err(e) => {
                         return Err(Attempt::Retry(transport(format!(
@@ -320,6 +322,9 @@ impl HttpClient {
                         ))));
                     }
                 }
+            }
+            if status.is_success() {
+                crate::progress::answered();
             }
             match judge.map_or(Verdict::ByStatus, |judge| judge(status, sink.bytes())) {
                 Verdict::Done => return Ok((status, headers)),

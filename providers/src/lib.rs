@@ -27,6 +27,7 @@ pub mod lambda;
 pub mod nebius;
 #[cfg(feature = "oci")]
 pub mod oci;
+pub mod progress;
 #[cfg(feature = "runpod")]
 pub mod runpod;
 pub mod secret;

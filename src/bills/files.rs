@@ -41,6 +41,19 @@ impl Contents {
             Self::Memory(_) => None,
         }
     }
+
+    /// The file's size in bytes (0 when its metadata cannot be read: the
+    /// read that follows says why).
+    #[must_use]
+    pub fn size(&self) -> u64 {
+        match self {
+            Self::Memory(b) => b.len() as u64,
+            _ => self
+                .path()
+                .and_then(|p| std::fs::metadata(p).ok())
+                .map_or(0, |m| m.len()),
+        }
+    }
 }
 
 /// Where a source's export folders are.

@@ -4,6 +4,7 @@
 //! A bad file fails only the periods it holds; their stored rows stay.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono::{DateTime, Utc};
 use foldhash::HashMap;
@@ -127,6 +128,28 @@ const END: usize = 4;
 /// the machine's two cores.
 const WORKERS: usize = 2;
 
+/// How far a load has got, for a progress line: files to read and read,
+/// their bytes, rows read and periods written. Only counted, never read
+/// back by the load.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub files: AtomicU64,
+    pub files_read: AtomicU64,
+    pub bytes: AtomicU64,
+    pub rows: AtomicU64,
+    pub periods: AtomicU64,
+}
+
+impl Tally {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// Rows a worker reads before it adds them to the [`Tally`]: one shared
+/// counter touched per row would cost the workers more than the count is worth.
+const ROWS_PER_TALLY: u64 = 4096;
+
 /// One worker's share of a file: its mapping state, its own aggregates and
 /// the periods its rows named.
 struct Worker<'s> {
@@ -145,6 +168,8 @@ struct Worker<'s> {
     batch: BatchRows,
     serial: u64,
     shaped: bool,
+    /// Rows read and not yet added to the tally.
+    untallied: u64,
 }
 
 /// Shapes kept before the memo starts over.
@@ -163,6 +188,7 @@ impl<'s> Worker<'s> {
             batch: BatchRows::default(),
             serial: 0,
             shaped: false,
+            untallied: 0,
         }
     }
 
@@ -249,12 +275,14 @@ pub(super) fn read_file<'s>(
     folder: &dyn Folder,
     file: &DataFile,
     agg: &mut Aggregator<'s>,
+    tally: &Tally,
 ) -> (BTreeSet<PeriodKey>, Result<(), BillError>) {
     let mut workers: Vec<Worker<'s>> = (0..WORKERS).map(|_| Worker::new(source, gpus)).collect();
     let result = (|| {
         let contents = folder
             .open(&file.rel)
             .map_err(|why| BillError::file(&file.rel, why))?;
+        Tally::add(&tally.bytes, contents.size());
         let table = Table::open(contents, &file.rel)?;
         let columns = match source.format {
             BillFormat::Focus => focus::COLUMNS,
@@ -267,6 +295,10 @@ pub(super) fn read_file<'s>(
             .iter_mut()
             .map(|w| {
                 Box::new(move |row: &dyn RowCells| {
+                    w.untallied += 1;
+                    if w.untallied == ROWS_PER_TALLY {
+                        Tally::add(&tally.rows, std::mem::take(&mut w.untallied));
+                    }
                     w.row(
                         format,
                         &Cells {
@@ -283,9 +315,11 @@ pub(super) fn read_file<'s>(
     })();
     let mut seen = BTreeSet::new();
     for w in workers {
+        Tally::add(&tally.rows, w.untallied);
         seen.extend(w.seen);
         agg.merge(w.agg);
     }
+    Tally::add(&tally.files_read, 1);
     (seen, result)
 }
 
@@ -295,6 +329,7 @@ pub fn load_source(
     source: &BillSource,
     fence: Option<&Fence>,
     now: DateTime<Utc>,
+    tally: &Tally,
 ) -> SourceReport {
     let started = std::time::Instant::now();
     let span = tracing::info_span!("bills_load", source = %source.name);
@@ -303,7 +338,7 @@ pub fn load_source(
         source: source.name.clone(),
         ..SourceReport::default()
     };
-    match load(pool, source, fence, now, &mut report) {
+    match load(pool, source, fence, now, tally, &mut report) {
         Ok(()) => {}
         Err(e) => report.errors.push(e.to_string()),
     }
@@ -326,6 +361,7 @@ fn load(
     source: &BillSource,
     fence: Option<&Fence>,
     now: DateTime<Utc>,
+    tally: &Tally,
     report: &mut SourceReport,
 ) -> Result<(), StoreError> {
     let folder = match super::folder(source) {
@@ -378,7 +414,7 @@ fn load(
                         affected: &mut BTreeSet<PeriodKey>,
                         report: &mut SourceReport| {
         report.files_read += 1;
-        let (mut seen, result) = read_file(source, &gpus, folder.as_ref(), file, &mut agg);
+        let (mut seen, result) = read_file(source, &gpus, folder.as_ref(), file, &mut agg, tally);
         if let Some(r) = stored.get(&file.rel) {
             seen.extend(r.periods.iter().cloned());
         }
@@ -394,6 +430,7 @@ fn load(
         affected.extend(seen.iter().cloned());
         held.insert(file.rel.clone(), seen);
     };
+    Tally::add(&tally.files, changed.len() as u64);
     for file in &changed {
         read_one(file, &mut held, &mut affected, report);
     }
@@ -418,6 +455,7 @@ fn load(
             .iter()
             .any(|p| affected.contains(p));
         if touches {
+            Tally::add(&tally.files, 1);
             read_one(file, &mut held, &mut affected, report);
         } else {
             report.files_skipped += 1;
@@ -441,6 +479,7 @@ fn load(
         });
         match write {
             Ok(w) => {
+                Tally::add(&tally.periods, 1);
                 for (t, n) in &data.unmapped {
                     *report.unmapped.entry(t.clone()).or_default() += n;
                 }

@@ -117,9 +117,12 @@ fn store_failed(e: StoreError) -> CliError {
 pub(super) async fn run_bills(
     config: &Config,
     command: BillsCommand,
+    progress: &Progress,
 ) -> Result<ExitCode, CliError> {
     match command {
-        BillsCommand::Sync { source, json } => bills_sync(config, source.as_deref(), json).await,
+        BillsCommand::Sync { source, json } => {
+            bills_sync(config, source.as_deref(), json, progress).await
+        }
         BillsCommand::Status { format } => {
             let pool = open_store(config)?;
             let loads = pool
@@ -139,7 +142,12 @@ pub(super) async fn run_bills(
     }
 }
 
-async fn bills_sync(config: &Config, only: Option<&str>, json: bool) -> Result<ExitCode, CliError> {
+async fn bills_sync(
+    config: &Config,
+    only: Option<&str>,
+    json: bool,
+    progress: &Progress,
+) -> Result<ExitCode, CliError> {
     let mut sources: Vec<_> = config.bills.values().filter(|s| s.enabled).collect();
     if let Some(name) = only {
         if !sources.iter().any(|s| s.source.name == name) {
@@ -174,12 +182,18 @@ async fn bills_sync(config: &Config, only: Option<&str>, json: bool) -> Result<E
             });
             continue;
         };
+        let tally = Arc::new(load::Tally::default());
+        let line = progress.line(&s.source.name, {
+            let tally = tally.clone();
+            move || load_status(&tally)
+        });
         let (pool, source, fence) = (pool.clone(), s.source.clone(), held.fence.clone());
         let done = tokio::task::spawn_blocking(move || {
-            load::load_source(&pool, &source, Some(&fence), Utc::now())
+            load::load_source(&pool, &source, Some(&fence), Utc::now(), &tally)
         })
-        .await
-        .map_err(|e| CliError::Failed(anyhow::anyhow!("the load stopped: {e}")))?;
+        .await;
+        drop(line);
+        let done = done.map_err(|e| CliError::Failed(anyhow::anyhow!("the load stopped: {e}")))?;
         held.release().await;
         report.sources.push(done);
     }
@@ -194,6 +208,19 @@ async fn bills_sync(config: &Config, only: Option<&str>, json: bool) -> Result<E
     } else {
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// A bill load's progress line.
+fn load_status(t: &load::Tally) -> String {
+    let get = |n: &std::sync::atomic::AtomicU64| n.load(std::sync::atomic::Ordering::Relaxed);
+    format!(
+        "{} of {} files read ({}), {} rows, {} periods written",
+        get(&t.files_read),
+        get(&t.files),
+        super::progress::bytes(get(&t.bytes)),
+        get(&t.rows),
+        get(&t.periods)
+    )
 }
 
 fn sync_text(report: &LoadReport) -> String {

@@ -107,7 +107,11 @@ fn deadline_hours(deadline: &str, now: DateTime<Utc>) -> Result<u64, String> {
     Ok(hours.floor() as u64)
 }
 
-pub(super) async fn run_job(config: &Config, args: JobArgs) -> Result<ExitCode, CliError> {
+pub(super) async fn run_job(
+    config: &Config,
+    args: JobArgs,
+    progress: &Progress,
+) -> Result<ExitCode, CliError> {
     let refused = |m: String| CliError::BadInput(anyhow::anyhow!(m));
     let deadline_hours = deadline_hours(&args.deadline, Utc::now()).map_err(refused)?;
     let ask = JobAsk {
@@ -145,7 +149,10 @@ pub(super) async fn run_job(config: &Config, args: JobArgs) -> Result<ExitCode, 
         &config.planner,
         config.source_intervals(Utc::now()),
     );
-    let answer = match service.catalog_job(ask, &overrides, true).await {
+    let line = progress.line(ask.name.as_deref().unwrap_or("job"), || SOLVING.to_owned());
+    let answer = service.catalog_job(ask, &overrides, true).await;
+    drop(line);
+    let answer = match answer {
         Ok(a) => a,
         Err(PlanError::Invalid(e)) => {
             return Err(refused(format!("{}: {}", flag_of(&e.path), e.message)));
@@ -170,6 +177,10 @@ pub(super) async fn run_job(config: &Config, args: JobArgs) -> Result<ExitCode, 
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// A job's progress line: its solves report no bound as they go, so the
+/// line says only that it is solving, and for how long.
+const SOLVING: &str = "solving";
 
 /// The flag that sets a field of the question or of the problem built
 /// from it.
@@ -263,10 +274,14 @@ pub(super) async fn plan_file(
     overrides: Overrides,
     backend: optimizer::Backend,
     json_out: bool,
+    progress: &Progress,
 ) -> Result<ExitCode, String> {
     let problem = JobProblem::from_json(doc).map_err(|e| format!("{shown}: {e}"))?;
     let service = PlanService::new(None, &config.planner, config.source_intervals(Utc::now()));
-    match service.job(problem, &overrides, backend, true).await {
+    let line = progress.line(shown, || SOLVING.to_owned());
+    let solved = service.job(problem, &overrides, backend, true).await;
+    drop(line);
+    match solved {
         Ok(result) => {
             if json_out {
                 println!(

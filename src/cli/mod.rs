@@ -37,6 +37,7 @@ mod facts;
 mod job;
 mod plan;
 mod prices;
+mod progress;
 mod render;
 mod serve;
 mod shell;
@@ -52,6 +53,7 @@ pub use facts::{GpusArgs, PerfArgs, RegionsArgs};
 pub use job::JobArgs;
 pub use plan::{PlanArgs, PlanCatalogArgs};
 pub use prices::PricesArgs;
+pub use progress::Progress;
 pub use spot_history::SpotHistoryArgs;
 pub use store::StoreCommand;
 pub use windows::WindowsArgs;
@@ -82,6 +84,10 @@ pub struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Draw no progress lines. They are drawn on stderr only when it is a
+    /// terminal, never into a pipe or a log.
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -189,7 +195,7 @@ impl From<anyhow::Error> for CliError {
 ///
 /// # Errors
 /// `BadInput` for a bad config or argument, `Failed` for everything else.
-pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
+pub async fn run(cli: Cli, progress: &Progress) -> Result<ExitCode, CliError> {
     // Read here, not by clap: clap takes an empty variable for a missing
     // value and refuses even an explicit `--config FILE`.
     let config_file = cli.config.or_else(|| {
@@ -215,7 +221,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Sync { providers, json } => {
             let config = load_config(config_file.as_deref())?;
-            run_sync(&config, &providers, json).await
+            run_sync(&config, &providers, json, progress).await
         }
         Command::Alerts(command) => {
             let config = load_config(config_file.as_deref())?;
@@ -223,11 +229,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Plan(args) => {
             let config = load_config(config_file.as_deref())?;
-            run_plan(&config, &args).await
+            run_plan(&config, &args, progress).await
         }
         Command::Job(args) => {
             let config = load_config(config_file.as_deref())?;
-            job::run_job(&config, *args).await
+            job::run_job(&config, *args, progress).await
         }
         Command::Prices(args) => {
             let config = load_config(config_file.as_deref())?;
@@ -251,7 +257,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Bills(command) => {
             let config = load_config(config_file.as_deref())?;
-            run_bills(&config, command).await
+            run_bills(&config, command, progress).await
         }
         Command::Usage(args) => run_usage(&load_config(config_file.as_deref())?, &args),
         Command::Spend(args) => run_spend(&load_config(config_file.as_deref())?, &args),
@@ -315,8 +321,8 @@ impl Format {
         if self.json {
             print_json(rows)?;
         } else if self.csv {
-            let json = serde_json::to_string(rows).context("Failed to encode the output.")?;
-            print!("{}", csv_text(&json)?);
+            let value = serde_json::to_value(rows).context("Failed to encode the output.")?;
+            print!("{}", csv_text(value)?);
         } else {
             return Ok(false);
         }
@@ -324,38 +330,11 @@ impl Format {
     }
 }
 
-/// One JSON record with its fields in the order they were written (a
-/// `serde_json::Map` would sort them), so CSV columns follow the struct.
-struct Ordered(Vec<(String, serde_json::Value)>);
-
-impl<'de> serde::Deserialize<'de> for Ordered {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Fields;
-        impl<'de> serde::de::Visitor<'de> for Fields {
-            type Value = Ordered;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut m: A,
-            ) -> Result<Ordered, A::Error> {
-                let mut out = Vec::new();
-                while let Some(entry) = m.next_entry::<String, serde_json::Value>()? {
-                    out.push(entry);
-                }
-                Ok(Ordered(out))
-            }
-        }
-        d.deserialize_map(Fields)
-    }
-}
-
 /// JSON records (a list, or one object) as CSV. Columns are every field any
-/// record has, in the order first seen; an object field becomes
-/// `field.key` columns, a list (or a deeper object) one cell of JSON, null
-/// an empty cell.
-fn csv_text(json: &str) -> Result<String, CliError> {
+/// record has, in the order first seen (serde_json keeps a struct's field
+/// order); an object field becomes `field.key` columns, a list (or a deeper
+/// object) one cell of JSON, null an empty cell.
+fn csv_text(json: serde_json::Value) -> Result<String, CliError> {
     use serde_json::Value;
     fn cell(v: &Value) -> String {
         match v {
@@ -364,11 +343,17 @@ fn csv_text(json: &str) -> Result<String, CliError> {
             other => other.to_string(),
         }
     }
-    fn flatten(record: Ordered) -> Vec<(String, String)> {
+    fn flatten(record: Value) -> Result<Vec<(String, String)>, String> {
+        let Value::Object(fields) = record else {
+            return Err(format!("a record is {record}, not a JSON object"));
+        };
         let mut out = Vec::new();
-        for (k, v) in record.0 {
+        for (k, v) in fields {
             match v {
-                Value::Object(inner) => {
+                Value::Object(mut inner) => {
+                    // Nested columns have always come in name order; keeping
+                    // it keeps spreadsheets that read columns by position.
+                    inner.sort_keys();
                     for (ik, iv) in &inner {
                         out.push((format!("{k}.{ik}"), cell(iv)));
                     }
@@ -376,15 +361,19 @@ fn csv_text(json: &str) -> Result<String, CliError> {
                 other => out.push((k, cell(&other))),
             }
         }
-        out
+        Ok(out)
     }
     let failed =
         |e: &dyn std::fmt::Display| CliError::Failed(anyhow::anyhow!("Failed to write CSV: {e}"));
-    let records: Vec<Ordered> = match serde_json::from_str::<Vec<Ordered>>(json) {
-        Ok(list) => list,
-        Err(_) => vec![serde_json::from_str::<Ordered>(json).map_err(|e| failed(&e))?],
+    let records = match json {
+        Value::Array(list) => list,
+        one => vec![one],
     };
-    let records: Vec<Vec<(String, String)>> = records.into_iter().map(flatten).collect();
+    let records: Vec<Vec<(String, String)>> = records
+        .into_iter()
+        .map(flatten)
+        .collect::<Result<_, _>>()
+        .map_err(|e| failed(&e))?;
     if records.is_empty() {
         return Ok(String::new());
     }
@@ -427,14 +416,16 @@ mod tests {
             {"name": "a, \"b\"", "n": 1, "converted": {"per_hour": 2.5, "currency": "CNY"}, "list": ["x", "y"]},
             {"name": "c", "extra": true, "converted": null}
         ]"#;
-        let text = csv_text(rows).unwrap();
+        let text = csv_text(serde_json::from_str(rows).unwrap()).unwrap();
         assert_eq!(
             text,
             "name,n,converted.currency,converted.per_hour,list,extra,converted\n\
              \"a, \"\"b\"\"\",1,CNY,2.5,\"[\"\"x\"\",\"\"y\"\"]\",,\n\
              c,,,,,true,\n"
         );
-        assert_eq!(csv_text("[]").unwrap(), "");
-        assert_eq!(csv_text(r#"{"b": 1, "a": 2}"#).unwrap(), "b,a\n1,2\n");
+        let text = |json: &str| csv_text(serde_json::from_str(json).unwrap()).unwrap();
+        assert_eq!(text("[]"), "");
+        assert_eq!(text(r#"{"b": 1, "a": 2}"#), "b,a\n1,2\n");
+        assert!(csv_text(json!([1, 2])).is_err());
     }
 }

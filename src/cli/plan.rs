@@ -192,8 +192,12 @@ struct Sources {
     owned_from_bills: Option<crate::plan::owned_from_bills::FromBills>,
 }
 
-pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, CliError> {
-    match plan(config, args).await {
+pub(super) async fn run_plan(
+    config: &Config,
+    args: &PlanArgs,
+    progress: &Progress,
+) -> Result<ExitCode, CliError> {
+    match plan(config, args, progress).await {
         Ok(code) => Ok(code),
         Err(Stop::Refused(message)) => {
             println!("{}", json!({"status": "error", "error": message}));
@@ -203,7 +207,7 @@ pub(super) async fn run_plan(config: &Config, args: &PlanArgs) -> Result<ExitCod
     }
 }
 
-async fn plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, Stop> {
+async fn plan(config: &Config, args: &PlanArgs, progress: &Progress) -> Result<ExitCode, Stop> {
     let mut scenario_keys = check_flags(args)?;
     let file = match &args.problem {
         Some(path) => Some(read_problem(path)?),
@@ -221,9 +225,16 @@ async fn plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, Stop> {
             )));
         }
         let overrides = plan_overrides(args)?;
-        return Ok(
-            super::job::plan_file(config, shown, doc, overrides, args.solver, args.json).await?,
-        );
+        return Ok(super::job::plan_file(
+            config,
+            shown,
+            doc,
+            overrides,
+            args.solver,
+            args.json,
+            progress,
+        )
+        .await?);
     }
     let mut sources = Sources::default();
     if args.owned_from_bills {
@@ -238,8 +249,13 @@ async fn plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, Stop> {
         .as_ref()
         .map(|f| f.owned.clone())
         .unwrap_or_default();
+    // The progress line is named as the plan will be.
+    let mut label = args.catalog.name.clone();
     let (name, input) = match (file, &args.demand) {
-        (Some((shown, mut doc)), _) => (None, problem_input(&shown, &mut doc)?),
+        (Some((shown, mut doc)), _) => {
+            label = doc["name"].as_str().unwrap_or("plan").to_owned();
+            (None, problem_input(&shown, &mut doc)?)
+        }
         (None, Some(path)) => {
             let classes = inputs::read_catalog_classes(path, args.classes.as_deref())
                 .map_err(|e| e.to_string())?;
@@ -268,6 +284,7 @@ async fn plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, Stop> {
         None
     };
     let service = PlanService::new(pool, &config.planner, config.source_intervals(Utc::now()));
+    let (_line, sink) = solve_line(progress, &label);
     let request = PlanRequest {
         name,
         input,
@@ -278,7 +295,7 @@ async fn plan(config: &Config, args: &PlanArgs) -> Result<ExitCode, Stop> {
         wait: true,
         fence: None,
         scenario_keys,
-        progress: Some(progress_lines()),
+        progress: Some(sink),
     };
     let prepared = match service.prepare(&request).await {
         Ok(p) => p,
@@ -723,33 +740,40 @@ fn catalog_input(
     })
 }
 
-/// After a few seconds of solving, a line on stderr at most every few
-/// seconds with the search's bound, best plan and gap, so a user sees a long
-/// risk plan converge (and can stop it with its best plan so far by
-/// `--time-limit-secs`). Short solves print nothing.
-fn progress_lines() -> crate::optimizer::ProgressSink {
-    const QUIET: std::time::Duration = std::time::Duration::from_secs(3);
-    let started = std::time::Instant::now();
-    let last = std::sync::Mutex::new(started);
-    crate::optimizer::ProgressSink(Arc::new(move |p: &crate::optimizer::Progress| {
-        let mut last = last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if last.elapsed() < QUIET {
-            return;
+/// The progress line of a solve, and the sink that feeds it the search's
+/// bound, best plan and gap as the solver reports them (a risk plan's
+/// decomposition does; other solves show only that they run).
+fn solve_line(
+    progress: &Progress,
+    name: &str,
+) -> (super::progress::Line, crate::optimizer::ProgressSink) {
+    let latest = Arc::new(std::sync::Mutex::new(None));
+    let line = progress.line(name, {
+        let latest = latest.clone();
+        move || {
+            let latest = latest
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            latest
+                .as_ref()
+                .map_or_else(|| "solving".to_owned(), solve_status)
         }
-        *last = std::time::Instant::now();
-        eprintln!("{}", progress_line(p, started.elapsed().as_secs_f64()));
-    }))
+    });
+    let sink = crate::optimizer::ProgressSink(Arc::new(move |p: &crate::optimizer::Progress| {
+        *latest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(*p);
+    }));
+    (line, sink)
 }
 
-fn progress_line(p: &crate::optimizer::Progress, elapsed_secs: f64) -> String {
+fn solve_status(p: &crate::optimizer::Progress) -> String {
     let best = p.best.map_or("none yet".to_owned(), |b| format!("{b:.2}"));
     let gap = p
         .gap
         .map_or(String::new(), |g| format!(", gap {:.3}%", 100.0 * g));
     format!(
-        "Solving λ {}: bound {:.2}, best plan {best}{gap}, {} master solves, {elapsed_secs:.0} s.",
+        "solving λ {}: bound {:.2}, best plan {best}{gap}, {} master solves",
         p.lambda, p.bound, p.iteration,
     )
 }
@@ -759,7 +783,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_progress_line_gives_the_bound_the_best_plan_and_the_gap() {
+    fn a_solve_line_gives_the_bound_the_best_plan_and_the_gap() {
         let mut p = crate::optimizer::Progress {
             lambda: 0.5,
             iteration: 12,
@@ -768,13 +792,13 @@ mod tests {
             gap: Some(0.004_28),
         };
         assert_eq!(
-            progress_line(&p, 6.4),
-            "Solving λ 0.5: bound 27400.13, best plan 27517.96, gap 0.428%, 12 master solves, 6 s."
+            solve_status(&p),
+            "solving λ 0.5: bound 27400.13, best plan 27517.96, gap 0.428%, 12 master solves"
         );
         (p.best, p.gap) = (None, None);
         assert_eq!(
-            progress_line(&p, 3.0),
-            "Solving λ 0.5: bound 27400.13, best plan none yet, 12 master solves, 3 s."
+            solve_status(&p),
+            "solving λ 0.5: bound 27400.13, best plan none yet, 12 master solves"
         );
     }
 }

@@ -218,34 +218,43 @@ pub(super) fn render_table<const N: usize>(
     render_rows(&header, &rows, right)
 }
 
-/// [`render_table`] for a number of columns known only at run time.
+/// A table for people: a header row, then `rows`, columns two spaces apart
+/// with `right` ones aligned right. On a terminal the table fits its width:
+/// the widest text columns are cut short with `…`, numbers never are, and
+/// every row stays one line so columns never shift. In a pipe lines are as
+/// long as their cells.
 pub(super) fn render_rows(header: &[String], rows: &[Vec<String>], right: &[usize]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
+    let width = console::Term::stdout().size_checked().map(|(_, cols)| cols);
+    layout(header, rows, right, width)
+}
+
+fn layout(header: &[String], rows: &[Vec<String>], right: &[usize], width: Option<u16>) -> String {
+    use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Row, Table};
+    let line = |cells: &[String]| {
+        let mut row = Row::from(cells);
+        row.max_height(1);
+        row
+    };
+    let mut table = Table::new();
+    table
+        .load_style(comfy_table::presets::NOTHING)
+        .set_header(line(header))
+        .add_rows(rows.iter().map(|r| line(r)));
+    for (i, column) in table.column_iter_mut().enumerate() {
+        column.set_padding((0, 2));
+        if right.contains(&i) {
+            column.set_cell_alignment(CellAlignment::Right);
+            column.set_constraint(ColumnConstraint::ContentWidth);
         }
     }
-    let mut out = String::new();
-    let mut line = |cells: Vec<&str>| {
-        let parts: Vec<String> = cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let w = widths.get(i).copied().unwrap_or(0);
-                if right.contains(&i) {
-                    format!("{c:>w$}")
-                } else {
-                    format!("{c:<w$}")
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
-    };
-    line(header.iter().map(String::as_str).collect());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
+    if let Some(width) = width {
+        table
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(width)
+            .set_truncation_indicator("…");
     }
+    let mut out = table.trim_fmt();
+    out.push('\n');
     out
 }
 
@@ -557,5 +566,55 @@ mod tests {
         assert_eq!(age(now, now - chrono::Duration::minutes(30)), "30m");
         assert_eq!(age(now, now - chrono::Duration::hours(5)), "5h");
         assert_eq!(age(now, now - chrono::Duration::days(3)), "3d");
+    }
+
+    fn cells(rows: &[&[&str]]) -> Vec<Vec<String>> {
+        rows.iter()
+            .map(|r| r.iter().map(|c| (*c).to_owned()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn a_table_in_a_pipe_keeps_whole_cells_two_spaces_apart() {
+        let header = cells(&[&["NAME", "N", "USD/H"]]).remove(0);
+        let rows = cells(&[
+            &["p4d.24xlarge", "8", "32.7726"],
+            &["g5.xlarge", "1", "1.0060"],
+            &["x", "", ""],
+        ]);
+        assert_eq!(
+            layout(&header, &rows, &[1, 2], None),
+            "NAME          N    USD/H\n\
+             p4d.24xlarge  8  32.7726\n\
+             g5.xlarge     1   1.0060\n\
+             x\n"
+        );
+    }
+
+    #[test]
+    fn a_table_on_a_narrow_terminal_cuts_text_never_numbers_and_keeps_one_line_a_row() {
+        let header = cells(&[&["PROVIDER", "INSTANCE", "GPU", "USD/H"]]).remove(0);
+        let rows = cells(&[
+            &[
+                "aws",
+                "Standard_ND96amsr_A100_v4_extra_long_name",
+                "A100-80GB",
+                "32.7726",
+            ],
+            &["azure", "g5.xlarge", "A10G-24GB", "1.0060"],
+        ]);
+        let text = layout(&header, &rows, &[3], Some(40));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 40), "{text}");
+        assert!(lines[1].contains('…'), "{text}");
+        // The price column ends every line, whole and right-aligned.
+        assert!(
+            lines[1].ends_with("32.7726") && lines[2].ends_with(" 1.0060"),
+            "{text}"
+        );
+        // Columns start where the header's do.
+        let at = |l: &str, what: &str| l.find(what).unwrap();
+        assert_eq!(at(lines[0], "GPU"), at(lines[2], "A10G"), "{text}");
     }
 }

@@ -1,11 +1,15 @@
 //! `gpuplan sync`: one sync of every enabled source now, with a summary per source.
 
+use gpuplan_providers::progress::Counters;
+
+use super::progress::{Progress, bytes};
 use super::*;
 
 pub(super) async fn run_sync(
     config: &Config,
     wanted: &[String],
     json: bool,
+    progress: &Progress,
 ) -> Result<ExitCode, CliError> {
     let mut providers = config
         .providers
@@ -49,7 +53,13 @@ pub(super) async fn run_sync(
             });
             continue;
         };
-        outcomes.push(
+        let counters = Arc::new(Counters::default());
+        let line = progress.line(provider.id(), {
+            let counters = counters.clone();
+            move || sync_status(&counters)
+        });
+        let outcome = gpuplan_providers::progress::counting(
+            counters,
             crate::catalog::sync::sync_provider(
                 &pool,
                 provider.as_ref(),
@@ -57,9 +67,11 @@ pub(super) async fn run_sync(
                 &config.sync,
                 &held.cancel,
                 Some(&held.fence),
-            )
-            .await,
-        );
+            ),
+        )
+        .await;
+        drop(line);
+        outcomes.push(outcome);
         held.release().await;
     }
     let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
@@ -120,4 +132,43 @@ pub(super) async fn run_sync(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A sync's progress line: what it has read, then what it is storing.
+fn sync_status(c: &Counters) -> String {
+    let answers = Counters::get(&c.answers);
+    let mut status = format!(
+        "{} read in {answers} answer{}",
+        bytes(Counters::get(&c.bytes)),
+        if answers == 1 { "" } else { "s" }
+    );
+    let (records, rejected) = (Counters::get(&c.records), Counters::get(&c.rejected));
+    if records > 0 || rejected > 0 {
+        let _ = write!(
+            status,
+            "; checking and storing {records} records ({rejected} rows rejected)"
+        );
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    #[test]
+    fn a_sync_line_says_what_was_read_then_what_is_stored() {
+        let c = Counters::default();
+        c.bytes.store(2048, Ordering::Relaxed);
+        c.answers.store(1, Ordering::Relaxed);
+        assert_eq!(sync_status(&c), "2.00 KiB read in 1 answer");
+        c.answers.store(3, Ordering::Relaxed);
+        c.records.store(120, Ordering::Relaxed);
+        c.rejected.store(2, Ordering::Relaxed);
+        assert_eq!(
+            sync_status(&c),
+            "2.00 KiB read in 3 answers; checking and storing 120 records (2 rows rejected)"
+        );
+    }
 }

@@ -50,6 +50,7 @@ pub(super) async fn offerings(
                     .collect()
                     .await;
                 for page in pages {
+                    crate::progress::answered();
                     let page = page.map_err(|e| super::sdk::sdk_error(&call, &e))?;
                     for o in page.capacity_block_offerings() {
                         let id = o.capacity_block_offering_id().unwrap_or_default();

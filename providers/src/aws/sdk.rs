@@ -387,6 +387,7 @@ async fn instance_types(
         .await;
     let mut out = BTreeMap::new();
     for page in pages {
+        crate::progress::answered();
         let page = page.map_err(|e| sdk_error(&call, &e))?;
         for info in page.instance_types() {
             if let Some(t) = describe(info)
@@ -540,6 +541,7 @@ async fn products(
         .await;
     let mut out = Vec::new();
     for page in pages {
+        crate::progress::answered();
         out.extend(
             page.map_err(|e| sdk_error(&call, &e))?
                 .price_list()
@@ -572,6 +574,7 @@ async fn spot_history(
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
+            crate::progress::answered();
             let page = page.map_err(|e| sdk_error(&call, &e))?;
             for row in page.spot_price_history() {
                 let description = row.product_description().map(|d| d.as_str());
@@ -657,6 +660,7 @@ async fn offerings(
                 .await;
             let mut seen = BTreeSet::new();
             for page in pages {
+                crate::progress::answered();
                 let page = page.map_err(|e| sdk_error(&call, &e))?;
                 for o in page.instance_type_offerings() {
                     let (Some(t), Some(at)) = (o.instance_type(), o.location()) else {
@@ -713,6 +717,7 @@ async fn placement_scores(
             .collect()
             .await;
         for page in pages {
+            crate::progress::answered();
             let page = page.map_err(|e| sdk_error(&call, &e))?;
             for s in page.spot_placement_scores() {
                 let zone = s.availability_zone_id().and_then(|id| by_id.get(id));

@@ -147,7 +147,8 @@ fn aggregate(
     };
     let gpus = crate::bills::gpus::GpuTables::new(vec![gpus.clone()]);
     let mut agg = crate::bills::aggregate::Aggregator::new(source, &gpus);
-    let (_, result) = crate::bills::load::read_file(source, &gpus, &folder, &file, &mut agg);
+    let (_, result) =
+        crate::bills::load::read_file(source, &gpus, &folder, &file, &mut agg, &Default::default());
     result.unwrap();
     agg.finish()
 }

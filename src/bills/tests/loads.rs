@@ -683,3 +683,29 @@ fn bad_cells_fail_only_where_they_would_change_a_figure() {
     let e = one_period(&r).error.clone().unwrap_or_default();
     assert!(e.contains("more than a month"), "{r:#?}");
 }
+
+/// The progress line's counts: every file to read and read, their bytes,
+/// every row (more than a worker counts before it adds its share) and each
+/// period written; a second load of unchanged files reads none.
+#[test]
+fn a_load_tallies_files_bytes_rows_and_periods() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let b = Bench::new(BillProvider::Aws, BillFormat::Focus);
+    let oct = csv_text(FOCUS, &vec![gpu_hour("g6.xlarge", "ml", "1"); 9000]);
+    let small = csv_text(FOCUS, &vec![gpu_hour("g6.xlarge", "ml", "2"); 3]);
+    b.write("oct-1.csv", &oct);
+    b.write("oct-2.csv", &small);
+    let tally = crate::bills::load::Tally::default();
+    let r = b.load_with("2026-10-20T00:00:00Z", &tally);
+    assert!(!r.failed(), "{r:#?}");
+    assert_eq!(tally.files.load(Relaxed), 2);
+    assert_eq!(tally.files_read.load(Relaxed), 2);
+    assert_eq!(tally.bytes.load(Relaxed), (oct.len() + small.len()) as u64);
+    assert_eq!(tally.rows.load(Relaxed), 9003);
+    assert_eq!(tally.periods.load(Relaxed), r.periods.len() as u64);
+    assert!(!r.periods.is_empty());
+
+    let again = crate::bills::load::Tally::default();
+    b.load_with("2026-10-20T06:00:00Z", &again);
+    assert_eq!(again.files_read.load(Relaxed), 0);
+}

@@ -149,7 +149,11 @@ impl Bench {
     }
 
     fn load(&self, now: &str) -> SourceReport {
-        load_source(&self.pool, &self.source, None, t(now))
+        self.load_with(now, &Default::default())
+    }
+
+    fn load_with(&self, now: &str, tally: &crate::bills::load::Tally) -> SourceReport {
+        load_source(&self.pool, &self.source, None, t(now), tally)
     }
 
     fn query(&self, group: &[&str], by: Bucket) -> BillQuery {

@@ -193,6 +193,10 @@ async fn check_and_write(
     started_at: DateTime<Utc>,
 ) -> Result<WriteStats, SyncError> {
     let mut snapshot = fetched?;
+    gpuplan_providers::progress::fetched(
+        snapshot.prices.len() + snapshot.spot_observations.len(),
+        snapshot.skipped.values().sum(),
+    );
     let zero = suspicious::drop_zero_prices(&mut snapshot);
     if zero > 0 {
         tracing::warn!(

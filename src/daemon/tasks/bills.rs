@@ -33,7 +33,7 @@ pub async fn run_bills(
         };
         let (p, s, fence) = (pool.clone(), source.clone(), held.fence.clone());
         let outcome = tokio::task::spawn_blocking(move || {
-            crate::bills::load::load_source(&p, &s, Some(&fence), Utc::now())
+            crate::bills::load::load_source(&p, &s, Some(&fence), Utc::now(), &Default::default())
         })
         .await;
         if let Err(e) = outcome {
