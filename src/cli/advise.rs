@@ -85,6 +85,7 @@ async fn advise_one(
         fence: None,
         scenario_keys: serde_json::Map::new(),
         progress: None,
+        search: None,
     };
     let planned = match service.prepare(&request).await {
         Ok(p) => service.finish(p, &request).await,

@@ -284,7 +284,7 @@ async fn plan(config: &Config, args: &PlanArgs, progress: &Progress) -> Result<E
         None
     };
     let service = PlanService::new(pool, &config.planner, config.source_intervals(Utc::now()));
-    let (_line, sink) = solve_line(progress, &label);
+    let (_line, sink, search) = solve_line(progress, &label);
     let request = PlanRequest {
         name,
         input,
@@ -296,6 +296,7 @@ async fn plan(config: &Config, args: &PlanArgs, progress: &Progress) -> Result<E
         fence: None,
         scenario_keys,
         progress: Some(sink),
+        search: Some(search),
     };
     let prepared = match service.prepare(&request).await {
         Ok(p) => p,
@@ -740,42 +741,70 @@ fn catalog_input(
     })
 }
 
-/// The progress line of a solve, and the sink that feeds it the search's
-/// bound, best plan and gap as the solver reports them (a risk plan's
-/// decomposition does; other solves show only that they run).
+/// What a solve reported last.
+#[derive(Debug, Clone, Copy)]
+enum Heard {
+    /// A risk plan's decomposition, after a master solve.
+    Risk(crate::optimizer::Progress),
+    /// A MIP's branch-and-bound, between slices of its search.
+    Search(crate::optimizer::Search),
+}
+
+/// The progress line of a solve, and the sinks that feed it what the solver
+/// reports as it goes: a MIP its nodes, bound and gap, a risk plan's
+/// decomposition its bound, best plan and gap.
 fn solve_line(
     progress: &Progress,
     name: &str,
-) -> (super::progress::Line, crate::optimizer::ProgressSink) {
+) -> (
+    super::progress::Line,
+    crate::optimizer::ProgressSink,
+    crate::optimizer::SearchSink,
+) {
     let latest = Arc::new(std::sync::Mutex::new(None));
+    let hear = move |latest: &std::sync::Mutex<Option<Heard>>, heard: Heard| {
+        *latest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(heard);
+    };
     let line = progress.line(name, {
         let latest = latest.clone();
         move || {
             let latest = latest
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            latest
-                .as_ref()
-                .map_or_else(|| "solving".to_owned(), solve_status)
+            latest.map_or_else(|| "solving".to_owned(), solve_status)
         }
     });
-    let sink = crate::optimizer::ProgressSink(Arc::new(move |p: &crate::optimizer::Progress| {
-        *latest
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(*p);
+    let risk = crate::optimizer::ProgressSink(Arc::new({
+        let latest = latest.clone();
+        move |p: &crate::optimizer::Progress| hear(&latest, Heard::Risk(*p))
     }));
-    (line, sink)
+    let search = crate::optimizer::SearchSink(Arc::new(move |s: &crate::optimizer::Search| {
+        hear(&latest, Heard::Search(*s));
+    }));
+    (line, risk, search)
 }
 
-fn solve_status(p: &crate::optimizer::Progress) -> String {
-    let best = p.best.map_or("none yet".to_owned(), |b| format!("{b:.2}"));
-    let gap = p
-        .gap
-        .map_or(String::new(), |g| format!(", gap {:.3}%", 100.0 * g));
-    format!(
-        "solving λ {}: bound {:.2}, best plan {best}{gap}, {} master solves",
-        p.lambda, p.bound, p.iteration,
-    )
+fn solve_status(heard: Heard) -> String {
+    let percent = |g: f64| format!("{:.3}%", 100.0 * g);
+    match heard {
+        Heard::Risk(p) => {
+            let best = p.best.map_or("none yet".to_owned(), |b| format!("{b:.2}"));
+            let gap = p
+                .gap
+                .map_or(String::new(), |g| format!(", gap {}", percent(g)));
+            format!(
+                "solving λ {}: bound {:.2}, best plan {best}{gap}, {} master solves",
+                p.lambda, p.bound, p.iteration,
+            )
+        }
+        Heard::Search(s) => {
+            let bound = s.bound.map_or("none yet".to_owned(), |b| format!("{b:.2}"));
+            let gap = s.gap.map_or("none yet".to_owned(), percent);
+            format!("solving: nodes {}, bound {bound}, gap {gap}", s.nodes)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -792,13 +821,27 @@ mod tests {
             gap: Some(0.004_28),
         };
         assert_eq!(
-            solve_status(&p),
+            solve_status(Heard::Risk(p)),
             "solving λ 0.5: bound 27400.13, best plan 27517.96, gap 0.428%, 12 master solves"
         );
         (p.best, p.gap) = (None, None);
         assert_eq!(
-            solve_status(&p),
+            solve_status(Heard::Risk(p)),
             "solving λ 0.5: bound 27400.13, best plan none yet, 12 master solves"
+        );
+        let mut s = crate::optimizer::Search {
+            nodes: 1200,
+            bound: Some(98.765),
+            gap: Some(0.0123),
+        };
+        assert_eq!(
+            solve_status(Heard::Search(s)),
+            "solving: nodes 1200, bound 98.77, gap 1.230%"
+        );
+        (s.bound, s.gap) = (None, None);
+        assert_eq!(
+            solve_status(Heard::Search(s)),
+            "solving: nodes 1200, bound none yet, gap none yet"
         );
     }
 }

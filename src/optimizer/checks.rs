@@ -236,7 +236,12 @@ pub(super) fn baseline(
     };
     let (milp, vars) = build(setup, &all, scope);
     let deadline = opts.time_limit.map(|t| std::time::Instant::now() + t);
-    let solved = match solve_model(setup, &milp, &vars, scope, opts, deadline).0 {
+    // The plan's own search is what its watchers follow, not this one.
+    let quiet = SolveOptions {
+        search: None,
+        ..opts.clone()
+    };
+    let solved = match solve_model(setup, &milp, &vars, scope, &quiet, deadline).0 {
         Ok(s) if s.bound.is_none() => Ok(s.values),
         Ok(_) => Err(LpError::TimeLimit),
         Err(e) => Err(e),

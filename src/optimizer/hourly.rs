@@ -79,11 +79,12 @@ pub(super) fn solve(
     milp: &Milp,
     vars: &Vars,
     deadline: Option<Instant>,
+    watch: Option<&super::SearchSink>,
 ) -> Outcome {
     let Some(plan) = Decomposition::new(setup, milp, vars) else {
         return Outcome::NotApplicable;
     };
-    plan.run(milp.vars.len(), deadline)
+    plan.run(milp.vars.len(), deadline, watch)
 }
 
 struct Decomposition {
@@ -176,7 +177,12 @@ impl Decomposition {
         })
     }
 
-    fn run(&self, n_vars: usize, deadline: Option<Instant>) -> Outcome {
+    fn run(
+        &self,
+        n_vars: usize,
+        deadline: Option<Instant>,
+        watch: Option<&super::SearchSink>,
+    ) -> Outcome {
         let Some(bought) = self.purchases() else {
             return Outcome::NotApplicable;
         };
@@ -210,11 +216,21 @@ impl Decomposition {
         let mut memo: HashMap<(usize, usize), Option<HourPlan>> = HashMap::new();
         // Set when the time limit stops the search: the lowest bound left.
         let mut open_bound = None;
-        for (bound, i) in order {
+        for (tried, (bound, i)) in order.into_iter().enumerate() {
             if let Some((b, _, _)) = &best
                 && bound >= b - 1e-9 * b.abs().max(1.0)
             {
                 break;
+            }
+            // Purchases come lowest bound first: this one's is the search's.
+            if let Some(watch) = watch {
+                (watch.0)(&super::Search {
+                    nodes: tried as u64 + 1,
+                    bound: Some(bound),
+                    gap: best
+                        .as_ref()
+                        .map(|(b, _, _)| super::relative_gap(*b, bound)),
+                });
             }
             if best.is_some() && deadline.is_some_and(|d| Instant::now() >= d) {
                 open_bound = Some(bound);

@@ -97,6 +97,29 @@ pub const MIP_GAP: f32 = 1e-7;
 /// in MiB leaves.
 const NODES_PER_LOOK: u64 = 200;
 
+/// How far a whole-count search has got: microlp's branch-and-bound
+/// between slices, or gpuplan's own searches over purchases.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Search {
+    /// Nodes examined: branch-and-bound nodes, or the purchases the
+    /// decompositions tried.
+    pub nodes: u64,
+    /// The least objective proven possible, once there is one.
+    pub bound: Option<f64>,
+    /// The best plan's relative gap above the bound, once both are known.
+    pub gap: Option<f64>,
+}
+
+/// Where a MIP search reports its [`Search`]; called from the solving thread.
+#[derive(Clone)]
+pub struct SearchSink(pub std::sync::Arc<dyn Fn(&Search) + Send + Sync>);
+
+impl std::fmt::Debug for SearchSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SearchSink")
+    }
+}
+
 /// Bytes this process holds in memory now (`VmRSS`); `None` where that
 /// cannot be read, which leaves a memory limit unenforced.
 #[must_use]
@@ -153,14 +176,21 @@ impl Milp {
         time_limit: Option<Duration>,
         initial: Option<&[f64]>,
         memory_limit: Option<u64>,
+        watch: Option<&SearchSink>,
     ) -> Result<Solved, LpError> {
-        match (backend, memory_limit, resident_bytes()) {
-            (Backend::Microlp, Some(limit), Some(start)) if self.integer_count() > 0 => {
-                let over = || resident_bytes().is_some_and(|now| now.saturating_sub(start) > limit);
-                self.microlp_in_slices(time_limit, initial, NODES_PER_LOOK, &over)
-            }
-            _ => self.solve_within(backend, time_limit, initial),
+        let limit = memory_limit.zip(resident_bytes());
+        if backend == Backend::Microlp
+            && self.integer_count() > 0
+            && (limit.is_some() || watch.is_some())
+        {
+            let over = || {
+                limit.is_some_and(|(limit, start)| {
+                    resident_bytes().is_some_and(|now| now.saturating_sub(start) > limit)
+                })
+            };
+            return self.microlp_in_slices(time_limit, initial, NODES_PER_LOOK, &over, watch);
         }
+        self.solve_within(backend, time_limit, initial)
     }
 
     /// microlp's search run `nodes` nodes at a time, stopping when `over()`
@@ -171,6 +201,7 @@ impl Milp {
         initial: Option<&[f64]>,
         nodes: u64,
         over: &dyn Fn() -> bool,
+        watch: Option<&SearchSink>,
     ) -> Result<Solved, LpError> {
         use microlp::TerminationReason;
         let (p, vars) = self.microlp_problem(true)?;
@@ -186,6 +217,14 @@ impl Milp {
         // the gap, or out of time.
         let mut memory = false;
         while outcome.termination_reason() == TerminationReason::NodeLimit {
+            if let Some(watch) = watch {
+                let stats = outcome.stats();
+                (watch.0)(&Search {
+                    nodes: stats.nodes_solved,
+                    bound: stats.best_bound,
+                    gap: stats.gap,
+                });
+            }
             if over() {
                 memory = true;
                 break;
@@ -490,12 +529,34 @@ mod tests {
         let m = knapsack();
         let whole = m.solve_within(Backend::Microlp, None, None).unwrap();
         let cost = |x: &[f64]| -> f64 { m.vars.iter().zip(x).map(|(v, x)| v.cost * x).sum() };
-        let sliced = m.microlp_in_slices(None, None, 3, &|| false).unwrap();
+        let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let watch = SearchSink(std::sync::Arc::new({
+            let heard = heard.clone();
+            move |s: &Search| heard.lock().unwrap().push(*s)
+        }));
+        let sliced = m
+            .microlp_in_slices(None, None, 3, &|| false, Some(&watch))
+            .unwrap();
         assert_eq!(sliced.bound, None);
         assert!((cost(&sliced.values) - cost(&whole.values)).abs() < 1e-6);
+        // Each slice reported how far the search got, and its bounds never
+        // passed the optimum.
+        let heard = heard.lock().unwrap();
+        assert!(!heard.is_empty());
+        assert!(
+            heard.windows(2).all(|w| w[0].nodes < w[1].nodes),
+            "{heard:?}"
+        );
+        assert!(
+            heard
+                .iter()
+                .filter_map(|s| s.bound)
+                .all(|b| b <= cost(&whole.values) + 1e-9),
+            "{heard:?}"
+        );
         // Memory "runs out" at the first look: the best plan so far, with
         // its bound, or no plan at all; never a proof it does not have.
-        match m.microlp_in_slices(None, None, 1, &|| true) {
+        match m.microlp_in_slices(None, None, 1, &|| true, None) {
             Ok(s) => {
                 let bound = s.bound.expect("stopped early, so not proven");
                 assert!(bound <= cost(&s.values) + 1e-9);
@@ -511,7 +572,7 @@ mod tests {
             rhs: 2.0,
         });
         let s = lp
-            .solve_bounded(Backend::Microlp, None, None, Some(0))
+            .solve_bounded(Backend::Microlp, None, None, Some(0), None)
             .unwrap();
         assert_eq!((s.values[0], s.bound), (2.0, None));
     }

@@ -72,7 +72,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 pub use change::{PlanChange, compare};
-pub use lp::{Backend, LpError};
+pub use lp::{Backend, LpError, Search, SearchSink};
 pub use measure::{cvar, quantile};
 pub use model::{
     DemandClass, DemandPaths, MAX_CLASSES, MAX_DEMAND_PER_HOUR, MAX_HORIZON_HOURS, MAX_OFFERS,
@@ -103,6 +103,8 @@ pub struct SolveOptions {
     pub decompose: bool,
     /// Hears a long search's bound and best plan as it goes.
     pub progress: Option<ProgressSink>,
+    /// Hears a MIP's branch-and-bound (nodes, bound, gap) as it goes.
+    pub search: Option<SearchSink>,
     /// Once set, a search that can stop with its best plan does so, as at
     /// its time limit (`stopped_by: "stopped"`).
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
@@ -128,6 +130,7 @@ impl Default for SolveOptions {
             memory_limit: None,
             decompose: true,
             progress: None,
+            search: None,
             stop: None,
         }
     }
@@ -549,7 +552,7 @@ fn solve_model(
 ) -> (Result<lp::Solved, LpError>, &'static str) {
     let whole_hours = scope.mip && setup.problem.policy.integer_hourly;
     let decomposed = if whole_hours {
-        hourly::solve(setup, milp, vars, deadline)
+        hourly::solve(setup, milp, vars, deadline, opts.search.as_ref())
     } else {
         hourly::Outcome::NotApplicable
     };
@@ -596,7 +599,13 @@ fn solve_model(
             }
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             (
-                milp.solve_bounded(opts.backend, left, start.as_deref(), opts.memory_limit),
+                milp.solve_bounded(
+                    opts.backend,
+                    left,
+                    start.as_deref(),
+                    opts.memory_limit,
+                    opts.search.as_ref(),
+                ),
                 "milp",
             )
         }

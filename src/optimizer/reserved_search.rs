@@ -302,10 +302,21 @@ impl Search<'_> {
         // than `FIRST_GAP`; the rest wait with their bounds until none is
         // left, so that a search cut short still has its gap that small.
         let mut first = true;
+        let mut nodes = 0;
         while let Some(mut node) = open.pop() {
             if !Self::can_beat(node.bound, best.as_ref()) {
                 open.clear();
                 break;
+            }
+            // Nodes come lowest bound first: this one's is the search's.
+            nodes += 1;
+            if let Some(watch) = &self.opts.search {
+                let bound = node.bound.min(unresolved);
+                (watch.0)(&super::Search {
+                    nodes,
+                    bound: Some(bound),
+                    gap: best.as_ref().map(|b| super::relative_gap(b.cost, bound)),
+                });
             }
             if first && !Self::can_beat_by(node.bound, best.as_ref(), true) {
                 first = false;

@@ -304,6 +304,53 @@ fn reductions_never_change_the_optimum() {
     }
 }
 
+/// Both searches over purchases report as they go: nodes counted up, and
+/// every bound at most the optimum they end with.
+#[test]
+fn whole_count_searches_report_nodes_and_bounds_below_the_optimum() {
+    let mut heard_from = std::collections::BTreeSet::new();
+    for seed in 1..=10 {
+        let mut doc = random_problem(seed, 4, 6);
+        doc["policy"]["integer_hourly"] = json!(true);
+        let problem = Problem::from_json(&doc).unwrap();
+        for reduce in [true, false] {
+            let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let opts = SolveOptions {
+                reduce,
+                search: Some(SearchSink(std::sync::Arc::new({
+                    let heard = heard.clone();
+                    move |s: &Search| heard.lock().unwrap().push(*s)
+                }))),
+                ..SolveOptions::default()
+            };
+            let r = solve(&problem, &opts).unwrap();
+            let heard = heard.lock().unwrap();
+            let Some(objective) = r.objective.filter(|_| r.status == "optimal") else {
+                continue;
+            };
+            if !heard.is_empty() {
+                heard_from.insert(r.model_stats.method);
+            }
+            assert!(
+                heard.windows(2).all(|w| w[0].nodes < w[1].nodes),
+                "{heard:?}"
+            );
+            for s in heard.iter() {
+                let bound = s.bound.unwrap();
+                assert!(
+                    bound <= objective * (1.0 + 1e-9) + 1e-9,
+                    "seed {seed}: {s:?} above {objective}"
+                );
+                assert!(s.gap.is_none_or(|g| g >= -1e-9), "seed {seed}: {s:?}");
+            }
+        }
+    }
+    assert_eq!(
+        heard_from.into_iter().collect::<Vec<_>>(),
+        ["decomposition", "reserved_search"]
+    );
+}
+
 #[test]
 fn whole_hourly_counts_by_decomposition_match_the_milp() {
     // Reduced, each offer keeps one option and the decomposition solves it;

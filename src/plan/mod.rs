@@ -80,8 +80,10 @@ pub struct PlanRequest {
     /// `scenarios`) to add to the problem, which then plans as version 3.
     /// A `risk` object here is merged key by key over the problem's own.
     pub scenario_keys: serde_json::Map<String, Value>,
-    /// Hears a long search's progress (the CLI prints it).
+    /// Hears a long search's progress (the CLI shows it).
     pub progress: Option<crate::optimizer::ProgressSink>,
+    /// Hears a MIP's branch-and-bound as it goes (the CLI shows it).
+    pub search: Option<crate::optimizer::SearchSink>,
 }
 
 /// A problem ready to solve.
@@ -347,6 +349,7 @@ impl PlanService {
             memory_limit: Some(self.memory_limit),
             backend: req.backend,
             progress: req.progress.clone(),
+            search: req.search.clone(),
             ..SolveOptions::default()
         };
         let problem = prepared.problem.clone();

@@ -142,6 +142,7 @@ async fn plan_once(
         fence: Some(fence.clone()),
         scenario_keys: serde_json::Map::new(),
         progress: None,
+        search: None,
     };
     let planned = planning.plan(request).await.map_err(|e| e.to_string())?;
     let (Some(change), Some(hook)) = (planned.saved.and_then(|s| s.change), hook) else {

@@ -353,8 +353,13 @@ impl Decomposition {
             let initial = best
                 .filter(|_| phase_whole)
                 .map(|(_, i)| self.master_start(goal, i));
-            let solved =
-                master.solve_bounded(self.backend, left, initial.as_deref(), self.memory_limit);
+            let solved = master.solve_bounded(
+                self.backend,
+                left,
+                initial.as_deref(),
+                self.memory_limit,
+                None,
+            );
             let values = match solved {
                 Ok(Solved {
                     values,

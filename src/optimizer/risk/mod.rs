@@ -467,7 +467,13 @@ impl Solver<'_, '_> {
             }
             Some(ext) => {
                 let m = ext.model(&self.groups, lambda, st.risk.beta, &self.shift, None);
-                let first = m.solve_bounded(opts.backend, left(), None, opts.memory_limit);
+                let first = m.solve_bounded(
+                    opts.backend,
+                    left(),
+                    None,
+                    opts.memory_limit,
+                    opts.search.as_ref(),
+                );
                 match first {
                     Ok(Solved {
                         values,
@@ -477,7 +483,13 @@ impl Solver<'_, '_> {
                         let v: f64 = m.vars.iter().zip(&values).map(|(v, x)| v.cost * x).sum();
                         let m2 =
                             ext.model(&self.groups, lambda, st.risk.beta, &self.shift, Some(v));
-                        m2.solve_bounded(opts.backend, left(), None, opts.memory_limit)
+                        m2.solve_bounded(
+                            opts.backend,
+                            left(),
+                            None,
+                            opts.memory_limit,
+                            opts.search.as_ref(),
+                        )
                     }
                     other => other,
                 }

@@ -448,6 +448,7 @@ async fn create_plan(
         fence: None,
         scenario_keys,
         progress: None,
+        search: None,
     };
     match state.planning.plan(request).await {
         Ok(planned) => {
