@@ -14,19 +14,19 @@ use support::NO_CLOUDS;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// One tmux server of our own (its own socket), running one command in a
-/// 120 x 40 window; the window stays after the command ends, so its last
-/// screen can be read.
+/// window `width` columns wide; the window stays after the command ends, so
+/// its last screen can be read.
 struct Tmux {
     socket: String,
 }
 
 impl Tmux {
-    fn start(dir: &Path, command: &str) -> Self {
+    fn start(dir: &Path, width: u16, command: &str) -> Self {
         let socket = format!("gpuplan-test-{}-{}", std::process::id(), fastrand::u32(..));
         let shell = format!("{command}; echo \"exited $?\"; sleep 600");
         let status = Command::new("tmux")
             .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
-            .args(["-x", "120", "-y", "40", "-c"])
+            .args(["-x", &width.to_string(), "-y", "40", "-c"])
             .arg(dir)
             .arg(shell)
             .env("TERM", "xterm-256color")
@@ -41,7 +41,9 @@ impl Tmux {
 
     fn screen(&self) -> String {
         let out = Command::new("tmux")
-            .args(["-L", &self.socket, "capture-pane", "-p"])
+            // -J joins lines the terminal wrapped: a line too long for the
+            // window shows as one long line.
+            .args(["-L", &self.socket, "capture-pane", "-p", "-J"])
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -147,7 +149,7 @@ async fn a_long_sync_draws_progress_on_a_terminal_and_nothing_in_a_pipe() {
     let bin = env!("CARGO_BIN_EXE_gpuplan");
     let d = dir.path().to_path_buf();
     let screens = tokio::task::spawn_blocking(move || {
-        let tmux = Tmux::start(&d, &format!("{bin} --config gpuplan.toml sync"));
+        let tmux = Tmux::start(&d, 120, &format!("{bin} --config gpuplan.toml sync"));
         tmux.screens_until(exited)
     })
     .await
@@ -180,6 +182,32 @@ async fn a_long_sync_draws_progress_on_a_terminal_and_nothing_in_a_pipe() {
     );
     assert!(!last.contains("read in"), "{last}");
     assert!(last.contains("exited 0"), "{last}");
+
+    // What it stored, listed in a terminal too narrow for the table: every
+    // row one line within the width, headers whole, the text cut with a
+    // marker, the prices whole.
+    let d = dir.path().to_path_buf();
+    let listed = tokio::task::spawn_blocking(move || {
+        let tmux = Tmux::start(&d, 90, &format!("{bin} --config gpuplan.toml prices"));
+        tmux.screens_until(exited).pop().unwrap()
+    })
+    .await
+    .unwrap();
+    let rows: Vec<&str> = listed
+        .lines()
+        .take_while(|l| !l.starts_with("exited"))
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert!(
+        rows[0].starts_with("PROVIDER  REGION  ZONE") && rows.len() == 5,
+        "{listed}"
+    );
+    assert!(
+        rows.iter().all(|l| l.trim_end().chars().count() <= 90),
+        "{listed}"
+    );
+    assert!(rows.iter().any(|l| l.contains('…')), "{listed}");
+    assert!(rows[1..].iter().any(|l| l.contains("20.0000")), "{listed}");
 
     // The same sync into pipes: the summary, and no control character.
     let dir = tempfile::tempdir().unwrap();
@@ -249,13 +277,15 @@ async fn a_long_solve_draws_progress_on_a_terminal_and_nothing_in_a_pipe() {
     let problem = dir.path().join("long.json");
     std::fs::write(&problem, long_problem().to_string()).unwrap();
     let bin = env!("CARGO_BIN_EXE_gpuplan");
+    // The plan goes to a file, as `> plan.txt` does at a prompt: its
+    // hourly rows would scroll the screen; the progress is on stderr.
     let args = format!(
-        "plan --problem {} --time-limit-secs 3",
+        "plan --problem {} --time-limit-secs 3 > plan.txt",
         shell_quote(&problem)
     );
     let d = dir.path().to_path_buf();
     let screens = tokio::task::spawn_blocking(move || {
-        let tmux = Tmux::start(&d, &format!("{bin} {args}"));
+        let tmux = Tmux::start(&d, 120, &format!("{bin} {args}"));
         tmux.screens_until(exited)
     })
     .await
@@ -269,8 +299,11 @@ async fn a_long_solve_draws_progress_on_a_terminal_and_nothing_in_a_pipe() {
         "no progress line while it solved; screens:\n{}",
         screens.join("\n----\n")
     );
-    assert!(last.contains("long: "), "{last}");
-    assert!(!last.contains("solving"), "{last}");
+    // Stopped by its time limit (exit 1), the line cleared, the plan whole.
+    assert_eq!(last.trim(), "exited 1", "{last}");
+    let plan = std::fs::read_to_string(dir.path().join("plan.txt")).unwrap();
+    assert!(plan.starts_with("long: time_limit"), "{plan}");
+    assert_plain("the plan", plan.as_bytes());
 
     // Piped, and asked for JSON: the plan, and no control character.
     let out = tokio::task::spawn_blocking(move || {
@@ -298,8 +331,9 @@ fn quiet_draws_nothing_on_a_terminal() {
     let bin = env!("CARGO_BIN_EXE_gpuplan");
     let tmux = Tmux::start(
         dir.path(),
+        120,
         &format!(
-            "{bin} --quiet plan --problem {} --time-limit-secs 2",
+            "{bin} --quiet plan --problem {} --time-limit-secs 2 > plan.txt",
             shell_quote(&problem)
         ),
     );
@@ -309,5 +343,7 @@ fn quiet_draws_nothing_on_a_terminal() {
         "{}",
         screens.join("\n----\n")
     );
-    assert!(screens.last().unwrap().contains("long: "));
+    assert_eq!(screens.last().unwrap().trim(), "exited 1");
+    let plan = std::fs::read_to_string(dir.path().join("plan.txt")).unwrap();
+    assert!(plan.starts_with("long: time_limit"), "{plan}");
 }

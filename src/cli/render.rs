@@ -220,8 +220,8 @@ pub(super) fn render_table<const N: usize>(
 
 /// A table for people: a header row, then `rows`, columns two spaces apart
 /// with `right` ones aligned right. On a terminal the table fits its width:
-/// the widest text columns are cut short with `…`, numbers never are, and
-/// every row stays one line so columns never shift. In a pipe lines are as
+/// the widest text columns are cut short with `…`, numbers and headers
+/// never are, and every row stays one line so columns never shift. In a pipe lines are as
 /// long as their cells.
 pub(super) fn render_rows(header: &[String], rows: &[Vec<String>], right: &[usize]) -> String {
     let width = console::Term::stdout().size_checked().map(|(_, cols)| cols);
@@ -229,7 +229,7 @@ pub(super) fn render_rows(header: &[String], rows: &[Vec<String>], right: &[usiz
 }
 
 fn layout(header: &[String], rows: &[Vec<String>], right: &[usize], width: Option<u16>) -> String {
-    use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Row, Table};
+    use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Row, Table, Width};
     let line = |cells: &[String]| {
         let mut row = Row::from(cells);
         row.max_height(1);
@@ -245,6 +245,13 @@ fn layout(header: &[String], rows: &[Vec<String>], right: &[usize], width: Optio
         if right.contains(&i) {
             column.set_cell_alignment(CellAlignment::Right);
             column.set_constraint(ColumnConstraint::ContentWidth);
+        } else {
+            // A cut header names nothing: text columns keep theirs whole.
+            // (comfy-table's widths include the padding.)
+            let title = header.get(i).map_or(0, |h| h.chars().count());
+            let title = u16::try_from(title).unwrap_or(u16::MAX);
+            let least = title.saturating_add(column.padding_width());
+            column.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(least)));
         }
     }
     if let Some(width) = width {
@@ -608,13 +615,19 @@ mod tests {
         assert_eq!(lines.len(), 3, "{text}");
         assert!(lines.iter().all(|l| l.chars().count() <= 40), "{text}");
         assert!(lines[1].contains('…'), "{text}");
+        assert_eq!(
+            lines[0].split_whitespace().collect::<Vec<_>>(),
+            ["PROVIDER", "INSTANCE", "GPU", "USD/H"],
+            "{text}"
+        );
         // The price column ends every line, whole and right-aligned.
         assert!(
             lines[1].ends_with("32.7726") && lines[2].ends_with(" 1.0060"),
             "{text}"
         );
         // Columns start where the header's do.
-        let at = |l: &str, what: &str| l.find(what).unwrap();
+        let at = |l: &str, what: &str| l[..l.find(what).unwrap()].chars().count();
+        assert_eq!(at(lines[0], "GPU"), at(lines[1], "A100"), "{text}");
         assert_eq!(at(lines[0], "GPU"), at(lines[2], "A10G"), "{text}");
     }
 }
