@@ -26,6 +26,7 @@
 //!
 //!     cargo bench --bench market                          # 50 M observations
 //!     OBSERVATIONS=1000000 cargo bench --bench market     # the same at 1 M
+//!     BACKENDS=postgres cargo bench --bench market        # only PostgreSQL's figures
 
 mod support;
 
@@ -814,6 +815,9 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(50_000_000);
+    // BACKENDS=postgres measures only the PostgreSQL copy (the SQLite
+    // catalog is still built, as its source), for a second run.
+    let measures_sqlite = std::env::var("BACKENDS").map_or(true, |b| b.contains("sqlite"));
     let dir = tempfile::tempdir().unwrap();
     let clouds = Arc::new(clouds());
     let series = Arc::new(spot_series(&clouds, observations));
@@ -873,16 +877,18 @@ async fn main() {
             database as f64 / 1048576.0
         );
     }
-    measure(
-        "sqlite",
-        location,
-        "path = \"catalog.db\"",
-        dir.path(),
-        &clouds,
-        &series,
-        now,
-    )
-    .await;
+    if measures_sqlite {
+        measure(
+            "sqlite",
+            location,
+            "path = \"catalog.db\"",
+            dir.path(),
+            &clouds,
+            &series,
+            now,
+        )
+        .await;
+    }
     match &pg {
         Some(db) => {
             let store = format!("url = \"{}\"", db.url());
@@ -903,5 +909,7 @@ async fn main() {
             gpuplan::store::scratch::SERVER_ENV
         ),
     }
-    migration(dir.path(), &clouds, &series, start, written);
+    if measures_sqlite {
+        migration(dir.path(), &clouds, &series, start, written);
+    }
 }
