@@ -18,10 +18,18 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// its last screen can be read.
 struct Tmux {
     socket: String,
+    /// Whether screens keep their colours, as escape sequences.
+    colours: bool,
 }
 
 impl Tmux {
     fn start(dir: &Path, width: u16, command: &str) -> Self {
+        Self::start_with(dir, width, command, &[])
+    }
+
+    /// [`Tmux::start`] with `env` set for the command; screens then keep
+    /// their colours.
+    fn start_with(dir: &Path, width: u16, command: &str, env: &[(&str, &str)]) -> Self {
         let socket = format!("gpuplan-test-{}-{}", std::process::id(), fastrand::u32(..));
         let shell = format!("{command}; echo \"exited $?\"; sleep 600");
         let status = Command::new("tmux")
@@ -33,17 +41,23 @@ impl Tmux {
             .env("RUST_LOG", "warn")
             .env_remove("GPUPLAN_CONFIG")
             .env_remove("NO_COLOR")
+            .env_remove("CLICOLOR")
+            .envs(env.iter().copied())
             .status()
             .expect("tmux runs (Debian's tmux package)");
         assert!(status.success());
-        Self { socket }
+        Self {
+            socket,
+            colours: !env.is_empty(),
+        }
     }
 
     fn screen(&self) -> String {
+        // -J joins lines the terminal wrapped: a line too long for the
+        // window shows as one long line. -e keeps colours.
+        let flags = if self.colours { "-pJe" } else { "-pJ" };
         let out = Command::new("tmux")
-            // -J joins lines the terminal wrapped: a line too long for the
-            // window shows as one long line.
-            .args(["-L", &self.socket, "capture-pane", "-p", "-J"])
+            .args(["-L", &self.socket, "capture-pane", flags])
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -346,4 +360,36 @@ fn quiet_draws_nothing_on_a_terminal() {
     assert_eq!(screens.last().unwrap().trim(), "exited 1");
     let plan = std::fs::read_to_string(dir.path().join("plan.txt")).unwrap();
     assert!(plan.starts_with("long: time_limit"), "{plan}");
+}
+
+/// The progress line is coloured on a terminal, and plain with `NO_COLOR`.
+#[test]
+fn colours_follow_no_color() {
+    let dir = tempfile::tempdir().unwrap();
+    let problem = dir.path().join("long.json");
+    std::fs::write(&problem, long_problem().to_string()).unwrap();
+    let bin = env!("CARGO_BIN_EXE_gpuplan");
+    let command = format!(
+        "{bin} plan --problem {} --time-limit-secs 2 > plan.txt",
+        shell_quote(&problem)
+    );
+    let progress_lines = |env: &[(&str, &str)]| -> Vec<String> {
+        let tmux = Tmux::start_with(dir.path(), 120, &command, env);
+        let screens = tmux.screens_until(exited);
+        screens
+            .iter()
+            .flat_map(|s| s.lines())
+            .filter(|l| l.contains("solving"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let coloured = progress_lines(&[("CLICOLOR", "1")]);
+    assert!(!coloured.is_empty());
+    assert!(
+        coloured.iter().all(|l| l.contains("\u{1b}[")),
+        "{coloured:?}"
+    );
+    let plain = progress_lines(&[("NO_COLOR", "1")]);
+    assert!(!plain.is_empty());
+    assert!(plain.iter().all(|l| !l.contains('\u{1b}')), "{plain:?}");
 }
