@@ -94,6 +94,11 @@ enum Slot {
     List,
     /// Spot records the dashboard asked for.
     Spot,
+    /// List and spot records of a time before now, keyed by the minute they
+    /// were read for. They stay across syncs: a sync adds what is newer,
+    /// and a minute later a new key reads them again.
+    PastList,
+    PastSpot,
 }
 
 impl Slot {
@@ -106,7 +111,7 @@ impl Slot {
     fn budget(self) -> usize {
         match self {
             Self::Answer => ANSWERS_BUDGET_BYTES,
-            Self::List | Self::Spot => RECORDS_BUDGET_BYTES,
+            Self::List | Self::Spot | Self::PastList | Self::PastSpot => RECORDS_BUDGET_BYTES,
         }
     }
 }
@@ -134,8 +139,11 @@ impl CatalogCache {
         let list_moved = self
             .generation
             .is_none_or(|g| g.list_prices != generation.list_prices);
-        self.entries
-            .retain(|(slot, _), _| *slot == Slot::List && !list_moved);
+        self.entries.retain(|(slot, _), _| match slot {
+            Slot::List => !list_moved,
+            Slot::PastList | Slot::PastSpot => true,
+            Slot::Answer | Slot::Spot => false,
+        });
         self.cached_bytes = [0, 0];
         for ((slot, _), e) in &self.entries {
             self.cached_bytes[slot.class()] += e.bytes;
@@ -241,6 +249,7 @@ fn cached_records(
     fresh: &Freshness,
     state: &AppState,
     key: &str,
+    (list, spot): (Slot, Slot),
     compute: impl Fn(PricePart) -> Result<Vec<catalog::CatalogRecord>, StoreError>,
 ) -> Result<Records, StoreError> {
     let key = (key.to_owned(), fresh.stale_sources());
@@ -254,10 +263,14 @@ fn cached_records(
         Ok::<_, StoreError>(records)
     };
     Ok(Records {
-        list: part(PricePart::List, Slot::List)?,
-        spot: part(PricePart::Spot, Slot::Spot)?,
+        list: part(PricePart::List, list)?,
+        spot: part(PricePart::Spot, spot)?,
     })
 }
+
+/// Where current records are kept: list prices until they change, spot
+/// prices until the next sync.
+const NOW: (Slot, Slot) = (Slot::List, Slot::Spot);
 
 /// Every current price record, as the dashboard filters them in memory: one
 /// copy of the catalog, whatever the questions asked, its list prices read
@@ -270,16 +283,16 @@ pub(crate) fn current_records(
     fresh: &Freshness,
     state: &AppState,
 ) -> Result<Records, StoreError> {
-    cached_records(fresh, state, "current", |part| {
+    cached_records(fresh, state, "current", NOW, |part| {
         catalog::price_part_at(store, fresh, &PriceFilter::default(), None, part)
     })
 }
 
 /// The cheapest instance price per (GPU model, price group) now, or `back`
-/// before now. Only those records are cached, per catalog state (and, for a
-/// time before now, per minute): now's come from [`current_records`], and
-/// the overview and each scrape of `/metrics` read the whole catalog of a
-/// time before now once a minute at most.
+/// before now. Only those records are cached: now's per catalog state, from
+/// [`current_records`]; a time before now's per minute, so the overview and
+/// each scrape of `/metrics` read the whole catalog of a time before now
+/// once a minute at most, however often syncs commit.
 ///
 /// # Errors
 /// On a store error.
@@ -296,7 +309,7 @@ pub(crate) fn cheapest_at(
     let kept = match back {
         None => {
             let current = current_records(store, fresh, state)?;
-            cached_records(fresh, state, "cheapest:now", |part| {
+            cached_records(fresh, state, "cheapest:now", NOW, |part| {
                 let records = match part {
                     PricePart::List => &current.list,
                     _ => &current.spot,
@@ -307,11 +320,19 @@ pub(crate) fn cheapest_at(
         }
         Some(b) => {
             let key = format!("cheapest:{}:{}", fresh.now.timestamp() / 60, b.num_hours());
-            cached_records(fresh, state, &key, |part| {
-                let records =
-                    catalog::price_part_at(store, fresh, &filter, Some(fresh.now - b), part)?;
-                Ok(catalog::cheapest(&records).into_values().collect())
-            })?
+            // Not read again after each sync: on a whole market that read
+            // takes a second or more, and syncs may commit every second.
+            cached_records(
+                fresh,
+                state,
+                &key,
+                (Slot::PastList, Slot::PastSpot),
+                |part| {
+                    let records =
+                        catalog::price_part_at(store, fresh, &filter, Some(fresh.now - b), part)?;
+                    Ok(catalog::cheapest(&records).into_values().collect())
+                },
+            )?
         }
     };
     Ok(catalog::cheapest(kept.iter()))
@@ -467,7 +488,7 @@ mod tests {
     }
 
     #[test]
-    fn list_prices_outlive_a_spot_sync_and_nothing_outlives_a_list_change() {
+    fn list_prices_outlive_a_spot_sync_and_only_the_past_outlives_a_list_change() {
         let mut cache = CatalogCache::default();
         let records = || Value::Records(Arc::new(Vec::new()));
         let at = |data, list_prices| Generation { data, list_prices };
@@ -475,13 +496,18 @@ mod tests {
         cache.keep(Slot::List, key("q"), records(), 10);
         cache.keep(Slot::Spot, key("q"), records(), 20);
         cache.keep(Slot::Answer, key("q"), answer(30), 30);
+        cache.keep(Slot::PastList, key("q"), records(), 4);
+        cache.keep(Slot::PastSpot, key("q"), records(), 5);
         cache.follow(at(2, 1));
         assert!(cache.records(Slot::List, &key("q")).is_some());
         assert!(cache.records(Slot::Spot, &key("q")).is_none());
         assert!(cache.answer(&key("q")).is_none());
-        assert_eq!(cache.cached_bytes, [0, 10]);
+        assert_eq!(cache.cached_bytes, [0, 19]);
         cache.follow(at(3, 2));
-        assert!(cache.entries.is_empty());
-        assert_eq!(cache.cached_bytes, [0, 0]);
+        // A time before now reads the same whatever a sync added since.
+        assert!(cache.records(Slot::PastList, &key("q")).is_some());
+        assert!(cache.records(Slot::PastSpot, &key("q")).is_some());
+        assert_eq!(cache.entries.len(), 2);
+        assert_eq!(cache.cached_bytes, [0, 9]);
     }
 }
