@@ -285,21 +285,28 @@ fn long_problem() -> Value {
            "policy": {"max_spot_share": 0.5, "max_pool_share": 0.2, "integer_hourly": true}})
 }
 
+/// Writes [`long_problem`] into `dir` and returns the command that plans it
+/// with `flags`, cut at `secs` seconds, the plan going to `plan.txt` (as
+/// `> plan.txt` does at a prompt: its hourly rows would scroll the screen;
+/// the progress is on stderr).
+fn long_plan(dir: &Path, flags: &str, secs: u32) -> String {
+    let problem = dir.join("long.json");
+    std::fs::write(&problem, long_problem().to_string()).unwrap();
+    format!(
+        "{} {flags} plan --problem {} --time-limit-secs {secs} > plan.txt",
+        env!("CARGO_BIN_EXE_gpuplan"),
+        shell_quote(&problem)
+    )
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_long_solve_draws_progress_on_a_terminal_and_nothing_in_a_pipe() {
     let dir = tempfile::tempdir().unwrap();
     let problem = dir.path().join("long.json");
-    std::fs::write(&problem, long_problem().to_string()).unwrap();
-    let bin = env!("CARGO_BIN_EXE_gpuplan");
-    // The plan goes to a file, as `> plan.txt` does at a prompt: its
-    // hourly rows would scroll the screen; the progress is on stderr.
-    let args = format!(
-        "plan --problem {} --time-limit-secs 3 > plan.txt",
-        shell_quote(&problem)
-    );
+    let command = long_plan(dir.path(), "", 3);
     let d = dir.path().to_path_buf();
     let screens = tokio::task::spawn_blocking(move || {
-        let tmux = Tmux::start(&d, 120, &format!("{bin} {args}"));
+        let tmux = Tmux::start(&d, 120, &command);
         tmux.screens_until(exited)
     })
     .await
@@ -340,17 +347,7 @@ async fn a_long_solve_draws_progress_on_a_terminal_and_nothing_in_a_pipe() {
 #[test]
 fn quiet_draws_nothing_on_a_terminal() {
     let dir = tempfile::tempdir().unwrap();
-    let problem = dir.path().join("long.json");
-    std::fs::write(&problem, long_problem().to_string()).unwrap();
-    let bin = env!("CARGO_BIN_EXE_gpuplan");
-    let tmux = Tmux::start(
-        dir.path(),
-        120,
-        &format!(
-            "{bin} --quiet plan --problem {} --time-limit-secs 2 > plan.txt",
-            shell_quote(&problem)
-        ),
-    );
+    let tmux = Tmux::start(dir.path(), 120, &long_plan(dir.path(), "--quiet", 2));
     let screens = tmux.screens_until(exited);
     assert!(
         !screens.iter().any(|s| s.contains("solving")),
@@ -366,13 +363,7 @@ fn quiet_draws_nothing_on_a_terminal() {
 #[test]
 fn colours_follow_no_color() {
     let dir = tempfile::tempdir().unwrap();
-    let problem = dir.path().join("long.json");
-    std::fs::write(&problem, long_problem().to_string()).unwrap();
-    let bin = env!("CARGO_BIN_EXE_gpuplan");
-    let command = format!(
-        "{bin} plan --problem {} --time-limit-secs 2 > plan.txt",
-        shell_quote(&problem)
-    );
+    let command = long_plan(dir.path(), "", 2);
     let progress_lines = |env: &[(&str, &str)]| -> Vec<String> {
         let tmux = Tmux::start_with(dir.path(), 120, &command, env);
         let screens = tmux.screens_until(exited);

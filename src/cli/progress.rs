@@ -53,7 +53,10 @@ impl Progress {
                 .with_style(style)
                 .with_prefix(name.to_owned()),
         );
-        line.enable_steady_tick(Duration::from_millis(1000 / u64::from(REDRAWS_PER_SECOND)));
+        // The ticker is a thread redrawing the line: none where nothing is drawn.
+        if !self.lines.is_hidden() {
+            line.enable_steady_tick(Duration::from_millis(1000 / u64::from(REDRAWS_PER_SECOND)));
+        }
         Line(line)
     }
 
