@@ -295,14 +295,11 @@ pub fn share_memory(card_gib: Option<f64>, count: f64) -> Option<f64> {
 /// matches `H100-80GB` and `H100-94GB`, not `GH200`), case-insensitive.
 #[must_use]
 pub fn matches(model: &str, wanted: &str) -> bool {
-    let (model, wanted) = (
-        model.to_ascii_lowercase(),
-        wanted.trim().to_ascii_lowercase(),
-    );
-    model == wanted
-        || model
-            .strip_prefix(&wanted)
-            .is_some_and(|rest| rest.starts_with('-'))
+    // Without allocating: the API filters a whole market's records with it.
+    let (model, wanted) = (model.as_bytes(), wanted.trim().as_bytes());
+    model.len() >= wanted.len()
+        && model[..wanted.len()].eq_ignore_ascii_case(wanted)
+        && (model.len() == wanted.len() || model[wanted.len()] == b'-')
 }
 
 /// Whether canonical `model` is sold in several forms, so that its records

@@ -162,8 +162,10 @@ pub struct CatalogRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub converted: Option<Converted>,
     /// The price per unit of work a caller asked for (see [`per_work`]).
+    /// Boxed: it is most of a record's size and few records carry one, while
+    /// the API keeps a whole market of records in memory.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub per_work: Option<PerWork>,
+    pub per_work: Option<Box<PerWork>>,
 }
 
 /// An offer's price per hour of a reference GPU's work on one workload.
@@ -188,7 +190,7 @@ pub struct PerWork {
 pub fn per_work(records: &mut [CatalogRecord], work: &crate::facts::Work<'_>) {
     for r in records.iter_mut() {
         let factor = work.factor(&r.gpu_model, r.gpu_form_factor.as_deref());
-        r.per_work = Some(match factor {
+        r.per_work = Some(Box::new(match factor {
             Some(f) => PerWork {
                 usd_per_reference_gpu_hour: Some(r.usd_per_gpu_hour / f.factor),
                 factor: Some(f.factor),
@@ -207,7 +209,7 @@ pub fn per_work(records: &mut [CatalogRecord], work: &crate::facts::Work<'_>) {
                 row: None,
                 reference_row: None,
             },
-        });
+        }));
     }
     let key = |r: &CatalogRecord| {
         r.per_work
@@ -361,7 +363,7 @@ impl PriceFilter {
             && any(&self.regions, &|reg| {
                 r.region == reg || r.available_regions.iter().any(|a| a == reg)
             })
-            && (self.kinds.is_empty() || self.kinds.iter().any(|k| k.to_string() == r.price_kind))
+            && (self.kinds.is_empty() || self.kinds.iter().any(|k| k.as_str() == r.price_kind))
             && (self.scopes.is_empty() || self.scopes.iter().any(|s| s.as_str() == r.price_scope))
             && (self.form_factors.is_empty()
                 || self
@@ -420,7 +422,9 @@ pub fn prices_at(
 }
 
 /// The catalog's order: cheapest per GPU-hour first, ties broken by
-/// provider, region, zone, instance type and kind.
+/// provider, region, zone, instance type and kind, then by what still tells
+/// offers apart (a Capacity Block's window, the scope, the provider's id),
+/// so the order does not depend on how the records were read.
 #[must_use]
 pub fn catalog_order(a: &CatalogRecord, b: &CatalogRecord) -> std::cmp::Ordering {
     a.usd_per_gpu_hour
@@ -431,6 +435,10 @@ pub fn catalog_order(a: &CatalogRecord, b: &CatalogRecord) -> std::cmp::Ordering
         .then_with(|| a.instance_type.cmp(&b.instance_type))
         .then_with(|| a.price_kind.cmp(&b.price_kind))
         .then_with(|| a.offering_class.cmp(&b.offering_class))
+        .then_with(|| a.window_start.cmp(&b.window_start))
+        .then_with(|| a.window_end.cmp(&b.window_end))
+        .then_with(|| a.price_scope.cmp(&b.price_scope))
+        .then_with(|| a.source.cmp(&b.source))
 }
 
 /// One part of [`prices_at`] (list prices, or spot history's newest
@@ -785,6 +793,49 @@ pub fn parse_window(s: &str) -> Result<Duration, String> {
     Ok(back.to_std().unwrap_or_default())
 }
 
+/// An on-demand offer of 8 GPUs, for tests of what reads records.
+#[cfg(test)]
+pub(crate) fn test_record(provider: &str, gpu_model: &str, usd_per_hour: f64) -> CatalogRecord {
+    CatalogRecord {
+        provider: provider.to_owned(),
+        region: "region-0".to_owned(),
+        zone: None,
+        instance_type: format!("{provider}-8x"),
+        gpu_model: gpu_model.to_owned(),
+        gpu_count: 8.0,
+        gpu_memory_gib: Some(80.0),
+        gpu_form_factor: None,
+        mig_profile: None,
+        vcpus: None,
+        memory_gib: None,
+        price_kind: "on_demand".to_owned(),
+        offering_class: None,
+        window_start: None,
+        window_end: None,
+        window_hours: None,
+        instance_count: None,
+        min_duration_hours: None,
+        max_duration_hours: None,
+        usd_per_hour,
+        usd_per_gpu_hour: usd_per_hour / 8.0,
+        observed_at: None,
+        fetched_at: None,
+        source: None,
+        available_regions: Vec::new(),
+        stale: false,
+        upfront_usd: 0.0,
+        recurring_usd_per_hour: usd_per_hour,
+        max_instances: None,
+        price_scope: "instance".to_owned(),
+        currency: "USD".to_owned(),
+        fx_rate: 1.0,
+        carbon: None,
+        kgco2e_per_hour: None,
+        converted: None,
+        per_work: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -894,6 +945,11 @@ mod tests {
         assert!(!gpu_matches("A10G", "A10"));
         assert!(!gpu_matches("A100-40GB", "A10"));
         assert!(gpu_matches("A10", "a10"));
+        assert!(gpu_matches("H100-80GB", " h100-80gb "));
+        assert!(!gpu_matches("H100", "H100-80GB"));
+        assert!(!gpu_matches("H100-80GB", ""));
+        assert!(!gpu_matches("Ä100-80GB", "ä100"), "only ASCII folds");
+        assert!(gpu_matches("Ä100-80GB", "Ä100"));
     }
 
     #[test]

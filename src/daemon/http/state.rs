@@ -5,7 +5,7 @@
 //! together.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -79,6 +79,9 @@ pub struct CatalogCache {
     cached_bytes: [usize; 2],
     /// Counts uses, to tell the least recently used entries.
     clock: u64,
+    /// Records being read, so that requests that miss together wait for
+    /// one read instead of each reading the same records.
+    reading: HashMap<(Slot, RecordsKey), Arc<Mutex<()>>>,
 }
 
 /// A question (a query string, say) and the sources stale when it was asked.
@@ -119,7 +122,32 @@ impl Slot {
 #[derive(Clone)]
 enum Value {
     Answer(Bytes),
-    Records(Arc<Vec<catalog::CatalogRecord>>),
+    Records(Arc<Part>),
+}
+
+/// Records as kept, each with its JSON once an answer has sent it: a
+/// filter that is asked for the first time then costs the filter and the
+/// copying of bytes, not the encoding of every record it matches again.
+pub(crate) struct Part {
+    records: Vec<catalog::CatalogRecord>,
+    json: Vec<OnceLock<Box<[u8]>>>,
+}
+
+impl Part {
+    fn new(records: Vec<catalog::CatalogRecord>) -> Self {
+        let json = records.iter().map(|_| OnceLock::new()).collect();
+        Self { records, json }
+    }
+
+    /// Record `i`'s JSON, encoded the first time it is asked for.
+    fn json(&self, i: usize) -> Result<&[u8], serde_json::Error> {
+        if let Some(done) = self.json[i].get() {
+            return Ok(done);
+        }
+        let encoded = serde_json::to_vec(&self.records[i])?.into_boxed_slice();
+        // Another request may have encoded it meanwhile: the same bytes.
+        Ok(self.json[i].get_or_init(|| encoded))
+    }
 }
 
 struct Entry {
@@ -129,8 +157,11 @@ struct Entry {
 }
 
 /// What one cached record is counted as against the budget: the record
-/// (1,472 bytes today) and about 300 bytes of its strings.
-const RECORD_BYTES: usize = std::mem::size_of::<catalog::CatalogRecord>() + 300;
+/// (688 bytes today), about 300 bytes of its strings and about 800
+/// of its JSON once an answer has sent it.
+const RECORD_BYTES: usize = std::mem::size_of::<catalog::CatalogRecord>()
+    + std::mem::size_of::<OnceLock<Box<[u8]>>>()
+    + 1100;
 
 impl CatalogCache {
     /// Forgets what `generation` makes out of date: everything when list
@@ -214,11 +245,7 @@ impl CatalogCache {
         self.keep(Slot::Answer, key, Value::Answer(body), bytes);
     }
 
-    fn records(
-        &mut self,
-        slot: Slot,
-        key: &RecordsKey,
-    ) -> Option<Arc<Vec<catalog::CatalogRecord>>> {
+    fn records(&mut self, slot: Slot, key: &RecordsKey) -> Option<Arc<Part>> {
         match self.get(slot, key)? {
             Value::Records(records) => Some(records),
             Value::Answer(_) => None,
@@ -226,16 +253,59 @@ impl CatalogCache {
     }
 }
 
-/// Records the dashboard asked for: list prices and spot prices, each as
-/// read for its own state of the catalog.
+/// Records the dashboard and the API asked for: list prices and spot
+/// prices, each as read for its own state of the catalog.
 pub(crate) struct Records {
-    list: Arc<Vec<catalog::CatalogRecord>>,
-    spot: Arc<Vec<catalog::CatalogRecord>>,
+    list: Arc<Part>,
+    spot: Arc<Part>,
 }
 
 impl Records {
     pub(crate) fn iter(&self) -> impl Iterator<Item = &catalog::CatalogRecord> {
-        self.list.iter().chain(self.spot.iter())
+        self.list.records.iter().chain(self.spot.records.iter())
+    }
+
+    /// Where each record matching `filter` is, in the catalog's order.
+    fn matching(&self, filter: &PriceFilter) -> Vec<(&Part, usize)> {
+        let mut found: Vec<(&Part, usize)> = [&*self.list, &*self.spot]
+            .into_iter()
+            .flat_map(|part| {
+                part.records
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| filter.matches(r))
+                    .map(move |(i, _)| (part, i))
+            })
+            .collect();
+        found.sort_by(|(a, i), (b, j)| catalog::catalog_order(&a.records[*i], &b.records[*j]));
+        found
+    }
+
+    /// The records matching `filter`, in the catalog's order: what
+    /// [`catalog::prices`] reads from the store.
+    pub(crate) fn prices(&self, filter: &PriceFilter) -> Vec<catalog::CatalogRecord> {
+        self.matching(filter)
+            .into_iter()
+            .map(|(part, i)| part.records[i].clone())
+            .collect()
+    }
+
+    /// [`Records::prices`] as a JSON array, from each record's kept JSON.
+    ///
+    /// # Errors
+    /// When a record cannot be encoded.
+    pub(crate) fn prices_json(&self, filter: &PriceFilter) -> Result<Vec<u8>, serde_json::Error> {
+        let found = self.matching(filter);
+        let mut out = Vec::with_capacity(2 + found.len() * 800);
+        out.push(b'[');
+        for (n, (part, i)) in found.into_iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(part.json(i)?);
+        }
+        out.push(b']');
+        Ok(out)
     }
 }
 
@@ -247,19 +317,37 @@ impl Records {
 /// What `compute` fails with.
 fn cached_records(
     fresh: &Freshness,
-    state: &AppState,
+    cache: &Mutex<CatalogCache>,
     key: &str,
     (list, spot): (Slot, Slot),
     compute: impl Fn(PricePart) -> Result<Vec<catalog::CatalogRecord>, StoreError>,
 ) -> Result<Records, StoreError> {
     let key = (key.to_owned(), fresh.stale_sources());
     let part = |part: PricePart, slot: Slot| {
-        if let Some(hit) = lock(&state.cache).records(slot, &key) {
+        let reading = {
+            let mut cache = lock(cache);
+            if let Some(hit) = cache.records(slot, &key) {
+                return Ok(hit);
+            }
+            cache
+                .reading
+                .entry((slot, key.clone()))
+                .or_default()
+                .clone()
+        };
+        let _turn = reading
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Whoever read before us while we waited has kept what we need.
+        if let Some(hit) = lock(cache).records(slot, &key) {
             return Ok(hit);
         }
-        let records = Arc::new(compute(part)?);
-        let bytes = records.len() * RECORD_BYTES;
-        lock(&state.cache).keep(slot, key.clone(), Value::Records(records.clone()), bytes);
+        let read = compute(part);
+        let mut cache = lock(cache);
+        cache.reading.remove(&(slot, key.clone()));
+        let records = Arc::new(Part::new(read?));
+        let bytes = records.records.len() * RECORD_BYTES;
+        cache.keep(slot, key.clone(), Value::Records(records.clone()), bytes);
         Ok::<_, StoreError>(records)
     };
     Ok(Records {
@@ -283,7 +371,7 @@ pub(crate) fn current_records(
     fresh: &Freshness,
     state: &AppState,
 ) -> Result<Records, StoreError> {
-    cached_records(fresh, state, "current", NOW, |part| {
+    cached_records(fresh, &state.cache, "current", NOW, |part| {
         catalog::price_part_at(store, fresh, &PriceFilter::default(), None, part)
     })
 }
@@ -309,10 +397,10 @@ pub(crate) fn cheapest_at(
     let kept = match back {
         None => {
             let current = current_records(store, fresh, state)?;
-            cached_records(fresh, state, "cheapest:now", NOW, |part| {
+            cached_records(fresh, &state.cache, "cheapest:now", NOW, |part| {
                 let records = match part {
-                    PricePart::List => &current.list,
-                    _ => &current.spot,
+                    PricePart::List => &current.list.records,
+                    _ => &current.spot.records,
                 };
                 let instances = records.iter().filter(|r| filter.matches(r));
                 Ok(catalog::cheapest(instances).into_values().collect())
@@ -324,7 +412,7 @@ pub(crate) fn cheapest_at(
             // takes a second or more, and syncs may commit every second.
             cached_records(
                 fresh,
-                state,
+                &state.cache,
                 &key,
                 (Slot::PastList, Slot::PastSpot),
                 |part| {
@@ -475,7 +563,7 @@ mod tests {
         cache.keep_within(
             Slot::List,
             key("a"),
-            Value::Records(Arc::new(Vec::new())),
+            Value::Records(Arc::new(Part::new(Vec::new()))),
             90,
             100,
         );
@@ -487,10 +575,105 @@ mod tests {
         assert_eq!(cache.cached_bytes, [150, 90]);
     }
 
+    fn record(provider: &str, gpu: &str, usd: f64, window: Option<i64>) -> catalog::CatalogRecord {
+        let mut r = catalog::test_record(provider, gpu, usd);
+        r.window_start = window.map(|h| chrono::DateTime::from_timestamp(h * 3600, 0).unwrap());
+        r
+    }
+
+    fn fresh() -> Freshness {
+        Freshness::new(BTreeMap::new(), BTreeMap::new(), Utc::now())
+    }
+
+    #[test]
+    fn prices_from_the_copy_are_the_matching_records_in_the_catalog_order() {
+        let list = vec![
+            record("aws", "H100-80GB", 9.0, None),
+            record("gcp", "H100-80GB", 3.0, Some(2)),
+            record("aws", "A100-80GB", 1.0, None),
+            // Alike but for their windows: the window orders them.
+            record("gcp", "H100-80GB", 3.0, Some(1)),
+        ];
+        let spot = vec![
+            record("aws", "H100-80GB", 2.0, None),
+            record("vast", "H100-94GB", 4.0, None),
+        ];
+        let copy = Records {
+            list: Arc::new(Part::new(list.clone())),
+            spot: Arc::new(Part::new(spot.clone())),
+        };
+        let filter = PriceFilter {
+            gpus: vec!["h100-80gb".into()],
+            ..PriceFilter::default()
+        };
+        let mut expected: Vec<_> = list
+            .into_iter()
+            .chain(spot)
+            .filter(|r| filter.matches(r))
+            .collect();
+        expected.sort_by(catalog::catalog_order);
+        let usd: Vec<f64> = expected.iter().map(|r| r.usd_per_hour).collect();
+        assert_eq!(usd, [2.0, 3.0, 3.0, 9.0]);
+        assert!(expected[1].window_start < expected[2].window_start);
+        assert_eq!(copy.prices(&filter), expected);
+        // Twice: the second answer is made of the JSON the first one kept.
+        for _ in 0..2 {
+            assert_eq!(
+                copy.prices_json(&filter).unwrap(),
+                serde_json::to_vec(&expected).unwrap()
+            );
+        }
+        assert_eq!(
+            copy.list.json.iter().filter(|j| j.get().is_some()).count(),
+            3
+        );
+        let none = PriceFilter {
+            gpus: vec!["B200".into()],
+            ..PriceFilter::default()
+        };
+        assert_eq!(copy.prices_json(&none).unwrap(), b"[]");
+    }
+
+    #[test]
+    fn requests_that_miss_together_wait_for_one_read() {
+        let cache = Mutex::new(CatalogCache::default());
+        let reads = std::sync::atomic::AtomicUsize::new(0);
+        let fresh = fresh();
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    let got = cached_records(&fresh, &cache, "q", NOW, |_| {
+                        reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(100));
+                        Ok(vec![record("aws", "H100-80GB", 1.0, None)])
+                    })
+                    .unwrap();
+                    assert_eq!(got.iter().count(), 2);
+                });
+            }
+        });
+        // One read of each part (list and spot), whoever asked.
+        assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert!(lock(&cache).reading.is_empty());
+        // A read that fails is not kept: the next request reads again.
+        let failed = cached_records(&fresh, &cache, "bad", NOW, |_| {
+            Err(StoreError::Corrupt("unreadable".into()))
+        });
+        assert!(failed.is_err());
+        assert!(lock(&cache).reading.is_empty());
+    }
+
+    #[test]
+    fn a_record_stays_small_enough_to_keep_a_whole_market() {
+        // 120,000 records within RECORDS_BUDGET_BYTES, with the cheapest beside.
+        assert!(std::mem::size_of::<catalog::CatalogRecord>() <= 720);
+        assert!(120_000 * RECORD_BYTES < RECORDS_BUDGET_BYTES * 9 / 10);
+    }
+
     #[test]
     fn list_prices_outlive_a_spot_sync_and_only_the_past_outlives_a_list_change() {
         let mut cache = CatalogCache::default();
-        let records = || Value::Records(Arc::new(Vec::new()));
+        let records = || Value::Records(Arc::new(Part::new(Vec::new())));
         let at = |data, list_prices| Generation { data, list_prices };
         cache.follow(at(1, 1));
         cache.keep(Slot::List, key("q"), records(), 10);

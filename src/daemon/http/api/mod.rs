@@ -29,7 +29,9 @@ use crate::store::StoreError;
 
 use crate::daemon::http::error::ApiError;
 use crate::daemon::http::params::Params;
-use crate::daemon::http::state::{AppState, PRICE_FILTERS, cheapest_at, lock, price_filter, read};
+use crate::daemon::http::state::{
+    AppState, PRICE_FILTERS, cheapest_at, current_records, lock, price_filter, read,
+};
 
 /// Every API route as (method, path, handler): one table, so the router
 /// and the list the OpenAPI description is checked against cannot differ.
@@ -196,16 +198,22 @@ async fn prices(
         if let Some(hit) = lock(&state.cache).answer(&key) {
             return Ok(hit);
         }
-        let mut records = catalog::prices(store, &fresh, &filter)?;
-        if let Some(currency) = &currency {
-            catalog::convert(&mut records, currency);
-        }
-        if let Some(work) = &work {
-            catalog::per_work(&mut records, work);
-        }
-        let body = Bytes::from(
-            serde_json::to_vec(&records).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-        );
+        // From the catalog's copy in memory, which the dashboard shares: a
+        // distinct filter then costs the filter, not a query of the store.
+        let current = current_records(store, &fresh, state)?;
+        let encoded = if currency.is_none() && work.is_none() {
+            current.prices_json(&filter)
+        } else {
+            let mut records = current.prices(&filter);
+            if let Some(currency) = &currency {
+                catalog::convert(&mut records, currency);
+            }
+            if let Some(work) = &work {
+                catalog::per_work(&mut records, work);
+            }
+            serde_json::to_vec(&records)
+        };
+        let body = Bytes::from(encoded.map_err(|e| StoreError::Corrupt(e.to_string()))?);
         lock(&state.cache).keep_answer(key, body.clone());
         Ok(body)
     })

@@ -711,42 +711,16 @@ mod tests {
 
     fn offer(i: usize) -> CatalogRecord {
         CatalogRecord {
-            provider: ["aws", "gcp", "azure"][i % 3].to_owned(),
             region: format!("region-{}", i % 4),
             zone: (!i.is_multiple_of(5)).then(|| format!("zone-{}", i % 2)),
             instance_type: format!("type-{i}"),
-            gpu_model: "H100-80GB".to_owned(),
-            gpu_count: 8.0,
             gpu_memory_gib: (!i.is_multiple_of(7)).then_some(80.0),
-            gpu_form_factor: None,
-            mig_profile: None,
-            vcpus: None,
-            memory_gib: None,
-            price_kind: "on_demand".to_owned(),
-            offering_class: None,
-            window_start: None,
-            window_end: None,
-            window_hours: None,
-            instance_count: None,
-            min_duration_hours: None,
-            max_duration_hours: None,
-            usd_per_hour: (i % 6) as f64,
-            usd_per_gpu_hour: (i % 6) as f64 / 8.0,
-            observed_at: None,
-            fetched_at: None,
-            source: None,
-            available_regions: Vec::new(),
-            stale: false,
-            upfront_usd: 0.0,
             recurring_usd_per_hour: 0.0,
-            max_instances: None,
-            price_scope: "instance".to_owned(),
-            currency: "USD".to_owned(),
-            fx_rate: 1.0,
-            carbon: None,
-            kgco2e_per_hour: None,
-            converted: None,
-            per_work: None,
+            ..crate::catalog::test_record(
+                ["aws", "gcp", "azure"][i % 3],
+                "H100-80GB",
+                (i % 6) as f64,
+            )
         }
     }
 
