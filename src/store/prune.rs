@@ -115,25 +115,27 @@ impl Prunable {
     }
 
     /// The table, the key that identifies a row, and a query of the keys of
-    /// prunable rows older than `$1`. The same text runs on both backends;
+    /// prunable rows older than `$1` (spot observations: of series `$2` on). The same text runs on both backends;
     /// SQLite reads `$1` as a parameter too.
     pub(super) fn sql(self) -> (&'static str, &'static str, &'static str) {
         match self {
-            // Series by series: the newest observation before the cutoff is
-            // one seek, and what is older than it one range of the series'
-            // index, so a batch's cost follows the series and the rows it
-            // deletes, not the history it keeps (CROSS JOIN: SQLite would
-            // rather scan every observation).
+            // Series by series from series `$2` on (where the batch before
+            // stopped): the newest observation before the cutoff is one seek,
+            // and what is older than it one range of the series' index, so a
+            // batch's cost follows the rows it deletes, not the series before
+            // it nor the history it keeps (CROSS JOIN: SQLite would rather
+            // scan every observation).
             Self::SpotObservations => (
                 "spot_observations",
                 "(series_id, observed_at)",
                 "SELECT o.series_id, o.observed_at
                  FROM spot_series s
                  CROSS JOIN spot_observations o
-                 WHERE o.series_id = s.id
+                 WHERE s.id >= $2 AND o.series_id = s.id
                    AND o.observed_at < (
                        SELECT max(p.observed_at) FROM spot_observations p
-                       WHERE p.series_id = s.id AND p.observed_at < $1)",
+                       WHERE p.series_id = s.id AND p.observed_at < $1)
+                 ORDER BY s.id",
             ),
             Self::PriceVersions => (
                 "price_versions",
@@ -168,6 +170,16 @@ impl Prunable {
             ),
         }
     }
+}
+
+/// What one batch deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batch {
+    pub deleted: usize,
+    /// Where the next batch of spot observations starts: the last series
+    /// this one deleted from (the other kinds find their rows by index and
+    /// start over each batch).
+    pub next_series: i64,
 }
 
 /// Rows pruned (or, in a dry run, prunable) by kind.
@@ -220,10 +232,28 @@ impl Prunable {
         format!("SELECT count(*) FROM ({candidates}) AS c")
     }
 
-    /// Deletes one batch; `$1` is the cutoff, `$2` the batch size.
+    /// Deletes one batch of at most the last parameter's rows. Spot
+    /// observations answer the series of each row deleted.
     pub(super) fn delete_sql(self) -> String {
         let (table, key, candidates) = self.sql();
-        format!("DELETE FROM {table} WHERE {key} IN ({candidates} LIMIT $2)")
+        if self == Self::SpotObservations {
+            format!(
+                "DELETE FROM {table} WHERE {key} IN ({candidates} LIMIT $3) RETURNING series_id"
+            )
+        } else {
+            format!("DELETE FROM {table} WHERE {key} IN ({candidates} LIMIT $2)")
+        }
+    }
+
+    /// The parameters of [`Prunable::sql`]: the cutoff, the series spot
+    /// observations start from, then `more`.
+    fn params(self, cutoff: DateTime<Utc>, from_series: i64, more: &[Val]) -> Vec<Val> {
+        let mut params = vec![self.cutoff(cutoff)];
+        if self == Self::SpotObservations {
+            params.push(from_series.into());
+        }
+        params.extend_from_slice(more);
+        params
     }
 }
 
@@ -236,7 +266,9 @@ pub trait Prune {
     fn count_prunable(&self, kind: Prunable, cutoff: DateTime<Utc>) -> Result<u64, StoreError>;
 
     /// Deletes up to `batch` prunable rows of `kind` older than `cutoff`, in
-    /// one transaction; returns how many went (fewer than `batch`: done).
+    /// one transaction, spot observations from series `from_series` on;
+    /// answers how many went (fewer than `batch`: done) and where the next
+    /// batch starts.
     ///
     /// # Errors
     /// On a database error (nothing of the batch is deleted).
@@ -245,12 +277,14 @@ pub trait Prune {
         kind: Prunable,
         cutoff: DateTime<Utc>,
         batch: usize,
-    ) -> Result<usize, StoreError>;
+        from_series: i64,
+    ) -> Result<Batch, StoreError>;
 }
 
 impl<B: Backend> Prune for B {
     fn count_prunable(&self, kind: Prunable, cutoff: DateTime<Utc>) -> Result<u64, StoreError> {
-        let n = self.on_conn(|db| sql::first(db, &kind.count_sql(), &[kind.cutoff(cutoff)]))?;
+        let params = kind.params(cutoff, i64::MIN, &[]);
+        let n = self.on_conn(|db| sql::first(db, &kind.count_sql(), &params))?;
         Ok(n.map_or(Ok(0), |n| n.int())?.try_into().unwrap_or(0))
     }
 
@@ -259,16 +293,30 @@ impl<B: Backend> Prune for B {
         kind: Prunable,
         cutoff: DateTime<Utc>,
         batch: usize,
-    ) -> Result<usize, StoreError> {
-        let batch = i64::try_from(batch).unwrap_or(i64::MAX);
-        let n = self.in_transaction(|db| {
-            let n = db.exec(&kind.delete_sql(), &[kind.cutoff(cutoff), batch.into()])?;
-            if n > 0 {
+        from_series: i64,
+    ) -> Result<Batch, StoreError> {
+        let size = i64::try_from(batch).unwrap_or(i64::MAX);
+        let params = kind.params(cutoff, from_series, &[size.into()]);
+        self.in_transaction(|db| {
+            let mut done = Batch {
+                deleted: 0,
+                next_series: from_series,
+            };
+            if kind == Prunable::SpotObservations {
+                db.each_row(&kind.delete_sql(), &params, &mut |row| {
+                    done.deleted += 1;
+                    done.next_series = done.next_series.max(row[0].int()?);
+                    Ok(())
+                })?;
+            } else {
+                let n = db.exec(&kind.delete_sql(), &params)?;
+                done.deleted = usize::try_from(n).unwrap_or(usize::MAX);
+            }
+            if done.deleted > 0 {
                 sql::next_generation(db, kind == Prunable::PriceVersions)?;
             }
-            Ok(n)
-        })?;
-        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+            Ok(done)
+        })
     }
 }
 
@@ -297,12 +345,14 @@ pub fn prune(
             counts.add(kind, pool.read(|s| s.count_prunable(kind, cutoff))?);
             continue;
         }
+        let mut from_series = i64::MIN;
         loop {
-            let n = pool.write(|s| s.prune_batch(kind, cutoff, kind.batch()))?;
-            counts.add(kind, n as u64);
-            if n < kind.batch() {
+            let done = pool.write(|s| s.prune_batch(kind, cutoff, kind.batch(), from_series))?;
+            counts.add(kind, done.deleted as u64);
+            if done.deleted < kind.batch() {
                 break;
             }
+            from_series = done.next_series;
             // Let a waiting sync take the writer between batches.
             std::thread::yield_now();
         }

@@ -515,8 +515,9 @@ fn a_large_prune_goes_in_batches(db) {
     sync(&pool, &snap, 0);
     let cutoff = at(1000);
     assert_eq!(
-        pool.write(|s| s.prune_batch(Prunable::SpotObservations, cutoff, prune::BATCH))
-            .unwrap(),
+        pool.write(|s| s.prune_batch(Prunable::SpotObservations, cutoff, prune::BATCH, i64::MIN))
+            .unwrap()
+            .deleted,
         prune::BATCH
     );
     let retention = Retention {
@@ -526,6 +527,53 @@ fn a_large_prune_goes_in_batches(db) {
     let counts = prune(&pool, &retention, at(1001), false).unwrap();
     assert_eq!(counts.spot_observations, prune::BATCH as u64 + 9);
     assert_eq!(count(&pool, "spot_observations"), 1);
+}
+
+fn each_spot_batch_goes_on_from_the_series_the_one_before_stopped_in(db) {
+    let pool = db.pool(0);
+    let mut snap = snapshot(1, 1.0);
+    // Three zones of one type, seven observations each, a minute apart.
+    snap.spot_observations = ["a", "b", "c"]
+        .iter()
+        .flat_map(|z| {
+            (0..7).map(move |m| gpuplan_providers::SpotObservation {
+                region: "us-east-1".into(),
+                zone: format!("us-east-1{z}"),
+                instance_type: "gpu0.xlarge".into(),
+                usd_per_hour: 1.0 + f64::from(m),
+                observed_at: at(0) + chrono::Duration::minutes(m.into()),
+            })
+        })
+        .collect();
+    sync(&pool, &snap, 0);
+    // In force at the cutoff: minute 4's price; minutes 0 to 3 may go.
+    let cutoff = at(0) + chrono::Duration::seconds(270);
+    assert_eq!(
+        pool.read(|s| s.count_prunable(Prunable::SpotObservations, cutoff)).unwrap(),
+        12
+    );
+    let (mut from, mut deleted, mut batches) = (i64::MIN, 0, 0);
+    loop {
+        let batch = pool
+            .write(|s| s.prune_batch(Prunable::SpotObservations, cutoff, 5, from))
+            .unwrap();
+        assert!(batch.next_series >= from, "a batch never goes back");
+        (from, deleted, batches) = (batch.next_series, deleted + batch.deleted, batches + 1);
+        if batch.deleted < 5 {
+            break;
+        }
+    }
+    // Batches of 5, 5 and 2: the first two stop inside a series, and the
+    // next one finishes it.
+    assert_eq!((deleted, batches), (12, 3));
+    assert_eq!(count(&pool, "spot_observations"), 9);
+    for zone in ["us-east-1a", "us-east-1b", "us-east-1c"] {
+        let points = pool
+            .read(|s| s.spot_history("gpu0.xlarge", None, None, Some(zone), cutoff, None))
+            .unwrap();
+        let prices: Vec<f64> = points.iter().map(|p| p.usd_per_hour).collect();
+        assert_eq!(prices, [5.0, 6.0, 7.0], "{zone}: minute 4 on stays");
+    }
 }
 }
 
