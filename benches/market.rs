@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use gpuplan::catalog::{self, Freshness, PriceFilter};
-use gpuplan::store::{Location, Pool, Retention};
+use gpuplan::store::{Location, Pool, Reads, Retention};
 use gpuplan_providers::secret::Secret;
 use gpuplan_providers::{
     InstanceType, OfferingClass, PriceKind, PriceRecord, PriceScope, Scope, Snapshot,
@@ -771,9 +771,10 @@ fn migration(
     );
 }
 
-/// Where an uncached prices answer spends its time, without HTTP: the
-/// query and the records, then the JSON.
-fn in_process(path: &Path) {
+/// Where an uncached prices answer and a spot history of 30 days in every
+/// region spend their time, without HTTP: the query and the records, then
+/// the JSON.
+fn in_process(path: &Path, spot_type: &str) {
     let store = gpuplan::store::SqliteStore::open(path).unwrap();
     let fresh = Freshness::read(&store, Default::default(), Utc::now()).unwrap();
     let filter = PriceFilter {
@@ -797,6 +798,48 @@ fn in_process(path: &Path) {
         "in-process prices gpu=H100-80GB ({n} records, {} KiB): query and records p50 {:.2} ms, JSON p50 {:.2} ms",
         bytes / 1024,
         ms(query[15]),
+        ms(encode[15])
+    );
+    let query = catalog::SpotQuery {
+        instance_type: spot_type.to_owned(),
+        provider: None,
+        region: None,
+        zone: None,
+        since: fresh.now - chrono::Duration::days(30),
+        max_observations: Some(catalog::MAX_SPOT_OBSERVATIONS),
+    };
+    let (mut read, mut history, mut encode) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut n, mut bytes) = (0, 0);
+    for _ in 0..30 {
+        let t = Instant::now();
+        n = store
+            .spot_history(
+                spot_type,
+                None,
+                None,
+                None,
+                query.since,
+                query.max_observations,
+            )
+            .unwrap()
+            .len();
+        read.push(t.elapsed());
+        let t = Instant::now();
+        let h = catalog::spot_history(&store, &query, &fresh).unwrap();
+        history.push(t.elapsed());
+        let t = Instant::now();
+        bytes = serde_json::to_vec(&h).unwrap().len();
+        encode.push(t.elapsed());
+    }
+    for v in [&mut read, &mut history, &mut encode] {
+        v.sort();
+    }
+    println!(
+        "in-process spot-history 30d of {spot_type} ({n} observations, {} KiB): store read p50 {:.2} ms, \
+         with series and statistics {:.2} ms, JSON {:.2} ms",
+        bytes / 1024,
+        ms(read[15]),
+        ms(history[15]),
         ms(encode[15])
     );
 }
@@ -843,7 +886,7 @@ async fn main() {
 
     let runs = sync_log(&path, &clouds, now - chrono::Duration::hours(1));
     println!("sync log: {runs} more runs, 90 days of 10-minute syncs of every source");
-    in_process(&path);
+    in_process(&path, &series[series.len() / 3].instance_type);
     // KEEP_CATALOG=path keeps a copy of the catalog as built, for query-plan work.
     if let Some(keep) = std::env::var_os("KEEP_CATALOG") {
         std::fs::copy(&path, keep).unwrap();

@@ -8,7 +8,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use gpuplan_providers::{Currency, PriceKind, PriceScope};
 use serde::Serialize;
 
-use crate::store::{CurrentPrice, PricePart, SpotPoint, Store, StoreError};
+use crate::store::{CurrentPrice, PricePart, SpotPrice, Store, StoreError};
 
 pub mod sync;
 mod windows;
@@ -573,15 +573,65 @@ pub struct SpotStats {
     pub mean: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SpotSeries {
     pub provider: String,
     pub region: String,
     pub zone: String,
+    pub instance_type: String,
     /// The provider's last good sync is older than twice its interval.
     pub stale: bool,
     pub stats: SpotStats,
-    pub points: Vec<SpotPoint>,
+    pub points: Vec<SpotPrice>,
+}
+
+/// A series as the API has always sent it: each point names its provider,
+/// region, zone and instance type, which the series holds once.
+impl Serialize for SpotSeries {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = s.serialize_struct("SpotSeries", 6)?;
+        out.serialize_field("provider", &self.provider)?;
+        out.serialize_field("region", &self.region)?;
+        out.serialize_field("zone", &self.zone)?;
+        out.serialize_field("stale", &self.stale)?;
+        out.serialize_field("stats", &self.stats)?;
+        out.serialize_field("points", &SeriesPoints(self))?;
+        out.end()
+    }
+}
+
+struct SeriesPoints<'a>(&'a SpotSeries);
+
+impl Serialize for SeriesPoints<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.points())
+    }
+}
+
+/// One observation of a series, with the series' names.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SpotPointOf<'a> {
+    pub provider: &'a str,
+    pub region: &'a str,
+    pub zone: &'a str,
+    pub instance_type: &'a str,
+    pub observed_at: DateTime<Utc>,
+    pub usd_per_hour: f64,
+}
+
+impl SpotSeries {
+    /// Each observation with the series' names, oldest first.
+    pub fn points(&self) -> impl Iterator<Item = SpotPointOf<'_>> {
+        self.points.iter().map(|p| SpotPointOf {
+            provider: &self.provider,
+            region: &self.region,
+            zone: &self.zone,
+            instance_type: &self.instance_type,
+            observed_at: p.observed_at,
+            usd_per_hour: p.usd_per_hour,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -621,7 +671,7 @@ pub fn spot_history(
     fresh: &Freshness,
 ) -> Result<SpotHistory, StoreError> {
     let now = fresh.now;
-    let points = store.spot_history(
+    let read = store.spot_series_history(
         &q.instance_type,
         q.provider.as_deref(),
         q.region.as_deref(),
@@ -629,28 +679,22 @@ pub fn spot_history(
         q.since,
         q.max_observations,
     )?;
-    let mut grouped: BTreeMap<(String, String), Vec<SpotPoint>> = BTreeMap::new();
-    for p in points {
-        grouped
-            .entry((p.provider.clone(), p.zone.clone()))
-            .or_default()
-            .push(p);
-    }
     let mut all_segments = Vec::new();
     let mut series = Vec::new();
-    for ((provider, zone), points) in grouped {
-        let segments = segments(&points, q.since, now);
-        let Some(stats) = stats(&segments, points.len()) else {
+    for s in read {
+        let segments = segments(&s.points, q.since, now);
+        let Some(stats) = stats(&segments, s.points.len()) else {
             continue;
         };
         all_segments.extend_from_slice(&segments);
         series.push(SpotSeries {
-            stale: fresh.is_stale(&provider),
-            provider,
-            region: points[0].region.clone(),
-            zone,
+            stale: fresh.is_stale(&s.provider),
+            provider: s.provider,
+            region: s.region,
+            zone: s.zone,
+            instance_type: s.instance_type,
             stats,
-            points,
+            points: s.points,
         });
     }
     let total_points = series.iter().map(|s| s.points.len()).sum();
@@ -665,7 +709,7 @@ pub fn spot_history(
 
 /// (price, seconds in force within [since, now]) for each point of one zone,
 /// points sorted by time.
-fn segments(points: &[SpotPoint], since: DateTime<Utc>, now: DateTime<Utc>) -> Vec<(f64, f64)> {
+fn segments(points: &[SpotPrice], since: DateTime<Utc>, now: DateTime<Utc>) -> Vec<(f64, f64)> {
     points
         .iter()
         .enumerate()
@@ -881,16 +925,40 @@ mod tests {
 
     #[test]
     fn the_price_in_force_when_the_window_opens_counts_from_the_window_start() {
-        let p = |h, usd| SpotPoint {
-            provider: "aws".into(),
-            region: "r".into(),
-            zone: "z".into(),
-            instance_type: "t".into(),
+        let p = |h, usd| SpotPrice {
             observed_at: at(h),
             usd_per_hour: usd,
         };
         let segs = segments(&[p(-100, 2.0), p(10, 4.0)], at(0), at(20));
         assert_eq!(segs, vec![(2.0, 10.0 * 3600.0), (4.0, 10.0 * 3600.0)]);
+    }
+
+    #[test]
+    fn each_point_of_a_series_is_sent_with_the_names_of_its_series() {
+        let series = SpotSeries {
+            provider: "aws".into(),
+            region: "us-east-1".into(),
+            zone: "us-east-1a".into(),
+            instance_type: "p5.48xlarge".into(),
+            stale: false,
+            stats: stats(&[(2.5, 1.0)], 1).unwrap(),
+            points: vec![SpotPrice {
+                observed_at: DateTime::from_timestamp(1_800_000_000, 123_456_000).unwrap(),
+                usd_per_hour: 2.5,
+            }],
+        };
+        assert_eq!(
+            serde_json::to_value(&series).unwrap(),
+            serde_json::json!({
+                "provider": "aws", "region": "us-east-1", "zone": "us-east-1a", "stale": false,
+                "stats": {"observations": 1, "min": 2.5, "p50": 2.5, "p95": 2.5, "max": 2.5, "mean": 2.5},
+                "points": [{
+                    "provider": "aws", "region": "us-east-1", "zone": "us-east-1a",
+                    "instance_type": "p5.48xlarge",
+                    "observed_at": "2027-01-15T08:00:00.123456Z", "usd_per_hour": 2.5
+                }]
+            })
+        );
     }
 
     #[test]

@@ -50,8 +50,11 @@ pub(super) fn run_spot_history(
     let printed = if args.format.json {
         args.format.print(&history)?
     } else {
-        let points: Vec<&crate::store::SpotPoint> =
-            history.series.iter().flat_map(|s| &s.points).collect();
+        let points: Vec<catalog::SpotPointOf> = history
+            .series
+            .iter()
+            .flat_map(catalog::SpotSeries::points)
+            .collect();
         args.format.print(&points)?
     };
     if printed {

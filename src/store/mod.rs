@@ -29,8 +29,8 @@ pub use lease::DutyLease;
 pub use pool::{Location, Pool};
 pub use prune::{Prunable, Prune, PruneCounts, Retention, prune};
 pub use read::{
-    CurrentPrice, Generation, LeaseRow, PricePart, Reads, SavedPlan, SpotPoint, SyncRun,
-    WindowOffering,
+    CurrentPrice, Generation, LeaseRow, PricePart, Reads, SavedPlan, SpotPoint, SpotPrice,
+    SpotSeriesPoints, SyncRun, WindowOffering,
 };
 pub use snapshot::{Suspicion, SuspiciousPrice, WriteStats};
 pub use sqlite::SqliteStore;

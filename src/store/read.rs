@@ -1,6 +1,6 @@
 //! Reading the catalog back: current prices, spot history and sync runs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -94,6 +94,25 @@ pub struct SpotPoint {
     pub instance_type: String,
     pub observed_at: DateTime<Utc>,
     pub usd_per_hour: f64,
+}
+
+/// A spot price and when it was observed, within its series.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SpotPrice {
+    pub observed_at: DateTime<Utc>,
+    pub usd_per_hour: f64,
+}
+
+/// One spot series (a zone of a provider's instance type) and its
+/// observations in a window, oldest first: the series' names once, however
+/// many observations a long window holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpotSeriesPoints {
+    pub provider: String,
+    pub region: String,
+    pub zone: String,
+    pub instance_type: String,
+    pub points: Vec<SpotPrice>,
 }
 
 /// A plan as it was saved.
@@ -252,20 +271,6 @@ fn probe_limit(limit: Option<usize>) -> i64 {
     })
 }
 
-/// Refuses an answer that came back longer than `limit`.
-fn within_limit(
-    points: Vec<SpotPoint>,
-    limit: Option<usize>,
-) -> Result<Vec<SpotPoint>, StoreError> {
-    match limit {
-        Some(limit) if points.len() > limit => Err(StoreError::TooLarge {
-            what: "spot observations",
-            limit,
-        }),
-        _ => Ok(points),
-    }
-}
-
 /// Reading the catalog back.
 pub trait Reads {
     /// Every current price: the newest non-withdrawn version of each series, plus
@@ -315,12 +320,28 @@ pub trait Reads {
         part: PricePart,
     ) -> Result<Vec<CurrentPrice>, StoreError>;
 
-    /// Spot observations of one instance type since `since`, oldest first per
-    /// zone, plus the last observation before `since` in each zone (the price
-    /// that was in force when the window opened).
+    /// Spot observations of one instance type since `since`, plus the last
+    /// observation before `since` (the price in force when the window
+    /// opened), series by series in (provider, zone) order, oldest first in
+    /// each; series with no observation left out.
     ///
     /// # Errors
-    /// On a database error or an unreadable timestamp; `TooLarge` past `limit`.
+    /// On a database error or an unreadable timestamp; `TooLarge` past
+    /// `limit` observations.
+    fn spot_series_history(
+        &self,
+        instance_type: &str,
+        provider: Option<&str>,
+        region: Option<&str>,
+        zone: Option<&str>,
+        since: DateTime<Utc>,
+        limit: Option<usize>,
+    ) -> Result<Vec<SpotSeriesPoints>, StoreError>;
+
+    /// [`Reads::spot_series_history`] as one observation after another.
+    ///
+    /// # Errors
+    /// As [`Reads::spot_series_history`].
     fn spot_history(
         &self,
         instance_type: &str,
@@ -329,7 +350,23 @@ pub trait Reads {
         zone: Option<&str>,
         since: DateTime<Utc>,
         limit: Option<usize>,
-    ) -> Result<Vec<SpotPoint>, StoreError>;
+    ) -> Result<Vec<SpotPoint>, StoreError> {
+        let series =
+            self.spot_series_history(instance_type, provider, region, zone, since, limit)?;
+        Ok(series
+            .iter()
+            .flat_map(|s| {
+                s.points.iter().map(|p| SpotPoint {
+                    provider: s.provider.clone(),
+                    region: s.region.clone(),
+                    zone: s.zone.clone(),
+                    instance_type: s.instance_type.clone(),
+                    observed_at: p.observed_at,
+                    usd_per_hour: p.usd_per_hour,
+                })
+            })
+            .collect())
+    }
 
     /// How many current (not withdrawn) list prices `provider` has, by region
     /// and instance type.
@@ -587,7 +624,7 @@ impl<B: Backend> Reads for B {
         })
     }
 
-    fn spot_history(
+    fn spot_series_history(
         &self,
         instance_type: &str,
         provider: Option<&str>,
@@ -595,53 +632,81 @@ impl<B: Backend> Reads for B {
         zone: Option<&str>,
         since: DateTime<Utc>,
         limit: Option<usize>,
-    ) -> Result<Vec<SpotPoint>, StoreError> {
-        let mut points = Vec::new();
-        // Per series: the observation in force when the window opens (one
-        // seek), then the window (one range of the series' index).
+    ) -> Result<Vec<SpotSeriesPoints>, StoreError> {
+        const MATCHING: &str = "SELECT id, provider, region, zone, instance_type FROM spot_series
+             WHERE instance_type = $1
+               AND (CAST($2 AS TEXT) IS NULL OR provider = $2)
+               AND (CAST($3 AS TEXT) IS NULL OR region = $3)
+               AND (CAST($4 AS TEXT) IS NULL OR zone = $4)";
+        let filter: [Val; 4] = [
+            instance_type.into(),
+            provider.into(),
+            region.into(),
+            zone.into(),
+        ];
+        let mut series = Vec::new();
+        let mut at: HashMap<i64, usize> = HashMap::new();
+        let mut observations = 0usize;
         self.on_conn(|db| {
+            db.each_row(MATCHING, &filter, &mut |r| {
+                at.insert(r[0].int()?, series.len());
+                series.push(SpotSeriesPoints {
+                    provider: r[1].take_text()?,
+                    region: r[2].take_text()?,
+                    zone: r[3].take_text()?,
+                    instance_type: r[4].take_text()?,
+                    points: Vec::new(),
+                });
+                Ok(())
+            })?;
+            // Per series: the observation in force when the window opens (one
+            // seek), then the window (one range of the series' index). Only
+            // the series' id comes back with each row: its names are read
+            // once above, and the rows are put in order here, by number.
+            let mut params = filter.to_vec();
+            params.extend([micros(since).into(), probe_limit(limit).into()]);
             db.each_row(
-                "WITH matching AS (
-                     SELECT id, provider, region, zone, instance_type FROM spot_series
-                     WHERE instance_type = $1
-                       AND (CAST($2 AS TEXT) IS NULL OR provider = $2)
-                       AND (CAST($3 AS TEXT) IS NULL OR region = $3)
-                       AND (CAST($4 AS TEXT) IS NULL OR zone = $4)
-                 )
-                 SELECT m.provider, m.region, m.zone, m.instance_type, o.observed_at, o.usd_per_hour
-                 FROM matching m
-                 JOIN spot_observations o
-                   ON o.series_id = m.id
-                  AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
-                                       WHERE series_id = m.id AND observed_at < $5)
-                 UNION ALL
-                 SELECT m.provider, m.region, m.zone, m.instance_type, o.observed_at, o.usd_per_hour
-                 FROM matching m
-                 JOIN spot_observations o ON o.series_id = m.id AND o.observed_at >= $5
-                 ORDER BY 1, 3, 5
-                 LIMIT $6",
-                &[
-                    instance_type.into(),
-                    provider.into(),
-                    region.into(),
-                    zone.into(),
-                    micros(since).into(),
-                    probe_limit(limit).into(),
-                ],
+                &format!(
+                    "WITH matching AS ({MATCHING})
+                     SELECT m.id, o.observed_at, o.usd_per_hour
+                     FROM matching m
+                     JOIN spot_observations o
+                       ON o.series_id = m.id
+                      AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
+                                           WHERE series_id = m.id AND observed_at < $5)
+                     UNION ALL
+                     SELECT m.id, o.observed_at, o.usd_per_hour
+                     FROM matching m
+                     JOIN spot_observations o ON o.series_id = m.id AND o.observed_at >= $5
+                     LIMIT $6"
+                ),
+                &params,
                 &mut |r| {
-                    points.push(SpotPoint {
-                        provider: r[0].take_text()?,
-                        region: r[1].take_text()?,
-                        zone: r[2].take_text()?,
-                        instance_type: r[3].take_text()?,
-                        observed_at: from_micros(r[4].int()?)?,
-                        usd_per_hour: r[5].real()?,
-                    });
+                    observations += 1;
+                    // A series written after the names were read waits for
+                    // the next request.
+                    if let Some(&i) = at.get(&r[0].int()?) {
+                        series[i].points.push(SpotPrice {
+                            observed_at: from_micros(r[1].int()?)?,
+                            usd_per_hour: r[2].real()?,
+                        });
+                    }
                     Ok(())
                 },
             )
         })?;
-        within_limit(points, limit)
+        if let Some(limit) = limit.filter(|&l| observations > l) {
+            return Err(StoreError::TooLarge {
+                what: "spot observations",
+                limit,
+            });
+        }
+        series.retain(|s| !s.points.is_empty());
+        series.sort_by(|a, b| (&a.provider, &a.zone).cmp(&(&b.provider, &b.zone)));
+        for s in &mut series {
+            s.points.sort_by_key(|p| p.observed_at);
+        }
+        Ok(series)
     }
 
     fn current_price_counts(
