@@ -122,7 +122,7 @@ pub async fn run_with_providers(
         intervals,
         token: options.token,
         loopback: addr.ip().is_loopback(),
-        cache: std::sync::Mutex::default(),
+        cache: Arc::default(),
         planning,
         fx: config.fx.clone(),
         rules: config.alerts.rules.clone(),

@@ -166,7 +166,6 @@ fn presents(headers: &HeaderMap, token: &Secret) -> bool {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::sync::Mutex;
 
     use axum::routing::get;
 
@@ -189,7 +188,7 @@ mod tests {
             intervals: BTreeMap::new(),
             token: None,
             loopback: true,
-            cache: Mutex::default(),
+            cache: Arc::default(),
             planning: Arc::new(PlanService::new(
                 Some(pool),
                 &config.planner,

@@ -34,7 +34,7 @@ pub struct AppState {
     pub token: Option<Secret>,
     /// Whether the listener is on loopback: then `Host` must name loopback.
     pub loopback: bool,
-    pub cache: Mutex<CatalogCache>,
+    pub cache: Arc<Mutex<CatalogCache>>,
     /// Plans are made here, on its capped solver pool.
     pub planning: Arc<PlanService>,
     /// Rates for showing prices in another currency.
@@ -82,6 +82,77 @@ pub struct CatalogCache {
     /// Records being read, so that requests that miss together wait for
     /// one read instead of each reading the same records.
     reading: HashMap<(Slot, RecordsKey), Arc<Mutex<()>>>,
+    /// The cheapest prices of a time before now, by how long before.
+    past: PastCheapest,
+}
+
+/// The cheapest prices of a time before now (24 h, 7 d), each as read for
+/// a minute. A time before now reads the same whatever a sync adds later,
+/// so they outlive every sync. When the minute turns, the last minute's stay
+/// in use while one thread reads the new minute's: on a whole market that
+/// read takes a second or more, and no request should wait for it.
+#[derive(Default)]
+struct PastCheapest {
+    kept: HashMap<i64, Past>,
+}
+
+struct Past {
+    minute: i64,
+    cheapest: Arc<catalog::Cheapest>,
+    refreshing: bool,
+}
+
+/// What [`PastCheapest::lookup`] found.
+enum Lookup {
+    Current(Arc<catalog::Cheapest>),
+    /// An earlier minute's, to use while the caller reads the new minute's.
+    Refresh(Arc<catalog::Cheapest>),
+    /// An earlier minute's while another thread reads the new one.
+    Earlier(Arc<catalog::Cheapest>),
+    Missing,
+}
+
+/// How old an earlier minute's cheapest prices may be and still be shown
+/// while the new minute's are read: after an idle hour, a request waits.
+const PAST_STAYS_MINUTES: i64 = 10;
+
+impl PastCheapest {
+    fn lookup(&mut self, back_secs: i64, minute: i64) -> Lookup {
+        match self.kept.get_mut(&back_secs) {
+            Some(p) if p.minute == minute => Lookup::Current(p.cheapest.clone()),
+            Some(p) if (0..=PAST_STAYS_MINUTES).contains(&(minute - p.minute)) => {
+                if p.refreshing {
+                    Lookup::Earlier(p.cheapest.clone())
+                } else {
+                    p.refreshing = true;
+                    Lookup::Refresh(p.cheapest.clone())
+                }
+            }
+            _ => Lookup::Missing,
+        }
+    }
+
+    /// Keeps what was read for `minute`, unless a later minute's is kept.
+    fn keep(&mut self, back_secs: i64, minute: i64, cheapest: Arc<catalog::Cheapest>) {
+        if self.kept.get(&back_secs).is_some_and(|p| p.minute > minute) {
+            return;
+        }
+        self.kept.insert(
+            back_secs,
+            Past {
+                minute,
+                cheapest,
+                refreshing: false,
+            },
+        );
+    }
+
+    /// A read of a new minute failed: the next request tries again.
+    fn failed(&mut self, back_secs: i64) {
+        if let Some(p) = self.kept.get_mut(&back_secs) {
+            p.refreshing = false;
+        }
+    }
 }
 
 /// A question (a query string, say) and the sources stale when it was asked.
@@ -97,11 +168,6 @@ enum Slot {
     List,
     /// Spot records the dashboard asked for.
     Spot,
-    /// List and spot records of a time before now, keyed by the minute they
-    /// were read for. They stay across syncs: a sync adds what is newer,
-    /// and a minute later a new key reads them again.
-    PastList,
-    PastSpot,
 }
 
 impl Slot {
@@ -114,7 +180,7 @@ impl Slot {
     fn budget(self) -> usize {
         match self {
             Self::Answer => ANSWERS_BUDGET_BYTES,
-            Self::List | Self::Spot | Self::PastList | Self::PastSpot => RECORDS_BUDGET_BYTES,
+            Self::List | Self::Spot => RECORDS_BUDGET_BYTES,
         }
     }
 }
@@ -131,12 +197,44 @@ enum Value {
 pub(crate) struct Part {
     records: Vec<catalog::CatalogRecord>,
     json: Vec<OnceLock<Box<[u8]>>>,
+    /// Where each GPU model's records are: most questions name a GPU, and
+    /// one model is a fortieth of a market.
+    by_gpu: HashMap<String, Vec<usize>>,
 }
 
 impl Part {
     fn new(records: Vec<catalog::CatalogRecord>) -> Self {
         let json = records.iter().map(|_| OnceLock::new()).collect();
-        Self { records, json }
+        let mut by_gpu: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, r) in records.iter().enumerate() {
+            match by_gpu.get_mut(&r.gpu_model) {
+                Some(at) => at.push(i),
+                None => {
+                    by_gpu.insert(r.gpu_model.clone(), vec![i]);
+                }
+            }
+        }
+        Self {
+            records,
+            json,
+            by_gpu,
+        }
+    }
+
+    /// Where the records matching `filter` are, in the part's order.
+    fn matching(&self, filter: &PriceFilter) -> Vec<usize> {
+        let mut found: Vec<usize> = if filter.gpus.is_empty() {
+            (0..self.records.len()).collect()
+        } else {
+            self.by_gpu
+                .iter()
+                .filter(|(model, _)| filter.gpus.iter().any(|g| catalog::gpu_matches(model, g)))
+                .flat_map(|(_, at)| at.iter().copied())
+                .collect()
+        };
+        found.sort_unstable();
+        found.retain(|&i| filter.matches(&self.records[i]));
+        found
     }
 
     /// Record `i`'s JSON, encoded the first time it is asked for.
@@ -172,7 +270,6 @@ impl CatalogCache {
             .is_none_or(|g| g.list_prices != generation.list_prices);
         self.entries.retain(|(slot, _), _| match slot {
             Slot::List => !list_moved,
-            Slot::PastList | Slot::PastSpot => true,
             Slot::Answer | Slot::Spot => false,
         });
         self.cached_bytes = [0, 0];
@@ -261,21 +358,22 @@ pub(crate) struct Records {
 }
 
 impl Records {
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &catalog::CatalogRecord> {
-        self.list.records.iter().chain(self.spot.records.iter())
+    /// The records matching `filter`, list prices first, in no particular
+    /// order.
+    pub(crate) fn filtered(
+        &self,
+        filter: &PriceFilter,
+    ) -> impl Iterator<Item = &catalog::CatalogRecord> {
+        [&*self.list, &*self.spot]
+            .into_iter()
+            .flat_map(|part| part.matching(filter).into_iter().map(|i| &part.records[i]))
     }
 
     /// Where each record matching `filter` is, in the catalog's order.
     fn matching(&self, filter: &PriceFilter) -> Vec<(&Part, usize)> {
         let mut found: Vec<(&Part, usize)> = [&*self.list, &*self.spot]
             .into_iter()
-            .flat_map(|part| {
-                part.records
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, r)| filter.matches(r))
-                    .map(move |(i, _)| (part, i))
-            })
+            .flat_map(|part| part.matching(filter).into_iter().map(move |i| (part, i)))
             .collect();
         found.sort_by(|(a, i), (b, j)| catalog::catalog_order(&a.records[*i], &b.records[*j]));
         found
@@ -377,10 +475,11 @@ pub(crate) fn current_records(
 }
 
 /// The cheapest instance price per (GPU model, price group) now, or `back`
-/// before now. Only those records are cached: now's per catalog state, from
-/// [`current_records`]; a time before now's per minute, so the overview and
+/// before now. Now's is kept per catalog state, from [`current_records`]; a
+/// time before now's per minute (see [`PastCheapest`]), so the overview and
 /// each scrape of `/metrics` read the whole catalog of a time before now
-/// once a minute at most, however often syncs commit.
+/// once a minute at most, however often syncs commit, and wait for that read
+/// only when nothing of the last minutes is kept.
 ///
 /// # Errors
 /// On a store error.
@@ -390,40 +489,70 @@ pub(crate) fn cheapest_at(
     state: &AppState,
     back: Option<chrono::Duration>,
 ) -> Result<catalog::Cheapest, StoreError> {
-    let filter = catalog::PriceFilter {
-        scopes: vec![gpuplan_providers::PriceScope::Instance],
-        ..catalog::PriceFilter::default()
+    let Some(back) = back else {
+        let current = current_records(store, fresh, state)?;
+        let filter = instances();
+        let kept = cached_records(fresh, &state.cache, "cheapest:now", NOW, |part| {
+            let records = match part {
+                PricePart::List => &current.list.records,
+                _ => &current.spot.records,
+            };
+            let instances = records.iter().filter(|r| filter.matches(r));
+            Ok(catalog::cheapest(instances).into_values().collect())
+        })?;
+        return Ok(catalog::cheapest(kept.filtered(&PriceFilter::default())));
     };
-    let kept = match back {
-        None => {
-            let current = current_records(store, fresh, state)?;
-            cached_records(fresh, &state.cache, "cheapest:now", NOW, |part| {
-                let records = match part {
-                    PricePart::List => &current.list.records,
-                    _ => &current.spot.records,
-                };
-                let instances = records.iter().filter(|r| filter.matches(r));
-                Ok(catalog::cheapest(instances).into_values().collect())
-            })?
+    let (secs, minute) = (back.num_seconds(), fresh.now.timestamp() / 60);
+    let found = lock(&state.cache).past.lookup(secs, minute);
+    match found {
+        Lookup::Current(kept) | Lookup::Earlier(kept) => Ok((*kept).clone()),
+        Lookup::Refresh(kept) => {
+            let (pool, cache, fresh) = (state.pool.clone(), state.cache.clone(), fresh.clone());
+            std::thread::spawn(move || {
+                let read = pool.read(|store| cheapest_then(store, &fresh, back));
+                let mut cache = lock(&cache);
+                match read {
+                    Ok(then) => cache.past.keep(secs, minute, Arc::new(then)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reading the cheapest prices of {secs} s ago failed");
+                        cache.past.failed(secs);
+                    }
+                }
+            });
+            Ok((*kept).clone())
         }
-        Some(b) => {
-            let key = format!("cheapest:{}:{}", fresh.now.timestamp() / 60, b.num_hours());
-            // Not read again after each sync: on a whole market that read
-            // takes a second or more, and syncs may commit every second.
-            cached_records(
-                fresh,
-                &state.cache,
-                &key,
-                (Slot::PastList, Slot::PastSpot),
-                |part| {
-                    let records =
-                        catalog::price_part_at(store, fresh, &filter, Some(fresh.now - b), part)?;
-                    Ok(catalog::cheapest(&records).into_values().collect())
-                },
-            )?
+        Lookup::Missing => {
+            let then = cheapest_then(store, fresh, back)?;
+            lock(&state.cache)
+                .past
+                .keep(secs, minute, Arc::new(then.clone()));
+            Ok(then)
         }
-    };
-    Ok(catalog::cheapest(kept.iter()))
+    }
+}
+
+/// Instance prices: what the cheapest compare.
+fn instances() -> PriceFilter {
+    PriceFilter {
+        scopes: vec![PriceScope::Instance],
+        ..PriceFilter::default()
+    }
+}
+
+/// The cheapest instance prices as they stood `back` before now.
+fn cheapest_then(
+    store: &dyn crate::store::Store,
+    fresh: &Freshness,
+    back: chrono::Duration,
+) -> Result<catalog::Cheapest, StoreError> {
+    let records = catalog::price_part_at(
+        store,
+        fresh,
+        &instances(),
+        Some(fresh.now - back),
+        PricePart::All,
+    )?;
+    Ok(catalog::cheapest(&records))
 }
 
 /// Bytes of encoded answers kept at most, so distinct queries cannot grow
@@ -648,7 +777,7 @@ mod tests {
                         Ok(vec![record("aws", "H100-80GB", 1.0, None)])
                     })
                     .unwrap();
-                    assert_eq!(got.iter().count(), 2);
+                    assert_eq!(got.filtered(&PriceFilter::default()).count(), 2);
                 });
             }
         });
@@ -671,7 +800,7 @@ mod tests {
     }
 
     #[test]
-    fn list_prices_outlive_a_spot_sync_and_only_the_past_outlives_a_list_change() {
+    fn list_prices_outlive_a_spot_sync_and_the_past_outlives_any_change() {
         let mut cache = CatalogCache::default();
         let records = || Value::Records(Arc::new(Part::new(Vec::new())));
         let at = |data, list_prices| Generation { data, list_prices };
@@ -679,18 +808,43 @@ mod tests {
         cache.keep(Slot::List, key("q"), records(), 10);
         cache.keep(Slot::Spot, key("q"), records(), 20);
         cache.keep(Slot::Answer, key("q"), answer(30), 30);
-        cache.keep(Slot::PastList, key("q"), records(), 4);
-        cache.keep(Slot::PastSpot, key("q"), records(), 5);
+        cache.past.keep(86_400, 7, Arc::default());
         cache.follow(at(2, 1));
         assert!(cache.records(Slot::List, &key("q")).is_some());
         assert!(cache.records(Slot::Spot, &key("q")).is_none());
         assert!(cache.answer(&key("q")).is_none());
-        assert_eq!(cache.cached_bytes, [0, 19]);
+        assert_eq!(cache.cached_bytes, [0, 10]);
         cache.follow(at(3, 2));
+        assert!(cache.entries.is_empty());
+        assert_eq!(cache.cached_bytes, [0, 0]);
         // A time before now reads the same whatever a sync added since.
-        assert!(cache.records(Slot::PastList, &key("q")).is_some());
-        assert!(cache.records(Slot::PastSpot, &key("q")).is_some());
-        assert_eq!(cache.entries.len(), 2);
-        assert_eq!(cache.cached_bytes, [0, 9]);
+        assert!(matches!(cache.past.lookup(86_400, 7), Lookup::Current(_)));
+    }
+
+    #[test]
+    fn when_the_minute_turns_one_request_reads_the_past_again_and_the_rest_do_not_wait() {
+        let mut past = PastCheapest::default();
+        let day = 86_400;
+        assert!(matches!(past.lookup(day, 100), Lookup::Missing));
+        past.keep(day, 100, Arc::default());
+        assert!(matches!(past.lookup(day, 100), Lookup::Current(_)));
+        // The next minute: the first asker reads it, the others use minute 100's.
+        assert!(matches!(past.lookup(day, 101), Lookup::Refresh(_)));
+        assert!(matches!(past.lookup(day, 101), Lookup::Earlier(_)));
+        // Another time before now is kept apart.
+        assert!(matches!(past.lookup(7 * day, 101), Lookup::Missing));
+        // A read that failed lets the next request try again.
+        past.failed(day);
+        assert!(matches!(past.lookup(day, 101), Lookup::Refresh(_)));
+        past.keep(day, 101, Arc::default());
+        assert!(matches!(past.lookup(day, 101), Lookup::Current(_)));
+        // A slow read of an older minute does not replace a newer one.
+        past.keep(day, 99, Arc::default());
+        assert!(matches!(past.lookup(day, 101), Lookup::Current(_)));
+        // After an idle hour, what is kept is too old to show: read it.
+        assert!(matches!(
+            past.lookup(day, 101 + PAST_STAYS_MINUTES + 1),
+            Lookup::Missing
+        ));
     }
 }

@@ -406,8 +406,8 @@ pub async fn page(
     })
     .await?;
     let mut rows: Vec<&CatalogRecord> = records
-        .iter()
-        .filter(|r| filter.matches(r) && view.keeps(r))
+        .filtered(&filter)
+        .filter(|r| view.keeps(r))
         .collect();
     let total = rows.len();
     let start = ((view.page - 1) * view.per_page).min(total);
