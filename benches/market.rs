@@ -27,6 +27,9 @@
 //!     cargo bench --bench market                          # 50 M observations
 //!     OBSERVATIONS=1000000 cargo bench --bench market     # the same at 1 M
 //!     BACKENDS=postgres cargo bench --bench market        # only PostgreSQL's figures
+//!     BACKENDS=sqlite,postgres cargo bench --bench market # both, not the migration
+//!     KEEP_CATALOG=/tmp/year.db cargo bench --bench market   # keep the catalog as built
+//!     BUILT_CATALOG=/tmp/year.db cargo bench --bench market  # start from it
 
 mod support;
 
@@ -858,9 +861,11 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(50_000_000);
-    // BACKENDS=postgres measures only the PostgreSQL copy (the SQLite
-    // catalog is still built, as its source), for a second run.
-    let measures_sqlite = std::env::var("BACKENDS").map_or(true, |b| b.contains("sqlite"));
+    // BACKENDS names what is measured of `sqlite`, `postgres` and
+    // `migration` (all three when unset); the SQLite catalog is built
+    // whatever it names, as the others' source.
+    let wants = |what: &str| std::env::var("BACKENDS").map_or(true, |b| b.contains(what));
+    let measures_sqlite = wants("sqlite");
     let dir = tempfile::tempdir().unwrap();
     let clouds = Arc::new(clouds());
     let series = Arc::new(spot_series(&clouds, observations));
@@ -870,22 +875,38 @@ async fn main() {
 
     let path = dir.path().join("catalog.db");
     let location = Location::Sqlite(path.clone());
-    let started = Instant::now();
-    let pool = Pool::open(&location, 0).unwrap();
-    let (prices, written) = build(&pool, &clouds, &series, start);
-    drop(pool);
-    let bytes = sqlite_bytes(&path);
-    println!(
-        "catalog: {written} spot observations in {} series, {prices} list prices; written a sync at a time in {:.0} s; \
-         SQLite {:.0} MiB, {:.1} bytes per observation (the whole file)",
-        series.len(),
-        started.elapsed().as_secs_f64(),
-        bytes as f64 / 1048576.0,
-        bytes as f64 / written as f64
-    );
-
-    let runs = sync_log(&path, &clouds, now - chrono::Duration::hours(1));
-    println!("sync log: {runs} more runs, 90 days of 10-minute syncs of every source");
+    // BUILT_CATALOG=path starts from a catalog an earlier run kept (with
+    // KEEP_CATALOG, at the same OBSERVATIONS) instead of writing the year
+    // again: a quarter of an hour at 50 million.
+    let written = if let Some(built) = std::env::var_os("BUILT_CATALOG") {
+        std::fs::copy(&built, &path).unwrap();
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let written: i64 = conn
+            .query_row("SELECT count(*) FROM spot_observations", [], |r| r.get(0))
+            .unwrap();
+        println!(
+            "catalog: {written} spot observations, as kept by an earlier run; SQLite {:.0} MiB",
+            sqlite_bytes(&path) as f64 / 1048576.0
+        );
+        usize::try_from(written).unwrap()
+    } else {
+        let started = Instant::now();
+        let pool = Pool::open(&location, 0).unwrap();
+        let (prices, written) = build(&pool, &clouds, &series, start);
+        drop(pool);
+        let bytes = sqlite_bytes(&path);
+        println!(
+            "catalog: {written} spot observations in {} series, {prices} list prices; written a sync at a time in {:.0} s; \
+             SQLite {:.0} MiB, {:.1} bytes per observation (the whole file)",
+            series.len(),
+            started.elapsed().as_secs_f64(),
+            bytes as f64 / 1048576.0,
+            bytes as f64 / written as f64
+        );
+        let runs = sync_log(&path, &clouds, now - chrono::Duration::hours(1));
+        println!("sync log: {runs} more runs, 90 days of 10-minute syncs of every source");
+        written
+    };
     in_process(&path, &series[series.len() / 3].instance_type);
     // KEEP_CATALOG=path keeps a copy of the catalog as built, for query-plan work.
     if let Some(keep) = std::env::var_os("KEEP_CATALOG") {
@@ -893,7 +914,11 @@ async fn main() {
     }
     // PostgreSQL gets a copy of the catalog as it is now, before the
     // SQLite measurements add syncs and prune it.
-    let pg = gpuplan::store::scratch::ScratchDatabase::create();
+    let pg = if wants("postgres") {
+        gpuplan::store::scratch::ScratchDatabase::create()
+    } else {
+        None
+    };
     if let Some(db) = &pg {
         let started = Instant::now();
         let target = Pool::open(&Location::Postgres(Secret::new(db.url())), 0).unwrap();
@@ -948,11 +973,11 @@ async fn main() {
             .await;
         }
         None => println!(
-            "postgres: skipped ({} is not set)",
+            "postgres: skipped (not in BACKENDS, or {} is not set)",
             gpuplan::store::scratch::SERVER_ENV
         ),
     }
-    if measures_sqlite {
+    if wants("migration") {
         migration(dir.path(), &clouds, &series, start, written);
     }
 }
