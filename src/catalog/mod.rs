@@ -356,6 +356,30 @@ impl PriceFilter {
             })
     }
 
+    /// Whether the filter asks for nothing in particular: every price.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        // Every field named, so that a new one cannot be forgotten here.
+        let Self {
+            gpus,
+            providers,
+            regions,
+            kinds,
+            scopes,
+            form_factors,
+            max_usd_per_gpu_hour,
+            countries,
+        } = self;
+        gpus.is_empty()
+            && providers.is_empty()
+            && regions.is_empty()
+            && kinds.is_empty()
+            && scopes.is_empty()
+            && form_factors.is_empty()
+            && max_usd_per_gpu_hour.is_none()
+            && countries.is_empty()
+    }
+
     /// Whether `r` is one of the prices asked for.
     #[must_use]
     pub fn matches(&self, r: &CatalogRecord) -> bool {
@@ -1003,6 +1027,26 @@ mod tests {
             parse_since("3650d", now).unwrap(),
             now - chrono::Duration::days(3650)
         );
+    }
+
+    #[test]
+    fn only_a_filter_that_asks_for_nothing_is_empty() {
+        assert!(PriceFilter::default().is_empty());
+        let one = |f: fn(&mut PriceFilter)| {
+            let mut filter = PriceFilter::default();
+            f(&mut filter);
+            filter.is_empty()
+        };
+        assert!(!one(|f| f.gpus.push("H100".into())));
+        assert!(!one(|f| f.providers.push("aws".into())));
+        assert!(!one(|f| f.regions.push("us-east-1".into())));
+        assert!(!one(|f| f.kinds.push(PriceKind::Spot)));
+        assert!(!one(|f| f.scopes.push(PriceScope::Instance)));
+        assert!(!one(|f| f
+            .form_factors
+            .push(gpuplan_providers::FormFactor::Sxm)));
+        assert!(!one(|f| f.max_usd_per_gpu_hour = Some(1e9)));
+        assert!(!one(|f| f.countries.push("DE".into())));
     }
 
     #[test]

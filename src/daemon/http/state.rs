@@ -232,8 +232,10 @@ impl Part {
                 .flat_map(|(_, at)| at.iter().copied())
                 .collect()
         };
-        found.sort_unstable();
-        found.retain(|&i| filter.matches(&self.records[i]));
+        if !filter.is_empty() {
+            found.sort_unstable();
+            found.retain(|&i| filter.matches(&self.records[i]));
+        }
         found
     }
 

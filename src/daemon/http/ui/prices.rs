@@ -344,6 +344,9 @@ impl<'a> SortKey<'a> {
             "instance_type" => text(Some(&r.instance_type)),
             "gpu_model" => text(Some(&r.gpu_model)),
             "gpu_form_factor" => text(r.gpu_form_factor.as_ref()),
+            // The usual sorts, without building a cell for every offer.
+            "price" => Self::number(view.price(r).ok()),
+            "usd_per_gpu_hour" => Self::number(Some(r.usd_per_gpu_hour)),
             _ => match cell(view, r, &view.sort) {
                 Value::Null => Self::Missing,
                 Value::Number(n) => Self::Number(n.as_f64().unwrap_or(0.0)),
@@ -351,6 +354,15 @@ impl<'a> SortKey<'a> {
                 other => Self::Text(Cow::Owned(other.to_string())),
             },
         }
+    }
+}
+
+impl SortKey<'_> {
+    /// A number as its cell compares: JSON has no infinities nor NaN, so
+    /// those are missing.
+    fn number(v: Option<f64>) -> Self {
+        v.filter(|v| v.is_finite())
+            .map_or(Self::Missing, Self::Number)
     }
 }
 
