@@ -640,8 +640,51 @@ pub struct SpotPointOf<'a> {
     pub region: &'a str,
     pub zone: &'a str,
     pub instance_type: &'a str,
+    #[serde(serialize_with = "rfc3339")]
     pub observed_at: DateTime<Utc>,
     pub usd_per_hour: f64,
+}
+
+/// A time as chrono writes it (RFC 3339 in UTC, `Z`, the fraction in 0, 3, 6
+/// or 9 digits), written at once: a month of spot history in every region
+/// holds tens of thousands of them, and chrono hands them over a character
+/// at a time. Years outside 0 to 9999 and leap seconds go to chrono.
+fn rfc3339<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    use chrono::{Datelike, Timelike};
+    let (year, nano) = (t.year(), t.nanosecond());
+    let (Ok(year @ 0..=9999), 0..=999_999_999) = (u32::try_from(year), nano) else {
+        return t.serialize(s);
+    };
+    let mut buf = *b"0000-00-00T00:00:00.000000000Z";
+    let mut two = |at: usize, v: u32| {
+        buf[at] = b'0' + (v / 10) as u8;
+        buf[at + 1] = b'0' + (v % 10) as u8;
+    };
+    two(0, year / 100);
+    two(2, year % 100);
+    two(5, t.month());
+    two(8, t.day());
+    two(11, t.hour());
+    two(14, t.minute());
+    two(17, t.second());
+    let digits = match nano {
+        0 => 0,
+        n if n % 1_000_000 == 0 => 3,
+        n if n % 1_000 == 0 => 6,
+        _ => 9,
+    };
+    let mut len = 19;
+    if digits > 0 {
+        let mut v = nano / 10u32.pow(9 - digits);
+        for i in (0..digits as usize).rev() {
+            buf[20 + i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+        len += 1 + digits as usize;
+    }
+    buf[len] = b'Z';
+    let text = std::str::from_utf8(&buf[..=len]).map_err(serde::ser::Error::custom)?;
+    s.serialize_str(text)
 }
 
 impl SpotSeries {
@@ -983,6 +1026,48 @@ mod tests {
                 }]
             })
         );
+    }
+
+    #[test]
+    fn times_are_written_as_chrono_writes_them() {
+        #[derive(Serialize)]
+        struct Fast(#[serde(serialize_with = "rfc3339")] DateTime<Utc>);
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (first, last) = (-62_167_219_200_i64, 253_402_300_799_i64);
+        let mut cases: Vec<DateTime<Utc>> = [first, -1, 0, 1, last, last + 1, first - 1]
+            .iter()
+            .map(|&secs| DateTime::from_timestamp(secs, 0).unwrap())
+            .collect();
+        for i in 0..200_000u64 {
+            let secs = first + (next() % (last - first + 1) as u64) as i64;
+            let nanos = match i % 4 {
+                0 => 0,
+                1 => (next() % 1000) as u32 * 1_000_000,
+                2 => (next() % 1_000_000) as u32 * 1_000,
+                _ => (next() % 1_000_000_000) as u32,
+            };
+            cases.push(DateTime::from_timestamp(secs, nanos).unwrap());
+        }
+        // A leap second, which chrono writes as the next second's 60th.
+        let leap = chrono::NaiveDate::from_ymd_opt(2016, 12, 31)
+            .unwrap()
+            .and_hms_nano_opt(23, 59, 59, 1_500_000_000)
+            .unwrap()
+            .and_utc();
+        cases.push(leap);
+        for t in cases {
+            assert_eq!(
+                serde_json::to_string(&Fast(t)).unwrap(),
+                serde_json::to_string(&t).unwrap(),
+                "{t:?}"
+            );
+        }
     }
 
     #[test]
