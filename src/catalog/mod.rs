@@ -501,6 +501,23 @@ pub fn price_part_at(
         .collect())
 }
 
+/// The current spot prices of the series spot writes numbered past `after`
+/// touched (see [`Store::spot_prices_changed_after`]).
+///
+/// # Errors
+/// On a store error.
+pub fn spot_changed_after(
+    store: &dyn Store,
+    fresh: &Freshness,
+    after: i64,
+) -> Result<Vec<CatalogRecord>, StoreError> {
+    Ok(store
+        .spot_prices_changed_after(after)?
+        .into_iter()
+        .map(|p| record(p, fresh))
+        .collect())
+}
+
 impl CatalogRecord {
     /// The GPU memory an instance has in all: its GPUs' together, or a
     /// slice's own.

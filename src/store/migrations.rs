@@ -31,6 +31,7 @@ macro_rules! all_steps {
             "0017_bill_loads_reader",
             "0018_spot_history_by_series",
             "0019_catalog_state_and_lookups",
+            "0020_spot_series_changes",
         )
     };
 }

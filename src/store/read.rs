@@ -16,6 +16,9 @@ use super::{INTERRUPTED, StoreError, WriteStats, from_micros, micros, parse_ts, 
 pub struct Generation {
     pub data: i64,
     pub list_prices: i64,
+    /// Spot writes so far: each stamps the spot series it touched with its
+    /// number (see [`Reads::spot_prices_changed_after`]).
+    pub spot: i64,
 }
 
 /// Which prices a read returns: list prices (every kind but spot history's),
@@ -320,6 +323,14 @@ pub trait Reads {
         part: PricePart,
     ) -> Result<Vec<CurrentPrice>, StoreError>;
 
+    /// The current spot prices of the series a spot write numbered past
+    /// `after` (a [`Generation::spot`] read before) touched: with what was read
+    /// then, every current spot price.
+    ///
+    /// # Errors
+    /// On a database error or a stored value that does not parse.
+    fn spot_prices_changed_after(&self, after: i64) -> Result<Vec<CurrentPrice>, StoreError>;
+
     /// Spot observations of one instance type since `since`, plus the last
     /// observation before `since` (the price in force when the window
     /// opened), series by series in (provider, zone) order, oldest first in
@@ -545,83 +556,11 @@ impl<B: Backend> Reads for B {
         at: Option<DateTime<Utc>>,
         part: PricePart,
     ) -> Result<Vec<CurrentPrice>, StoreError> {
-        let keys = types
-            .map(|t| serde_json::to_string(t).map_err(|e| StoreError::Corrupt(e.to_string())))
-            .transpose()?;
-        // Now, a series' newest observation is on the series; at an earlier
-        // time it is one seek into the series' history. CROSS JOIN keeps
-        // SQLite from scanning every observation instead, testing each.
-        let spot = if at.is_none() {
-            "SELECT ss.provider, ss.region, ss.zone, ss.instance_type, ss.last_usd_per_hour AS usd,
-                    ss.last_observed_at AS observed_at, ss.currency, ss.last_fx_rate AS fx_rate
-             FROM spot_series ss
-             WHERE ss.last_observed_at IS NOT NULL AND CAST($3 AS BIGINT) IS NULL"
-        } else {
-            "SELECT ss.provider, ss.region, ss.zone, ss.instance_type, o.usd_per_hour AS usd,
-                    o.observed_at, ss.currency, o.fx_rate
-             FROM spot_series ss
-             CROSS JOIN spot_observations o
-             WHERE o.series_id = ss.id
-               AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
-                                    WHERE series_id = ss.id AND observed_at <= $3)"
-        };
-        self.on_conn(|db| {
-            let mut prices = Vec::new();
-            // Written out only when there are types, so that no `OR` keeps
-            // the planners from the series' index by type.
-            let of_types = |alias: &str| {
-                if keys.is_some() {
-                    format!(
-                        "({alias}.provider, {alias}.instance_type) IN ({})",
-                        db.dialect().json_pairs("$1")
-                    )
-                } else {
-                    "CAST($1 AS TEXT) IS NULL".to_owned()
-                }
-            };
-            let (list_types, spot_types) = (of_types("s"), of_types("sp"));
-            db.each_row(
-                &format!(
-                    "SELECT s.provider, s.region, s.zone, s.instance_type, s.price_kind, s.offering_class,
-                            v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour, v.source,
-                            v.available_regions, v.max_instances, CAST(NULL AS BIGINT) AS observed_at,
-                            t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
-                            s.price_scope, v.currency, v.fx_rate, t.gpu_form_factor, t.mig_profile,
-                            s.window_start, s.window_end, s.instance_count
-                     FROM price_series s
-                     JOIN price_versions v
-                       ON v.id = (SELECT max(id) FROM price_versions
-                                  WHERE series_id = s.id AND (CAST($2 AS TEXT) IS NULL OR valid_from <= $2))
-                     JOIN instance_types t
-                       ON t.provider = s.provider AND t.instance_type = s.instance_type
-                     WHERE v.withdrawn = 0 AND {list_types} AND CAST($4 AS BIGINT) = 1
-                     UNION ALL
-                     SELECT sp.provider, sp.region, sp.zone, sp.instance_type, 'spot', '',
-                            sp.usd, 0.0, sp.usd, NULL, '[]', NULL, sp.observed_at,
-                            t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
-                            'instance', sp.currency, coalesce(sp.fx_rate, 1.0), t.gpu_form_factor, t.mig_profile,
-                            '', '', 0
-                     FROM ({spot}) AS sp
-                     JOIN instance_types t
-                       ON t.provider = sp.provider AND t.instance_type = sp.instance_type
-                     WHERE {spot_types} AND CAST($5 AS BIGINT) = 1"
-                ),
-                // A part left out is a condition on a parameter alone, which
-                // both planners test once, before reading a row.
-                &[
-                    keys.into(),
-                    at.map(ts).into(),
-                    at.map(micros).into(),
-                    i64::from(part != PricePart::Spot).into(),
-                    i64::from(part != PricePart::List).into(),
-                ],
-                &mut |r| {
-                    prices.push(price(r)?);
-                    Ok(())
-                },
-            )?;
-            Ok(prices)
-        })
+        read_prices(self, types, at, part, i64::MIN)
+    }
+
+    fn spot_prices_changed_after(&self, after: i64) -> Result<Vec<CurrentPrice>, StoreError> {
+        read_prices(self, None, None, PricePart::Spot, after)
     }
 
     fn spot_series_history(
@@ -804,14 +743,19 @@ impl<B: Backend> Reads for B {
     }
 
     fn catalog_generation(&self) -> Result<Generation, StoreError> {
-        let rows = self
-            .on_conn(|db| db.rows("SELECT generation, list_generation FROM catalog_state", &[]))?;
+        let rows = self.on_conn(|db| {
+            db.rows(
+                "SELECT generation, list_generation, spot_changes FROM catalog_state",
+                &[],
+            )
+        })?;
         let r = rows
             .first()
             .ok_or_else(|| StoreError::Corrupt("catalog_state has no row".to_owned()))?;
         Ok(Generation {
             data: r[0].int()?,
             list_prices: r[1].int()?,
+            spot: r[2].int()?,
         })
     }
 
@@ -909,4 +853,94 @@ impl<B: Backend> Reads for B {
 /// The runs `sql` selects ([`RUN_COLUMNS`], one parameter).
 fn runs(db: &dyn Db, sql: &str, param: Val) -> Result<Vec<SyncRun>, StoreError> {
     db.rows(sql, &[param])?.iter().map(|r| run(r)).collect()
+}
+
+/// Prices as of `at` (now, when `None`) of one part, spot prices only of
+/// series a spot write numbered past `changed_after` touched.
+fn read_prices<B: Backend>(
+    b: &B,
+    types: Option<&[(String, String)]>,
+    at: Option<DateTime<Utc>>,
+    part: PricePart,
+    changed_after: i64,
+) -> Result<Vec<CurrentPrice>, StoreError> {
+    let keys = types
+        .map(|t| serde_json::to_string(t).map_err(|e| StoreError::Corrupt(e.to_string())))
+        .transpose()?;
+    // Now, a series' newest observation is on the series; at an earlier
+    // time it is one seek into the series' history. CROSS JOIN keeps
+    // SQLite from scanning every observation instead, testing each.
+    let spot = if at.is_none() {
+        "SELECT ss.provider, ss.region, ss.zone, ss.instance_type, ss.last_usd_per_hour AS usd,
+                ss.last_observed_at AS observed_at, ss.currency, ss.last_fx_rate AS fx_rate,
+                ss.changed_in
+         FROM spot_series ss
+         WHERE ss.last_observed_at IS NOT NULL AND CAST($3 AS BIGINT) IS NULL"
+    } else {
+        "SELECT ss.provider, ss.region, ss.zone, ss.instance_type, o.usd_per_hour AS usd,
+                o.observed_at, ss.currency, o.fx_rate, ss.changed_in
+         FROM spot_series ss
+         CROSS JOIN spot_observations o
+         WHERE o.series_id = ss.id
+           AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
+                                WHERE series_id = ss.id AND observed_at <= $3)"
+    };
+    b.on_conn(|db| {
+        let mut prices = Vec::new();
+        // Written out only when there are types, so that no `OR` keeps
+        // the planners from the series' index by type.
+        let of_types = |alias: &str| {
+            if keys.is_some() {
+                format!(
+                    "({alias}.provider, {alias}.instance_type) IN ({})",
+                    db.dialect().json_pairs("$1")
+                )
+            } else {
+                "CAST($1 AS TEXT) IS NULL".to_owned()
+            }
+        };
+        let (list_types, spot_types) = (of_types("s"), of_types("sp"));
+        db.each_row(
+            &format!(
+                "SELECT s.provider, s.region, s.zone, s.instance_type, s.price_kind, s.offering_class,
+                        v.usd_per_hour, v.upfront_usd, v.recurring_usd_per_hour, v.source,
+                        v.available_regions, v.max_instances, CAST(NULL AS BIGINT) AS observed_at,
+                        t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
+                        s.price_scope, v.currency, v.fx_rate, t.gpu_form_factor, t.mig_profile,
+                        s.window_start, s.window_end, s.instance_count
+                 FROM price_series s
+                 JOIN price_versions v
+                   ON v.id = (SELECT max(id) FROM price_versions
+                              WHERE series_id = s.id AND (CAST($2 AS TEXT) IS NULL OR valid_from <= $2))
+                 JOIN instance_types t
+                   ON t.provider = s.provider AND t.instance_type = s.instance_type
+                 WHERE v.withdrawn = 0 AND {list_types} AND CAST($4 AS BIGINT) = 1
+                 UNION ALL
+                 SELECT sp.provider, sp.region, sp.zone, sp.instance_type, 'spot', '',
+                        sp.usd, 0.0, sp.usd, NULL, '[]', NULL, sp.observed_at,
+                        t.gpu_model, t.gpu_count, t.gpu_memory_gib, t.vcpus, t.memory_gib,
+                        'instance', sp.currency, coalesce(sp.fx_rate, 1.0), t.gpu_form_factor, t.mig_profile,
+                        '', '', 0
+                 FROM ({spot}) AS sp
+                 JOIN instance_types t
+                   ON t.provider = sp.provider AND t.instance_type = sp.instance_type
+                 WHERE {spot_types} AND CAST($5 AS BIGINT) = 1 AND sp.changed_in > $6"
+            ),
+            // A part left out is a condition on a parameter alone, which
+            // both planners test once, before reading a row.
+            &[
+                keys.into(),
+                at.map(ts).into(),
+                at.map(micros).into(),
+                i64::from(part != PricePart::Spot).into(),
+                i64::from(part != PricePart::List).into(),
+                changed_after.into(),
+            ],
+            &mut |r| {
+                prices.push(price(r)?);
+                Ok(())
+            },
+        )?;
+        Ok(prices)
+    })
 }

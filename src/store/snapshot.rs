@@ -316,7 +316,15 @@ fn write_spot(
     stats.spot_seen += snapshot.spot_observations.len() as i64;
     stats.spot_added += i64::try_from(added).unwrap_or(i64::MAX);
     // Each touched series takes its newest stored observation: the one just
-    // written, or a newer one already there when this was a backfill.
+    // written, or a newer one already there when this was a backfill; and
+    // this write's number, for readers that re-read only what was touched.
+    let change = sql::first(
+        db,
+        "UPDATE catalog_state SET spot_changes = spot_changes + 1 RETURNING spot_changes",
+        &[],
+    )?
+    .ok_or_else(|| StoreError::Corrupt("catalog_state has no row".to_owned()))?
+    .int()?;
     let touched: Vec<String> = ids.values().map(i64::to_string).collect();
     for chunk in touched.chunks(1000) {
         db.exec(
@@ -324,11 +332,12 @@ fn write_spot(
                 "UPDATE spot_series
                  SET (last_observed_at, last_usd_per_hour, last_fx_rate) = (
                      SELECT observed_at, usd_per_hour, fx_rate FROM spot_observations
-                     WHERE series_id = spot_series.id ORDER BY observed_at DESC LIMIT 1)
+                     WHERE series_id = spot_series.id ORDER BY observed_at DESC LIMIT 1),
+                     changed_in = $1
                  WHERE id IN ({})",
                 chunk.join(", ")
             ),
-            &[],
+            &[change.into()],
         )?;
     }
     Ok(())

@@ -529,6 +529,41 @@ fn a_large_prune_goes_in_batches(db) {
     assert_eq!(count(&pool, "spot_observations"), 1);
 }
 
+fn only_the_spot_series_written_since_a_stamp_are_read_again(db) {
+    let pool = db.pool(0);
+    let observed = |zone: &str, usd: f64, hour: i64| gpuplan_providers::SpotObservation {
+        region: "us-east-1".into(),
+        zone: zone.into(),
+        instance_type: "gpu0.xlarge".into(),
+        usd_per_hour: usd,
+        observed_at: at(hour),
+    };
+    let stamp = || pool.read(|s| s.catalog_generation()).unwrap().spot;
+    let mut snap = snapshot(1, 1.0);
+    snap.spot_observations = vec![observed("us-east-1a", 1.0, 0), observed("us-east-1b", 2.0, 0)];
+    sync(&pool, &snap, 0);
+    let first = stamp();
+    snap.spot_observations = vec![observed("us-east-1b", 3.0, 1)];
+    sync(&pool, &snap, 1);
+    let second = stamp();
+    assert!(second > first);
+    let changed = pool.read(|s| s.spot_prices_changed_after(first)).unwrap();
+    let read: Vec<(Option<&str>, f64)> =
+        changed.iter().map(|p| (p.zone.as_deref(), p.usd_per_hour)).collect();
+    assert_eq!(read, [(Some("us-east-1b"), 3.0)]);
+    assert!(pool.read(|s| s.spot_prices_changed_after(second)).unwrap().is_empty());
+    assert_eq!(pool.read(|s| s.spot_prices_changed_after(i64::MIN)).unwrap().len(), 2);
+    // A write without spot observations, and a prune, stamp nothing.
+    snap.spot_observations.clear();
+    sync(&pool, &snap, 2);
+    let retention = Retention {
+        spot_history: Some(std::time::Duration::from_secs(1)),
+        ..Retention::default()
+    };
+    prune(&pool, &retention, at(10), false).unwrap();
+    assert_eq!(stamp(), second);
+}
+
 fn each_spot_batch_goes_on_from_the_series_the_one_before_stopped_in(db) {
     let pool = db.pool(0);
     let mut snap = snapshot(1, 1.0);

@@ -84,6 +84,19 @@ pub struct CatalogCache {
     reading: HashMap<(Slot, RecordsKey), Arc<Mutex<()>>>,
     /// The cheapest prices of a time before now, by how long before.
     past: PastCheapest,
+    /// The current spot prices last read, which the next read patches.
+    spot_base: Option<SpotBase>,
+}
+
+/// Current spot records and what they were read for.
+#[derive(Clone)]
+struct SpotBase {
+    key: RecordsKey,
+    list_prices: i64,
+    last_good: BTreeMap<String, chrono::DateTime<Utc>>,
+    /// The [`Generation::spot`] read before the records.
+    spot: i64,
+    part: Arc<Part>,
 }
 
 /// The cheapest prices of a time before now (24 h, 7 d), each as read for
@@ -195,36 +208,71 @@ enum Value {
 /// filter that is asked for the first time then costs the filter and the
 /// copying of bytes, not the encoding of every record it matches again.
 pub(crate) struct Part {
-    records: Vec<catalog::CatalogRecord>,
-    json: Vec<OnceLock<Box<[u8]>>>,
+    /// Shared with the part this one was patched from: a spot sync replaces
+    /// the records of the series it touched, and the others keep their JSON.
+    kept: Vec<Arc<Kept>>,
     /// Where each GPU model's records are: most questions name a GPU, and
     /// one model is a fortieth of a market.
     by_gpu: HashMap<String, Vec<usize>>,
 }
 
+/// A record, and its JSON once an answer has sent it.
+struct Kept {
+    record: catalog::CatalogRecord,
+    json: OnceLock<Box<[u8]>>,
+}
+
 impl Part {
     fn new(records: Vec<catalog::CatalogRecord>) -> Self {
-        let json = records.iter().map(|_| OnceLock::new()).collect();
+        Self::of(records.into_iter().map(Kept::new).collect())
+    }
+
+    fn of(kept: Vec<Arc<Kept>>) -> Self {
         let mut by_gpu: HashMap<String, Vec<usize>> = HashMap::new();
-        for (i, r) in records.iter().enumerate() {
-            match by_gpu.get_mut(&r.gpu_model) {
+        for (i, k) in kept.iter().enumerate() {
+            match by_gpu.get_mut(&k.record.gpu_model) {
                 Some(at) => at.push(i),
                 None => {
-                    by_gpu.insert(r.gpu_model.clone(), vec![i]);
+                    by_gpu.insert(k.record.gpu_model.clone(), vec![i]);
                 }
             }
         }
-        Self {
-            records,
-            json,
-            by_gpu,
+        Self { kept, by_gpu }
+    }
+
+    fn record(&self, i: usize) -> &catalog::CatalogRecord {
+        &self.kept[i].record
+    }
+
+    fn records(&self) -> impl Iterator<Item = &catalog::CatalogRecord> {
+        self.kept.iter().map(|k| &k.record)
+    }
+
+    /// This part of spot prices with `changed` in place of the records of
+    /// the same series, and the records of series it did not hold added.
+    fn patched(&self, changed: Vec<catalog::CatalogRecord>) -> Self {
+        let series = |r: &catalog::CatalogRecord| -> (String, Option<String>, String) {
+            (r.provider.clone(), r.zone.clone(), r.instance_type.clone())
+        };
+        let at: HashMap<_, usize> = self
+            .records()
+            .enumerate()
+            .map(|(i, r)| (series(r), i))
+            .collect();
+        let mut kept = self.kept.clone();
+        for record in changed {
+            match at.get(&series(&record)) {
+                Some(&i) => kept[i] = Kept::new(record),
+                None => kept.push(Kept::new(record)),
+            }
         }
+        Self::of(kept)
     }
 
     /// Where the records matching `filter` are, in the part's order.
     fn matching(&self, filter: &PriceFilter) -> Vec<usize> {
         let mut found: Vec<usize> = if filter.gpus.is_empty() {
-            (0..self.records.len()).collect()
+            (0..self.kept.len()).collect()
         } else {
             self.by_gpu
                 .iter()
@@ -234,19 +282,29 @@ impl Part {
         };
         if !filter.is_empty() {
             found.sort_unstable();
-            found.retain(|&i| filter.matches(&self.records[i]));
+            found.retain(|&i| filter.matches(self.record(i)));
         }
         found
     }
 
     /// Record `i`'s JSON, encoded the first time it is asked for.
     fn json(&self, i: usize) -> Result<&[u8], serde_json::Error> {
-        if let Some(done) = self.json[i].get() {
+        let kept = &self.kept[i];
+        if let Some(done) = kept.json.get() {
             return Ok(done);
         }
-        let encoded = serde_json::to_vec(&self.records[i])?.into_boxed_slice();
+        let encoded = serde_json::to_vec(&kept.record)?.into_boxed_slice();
         // Another request may have encoded it meanwhile: the same bytes.
-        Ok(self.json[i].get_or_init(|| encoded))
+        Ok(kept.json.get_or_init(|| encoded))
+    }
+}
+
+impl Kept {
+    fn new(record: catalog::CatalogRecord) -> Arc<Self> {
+        Arc::new(Self {
+            record,
+            json: OnceLock::new(),
+        })
     }
 }
 
@@ -368,7 +426,7 @@ impl Records {
     ) -> impl Iterator<Item = &catalog::CatalogRecord> {
         [&*self.list, &*self.spot]
             .into_iter()
-            .flat_map(|part| part.matching(filter).into_iter().map(|i| &part.records[i]))
+            .flat_map(|part| part.matching(filter).into_iter().map(|i| part.record(i)))
     }
 
     /// Where each record matching `filter` is, in the catalog's order.
@@ -377,7 +435,7 @@ impl Records {
             .into_iter()
             .flat_map(|part| part.matching(filter).into_iter().map(move |i| (part, i)))
             .collect();
-        found.sort_by(|(a, i), (b, j)| catalog::catalog_order(&a.records[*i], &b.records[*j]));
+        found.sort_by(|(a, i), (b, j)| catalog::catalog_order(a.record(*i), b.record(*j)));
         found
     }
 
@@ -386,7 +444,7 @@ impl Records {
     pub(crate) fn prices(&self, filter: &PriceFilter) -> Vec<catalog::CatalogRecord> {
         self.matching(filter)
             .into_iter()
-            .map(|(part, i)| part.records[i].clone())
+            .map(|(part, i)| part.record(i).clone())
             .collect()
     }
 
@@ -420,7 +478,7 @@ fn cached_records(
     cache: &Mutex<CatalogCache>,
     key: &str,
     (list, spot): (Slot, Slot),
-    compute: impl Fn(PricePart) -> Result<Vec<catalog::CatalogRecord>, StoreError>,
+    compute: impl Fn(PricePart, &RecordsKey) -> Result<Arc<Part>, StoreError>,
 ) -> Result<Records, StoreError> {
     let key = (key.to_owned(), fresh.stale_sources());
     let part = |part: PricePart, slot: Slot| {
@@ -442,11 +500,11 @@ fn cached_records(
         if let Some(hit) = lock(cache).records(slot, &key) {
             return Ok(hit);
         }
-        let read = compute(part);
+        let read = compute(part, &key);
         let mut cache = lock(cache);
         cache.reading.remove(&(slot, key.clone()));
-        let records = Arc::new(Part::new(read?));
-        let bytes = records.records.len() * RECORD_BYTES;
+        let records = read?;
+        let bytes = records.kept.len() * RECORD_BYTES;
         cache.keep(slot, key.clone(), Value::Records(records.clone()), bytes);
         Ok::<_, StoreError>(records)
     };
@@ -471,9 +529,64 @@ pub(crate) fn current_records(
     fresh: &Freshness,
     state: &AppState,
 ) -> Result<Records, StoreError> {
-    cached_records(fresh, &state.cache, "current", NOW, |part| {
-        catalog::price_part_at(store, fresh, &PriceFilter::default(), None, part)
-    })
+    cached_records(
+        fresh,
+        &state.cache,
+        "current",
+        NOW,
+        |part, key| match part {
+            PricePart::Spot => current_spot(store, fresh, &state.cache, key),
+            _ => Ok(Arc::new(Part::new(catalog::price_part_at(
+                store,
+                fresh,
+                &PriceFilter::default(),
+                None,
+                part,
+            )?))),
+        },
+    )
+}
+
+/// The current spot prices: the last ones read, with the series spot writes
+/// touched since read again, while list prices, instance types and the
+/// freshness of sources are as they were; else all of them.
+fn current_spot(
+    store: &dyn crate::store::Store,
+    fresh: &Freshness,
+    cache: &Mutex<CatalogCache>,
+    key: &RecordsKey,
+) -> Result<Arc<Part>, StoreError> {
+    // The stamp before the records: whatever is written after it is read
+    // again next time, so nothing written is missed.
+    let now = store.catalog_generation()?;
+    let base = lock(cache).spot_base.clone().filter(|b| {
+        b.key == *key
+            && b.list_prices == now.list_prices
+            && b.last_good == fresh.last_good
+            && b.spot <= now.spot
+    });
+    let part = match base {
+        Some(b) if b.spot == now.spot => b.part,
+        Some(b) => Arc::new(
+            b.part
+                .patched(catalog::spot_changed_after(store, fresh, b.spot)?),
+        ),
+        None => Arc::new(Part::new(catalog::price_part_at(
+            store,
+            fresh,
+            &PriceFilter::default(),
+            None,
+            PricePart::Spot,
+        )?)),
+    };
+    lock(cache).spot_base = Some(SpotBase {
+        key: key.clone(),
+        list_prices: now.list_prices,
+        last_good: fresh.last_good.clone(),
+        spot: now.spot,
+        part: part.clone(),
+    });
+    Ok(part)
 }
 
 /// The cheapest instance price per (GPU model, price group) now, or `back`
@@ -494,13 +607,15 @@ pub(crate) fn cheapest_at(
     let Some(back) = back else {
         let current = current_records(store, fresh, state)?;
         let filter = instances();
-        let kept = cached_records(fresh, &state.cache, "cheapest:now", NOW, |part| {
+        let kept = cached_records(fresh, &state.cache, "cheapest:now", NOW, |part, _| {
             let records = match part {
-                PricePart::List => &current.list.records,
-                _ => &current.spot.records,
+                PricePart::List => &current.list,
+                _ => &current.spot,
             };
-            let instances = records.iter().filter(|r| filter.matches(r));
-            Ok(catalog::cheapest(instances).into_values().collect())
+            let instances = records.records().filter(|r| filter.matches(r));
+            Ok(Arc::new(Part::new(
+                catalog::cheapest(instances).into_values().collect(),
+            )))
         })?;
         return Ok(catalog::cheapest(kept.filtered(&PriceFilter::default())));
     };
@@ -760,7 +875,11 @@ mod tests {
             );
         }
         assert_eq!(
-            copy.list.json.iter().filter(|j| j.get().is_some()).count(),
+            copy.list
+                .kept
+                .iter()
+                .filter(|k| k.json.get().is_some())
+                .count(),
             3
         );
         let none = PriceFilter {
@@ -778,10 +897,15 @@ mod tests {
         std::thread::scope(|s| {
             for _ in 0..4 {
                 s.spawn(|| {
-                    let got = cached_records(&fresh, &cache, "q", NOW, |_| {
+                    let got = cached_records(&fresh, &cache, "q", NOW, |_, _| {
                         reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                         std::thread::sleep(Duration::from_millis(100));
-                        Ok(vec![record("aws", "H100-80GB", 1.0, None)])
+                        Ok(Arc::new(Part::new(vec![record(
+                            "aws",
+                            "H100-80GB",
+                            1.0,
+                            None,
+                        )])))
                     })
                     .unwrap();
                     assert_eq!(got.filtered(&PriceFilter::default()).count(), 2);
@@ -792,7 +916,7 @@ mod tests {
         assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 2);
         assert!(lock(&cache).reading.is_empty());
         // A read that fails is not kept: the next request reads again.
-        let failed = cached_records(&fresh, &cache, "bad", NOW, |_| {
+        let failed = cached_records(&fresh, &cache, "bad", NOW, |_, _| {
             Err(StoreError::Corrupt("unreadable".into()))
         });
         assert!(failed.is_err());
@@ -800,10 +924,96 @@ mod tests {
     }
 
     #[test]
+    fn current_spot_prices_are_patched_with_the_series_written_since_and_read_whole_after_a_full_sync()
+     {
+        let db = crate::store::test_support::TestDb::sqlite();
+        let pool = db.pool(0);
+        let write = |scope, zones: &[(&str, f64)], hour| {
+            let mut snap = crate::store::test_support::snapshot(1, 1.0);
+            snap.scope = scope;
+            snap.spot_observations = zones
+                .iter()
+                .map(|&(zone, usd)| gpuplan_providers::SpotObservation {
+                    region: "us-east-1".into(),
+                    zone: zone.into(),
+                    instance_type: "gpu0.xlarge".into(),
+                    usd_per_hour: usd,
+                    observed_at: crate::store::test_support::at(hour),
+                })
+                .collect();
+            let t = crate::store::test_support::at(hour);
+            pool.write(|s| {
+                let run = s.begin_run("aws", scope, t).unwrap();
+                s.write_snapshot(run, "aws", &snap, &[], t, t).unwrap();
+            });
+        };
+        let cache = Mutex::new(CatalogCache::default());
+        let key: RecordsKey = ("current".into(), Vec::new());
+        let read = || {
+            pool.read(|store| {
+                let fresh = Freshness::new(store.last_good_syncs()?, BTreeMap::new(), Utc::now());
+                let part = current_spot(store, &fresh, &cache, &key)?;
+                let mut got: Vec<_> = part.records().cloned().collect();
+                let mut whole = catalog::price_part_at(
+                    store,
+                    &fresh,
+                    &PriceFilter::default(),
+                    None,
+                    PricePart::Spot,
+                )?;
+                got.sort_by(catalog::catalog_order);
+                whole.sort_by(catalog::catalog_order);
+                Ok::<_, StoreError>((part, got, whole))
+            })
+            .unwrap()
+        };
+        use gpuplan_providers::Scope;
+        write(Scope::Full, &[("us-east-1a", 1.0), ("us-east-1b", 2.0)], 0);
+        let (first, got, whole) = read();
+        assert_eq!((got.len(), &got), (2, &whole));
+        // A spot sync: one series changes, one is new; the third is shared.
+        write(
+            Scope::SpotHistory,
+            &[("us-east-1b", 3.0), ("us-east-1c", 4.0)],
+            1,
+        );
+        let (second, got, whole) = read();
+        assert_eq!((got.len(), &got), (3, &whole));
+        let zone_a = |p: &Part| {
+            p.kept
+                .iter()
+                .find(|k| k.record.zone.as_deref() == Some("us-east-1a"))
+                .unwrap()
+                .clone()
+        };
+        assert!(
+            Arc::ptr_eq(&zone_a(&first), &zone_a(&second)),
+            "zone a is kept, not read again"
+        );
+        // Nothing written: the same records.
+        let (third, _, _) = read();
+        assert!(Arc::ptr_eq(&second, &third));
+        // A full sync moves the sources' last good sync, which every record
+        // carries: all are read again.
+        write(Scope::Full, &[("us-east-1a", 5.0)], 2);
+        let (fourth, got, whole) = read();
+        assert_eq!(got, whole);
+        assert!(!Arc::ptr_eq(&zone_a(&second), &zone_a(&fourth)));
+        assert!(
+            got.iter()
+                .all(|r| r.fetched_at == Some(crate::store::test_support::at(2)))
+        );
+    }
+
+    #[test]
     fn list_prices_outlive_a_spot_sync_and_the_past_outlives_any_change() {
         let mut cache = CatalogCache::default();
         let records = || Value::Records(Arc::new(Part::new(Vec::new())));
-        let at = |data, list_prices| Generation { data, list_prices };
+        let at = |data, list_prices| Generation {
+            data,
+            list_prices,
+            spot: data,
+        };
         cache.follow(at(1, 1));
         cache.keep(Slot::List, key("q"), records(), 10);
         cache.keep(Slot::Spot, key("q"), records(), 20);
