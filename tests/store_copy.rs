@@ -152,6 +152,18 @@ fn a_sqlite_catalog_copies_whole_and_the_checksums_agree() {
             .unwrap()
     };
     assert_eq!(pool.read(history), history(&sqlite));
+    // The target's state moved past the empty catalog a daemon may have
+    // read, and its count of spot writes past the stamps the series brought.
+    let source = sqlite.catalog_generation().unwrap();
+    let target = pool.read(|s| s.catalog_generation()).unwrap();
+    assert!(source.spot > 0, "the seeded catalog has spot writes");
+    assert!(target.spot >= source.spot, "{target:?} after {source:?}");
+    assert!(target.data > 0 && target.list_prices > 0, "{target:?}");
+    assert!(
+        pool.read(|s| s.spot_prices_changed_after(target.spot))
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         pool.read(|s| s.sync_runs(10)).unwrap(),
         sqlite.sync_runs(10).unwrap()

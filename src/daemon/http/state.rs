@@ -91,7 +91,8 @@ pub struct CatalogCache {
 /// Current spot records and what they were read for.
 #[derive(Clone)]
 struct SpotBase {
-    key: RecordsKey,
+    /// The sources stale when they were read: their records say so.
+    stale: Vec<String>,
     list_prices: i64,
     last_good: BTreeMap<String, chrono::DateTime<Utc>>,
     /// The [`Generation::spot`] read before the records.
@@ -132,7 +133,9 @@ const PAST_STAYS_MINUTES: i64 = 10;
 impl PastCheapest {
     fn lookup(&mut self, back_secs: i64, minute: i64) -> Lookup {
         match self.kept.get_mut(&back_secs) {
-            Some(p) if p.minute == minute => Lookup::Current(p.cheapest.clone()),
+            // A request that read the clock before the newest minute was kept
+            // takes that minute's too.
+            Some(p) if p.minute >= minute => Lookup::Current(p.cheapest.clone()),
             Some(p) if (0..=PAST_STAYS_MINUTES).contains(&(minute - p.minute)) => {
                 if p.refreshing {
                     Lookup::Earlier(p.cheapest.clone())
@@ -476,12 +479,20 @@ impl Records {
 fn cached_records(
     fresh: &Freshness,
     cache: &Mutex<CatalogCache>,
-    key: &str,
+    (key, generation): (&str, Generation),
     (list, spot): (Slot, Slot),
     compute: impl Fn(PricePart, &RecordsKey) -> Result<Arc<Part>, StoreError>,
 ) -> Result<Records, StoreError> {
-    let key = (key.to_owned(), fresh.stale_sources());
+    let stale = fresh.stale_sources();
     let part = |part: PricePart, slot: Slot| {
+        // Keyed by the state of the catalog the caller saw, so that nobody
+        // takes records read before a commit it has seen: a slow read that
+        // started earlier is neither waited for nor used.
+        let stamp = match slot {
+            Slot::List => generation.list_prices,
+            Slot::Spot | Slot::Answer => generation.data,
+        };
+        let key = (format!("{key}@{stamp}"), stale.clone());
         let reading = {
             let mut cache = lock(cache);
             if let Some(hit) = cache.records(slot, &key) {
@@ -505,7 +516,7 @@ fn cached_records(
         cache.reading.remove(&(slot, key.clone()));
         let records = read?;
         let bytes = records.kept.len() * RECORD_BYTES;
-        cache.keep(slot, key.clone(), Value::Records(records.clone()), bytes);
+        cache.keep(slot, key, Value::Records(records.clone()), bytes);
         Ok::<_, StoreError>(records)
     };
     Ok(Records {
@@ -529,13 +540,14 @@ pub(crate) fn current_records(
     fresh: &Freshness,
     state: &AppState,
 ) -> Result<Records, StoreError> {
+    let generation = store.catalog_generation()?;
     cached_records(
         fresh,
         &state.cache,
-        "current",
+        ("current", generation),
         NOW,
         |part, key| match part {
-            PricePart::Spot => current_spot(store, fresh, &state.cache, key),
+            PricePart::Spot => current_spot(store, fresh, &state.cache, &key.1, generation),
             _ => Ok(Arc::new(Part::new(catalog::price_part_at(
                 store,
                 fresh,
@@ -554,13 +566,13 @@ fn current_spot(
     store: &dyn crate::store::Store,
     fresh: &Freshness,
     cache: &Mutex<CatalogCache>,
-    key: &RecordsKey,
+    stale: &[String],
+    now: Generation,
 ) -> Result<Arc<Part>, StoreError> {
-    // The stamp before the records: whatever is written after it is read
-    // again next time, so nothing written is missed.
-    let now = store.catalog_generation()?;
+    // `now` was read before the records: whatever is written after it is
+    // read again next time, so nothing written is missed.
     let base = lock(cache).spot_base.clone().filter(|b| {
-        b.key == *key
+        b.stale == stale
             && b.list_prices == now.list_prices
             && b.last_good == fresh.last_good
             && b.spot <= now.spot
@@ -580,7 +592,7 @@ fn current_spot(
         )?)),
     };
     lock(cache).spot_base = Some(SpotBase {
-        key: key.clone(),
+        stale: stale.to_vec(),
         list_prices: now.list_prices,
         last_good: fresh.last_good.clone(),
         spot: now.spot,
@@ -607,16 +619,23 @@ pub(crate) fn cheapest_at(
     let Some(back) = back else {
         let current = current_records(store, fresh, state)?;
         let filter = instances();
-        let kept = cached_records(fresh, &state.cache, "cheapest:now", NOW, |part, _| {
-            let records = match part {
-                PricePart::List => &current.list,
-                _ => &current.spot,
-            };
-            let instances = records.records().filter(|r| filter.matches(r));
-            Ok(Arc::new(Part::new(
-                catalog::cheapest(instances).into_values().collect(),
-            )))
-        })?;
+        let generation = store.catalog_generation()?;
+        let kept = cached_records(
+            fresh,
+            &state.cache,
+            ("cheapest:now", generation),
+            NOW,
+            |part, _| {
+                let records = match part {
+                    PricePart::List => &current.list,
+                    _ => &current.spot,
+                };
+                let instances = records.records().filter(|r| filter.matches(r));
+                Ok(Arc::new(Part::new(
+                    catalog::cheapest(instances).into_values().collect(),
+                )))
+            },
+        )?;
         return Ok(catalog::cheapest(kept.filtered(&PriceFilter::default())));
     };
     let (secs, minute) = (back.num_seconds(), fresh.now.timestamp() / 60);
@@ -894,10 +913,15 @@ mod tests {
         let cache = Mutex::new(CatalogCache::default());
         let reads = std::sync::atomic::AtomicUsize::new(0);
         let fresh = fresh();
+        let generation = Generation {
+            data: 1,
+            list_prices: 1,
+            spot: 1,
+        };
         std::thread::scope(|s| {
             for _ in 0..4 {
                 s.spawn(|| {
-                    let got = cached_records(&fresh, &cache, "q", NOW, |_, _| {
+                    let got = cached_records(&fresh, &cache, ("q", generation), NOW, |_, _| {
                         reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                         std::thread::sleep(Duration::from_millis(100));
                         Ok(Arc::new(Part::new(vec![record(
@@ -914,9 +938,31 @@ mod tests {
         });
         // One read of each part (list and spot), whoever asked.
         assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 2);
+        // A request that saw a later commit does not take what was read
+        // before it: spot records are read again, list prices too once they
+        // moved.
+        let read_again = |generation| {
+            cached_records(&fresh, &cache, ("q", generation), NOW, |_, _| {
+                reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(Arc::new(Part::new(Vec::new())))
+            })
+            .unwrap();
+            reads.load(std::sync::atomic::Ordering::SeqCst)
+        };
+        let spot_sync = Generation {
+            data: 2,
+            ..generation
+        };
+        assert_eq!(read_again(spot_sync), 3);
+        let full_sync = Generation {
+            data: 3,
+            list_prices: 2,
+            spot: 1,
+        };
+        assert_eq!(read_again(full_sync), 5);
         assert!(lock(&cache).reading.is_empty());
         // A read that fails is not kept: the next request reads again.
-        let failed = cached_records(&fresh, &cache, "bad", NOW, |_, _| {
+        let failed = cached_records(&fresh, &cache, ("bad", generation), NOW, |_, _| {
             Err(StoreError::Corrupt("unreadable".into()))
         });
         assert!(failed.is_err());
@@ -948,11 +994,10 @@ mod tests {
             });
         };
         let cache = Mutex::new(CatalogCache::default());
-        let key: RecordsKey = ("current".into(), Vec::new());
         let read = || {
             pool.read(|store| {
                 let fresh = Freshness::new(store.last_good_syncs()?, BTreeMap::new(), Utc::now());
-                let part = current_spot(store, &fresh, &cache, &key)?;
+                let part = current_spot(store, &fresh, &cache, &[], store.catalog_generation()?)?;
                 let mut got: Vec<_> = part.records().cloned().collect();
                 let mut whole = catalog::price_part_at(
                     store,

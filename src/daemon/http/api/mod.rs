@@ -194,7 +194,10 @@ async fn prices(
     let filter = price_filter(&p)?;
     let query = uri.query().unwrap_or("").to_owned();
     let body = read(&state, move |store, fresh, state| {
-        let key = (query, fresh.stale_sources());
+        // With the state of the catalog: an answer built from what was read
+        // before a commit is not kept for those who saw the commit.
+        let generation = store.catalog_generation()?.data;
+        let key = (format!("{query}@{generation}"), fresh.stale_sources());
         if let Some(hit) = lock(&state.cache).answer(&key) {
             return Ok(hit);
         }
