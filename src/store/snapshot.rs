@@ -315,9 +315,11 @@ fn write_spot(
     )?;
     stats.spot_seen += snapshot.spot_observations.len() as i64;
     stats.spot_added += i64::try_from(added).unwrap_or(i64::MAX);
-    // Each touched series takes its newest stored observation: the one just
-    // written, or a newer one already there when this was a backfill; and
-    // this write's number, for readers that re-read only what was touched.
+    // Each series whose newest stored observation moved takes it (the one
+    // just written, or a newer one already there when this was a backfill)
+    // and this write's number, for readers that re-read only what moved. A
+    // source that sends every series' price in force each time (AWS's history
+    // does) moves only those that changed.
     let change = sql::first(
         db,
         "UPDATE catalog_state SET spot_changes = spot_changes + 1 RETURNING spot_changes",
@@ -334,7 +336,10 @@ fn write_spot(
                      SELECT observed_at, usd_per_hour, fx_rate FROM spot_observations
                      WHERE series_id = spot_series.id ORDER BY observed_at DESC LIMIT 1),
                      changed_in = $1
-                 WHERE id IN ({})",
+                 WHERE id IN ({})
+                   AND last_observed_at IS DISTINCT FROM (
+                       SELECT max(observed_at) FROM spot_observations
+                       WHERE series_id = spot_series.id)",
                 chunk.join(", ")
             ),
             &[change.into()],

@@ -553,15 +553,31 @@ fn only_the_spot_series_written_since_a_stamp_are_read_again(db) {
     assert_eq!(read, [(Some("us-east-1b"), 3.0)]);
     assert!(pool.read(|s| s.spot_prices_changed_after(second)).unwrap().is_empty());
     assert_eq!(pool.read(|s| s.spot_prices_changed_after(i64::MIN)).unwrap().len(), 2);
-    // A write without spot observations, and a prune, stamp nothing.
-    snap.spot_observations.clear();
+    // Prices in force sent again (as AWS's history does each sync) and an
+    // observation older than a series' newest move nothing.
+    snap.spot_observations = vec![observed("us-east-1a", 1.0, 0), observed("us-east-1b", 2.0, 0)];
     sync(&pool, &snap, 2);
+    assert!(pool.read(|s| s.spot_prices_changed_after(second)).unwrap().is_empty());
+    let history = pool
+        .read(|s| s.spot_history("gpu0.xlarge", None, None, Some("us-east-1b"), at(0), None))
+        .unwrap();
+    assert_eq!(history.len(), 2, "the older observation is kept");
+    let current: Vec<f64> = current(&pool)
+        .iter()
+        .filter(|p| p.price_kind == "spot")
+        .map(|p| p.usd_per_hour)
+        .collect();
+    assert_eq!(current, [1.0, 3.0], "the newest prices stay");
+    // A write without spot observations, and a prune, stamp nothing.
+    let third = stamp();
+    snap.spot_observations.clear();
+    sync(&pool, &snap, 3);
     let retention = Retention {
         spot_history: Some(std::time::Duration::from_secs(1)),
         ..Retention::default()
     };
     prune(&pool, &retention, at(10), false).unwrap();
-    assert_eq!(stamp(), second);
+    assert_eq!(stamp(), third);
 }
 
 fn each_spot_batch_goes_on_from_the_series_the_one_before_stopped_in(db) {
