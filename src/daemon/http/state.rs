@@ -254,9 +254,9 @@ impl Part {
     /// This part of spot prices with `changed` in place of the records of
     /// the same series, and the records of series it did not hold added.
     fn patched(&self, changed: Vec<catalog::CatalogRecord>) -> Self {
-        let series = |r: &catalog::CatalogRecord| -> (String, Option<String>, String) {
-            (r.provider.clone(), r.zone.clone(), r.instance_type.clone())
-        };
+        fn series(r: &catalog::CatalogRecord) -> (&str, Option<&str>, &str) {
+            (&r.provider, r.zone.as_deref(), &r.instance_type)
+        }
         let at: HashMap<_, usize> = self
             .records()
             .enumerate()
@@ -264,8 +264,8 @@ impl Part {
             .collect();
         let mut kept = self.kept.clone();
         for record in changed {
-            match at.get(&series(&record)) {
-                Some(&i) => kept[i] = Kept::new(record),
+            match at.get(&series(&record)).copied() {
+                Some(i) => kept[i] = Kept::new(record),
                 None => kept.push(Kept::new(record)),
             }
         }
@@ -531,7 +531,8 @@ const NOW: (Slot, Slot) = (Slot::List, Slot::Spot);
 
 /// Every current price record, as the dashboard filters them in memory: one
 /// copy of the catalog, whatever the questions asked, its list prices read
-/// again only when they changed.
+/// again only when they changed. `generation` is the catalog's state the
+/// caller read, before any of the records.
 ///
 /// # Errors
 /// On a store error.
@@ -539,8 +540,8 @@ pub(crate) fn current_records(
     store: &dyn crate::store::Store,
     fresh: &Freshness,
     state: &AppState,
+    generation: Generation,
 ) -> Result<Records, StoreError> {
-    let generation = store.catalog_generation()?;
     cached_records(
         fresh,
         &state.cache,
@@ -617,9 +618,9 @@ pub(crate) fn cheapest_at(
     back: Option<chrono::Duration>,
 ) -> Result<catalog::Cheapest, StoreError> {
     let Some(back) = back else {
-        let current = current_records(store, fresh, state)?;
-        let filter = instances();
         let generation = store.catalog_generation()?;
+        let current = current_records(store, fresh, state, generation)?;
+        let filter = instances();
         let kept = cached_records(
             fresh,
             &state.cache,

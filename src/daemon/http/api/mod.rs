@@ -196,14 +196,17 @@ async fn prices(
     let body = read(&state, move |store, fresh, state| {
         // With the state of the catalog: an answer built from what was read
         // before a commit is not kept for those who saw the commit.
-        let generation = store.catalog_generation()?.data;
-        let key = (format!("{query}@{generation}"), fresh.stale_sources());
+        let generation = store.catalog_generation()?;
+        let key = (
+            format!("{query}@{}", generation.data),
+            fresh.stale_sources(),
+        );
         if let Some(hit) = lock(&state.cache).answer(&key) {
             return Ok(hit);
         }
         // From the catalog's copy in memory, which the dashboard shares: a
         // distinct filter then costs the filter, not a query of the store.
-        let current = current_records(store, &fresh, state)?;
+        let current = current_records(store, &fresh, state, generation)?;
         let encoded = if currency.is_none() && work.is_none() {
             current.prices_json(&filter)
         } else {

@@ -414,7 +414,7 @@ pub async fn page(
     let filter = price_filter(&p)?;
     let view = view(&p)?;
     let records = read(&state, move |store, fresh, state| {
-        current_records(store, &fresh, state)
+        current_records(store, &fresh, state, store.catalog_generation()?)
     })
     .await?;
     let mut rows: Vec<&CatalogRecord> = records
