@@ -8,7 +8,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use gpuplan_providers::{Currency, PriceKind, PriceScope};
 use serde::Serialize;
 
-use crate::store::{CurrentPrice, PricePart, SpotPrice, Store, StoreError};
+use crate::store::{CurrentPrice, PricePart, SpotPrice, SpotSeriesPoints, Store, StoreError};
 
 pub mod sync;
 mod windows;
@@ -754,7 +754,6 @@ pub fn spot_history(
     q: &SpotQuery,
     fresh: &Freshness,
 ) -> Result<SpotHistory, StoreError> {
-    let now = fresh.now;
     let read = store.spot_series_history(
         &q.instance_type,
         q.provider.as_deref(),
@@ -763,6 +762,19 @@ pub fn spot_history(
         q.since,
         q.max_observations,
     )?;
+    Ok(spot_history_of(read, q, fresh))
+}
+
+/// [`spot_history`] of series already read: each with its points since
+/// `q.since` and the one in force then, as [`Store::spot_series_history`]
+/// returns them.
+#[must_use]
+pub fn spot_history_of(
+    read: Vec<SpotSeriesPoints>,
+    q: &SpotQuery,
+    fresh: &Freshness,
+) -> SpotHistory {
+    let now = fresh.now;
     let mut all_segments = Vec::new();
     let mut series = Vec::new();
     for s in read {
@@ -782,13 +794,13 @@ pub fn spot_history(
         });
     }
     let total_points = series.iter().map(|s| s.points.len()).sum();
-    Ok(SpotHistory {
+    SpotHistory {
         instance_type: q.instance_type.clone(),
         since: q.since,
         until: now,
         stats: stats(&all_segments, total_points),
         series,
-    })
+    }
 }
 
 /// (price, seconds in force within [since, now]) for each point of one zone,

@@ -7,6 +7,7 @@
 pub mod api;
 pub mod error;
 mod guard;
+mod history;
 pub mod params;
 pub mod state;
 pub mod ui;

@@ -5,11 +5,11 @@
 //! together.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use gpuplan_providers::secret::Secret;
 use gpuplan_providers::{PriceKind, PriceScope};
 use tokio::sync::Notify;
@@ -21,6 +21,7 @@ use crate::plan::PlanService;
 use crate::store::{Generation, Pool, PricePart, StoreError};
 
 use super::error::ApiError;
+use super::history::KeptHistory;
 use super::params::Params;
 
 /// What the handlers share.
@@ -75,8 +76,8 @@ pub struct CatalogCache {
     generation: Option<Generation>,
     last_good: BTreeMap<String, chrono::DateTime<Utc>>,
     entries: HashMap<(Slot, RecordsKey), Entry>,
-    /// Bytes kept of answers and of records (see [`Slot::class`]).
-    cached_bytes: [usize; 2],
+    /// Bytes kept of answers, records and history (see [`Slot::class`]).
+    cached_bytes: [usize; 3],
     /// Counts uses, to tell the least recently used entries.
     clock: u64,
     /// Records being read, so that requests that miss together wait for
@@ -86,6 +87,15 @@ pub struct CatalogCache {
     past: PastCheapest,
     /// The current spot prices last read, which the next read patches.
     spot_base: Option<SpotBase>,
+}
+
+/// An order of [`Records::all`] (see [`ranked`]), kept under the addresses
+/// of the parts it was computed from: a part is never changed, and its
+/// address is not reused while a weak pointer to it is held.
+struct Rank {
+    list: Weak<Part>,
+    spot: Weak<Part>,
+    order: Arc<[u32]>,
 }
 
 /// Current spot records and what they were read for.
@@ -184,19 +194,29 @@ enum Slot {
     List,
     /// Spot records the dashboard asked for.
     Spot,
+    /// Spot history one question read (see [`KeptHistory`]).
+    History,
+    /// An order of current records a table sorts by (see [`ranked`]).
+    Rank,
 }
 
 impl Slot {
-    /// Answers and records have budgets of their own: the answers to distinct
-    /// questions must not push out the one copy of the catalog.
+    /// Answers, records and spot history have budgets of their own: the
+    /// answers to distinct questions must not push out the one copy of the
+    /// catalog, nor a long window of history they all trim.
     fn class(self) -> usize {
-        usize::from(self != Self::Answer)
+        match self {
+            Self::Answer => 0,
+            Self::List | Self::Spot | Self::Rank => 1,
+            Self::History => 2,
+        }
     }
 
     fn budget(self) -> usize {
         match self {
             Self::Answer => ANSWERS_BUDGET_BYTES,
-            Self::List | Self::Spot => RECORDS_BUDGET_BYTES,
+            Self::List | Self::Spot | Self::Rank => RECORDS_BUDGET_BYTES,
+            Self::History => HISTORY_BUDGET_BYTES,
         }
     }
 }
@@ -205,6 +225,8 @@ impl Slot {
 enum Value {
     Answer(Bytes),
     Records(Arc<Part>),
+    History(Arc<KeptHistory>),
+    Rank(Arc<Rank>),
 }
 
 /// Records as kept, each with its JSON once an answer has sent it: a
@@ -331,11 +353,16 @@ impl CatalogCache {
         let list_moved = self
             .generation
             .is_none_or(|g| g.list_prices != generation.list_prices);
-        self.entries.retain(|(slot, _), _| match slot {
-            Slot::List => !list_moved,
-            Slot::Answer | Slot::Spot => false,
-        });
-        self.cached_bytes = [0, 0];
+        self.entries
+            .retain(|(slot, _), entry| match (slot, &entry.value) {
+                (Slot::List, _) => !list_moved,
+                // Orders outlive a change that left their records as they were.
+                (Slot::Rank, Value::Rank(rank)) => {
+                    rank.list.strong_count() > 0 && rank.spot.strong_count() > 0
+                }
+                _ => false,
+            });
+        self.cached_bytes = [0; 3];
         for ((slot, _), e) in &self.entries {
             self.cached_bytes[slot.class()] += e.bytes;
         }
@@ -395,7 +422,7 @@ impl CatalogCache {
     pub(crate) fn answer(&mut self, key: &RecordsKey) -> Option<Bytes> {
         match self.get(Slot::Answer, key)? {
             Value::Answer(body) => Some(body),
-            Value::Records(_) => None,
+            Value::Records(_) | Value::History(_) | Value::Rank(_) => None,
         }
     }
 
@@ -408,7 +435,22 @@ impl CatalogCache {
     fn records(&mut self, slot: Slot, key: &RecordsKey) -> Option<Arc<Part>> {
         match self.get(slot, key)? {
             Value::Records(records) => Some(records),
-            Value::Answer(_) => None,
+            Value::Answer(_) | Value::History(_) | Value::Rank(_) => None,
+        }
+    }
+
+    /// Kept spot history that holds the window from `since` on.
+    fn history(&mut self, key: &RecordsKey, since: DateTime<Utc>) -> Option<Arc<KeptHistory>> {
+        match self.get(Slot::History, key)? {
+            Value::History(kept) => Some(kept).filter(|k| k.holds(since)),
+            Value::Answer(_) | Value::Records(_) | Value::Rank(_) => None,
+        }
+    }
+
+    fn rank(&mut self, key: &RecordsKey) -> Option<Arc<[u32]>> {
+        match self.get(Slot::Rank, key)? {
+            Value::Rank(rank) => Some(rank.order.clone()),
+            Value::Answer(_) | Value::Records(_) | Value::History(_) => None,
         }
     }
 }
@@ -421,6 +463,21 @@ pub(crate) struct Records {
 }
 
 impl Records {
+    /// Every record, list prices first, in no particular order: what the
+    /// positions of [`ranked`] orders count.
+    pub(crate) fn all(&self) -> impl Iterator<Item = &catalog::CatalogRecord> {
+        self.list.records().chain(self.spot.records())
+    }
+
+    /// The record at `position` of [`Records::all`].
+    pub(crate) fn at(&self, position: u32) -> &catalog::CatalogRecord {
+        let i = position as usize;
+        match i.checked_sub(self.list.kept.len()) {
+            None => self.list.record(i),
+            Some(i) => self.spot.record(i),
+        }
+    }
+
     /// The records matching `filter`, list prices first, in no particular
     /// order.
     pub(crate) fn filtered(
@@ -490,39 +547,137 @@ fn cached_records(
         // started earlier is neither waited for nor used.
         let stamp = match slot {
             Slot::List => generation.list_prices,
-            Slot::Spot | Slot::Answer => generation.data,
+            _ => generation.data,
         };
         let key = (format!("{key}@{stamp}"), stale.clone());
-        let reading = {
-            let mut cache = lock(cache);
-            if let Some(hit) = cache.records(slot, &key) {
-                return Ok(hit);
-            }
-            cache
-                .reading
-                .entry((slot, key.clone()))
-                .or_default()
-                .clone()
-        };
-        let _turn = reading
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Whoever read before us while we waited has kept what we need.
-        if let Some(hit) = lock(cache).records(slot, &key) {
-            return Ok(hit);
-        }
-        let read = compute(part, &key);
-        let mut cache = lock(cache);
-        cache.reading.remove(&(slot, key.clone()));
-        let records = read?;
-        let bytes = records.kept.len() * RECORD_BYTES;
-        cache.keep(slot, key, Value::Records(records.clone()), bytes);
-        Ok::<_, StoreError>(records)
+        kept_or_read(
+            cache,
+            (slot, key),
+            |cache, key| cache.records(slot, key),
+            |key| {
+                let records = compute(part, key)?;
+                let bytes = records.kept.len() * RECORD_BYTES;
+                Ok((records.clone(), Value::Records(records), bytes))
+            },
+        )
     };
     Ok(Records {
         list: part(PricePart::List, list)?,
         spot: part(PricePart::Spot, spot)?,
     })
+}
+
+/// An order of `records` (positions in [`Records::all`]) that `rank` puts
+/// them in, computed once for these records and kept while they are the
+/// current ones: a table sorted the same way again, on any page and with
+/// any filter, walks the order instead of sorting the whole market.
+///
+/// # Errors
+/// None: the order is computed, not read.
+pub(crate) fn ranked(
+    cache: &Mutex<CatalogCache>,
+    records: &Records,
+    key: &str,
+    rank: impl FnOnce(&Records) -> Vec<u32>,
+) -> Result<Arc<[u32]>, StoreError> {
+    let (list, spot) = (Arc::as_ptr(&records.list), Arc::as_ptr(&records.spot));
+    kept_or_read(
+        cache,
+        (Slot::Rank, (format!("{key}@{list:p}+{spot:p}"), Vec::new())),
+        CatalogCache::rank,
+        |_| {
+            let order: Arc<[u32]> = rank(records).into();
+            let rank = Rank {
+                list: Arc::downgrade(&records.list),
+                spot: Arc::downgrade(&records.spot),
+                order: order.clone(),
+            };
+            let bytes = std::mem::size_of_val(&*order);
+            Ok((order, Value::Rank(Arc::new(rank)), bytes))
+        },
+    )
+}
+
+/// What `cache` keeps under `key` in `slot`, as `take` finds it there, else
+/// what `read` reads, kept (as a value of `bytes`): requests that miss
+/// together wait for one read instead of each reading the same.
+///
+/// # Errors
+/// What `read` fails with; a failed read is not kept.
+fn kept_or_read<T>(
+    cache: &Mutex<CatalogCache>,
+    (slot, key): (Slot, RecordsKey),
+    take: impl Fn(&mut CatalogCache, &RecordsKey) -> Option<T>,
+    read: impl FnOnce(&RecordsKey) -> Result<(T, Value, usize), StoreError>,
+) -> Result<T, StoreError> {
+    let reading = {
+        let mut cache = lock(cache);
+        if let Some(hit) = take(&mut cache, &key) {
+            return Ok(hit);
+        }
+        cache
+            .reading
+            .entry((slot, key.clone()))
+            .or_default()
+            .clone()
+    };
+    let _turn = reading
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Whoever read before us while we waited has kept what we need.
+    if let Some(hit) = take(&mut lock(cache), &key) {
+        return Ok(hit);
+    }
+    let read = read(&key);
+    let mut cache = lock(cache);
+    cache.reading.remove(&(slot, key.clone()));
+    let (found, value, bytes) = read?;
+    cache.keep(slot, key, value, bytes);
+    Ok(found)
+}
+
+/// The answer to `q` as JSON: from the spot history its question last read
+/// while the catalog is unchanged (in the state `generation` the caller
+/// read before any of it), trimmed to `q`'s window; else read and kept.
+///
+/// # Errors
+/// On a store error; `TooLarge` past `q.max_observations`.
+pub(crate) fn spot_history_answer(
+    store: &dyn crate::store::Store,
+    fresh: &Freshness,
+    cache: &Mutex<CatalogCache>,
+    generation: Generation,
+    q: &catalog::SpotQuery,
+) -> Result<Vec<u8>, StoreError> {
+    let question = [&q.provider, &q.region, &q.zone]
+        .iter()
+        .fold(q.instance_type.clone(), |key, part| {
+            format!("{key}\n{}", part.as_deref().unwrap_or("\u{0}"))
+        });
+    let kept = kept_or_read(
+        cache,
+        (
+            Slot::History,
+            (format!("{question}@{}", generation.data), Vec::new()),
+        ),
+        |cache, key| cache.history(key, q.since),
+        |_| {
+            let read = store.spot_series_history(
+                &q.instance_type,
+                q.provider.as_deref(),
+                q.region.as_deref(),
+                q.zone.as_deref(),
+                q.since,
+                q.max_observations,
+            )?;
+            let kept = Arc::new(
+                KeptHistory::new(read, q.since).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            );
+            let bytes = kept.bytes();
+            Ok((kept.clone(), Value::History(kept), bytes))
+        },
+    )?;
+    kept.answer(q, fresh)
 }
 
 /// Where current records are kept: list prices until they change, spot
@@ -696,6 +851,10 @@ fn cheapest_then(
 /// memory.
 const ANSWERS_BUDGET_BYTES: usize = 16 << 20;
 
+/// Bytes of spot history kept at most: a month of an instance type's history
+/// in every zone of a whole market is about 2.5 MiB.
+const HISTORY_BUDGET_BYTES: usize = 32 << 20;
+
 /// Bytes of records kept at most: room for a whole-market catalog (about
 /// 120,000 offers, 217 MB) and the cheapest prices beside it.
 const RECORDS_BUDGET_BYTES: usize = 256 << 20;
@@ -811,12 +970,59 @@ mod tests {
     }
 
     #[test]
+    fn an_order_is_kept_for_the_parts_it_was_computed_from() {
+        let cache = Mutex::new(CatalogCache::default());
+        let part = |prices: &[f64]| {
+            Arc::new(Part::new(
+                prices
+                    .iter()
+                    .map(|&p| catalog::test_record("aws", "H100-80GB", p))
+                    .collect(),
+            ))
+        };
+        let records = Records {
+            list: part(&[3.0, 1.0]),
+            spot: part(&[2.0]),
+        };
+        let computed = std::cell::Cell::new(0);
+        let by_price = |r: &Records| {
+            computed.set(computed.get() + 1);
+            let mut at: Vec<u32> = (0..3).collect();
+            at.sort_by(|&i, &j| r.at(i).usd_per_hour.total_cmp(&r.at(j).usd_per_hour));
+            at
+        };
+        let order =
+            |records: &Records, key: &str| ranked(&cache, records, key, by_price).unwrap().to_vec();
+        assert_eq!(order(&records, "price"), [1, 2, 0]);
+        assert_eq!(order(&records, "price"), [1, 2, 0]);
+        assert_eq!(computed.get(), 1);
+        // Another key, or another part, is another order.
+        order(&records, "other");
+        let patched = Records {
+            list: records.list.clone(),
+            spot: part(&[0.5]),
+        };
+        assert_eq!(order(&patched, "price"), [2, 1, 0]);
+        assert_eq!(computed.get(), 3);
+        // A change of the catalog keeps the orders of parts still in use.
+        drop(records);
+        lock(&cache).follow(Generation {
+            data: 2,
+            list_prices: 1,
+            spot: 2,
+        });
+        assert_eq!(order(&patched, "price"), [2, 1, 0]);
+        assert_eq!(computed.get(), 3);
+        assert_eq!(lock(&cache).entries.len(), 1);
+    }
+
+    #[test]
     fn the_least_recently_used_go_first_until_half_the_budget_is_free() {
         let mut cache = CatalogCache::default();
         for name in ["a", "b", "c", "d"] {
             cache.keep_within(Slot::Answer, key(name), answer(25), 25, 100);
         }
-        assert_eq!(cache.cached_bytes, [100, 0]);
+        assert_eq!(cache.cached_bytes, [100, 0, 0]);
         // "a" is used again, so "b", "c" and "d" are the oldest, and go
         // until "e" leaves half the budget free.
         assert!(cache.answer(&key("a")).is_some());
@@ -826,10 +1032,10 @@ mod tests {
             .map(|k| cache.answer(&key(k)).is_some())
             .collect();
         assert_eq!(kept, [true, false, false, false, true]);
-        assert_eq!(cache.cached_bytes, [50, 0]);
+        assert_eq!(cache.cached_bytes, [50, 0, 0]);
         // Kept again under the same key, an entry is counted once.
         cache.keep_within(Slot::Answer, key("e"), answer(10), 10, 100);
-        assert_eq!(cache.cached_bytes, [35, 0]);
+        assert_eq!(cache.cached_bytes, [35, 0, 0]);
         // Records are not answers: they go by their own budget.
         cache.keep_within(
             Slot::List,
@@ -838,12 +1044,12 @@ mod tests {
             90,
             100,
         );
-        assert_eq!(cache.cached_bytes, [35, 90]);
+        assert_eq!(cache.cached_bytes, [35, 90, 0]);
         // One larger than the budget is kept alone among answers.
         cache.keep_within(Slot::Answer, key("big"), answer(150), 150, 100);
         assert_eq!(cache.entries.len(), 2);
         assert!(cache.records(Slot::List, &key("a")).is_some());
-        assert_eq!(cache.cached_bytes, [150, 90]);
+        assert_eq!(cache.cached_bytes, [150, 90, 0]);
     }
 
     fn record(provider: &str, gpu: &str, usd: f64, window: Option<i64>) -> catalog::CatalogRecord {
@@ -970,30 +1176,117 @@ mod tests {
         assert!(lock(&cache).reading.is_empty());
     }
 
+    /// A sync of AWS's that observed `zones`' spot prices at `hour`.
+    fn write_spot(pool: &Pool, scope: gpuplan_providers::Scope, zones: &[(&str, f64)], hour: i64) {
+        let mut snap = crate::store::test_support::snapshot(1, 1.0);
+        snap.scope = scope;
+        snap.spot_observations = zones
+            .iter()
+            .map(|&(zone, usd)| gpuplan_providers::SpotObservation {
+                region: "us-east-1".into(),
+                zone: zone.into(),
+                instance_type: "gpu0.xlarge".into(),
+                usd_per_hour: usd,
+                observed_at: crate::store::test_support::at(hour),
+            })
+            .collect();
+        let t = crate::store::test_support::at(hour);
+        pool.write(|s| {
+            let run = s.begin_run("aws", scope, t).unwrap();
+            s.write_snapshot(run, "aws", &snap, &[], t, t).unwrap();
+        });
+    }
+
+    #[test]
+    fn spot_history_is_answered_from_the_last_read_until_the_catalog_changes() {
+        use crate::store::test_support::at;
+        use gpuplan_providers::Scope;
+        let db = crate::store::test_support::TestDb::sqlite();
+        let pool = db.pool(0);
+        for hour in 0..6 {
+            write_spot(
+                &pool,
+                Scope::SpotHistory,
+                &[("us-east-1a", 1.0 + hour as f64), ("us-east-1b", 2.0)],
+                hour,
+            );
+        }
+        let cache = Mutex::new(CatalogCache::default());
+        let key = |data: i64| {
+            (
+                format!("gpu0.xlarge\n\u{0}\n\u{0}\n\u{0}@{data}"),
+                Vec::new(),
+            )
+        };
+        // (the cached answer, the store's, the data generation)
+        let ask = |since| {
+            pool.read(|store| {
+                let generation = store.catalog_generation()?;
+                let mut kept = lock(&cache);
+                if kept.generation != Some(generation) {
+                    kept.follow(generation);
+                }
+                drop(kept);
+                let fresh = Freshness::new(store.last_good_syncs()?, BTreeMap::new(), at(9));
+                let q = catalog::SpotQuery {
+                    instance_type: "gpu0.xlarge".into(),
+                    provider: None,
+                    region: None,
+                    zone: None,
+                    since,
+                    max_observations: Some(100),
+                };
+                let cached = spot_history_answer(store, &fresh, &cache, generation, &q)?;
+                let read = serde_json::to_vec(&catalog::spot_history(store, &q, &fresh)?).unwrap();
+                Ok::<_, StoreError>((
+                    String::from_utf8(cached).unwrap(),
+                    String::from_utf8(read).unwrap(),
+                    generation.data,
+                ))
+            })
+            .unwrap()
+        };
+        let (cached, read, data) = ask(at(2));
+        assert_eq!(cached, read);
+        // A later window trims what was read: the read from hour 2 stays.
+        let (cached, read, _) = ask(at(4) + chrono::Duration::minutes(1));
+        assert_eq!(cached, read);
+        let kept = lock(&cache).history(&key(data), at(2));
+        assert!(kept.is_some(), "the read from hour 2 is kept");
+        // An earlier window reads again.
+        let (cached, read, _) = ask(at(1));
+        assert_eq!(cached, read);
+        assert!(lock(&cache).history(&key(data), at(1)).is_some());
+        // A sync changes the catalog: its observation is in the next answer.
+        write_spot(&pool, Scope::SpotHistory, &[("us-east-1b", 7.5)], 7);
+        let (cached, read, moved) = ask(at(4));
+        assert_eq!(cached, read);
+        assert!(moved > data && cached.contains("7.5"), "{cached}");
+        // More observations than asked for are refused, kept or not.
+        let refused = pool.read(|store| {
+            let q = catalog::SpotQuery {
+                instance_type: "gpu0.xlarge".into(),
+                provider: None,
+                region: None,
+                zone: None,
+                since: at(0),
+                max_observations: Some(3),
+            };
+            let fresh = Freshness::new(BTreeMap::new(), BTreeMap::new(), at(9));
+            spot_history_answer(store, &fresh, &cache, store.catalog_generation()?, &q)
+        });
+        assert!(
+            matches!(refused, Err(StoreError::TooLarge { limit: 3, .. })),
+            "{refused:?}"
+        );
+    }
+
     #[test]
     fn current_spot_prices_are_patched_with_the_series_written_since_and_read_whole_after_a_full_sync()
      {
         let db = crate::store::test_support::TestDb::sqlite();
         let pool = db.pool(0);
-        let write = |scope, zones: &[(&str, f64)], hour| {
-            let mut snap = crate::store::test_support::snapshot(1, 1.0);
-            snap.scope = scope;
-            snap.spot_observations = zones
-                .iter()
-                .map(|&(zone, usd)| gpuplan_providers::SpotObservation {
-                    region: "us-east-1".into(),
-                    zone: zone.into(),
-                    instance_type: "gpu0.xlarge".into(),
-                    usd_per_hour: usd,
-                    observed_at: crate::store::test_support::at(hour),
-                })
-                .collect();
-            let t = crate::store::test_support::at(hour);
-            pool.write(|s| {
-                let run = s.begin_run("aws", scope, t).unwrap();
-                s.write_snapshot(run, "aws", &snap, &[], t, t).unwrap();
-            });
-        };
+        let write = |scope, zones: &[(&str, f64)], hour| write_spot(&pool, scope, zones, hour);
         let cache = Mutex::new(CatalogCache::default());
         let read = || {
             pool.read(|store| {
@@ -1069,10 +1362,10 @@ mod tests {
         assert!(cache.records(Slot::List, &key("q")).is_some());
         assert!(cache.records(Slot::Spot, &key("q")).is_none());
         assert!(cache.answer(&key("q")).is_none());
-        assert_eq!(cache.cached_bytes, [0, 10]);
+        assert_eq!(cache.cached_bytes, [0, 10, 0]);
         cache.follow(at(3, 2));
         assert!(cache.entries.is_empty());
-        assert_eq!(cache.cached_bytes, [0, 0]);
+        assert_eq!(cache.cached_bytes, [0, 0, 0]);
         // A time before now reads the same whatever a sync added since.
         assert!(matches!(cache.past.lookup(86_400, 7), Lookup::Current(_)));
     }

@@ -31,6 +31,7 @@ use crate::daemon::http::error::ApiError;
 use crate::daemon::http::params::Params;
 use crate::daemon::http::state::{
     AppState, PRICE_FILTERS, cheapest_at, current_records, lock, price_filter, read,
+    spot_history_answer,
 };
 
 /// Every API route as (method, path, handler): one table, so the router
@@ -249,8 +250,9 @@ async fn spot_history(
         since,
         max_observations: Some(catalog::MAX_SPOT_OBSERVATIONS),
     };
-    let history = read(&state, move |store, fresh, _| {
-        catalog::spot_history(store, &query, &fresh)
+    let body = read(&state, move |store, fresh, state| {
+        let generation = store.catalog_generation()?;
+        spot_history_answer(store, &fresh, &state.cache, generation, &query)
     })
     .await
     .map_err(|e| match e.status {
@@ -258,7 +260,7 @@ async fn spot_history(
         StatusCode::BAD_REQUEST => ApiError::bad_parameter("since", e.message),
         _ => e,
     })?;
-    Ok(Json(history).into_response())
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 /// The most priced windows one answer lists; past it, `since` is what to narrow.

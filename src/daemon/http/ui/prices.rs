@@ -18,7 +18,9 @@ use gpuplan_providers::gpu::{count_json, count_label};
 use crate::catalog::{self, CatalogRecord};
 use crate::daemon::http::error::ApiError;
 use crate::daemon::http::params::Params;
-use crate::daemon::http::state::{AppState, PRICE_FILTERS, current_records, price_filter, read};
+use crate::daemon::http::state::{
+    AppState, PRICE_FILTERS, current_records, price_filter, ranked, read,
+};
 
 /// Every column, in order: (name, heading). `price` is in the chosen unit
 /// and period.
@@ -92,6 +94,8 @@ struct View {
     per_page: usize,
     /// Prices per unit of work: a workload against a reference GPU.
     work: Option<crate::facts::Work<'static>>,
+    /// The workload and reference GPU `work` was made of.
+    work_names: Option<String>,
 }
 
 const VIEW_PARAMS: &[&str] = &[
@@ -154,20 +158,19 @@ fn view(p: &Params) -> Result<View, ApiError> {
                 )
             })
     };
-    let work = match p.one("per_work")?.filter(|w| !w.is_empty()) {
+    let (work, work_names) = match p.one("per_work")?.filter(|w| !w.is_empty()) {
         Some(w) => {
             let reference = p
                 .one("reference")?
                 .filter(|r| !r.is_empty())
                 .unwrap_or_else(|| crate::facts::DEFAULT_REFERENCE.to_owned());
             let facts = crate::facts::builtin().map_err(|e| ApiError::internal(e))?;
-            Some(
-                facts
-                    .work(&w, &reference)
-                    .map_err(|e| ApiError::bad_parameter("per_work", e))?,
-            )
+            let work = facts
+                .work(&w, &reference)
+                .map_err(|e| ApiError::bad_parameter("per_work", e))?;
+            (Some(work), Some(format!("{w}\n{reference}")))
         }
-        None => None,
+        None => (None, None),
     };
     // Per unit of work, the table sorts by it unless told otherwise.
     let default_sort = if work.is_some() {
@@ -230,6 +233,7 @@ fn view(p: &Params) -> Result<View, ApiError> {
         max_memory: non_negative("max_gpu_memory_gib")?,
         format: format.filter(|f| f != "html"),
         work,
+        work_names,
         page: match p.parsed::<usize>("page", "a page number")? {
             None => 1,
             Some(n @ 1..) => n,
@@ -249,6 +253,30 @@ fn view(p: &Params) -> Result<View, ApiError> {
 }
 
 impl View {
+    /// The view keeps every record its filter keeps.
+    fn keeps_all(&self) -> bool {
+        self.min_gpus.is_none()
+            && self.max_gpus.is_none()
+            && self.min_memory.is_none()
+            && self.max_memory.is_none()
+    }
+
+    /// What the table's order depends on: equal keys, equal orders.
+    fn order_key(&self) -> String {
+        format!(
+            "prices\n{}\n{}\n{}\n{}\n{}",
+            match self.unit {
+                Unit::Instance => "instance",
+                Unit::Gpu => "gpu",
+                Unit::GpuGib => "gib",
+            },
+            self.period.1,
+            self.sort,
+            self.descending,
+            self.work_names.as_deref().unwrap_or(""),
+        )
+    }
+
     fn keeps(&self, r: &CatalogRecord) -> bool {
         let memory = r.gpu_memory_gib;
         self.min_gpus.is_none_or(|m| r.gpu_count >= m)
@@ -372,6 +400,14 @@ impl SortKey<'_> {
 /// equal values follow the catalog's order (then their place in `rows`), so
 /// pages continue each other.
 fn sort(view: &View, rows: &mut Vec<&CatalogRecord>, upto: usize) {
+    *rows = order(view, rows, upto)
+        .into_iter()
+        .map(|i| rows[i])
+        .collect();
+}
+
+/// [`sort`] as positions in `rows`.
+fn order(view: &View, rows: &[&CatalogRecord], upto: usize) -> Vec<usize> {
     let mut keyed: Vec<(SortKey, usize, &CatalogRecord)> = rows
         .iter()
         .enumerate()
@@ -403,7 +439,71 @@ fn sort(view: &View, rows: &mut Vec<&CatalogRecord>, upto: usize) {
     } else {
         keyed.sort_unstable_by(compare);
     }
-    *rows = keyed.into_iter().map(|(_, _, r)| r).collect();
+    keyed.into_iter().map(|(_, i, _)| i).collect()
+}
+
+/// Priced windows soonest first (then in the catalog's order).
+fn window_order(a: &CatalogRecord, b: &CatalogRecord) -> std::cmp::Ordering {
+    (a.window_start, a.window_end)
+        .cmp(&(b.window_start, b.window_end))
+        .then_with(|| catalog::catalog_order(a, b))
+}
+
+/// Positions of `all` as a table sorted by `view` shows them.
+fn rank_rows(view: &View, all: &[&CatalogRecord]) -> Vec<u32> {
+    order(view, all, all.len())
+        .into_iter()
+        .map(position)
+        .collect()
+}
+
+/// Positions of the records of `all` with a priced window, soonest first.
+fn rank_windows(all: &[&CatalogRecord]) -> Vec<u32> {
+    let mut windows: Vec<usize> = (0..all.len())
+        .filter(|&i| all[i].window_start.is_some())
+        .collect();
+    windows.sort_by(|&i, &j| window_order(all[i], all[j]));
+    windows.into_iter().map(position).collect()
+}
+
+fn position(i: usize) -> u32 {
+    // A catalog of four billion offers is not one memory could hold.
+    u32::try_from(i).expect("fewer than 2^32 records")
+}
+
+/// The records at `order`'s positions that `keep` keeps (all of them
+/// without one): how many in all, and the `start..end` of them.
+fn walk<'a>(
+    order: &[u32],
+    at: impl Fn(u32) -> &'a CatalogRecord,
+    keep: Option<&dyn Fn(&CatalogRecord) -> bool>,
+    (start, end): (usize, usize),
+) -> (usize, Vec<&'a CatalogRecord>) {
+    let Some(keep) = keep else {
+        let (start, end) = (start.min(order.len()), end.min(order.len()));
+        return (
+            order.len(),
+            order[start..end].iter().map(|&i| at(i)).collect(),
+        );
+    };
+    let mut total = 0;
+    let mut shown = Vec::new();
+    for &i in order {
+        let r = at(i);
+        if keep(r) {
+            if (start..end).contains(&total) {
+                shown.push(r);
+            }
+            total += 1;
+        }
+    }
+    (total, shown)
+}
+
+/// The orders of the whole market a table of it walks.
+struct Ranks {
+    rows: Arc<[u32]>,
+    windows: Arc<[u32]>,
 }
 
 pub async fn page(
@@ -412,33 +512,73 @@ pub async fn page(
 ) -> Result<Response, PageError> {
     let p = Params::parse(uri.query(), &[PRICE_FILTERS, VIEW_PARAMS].concat())?;
     let filter = price_filter(&p)?;
-    let view = view(&p)?;
-    let records = read(&state, move |store, fresh, state| {
-        current_records(store, &fresh, state, store.catalog_generation()?)
+    let view = Arc::new(view(&p)?);
+    // A GPU's offers are a few thousand, sorted as asked; the whole market
+    // (or a provider's, a region's) is put in order once per state of the
+    // catalog, and a page of it is a walk.
+    let whole = filter.gpus.is_empty();
+    let (records, ranks) = read(&state, {
+        let view = view.clone();
+        move |store, fresh, state| {
+            let records = current_records(store, &fresh, state, store.catalog_generation()?)?;
+            let ranks = if whole {
+                Some(Ranks {
+                    rows: ranked(&state.cache, &records, &view.order_key(), |r| {
+                        rank_rows(&view, &r.all().collect::<Vec<_>>())
+                    })?,
+                    windows: ranked(&state.cache, &records, "windows", |r| {
+                        rank_windows(&r.all().collect::<Vec<_>>())
+                    })?,
+                })
+            } else {
+                None
+            };
+            Ok((records, ranks))
+        }
     })
     .await?;
-    let mut rows: Vec<&CatalogRecord> = records
-        .filtered(&filter)
-        .filter(|r| view.keeps(r))
-        .collect();
-    let total = rows.len();
-    let start = ((view.page - 1) * view.per_page).min(total);
-    let end = start.saturating_add(view.per_page).min(total);
-    sort(&view, &mut rows, end);
-    let shown = &rows[start..end];
+    let keep = |r: &CatalogRecord| filter.matches(r) && view.keeps(r);
+    let (total, shown, windows) = if let Some(ranks) = &ranks {
+        let keep: Option<&dyn Fn(&CatalogRecord) -> bool> =
+            (!filter.is_empty() || !view.keeps_all()).then_some(&keep);
+        let start = (view.page - 1).saturating_mul(view.per_page);
+        let (total, shown) = walk(
+            &ranks.rows,
+            |i| records.at(i),
+            keep,
+            (start, start.saturating_add(view.per_page)),
+        );
+        let (_, windows) = walk(
+            &ranks.windows,
+            |i| records.at(i),
+            keep,
+            (0, MAX_WINDOWS_SHOWN),
+        );
+        (total, shown, windows)
+    } else {
+        let mut rows: Vec<&CatalogRecord> = records
+            .filtered(&filter)
+            .filter(|r| view.keeps(r))
+            .collect();
+        let total = rows.len();
+        let start = (view.page - 1).saturating_mul(view.per_page).min(total);
+        let end = start.saturating_add(view.per_page).min(total);
+        sort(&view, &mut rows, end);
+        let mut windows: Vec<&CatalogRecord> = rows
+            .iter()
+            .copied()
+            .filter(|r| r.window_start.is_some())
+            .collect();
+        windows.sort_by(|a, b| window_order(a, b));
+        windows.truncate(MAX_WINDOWS_SHOWN);
+        (total, rows[start..end].to_vec(), windows)
+    };
     Ok(match view.format.as_deref() {
-        Some("csv") => csv(&view, shown),
-        Some("json") => json_rows(&view, shown),
+        Some("csv") => csv(&view, &shown),
+        Some("json") => json_rows(&view, &shown),
         _ => {
-            let mut windows: Vec<&CatalogRecord> = rows
-                .iter()
-                .copied()
-                .filter(|r| r.window_start.is_some())
-                .collect();
-            windows.sort_by_key(|r| (r.window_start, r.window_end));
-            windows.truncate(MAX_WINDOWS_SHOWN);
             let page = Page {
-                shown,
+                shown: &shown,
                 total,
                 windows: &windows,
             };
@@ -763,6 +903,61 @@ mod tests {
                     .collect::<Vec<_>>()
             };
             assert_eq!(names(&paged), names(&whole), "{query}");
+        }
+    }
+
+    #[test]
+    fn a_walk_of_the_whole_order_shows_what_a_sort_of_the_kept_rows_shows() {
+        let mut offers: Vec<CatalogRecord> = (0..400).map(offer).collect();
+        for (i, o) in offers.iter_mut().enumerate().filter(|(i, _)| i % 11 == 0) {
+            o.window_start =
+                Some(chrono::DateTime::UNIX_EPOCH + chrono::Duration::days((i % 4) as i64));
+            o.window_end = Some(chrono::DateTime::UNIX_EPOCH + chrono::Duration::days(9));
+        }
+        let all: Vec<&CatalogRecord> = offers.iter().collect();
+        let windows = rank_windows(&all);
+        for query in [
+            "",
+            "provider=gcp",
+            "min_gpu_memory_gib=10&sort=zone&dir=desc",
+            "provider=aws&region=region-1&sort=price&unit=gib&page=2&per_page=7",
+            "sort=instance_type&page=40",
+            "provider=azure&page=18446744073709551615",
+        ] {
+            let p = Params::parse(Some(query), &[PRICE_FILTERS, VIEW_PARAMS].concat()).unwrap();
+            let (filter, view) = (price_filter(&p).unwrap(), view(&p).unwrap());
+            let keep = |r: &CatalogRecord| filter.matches(r) && view.keeps(r);
+            let keep: Option<&dyn Fn(&CatalogRecord) -> bool> =
+                (!filter.is_empty() || !view.keeps_all()).then_some(&keep);
+            let start = (view.page - 1).saturating_mul(view.per_page);
+            let range = (start, start.saturating_add(view.per_page));
+            let (total, shown) = walk(&rank_rows(&view, &all), |i| all[i as usize], keep, range);
+            let (_, shown_windows) = walk(&windows, |i| all[i as usize], keep, (0, 5));
+
+            let mut rows: Vec<&CatalogRecord> = all
+                .iter()
+                .copied()
+                .filter(|r| filter.matches(r) && view.keeps(r))
+                .collect();
+            let mut expected_windows: Vec<&CatalogRecord> = rows
+                .iter()
+                .copied()
+                .filter(|r| r.window_start.is_some())
+                .collect();
+            expected_windows.sort_by(|a, b| window_order(a, b));
+            expected_windows.truncate(5);
+            let upto = range.1.min(rows.len());
+            sort(&view, &mut rows, upto);
+            let expected = &rows[range.0.min(rows.len())..range.1.min(rows.len())];
+            assert_eq!(total, rows.len(), "{query}");
+            assert!(!expected_windows.is_empty(), "{query}");
+            let ids = |rows: &[&CatalogRecord]| {
+                rows.iter()
+                    .map(|r| r.instance_type.clone())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(ids(&shown), ids(expected), "{query}");
+            assert_eq!(ids(&shown_windows), ids(&expected_windows), "{query}");
         }
     }
 

@@ -1,0 +1,288 @@
+//! Spot history as an answer keeps it between requests: the series of one
+//! question as read for a window, each point already in its JSON. A later
+//! window of the same question, while the catalog is unchanged, is the same
+//! read with its oldest points left out: `since=30d` asked again a second
+//! later trims the read instead of reading and encoding 2 MiB again.
+
+use chrono::{DateTime, Utc};
+
+use crate::catalog::{self, Freshness, SpotHistory, SpotPointOf, SpotQuery};
+use crate::store::{SpotSeriesPoints, StoreError};
+
+/// The series one question read, from `since` on.
+pub(crate) struct KeptHistory {
+    since: DateTime<Utc>,
+    series: Vec<Encoded>,
+}
+
+/// A series as read, and its points' JSON one after another, comma
+/// separated: point `i`'s starts at `at[i]`.
+struct Encoded {
+    read: SpotSeriesPoints,
+    json: Vec<u8>,
+    at: Vec<usize>,
+}
+
+impl KeptHistory {
+    /// What [`crate::store::Reads::spot_series_history`] read from `since` on.
+    ///
+    /// # Errors
+    /// When a point cannot be encoded.
+    pub(crate) fn new(
+        read: Vec<SpotSeriesPoints>,
+        since: DateTime<Utc>,
+    ) -> Result<Self, serde_json::Error> {
+        let series = read
+            .into_iter()
+            .map(|s| {
+                let mut json = Vec::with_capacity(s.points.len() * 180);
+                let mut at = Vec::with_capacity(s.points.len());
+                for p in &s.points {
+                    if !at.is_empty() {
+                        json.push(b',');
+                    }
+                    at.push(json.len());
+                    serde_json::to_writer(
+                        &mut json,
+                        &SpotPointOf {
+                            provider: &s.provider,
+                            region: &s.region,
+                            zone: &s.zone,
+                            instance_type: &s.instance_type,
+                            observed_at: p.observed_at,
+                            usd_per_hour: p.usd_per_hour,
+                        },
+                    )?;
+                }
+                Ok(Encoded { read: s, json, at })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self { since, series })
+    }
+
+    /// Whether the answer to a window from `since` on is in this read.
+    pub(crate) fn holds(&self, since: DateTime<Utc>) -> bool {
+        self.since <= since
+    }
+
+    /// Bytes this read holds, about.
+    pub(crate) fn bytes(&self) -> usize {
+        self.series
+            .iter()
+            .map(|s| {
+                s.json.len()
+                    + s.at.len() * std::mem::size_of::<usize>()
+                    + std::mem::size_of_val(s.read.points.as_slice())
+                    + 200
+            })
+            .sum()
+    }
+
+    /// The answer to `q` (whose window this read [`holds`](Self::holds)) as
+    /// JSON: what `catalog::spot_history` answers, byte for byte.
+    ///
+    /// # Errors
+    /// `TooLarge` past `q.max_observations`, as the store refuses.
+    pub(crate) fn answer(&self, q: &SpotQuery, fresh: &Freshness) -> Result<Vec<u8>, StoreError> {
+        // Per series: its points from `q.since` on and the one in force then,
+        // as the store reads them. The read from an earlier time holds every
+        // point since then and the one before it, so the point just before
+        // `q.since`, if any, is in it.
+        let windows: Vec<(&Encoded, usize)> = self
+            .series
+            .iter()
+            .map(|s| {
+                let first_in = s.read.points.partition_point(|p| p.observed_at < q.since);
+                (s, first_in.saturating_sub(1))
+            })
+            .filter(|(s, first)| *first < s.read.points.len())
+            .collect();
+        let observations: usize = windows
+            .iter()
+            .map(|(s, first)| s.read.points.len() - first)
+            .sum();
+        if let Some(limit) = q.max_observations.filter(|&l| observations > l) {
+            return Err(StoreError::TooLarge {
+                what: "spot observations",
+                limit,
+            });
+        }
+        let read = windows
+            .iter()
+            .map(|(s, first)| SpotSeriesPoints {
+                provider: s.read.provider.clone(),
+                region: s.read.region.clone(),
+                zone: s.read.zone.clone(),
+                instance_type: s.read.instance_type.clone(),
+                points: s.read.points[*first..].to_vec(),
+            })
+            .collect();
+        let history = catalog::spot_history_of(read, q, fresh);
+        let encoded = if history.series.len() == windows.len() {
+            encode(&history, &windows)
+        } else {
+            // A series without a point is left out of an answer; none is
+            // here, but which points go with which series must not rest on it.
+            serde_json::to_vec(&history)
+        };
+        encoded.map_err(|e| StoreError::Corrupt(e.to_string()))
+    }
+}
+
+/// `history` as serde encodes it, with each series' points copied from
+/// their kept JSON (`windows`: the series, in order, and the first point).
+fn encode(
+    history: &SpotHistory,
+    windows: &[(&Encoded, usize)],
+) -> Result<Vec<u8>, serde_json::Error> {
+    use serde_json::to_writer as put;
+    let points: usize = windows.iter().map(|(s, i)| s.json.len() - s.at[*i]).sum();
+    let mut out = Vec::with_capacity(points + 512 * (windows.len() + 1));
+    out.extend_from_slice(b"{\"instance_type\":");
+    put(&mut out, &history.instance_type)?;
+    out.extend_from_slice(b",\"since\":");
+    put(&mut out, &history.since)?;
+    out.extend_from_slice(b",\"until\":");
+    put(&mut out, &history.until)?;
+    out.extend_from_slice(b",\"stats\":");
+    put(&mut out, &history.stats)?;
+    out.extend_from_slice(b",\"series\":[");
+    for (n, (s, (kept, first))) in history.series.iter().zip(windows).enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"provider\":");
+        put(&mut out, &s.provider)?;
+        out.extend_from_slice(b",\"region\":");
+        put(&mut out, &s.region)?;
+        out.extend_from_slice(b",\"zone\":");
+        put(&mut out, &s.zone)?;
+        out.extend_from_slice(b",\"stale\":");
+        put(&mut out, &s.stale)?;
+        out.extend_from_slice(b",\"stats\":");
+        put(&mut out, &s.stats)?;
+        out.extend_from_slice(b",\"points\":[");
+        out.extend_from_slice(&kept.json[kept.at[*first]..]);
+        out.extend_from_slice(b"]}");
+    }
+    out.extend_from_slice(b"]}");
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use chrono::Duration;
+
+    use super::*;
+    use crate::store::SpotPrice;
+
+    fn at(hours: i64) -> DateTime<Utc> {
+        DateTime::UNIX_EPOCH + Duration::hours(hours) + Duration::microseconds(hours * 7)
+    }
+
+    /// Three zones' series: hourly points from hour 0, every second hour
+    /// from hour 1, and one point at hour 30.
+    fn series() -> Vec<SpotSeriesPoints> {
+        let zone = |zone: &str, hours: Vec<i64>| SpotSeriesPoints {
+            provider: "aws".to_owned(),
+            region: "us-east-1".to_owned(),
+            zone: zone.to_owned(),
+            instance_type: "p5.48xlarge".to_owned(),
+            points: hours
+                .into_iter()
+                .map(|h| SpotPrice {
+                    observed_at: at(h),
+                    usd_per_hour: 10.0 + (h % 7) as f64 / 3.0,
+                })
+                .collect(),
+        };
+        vec![
+            zone("us-east-1a", (0..48).collect()),
+            zone("us-east-1b", (1..48).step_by(2).collect()),
+            zone("us-east-1c", vec![30]),
+        ]
+    }
+
+    /// What the store reads for a window from `since` on: the points from
+    /// then, and the one in force then.
+    fn store_read(since: DateTime<Utc>) -> Vec<SpotSeriesPoints> {
+        series()
+            .into_iter()
+            .map(|mut s| {
+                let before = s.points.iter().rposition(|p| p.observed_at < since);
+                s.points = s
+                    .points
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, p)| p.observed_at >= since || Some(*i) == before)
+                    .map(|(_, p)| *p)
+                    .collect();
+                s
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect()
+    }
+
+    #[test]
+    fn a_later_window_of_a_kept_read_answers_what_a_read_of_it_would() {
+        let kept = KeptHistory::new(store_read(at(3)), at(3)).unwrap();
+        let stale = |h| {
+            Freshness::new(
+                BTreeMap::from([("aws".to_owned(), at(h))]),
+                BTreeMap::from([("aws".to_owned(), std::time::Duration::from_secs(3600))]),
+                at(50),
+            )
+        };
+        for (since, fresh) in [
+            (at(3), stale(49)),
+            (at(3) + Duration::minutes(30), stale(20)),
+            (at(20), stale(49)),
+            (at(31), stale(49)),
+            (at(47), stale(49)),
+            (at(60), stale(49)),
+        ] {
+            assert!(kept.holds(since));
+            let q = SpotQuery {
+                instance_type: "p5.48xlarge".to_owned(),
+                provider: None,
+                region: None,
+                zone: None,
+                since,
+                max_observations: Some(1000),
+            };
+            let answered = kept.answer(&q, &fresh).unwrap();
+            let expected =
+                serde_json::to_vec(&catalog::spot_history_of(store_read(since), &q, &fresh))
+                    .unwrap();
+            assert_eq!(
+                String::from_utf8(answered).unwrap(),
+                String::from_utf8(expected).unwrap(),
+                "since {since}"
+            );
+        }
+        assert!(!kept.holds(at(2)));
+    }
+
+    #[test]
+    fn a_window_of_more_observations_than_asked_for_is_refused() {
+        let kept = KeptHistory::new(store_read(at(0)), at(0)).unwrap();
+        let fresh = Freshness::new(BTreeMap::new(), BTreeMap::new(), at(50));
+        let q = |since, limit| SpotQuery {
+            instance_type: "p5.48xlarge".to_owned(),
+            provider: None,
+            region: None,
+            zone: None,
+            since,
+            max_observations: Some(limit),
+        };
+        // From hour 40, with the point in force then: 9 of the first zone,
+        // 5 of the second, the third zone's one.
+        assert!(kept.answer(&q(at(40), 15), &fresh).is_ok());
+        assert!(matches!(
+            kept.answer(&q(at(40), 14), &fresh),
+            Err(StoreError::TooLarge { limit: 14, .. })
+        ));
+    }
+}
