@@ -9,9 +9,10 @@
 //! - p50, p99 and worst latency from 4 clients of an uncached
 //!   `GET /v1/prices` (a distinct filter each request), the dashboard's
 //!   prices page and overview, and `/v1/spot-history` of one instance type
-//!   (7 days in one region; 30 days in all its regions), first idle, then
-//!   while another process commits a sync of 10,000 new observations every
-//!   second, with that sync's cost per observation;
+//!   (7 days in one region; 30 days in all its regions), first idle (2,000
+//!   requests each), then for 8 seconds each while another process commits
+//!   a sync of 10,000 new observations every second, with that sync's cost
+//!   per observation;
 //! - the daemon's resident memory, idle and after the loads;
 //! - pruning the oldest month: how long it takes, and the readers' p99 and
 //!   worst latency meanwhile;
@@ -46,7 +47,7 @@ use gpuplan_providers::{
     InstanceType, OfferingClass, PriceKind, PriceRecord, PriceScope, Scope, Snapshot,
     SpotObservation, Term, Upfront,
 };
-use support::{Latency, load, load_n, ready, rss_kib, serve, stop};
+use support::{Latency, load, load_until, ready, rss_kib, serve, stop};
 
 /// The GPU models of the catalog: as many as the clouds rent today, so that
 /// one model's share of the catalog is what it is in a real one.
@@ -535,7 +536,7 @@ async fn routes(
     offset: usize,
     spot_type: &str,
     spot_region: &str,
-    requests: usize,
+    (requests, time): (usize, Option<Duration>),
 ) {
     let b = base.to_owned();
     let cases: Vec<(&str, PathOf)> = vec![
@@ -573,7 +574,11 @@ async fn routes(
     ];
     for (name, path) in cases {
         let b = b.clone();
-        let l = load_n(client, requests, move |i| format!("{b}{}", path(i))).await;
+        let deadline = time.map(|t| Instant::now() + t);
+        let l = load_until(client, requests, deadline, move |i| {
+            format!("{b}{}", path(i))
+        })
+        .await;
         line(name, &l);
     }
 }
@@ -604,7 +609,15 @@ async fn measure(
         rss_kib(child.id()) as f64 / 1024.0
     );
     println!(" idle, 4 clients:");
-    routes(&client, &base, 1_000_000, &spot_type, &spot_region, 2000).await;
+    routes(
+        &client,
+        &base,
+        1_000_000,
+        &spot_type,
+        &spot_region,
+        (2000, None),
+    )
+    .await;
     println!(
         "  daemon RSS after load: {:.1} MiB",
         rss_kib(child.id()) as f64 / 1024.0
@@ -618,9 +631,17 @@ async fn measure(
         stop_syncs.clone(),
     );
     println!(" while 10,000 new observations commit every second:");
-    // Fewer: a sync every second voids every cached answer, and the
-    // dashboard's unfiltered table is then rebuilt whole.
-    routes(&client, &base, 2_000_000, &spot_type, &spot_region, 200).await;
+    // Each route for 8 seconds, so that 8 commits fall within it however
+    // fast it is answered (each voids every cached answer).
+    routes(
+        &client,
+        &base,
+        2_000_000,
+        &spot_type,
+        &spot_region,
+        (usize::MAX, Some(Duration::from_secs(8))),
+    )
+    .await;
     stop_syncs.store(true, Ordering::Relaxed);
     let mut costs = syncs.join().unwrap();
     costs.sort();

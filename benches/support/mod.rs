@@ -41,6 +41,18 @@ pub async fn load_n(
     requests: usize,
     url: impl Fn(usize) -> String + Send + Sync + 'static,
 ) -> Latency {
+    load_until(client, requests, None, url).await
+}
+
+/// [`load`] of `requests` requests, none sent after `deadline`: a load that
+/// must span a number of events (a sync every second) lasts as long, however
+/// fast it is answered.
+pub async fn load_until(
+    client: &reqwest::Client,
+    requests: usize,
+    deadline: Option<Instant>,
+    url: impl Fn(usize) -> String + Send + Sync + 'static,
+) -> Latency {
     let url = std::sync::Arc::new(url);
     let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut tasks = Vec::new();
@@ -51,7 +63,7 @@ pub async fn load_n(
             let mut bytes = 0;
             loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= requests {
+                if i >= requests || deadline.is_some_and(|d| Instant::now() >= d) {
                     break;
                 }
                 let start = Instant::now();
