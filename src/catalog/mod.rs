@@ -754,20 +754,28 @@ pub fn spot_history(
     q: &SpotQuery,
     fresh: &Freshness,
 ) -> Result<SpotHistory, StoreError> {
-    let read = store.spot_series_history(
+    Ok(spot_history_of(spot_series(store, q)?, q, fresh))
+}
+
+/// The series `q` asks for, with their points since `q.since` and the one in
+/// force then, as the store reads them.
+///
+/// # Errors
+/// On a store error; `TooLarge` past `q.max_observations`.
+pub fn spot_series(store: &dyn Store, q: &SpotQuery) -> Result<Vec<SpotSeriesPoints>, StoreError> {
+    store.spot_series_history(
         &q.instance_type,
         q.provider.as_deref(),
         q.region.as_deref(),
         q.zone.as_deref(),
         q.since,
         q.max_observations,
-    )?;
-    Ok(spot_history_of(read, q, fresh))
+    )
 }
 
 /// [`spot_history`] of series already read: each with its points since
-/// `q.since` and the one in force then, as [`Store::spot_series_history`]
-/// returns them.
+/// `q.since` and the one in force then, as [`spot_series`] returns them. A
+/// series without a point is left out.
 #[must_use]
 pub fn spot_history_of(
     read: Vec<SpotSeriesPoints>,

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use crate::catalog::{self, Freshness, SpotHistory, SpotPointOf, SpotQuery};
 use crate::store::{SpotSeriesPoints, StoreError};
 
-/// The series one question read, from `since` on.
+/// The series one question read, from `since` on, each with a point at least.
 pub(crate) struct KeptHistory {
     since: DateTime<Utc>,
     series: Vec<Encoded>,
@@ -34,6 +34,7 @@ impl KeptHistory {
     ) -> Result<Self, serde_json::Error> {
         let series = read
             .into_iter()
+            .filter(|s| !s.points.is_empty())
             .map(|s| {
                 let mut json = Vec::with_capacity(s.points.len() * 180);
                 let mut at = Vec::with_capacity(s.points.len());
@@ -87,7 +88,8 @@ impl KeptHistory {
         // Per series: its points from `q.since` on and the one in force then,
         // as the store reads them. The read from an earlier time holds every
         // point since then and the one before it, so the point just before
-        // `q.since`, if any, is in it.
+        // `q.since`, if any, is in it; and each series keeps a point at least
+        // (its last), so none drops out of the answer.
         let windows: Vec<(&Encoded, usize)> = self
             .series
             .iter()
@@ -95,7 +97,6 @@ impl KeptHistory {
                 let first_in = s.read.points.partition_point(|p| p.observed_at < q.since);
                 (s, first_in.saturating_sub(1))
             })
-            .filter(|(s, first)| *first < s.read.points.len())
             .collect();
         let observations: usize = windows
             .iter()
@@ -118,23 +119,18 @@ impl KeptHistory {
             })
             .collect();
         let history = catalog::spot_history_of(read, q, fresh);
-        let encoded = if history.series.len() == windows.len() {
-            encode(&history, &windows)
-        } else {
-            // A series without a point is left out of an answer; none is
-            // here, but which points go with which series must not rest on it.
-            serde_json::to_vec(&history)
-        };
-        encoded.map_err(|e| StoreError::Corrupt(e.to_string()))
+        encode(&history, &windows).map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 }
 
 /// `history` as serde encodes it, with each series' points copied from
-/// their kept JSON (`windows`: the series, in order, and the first point).
+/// their kept JSON (`windows`: the series, in order, and the first point;
+/// one for each of `history`'s series).
 fn encode(
     history: &SpotHistory,
     windows: &[(&Encoded, usize)],
 ) -> Result<Vec<u8>, serde_json::Error> {
+    debug_assert_eq!(history.series.len(), windows.len());
     use serde_json::to_writer as put;
     let points: usize = windows.iter().map(|(s, i)| s.json.len() - s.at[*i]).sum();
     let mut out = Vec::with_capacity(points + 512 * (windows.len() + 1));

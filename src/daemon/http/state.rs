@@ -662,14 +662,7 @@ pub(crate) fn spot_history_answer(
         ),
         |cache, key| cache.history(key, q.since),
         |_| {
-            let read = store.spot_series_history(
-                &q.instance_type,
-                q.provider.as_deref(),
-                q.region.as_deref(),
-                q.zone.as_deref(),
-                q.since,
-                q.max_observations,
-            )?;
+            let read = catalog::spot_series(store, q)?;
             let kept = Arc::new(
                 KeptHistory::new(read, q.since).map_err(|e| StoreError::Corrupt(e.to_string()))?,
             );
@@ -704,15 +697,19 @@ pub(crate) fn current_records(
         NOW,
         |part, key| match part {
             PricePart::Spot => current_spot(store, fresh, &state.cache, &key.1, generation),
-            _ => Ok(Arc::new(Part::new(catalog::price_part_at(
-                store,
-                fresh,
-                &PriceFilter::default(),
-                None,
-                part,
-            )?))),
+            _ => whole_part(store, fresh, part),
         },
     )
+}
+
+/// Every current record of `part`, read whole.
+fn whole_part(
+    store: &dyn crate::store::Store,
+    fresh: &Freshness,
+    part: PricePart,
+) -> Result<Arc<Part>, StoreError> {
+    let records = catalog::price_part_at(store, fresh, &PriceFilter::default(), None, part)?;
+    Ok(Arc::new(Part::new(records)))
 }
 
 /// The current spot prices: the last ones read, with the series spot writes
@@ -739,13 +736,7 @@ fn current_spot(
             b.part
                 .patched(catalog::spot_changed_after(store, fresh, b.spot)?),
         ),
-        None => Arc::new(Part::new(catalog::price_part_at(
-            store,
-            fresh,
-            &PriceFilter::default(),
-            None,
-            PricePart::Spot,
-        )?)),
+        None => whole_part(store, fresh, PricePart::Spot)?,
     };
     lock(cache).spot_base = Some(SpotBase {
         stale: stale.to_vec(),

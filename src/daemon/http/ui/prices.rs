@@ -261,6 +261,12 @@ impl View {
             && self.max_memory.is_none()
     }
 
+    /// Where the page's rows start and end among all the rows.
+    fn rows(&self) -> (usize, usize) {
+        let start = (self.page - 1).saturating_mul(self.per_page);
+        (start, start.saturating_add(self.per_page))
+    }
+
     /// What the table's order depends on: equal keys, equal orders.
     fn order_key(&self) -> String {
         format!(
@@ -500,6 +506,44 @@ fn walk<'a>(
     (total, shown)
 }
 
+/// `view`'s page of `rows` (the records it shows, in no order), sorted here.
+fn sorted_page<'a>(view: &View, mut rows: Vec<&'a CatalogRecord>) -> Page<'a> {
+    let total = rows.len();
+    let (start, end) = view.rows();
+    let (start, end) = (start.min(total), end.min(total));
+    sort(view, &mut rows, end);
+    let mut windows: Vec<&CatalogRecord> = rows
+        .iter()
+        .copied()
+        .filter(|r| r.window_start.is_some())
+        .collect();
+    windows.sort_by(|a, b| window_order(a, b));
+    windows.truncate(MAX_WINDOWS_SHOWN);
+    Page {
+        shown: rows[start..end].to_vec(),
+        total,
+        windows,
+    }
+}
+
+/// `view`'s page of the records `keep` keeps (all of them without it),
+/// walking kept orders of every record (`rows` as the view sorts them,
+/// `windows` soonest first) whose positions `at` looks up.
+fn walked_page<'a>(
+    view: &View,
+    (rows, windows): (&[u32], &[u32]),
+    at: impl Fn(u32) -> &'a CatalogRecord + Copy,
+    keep: Option<&dyn Fn(&CatalogRecord) -> bool>,
+) -> Page<'a> {
+    let (total, shown) = walk(rows, at, keep, view.rows());
+    let (_, windows) = walk(windows, at, keep, (0, MAX_WINDOWS_SHOWN));
+    Page {
+        shown,
+        total,
+        windows,
+    }
+}
+
 /// The orders of the whole market a table of it walks.
 struct Ranks {
     rows: Arc<[u32]>,
@@ -538,52 +582,25 @@ pub async fn page(
     })
     .await?;
     let keep = |r: &CatalogRecord| filter.matches(r) && view.keeps(r);
-    let (total, shown, windows) = if let Some(ranks) = &ranks {
-        let keep: Option<&dyn Fn(&CatalogRecord) -> bool> =
-            (!filter.is_empty() || !view.keeps_all()).then_some(&keep);
-        let start = (view.page - 1).saturating_mul(view.per_page);
-        let (total, shown) = walk(
-            &ranks.rows,
+    let page = match &ranks {
+        Some(ranks) => walked_page(
+            &view,
+            (&ranks.rows, &ranks.windows),
             |i| records.at(i),
-            keep,
-            (start, start.saturating_add(view.per_page)),
-        );
-        let (_, windows) = walk(
-            &ranks.windows,
-            |i| records.at(i),
-            keep,
-            (0, MAX_WINDOWS_SHOWN),
-        );
-        (total, shown, windows)
-    } else {
-        let mut rows: Vec<&CatalogRecord> = records
-            .filtered(&filter)
-            .filter(|r| view.keeps(r))
-            .collect();
-        let total = rows.len();
-        let start = (view.page - 1).saturating_mul(view.per_page).min(total);
-        let end = start.saturating_add(view.per_page).min(total);
-        sort(&view, &mut rows, end);
-        let mut windows: Vec<&CatalogRecord> = rows
-            .iter()
-            .copied()
-            .filter(|r| r.window_start.is_some())
-            .collect();
-        windows.sort_by(|a, b| window_order(a, b));
-        windows.truncate(MAX_WINDOWS_SHOWN);
-        (total, rows[start..end].to_vec(), windows)
+            (!filter.is_empty() || !view.keeps_all()).then_some(&keep),
+        ),
+        None => sorted_page(
+            &view,
+            records
+                .filtered(&filter)
+                .filter(|r| view.keeps(r))
+                .collect(),
+        ),
     };
     Ok(match view.format.as_deref() {
-        Some("csv") => csv(&view, &shown),
-        Some("json") => json_rows(&view, &shown),
-        _ => {
-            let page = Page {
-                shown: &shown,
-                total,
-                windows: &windows,
-            };
-            html_page(&view, &page, &p, uri.query().unwrap_or(""))
-        }
+        Some("csv") => csv(&view, &page.shown),
+        Some("json") => json_rows(&view, &page.shown),
+        _ => html_page(&view, &page, &p, uri.query().unwrap_or("")),
     })
 }
 
@@ -672,9 +689,9 @@ fn link(query: &str, set: &[(&str, &str)]) -> String {
 /// What one HTML page shows: its rows of the table, how many rows the
 /// whole table has, and the priced windows among them.
 struct Page<'a> {
-    shown: &'a [&'a CatalogRecord],
+    shown: Vec<&'a CatalogRecord>,
     total: usize,
-    windows: &'a [&'a CatalogRecord],
+    windows: Vec<&'a CatalogRecord>,
 }
 
 fn html_page(view: &View, page: &Page<'_>, p: &Params, query: &str) -> Response {
@@ -690,7 +707,7 @@ fn html_page(view: &View, page: &Page<'_>, p: &Params, query: &str) -> Response 
         .into_iter()
         .chain(["spec:bf16", "spec:fp8", "spec:fp16"].map(str::to_owned))
         .collect();
-    let (shown, total) = (page.shown, page.total);
+    let (shown, total) = (&page.shown, page.total);
     let when = |t: Option<chrono::DateTime<chrono::Utc>>| {
         t.map_or_else(
             || "—".to_owned(),
@@ -825,7 +842,7 @@ fn html_page(view: &View, page: &Page<'_>, p: &Params, query: &str) -> Response 
                     th { "Upfront USD" } th { "USD/GPU-h" }
                 } }
                 tbody {
-                    @for r in page.windows {
+                    @for r in &page.windows {
                         tr {
                             td { (when(r.window_start)) }
                             td { (when(r.window_end)) }
@@ -927,37 +944,22 @@ mod tests {
             let p = Params::parse(Some(query), &[PRICE_FILTERS, VIEW_PARAMS].concat()).unwrap();
             let (filter, view) = (price_filter(&p).unwrap(), view(&p).unwrap());
             let keep = |r: &CatalogRecord| filter.matches(r) && view.keeps(r);
-            let keep: Option<&dyn Fn(&CatalogRecord) -> bool> =
-                (!filter.is_empty() || !view.keeps_all()).then_some(&keep);
-            let start = (view.page - 1).saturating_mul(view.per_page);
-            let range = (start, start.saturating_add(view.per_page));
-            let (total, shown) = walk(&rank_rows(&view, &all), |i| all[i as usize], keep, range);
-            let (_, shown_windows) = walk(&windows, |i| all[i as usize], keep, (0, 5));
-
-            let mut rows: Vec<&CatalogRecord> = all
-                .iter()
-                .copied()
-                .filter(|r| filter.matches(r) && view.keeps(r))
-                .collect();
-            let mut expected_windows: Vec<&CatalogRecord> = rows
-                .iter()
-                .copied()
-                .filter(|r| r.window_start.is_some())
-                .collect();
-            expected_windows.sort_by(|a, b| window_order(a, b));
-            expected_windows.truncate(5);
-            let upto = range.1.min(rows.len());
-            sort(&view, &mut rows, upto);
-            let expected = &rows[range.0.min(rows.len())..range.1.min(rows.len())];
-            assert_eq!(total, rows.len(), "{query}");
-            assert!(!expected_windows.is_empty(), "{query}");
+            let walked = walked_page(
+                &view,
+                (&rank_rows(&view, &all), &windows),
+                |i| all[i as usize],
+                (!filter.is_empty() || !view.keeps_all()).then_some(&keep),
+            );
+            let sorted = sorted_page(&view, all.iter().copied().filter(|r| keep(r)).collect());
             let ids = |rows: &[&CatalogRecord]| {
                 rows.iter()
                     .map(|r| r.instance_type.clone())
                     .collect::<Vec<_>>()
             };
-            assert_eq!(ids(&shown), ids(expected), "{query}");
-            assert_eq!(ids(&shown_windows), ids(&expected_windows), "{query}");
+            assert_eq!(walked.total, sorted.total, "{query}");
+            assert!(!sorted.windows.is_empty(), "{query}");
+            assert_eq!(ids(&walked.shown), ids(&sorted.shown), "{query}");
+            assert_eq!(ids(&walked.windows), ids(&sorted.windows), "{query}");
         }
     }
 
