@@ -1,14 +1,16 @@
 //! Catalog queries for people and scripts: current prices as normalized records
 //! with staleness, and spot price history with its statistics.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use gpuplan_providers::{Currency, PriceKind, PriceScope};
 use serde::Serialize;
 
-use crate::store::{CurrentPrice, PricePart, SpotPrice, SpotSeriesPoints, Store, StoreError};
+use crate::store::{
+    CurrentPrice, PricePart, SpotPrice, SpotSeriesFilter, SpotSeriesPoints, Store, StoreError,
+};
 
 pub mod sync;
 mod windows;
@@ -741,6 +743,34 @@ pub struct SpotQuery {
     pub max_observations: Option<usize>,
 }
 
+/// What spot writes numbered past `changed_after` appended to the series
+/// `q` asks for, after the newest point of each that an earlier read holds
+/// (see [`Store::spot_points_appended`]); `None`: read the window again.
+///
+/// # Errors
+/// On a store error.
+pub fn spot_series_appended(
+    store: &dyn Store,
+    q: &SpotQuery,
+    changed_after: i64,
+    newest: &HashMap<i64, DateTime<Utc>>,
+) -> Result<Option<HashMap<i64, Vec<SpotPrice>>>, StoreError> {
+    store.spot_points_appended(&q.series(), changed_after, newest)
+}
+
+impl SpotQuery {
+    /// The series it asks for.
+    #[must_use]
+    pub fn series(&self) -> SpotSeriesFilter<'_> {
+        SpotSeriesFilter {
+            instance_type: &self.instance_type,
+            provider: self.provider.as_deref(),
+            region: self.region.as_deref(),
+            zone: self.zone.as_deref(),
+        }
+    }
+}
+
 /// The most spot observations one answer to a person or script holds
 /// (`/v1/spot-history`, `gpuplan spot-history`): about 20 MiB of JSON.
 pub const MAX_SPOT_OBSERVATIONS: usize = 200_000;
@@ -763,14 +793,7 @@ pub fn spot_history(
 /// # Errors
 /// On a store error; `TooLarge` past `q.max_observations`.
 pub fn spot_series(store: &dyn Store, q: &SpotQuery) -> Result<Vec<SpotSeriesPoints>, StoreError> {
-    store.spot_series_history(
-        &q.instance_type,
-        q.provider.as_deref(),
-        q.region.as_deref(),
-        q.zone.as_deref(),
-        q.since,
-        q.max_observations,
-    )
+    store.spot_series_history(&q.series(), q.since, q.max_observations)
 }
 
 /// [`spot_history`] of series already read: each with its points since

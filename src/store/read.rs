@@ -12,6 +12,12 @@ use super::{INTERRUPTED, StoreError, WriteStats, from_micros, micros, parse_ts, 
 /// A state of the catalog: what any data commit raises, and what only a
 /// commit that may change list prices or instance types raises (see
 /// [`Reads::catalog_generation`]).
+///
+/// A sync's commit raises `data` by one, and `spot` by one when it writes
+/// spot observations; a spot write that may add an observation older than
+/// its series' newest raises `data` once more. So while `data - spot` and
+/// `list_prices` stay, every change was a spot write that only appended to
+/// its series (see [`Generation::only_appended_since`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Generation {
     pub data: i64,
@@ -19,6 +25,19 @@ pub struct Generation {
     /// Spot writes so far: each stamps the spot series it touched with its
     /// number (see [`Reads::spot_prices_changed_after`]).
     pub spot: i64,
+}
+
+impl Generation {
+    /// Whether everything written between `earlier` and this state was spot
+    /// observations newer than their series' newest: a read of spot history
+    /// in `earlier` is then this state's once the points of the series
+    /// stamped since are added (see [`Reads::spot_points_appended`]).
+    #[must_use]
+    pub fn only_appended_since(&self, earlier: &Self) -> bool {
+        self.list_prices == earlier.list_prices
+            && self.data - self.spot == earlier.data - earlier.spot
+            && self.spot >= earlier.spot
+    }
 }
 
 /// Which prices a read returns: list prices (every kind but spot history's),
@@ -111,12 +130,48 @@ pub struct SpotPrice {
 /// many observations a long window holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpotSeriesPoints {
+    /// The series' id in the store it was read from.
+    pub series_id: i64,
     pub provider: String,
     pub region: String,
     pub zone: String,
     pub instance_type: String,
     pub points: Vec<SpotPrice>,
 }
+
+/// The spot series of one instance type, in one provider, region or zone
+/// when they are given.
+#[derive(Debug, Clone, Copy)]
+pub struct SpotSeriesFilter<'a> {
+    pub instance_type: &'a str,
+    pub provider: Option<&'a str>,
+    pub region: Option<&'a str>,
+    pub zone: Option<&'a str>,
+}
+
+impl SpotSeriesFilter<'_> {
+    /// Its values, as `$1` to `$4` of [`SPOT_SERIES_MATCHING`].
+    fn params(&self) -> [Val; 4] {
+        [
+            self.instance_type.into(),
+            self.provider.into(),
+            self.region.into(),
+            self.zone.into(),
+        ]
+    }
+}
+
+/// The spot series a [`SpotSeriesFilter`] names: id and names.
+const SPOT_SERIES_MATCHING: &str =
+    "SELECT id, provider, region, zone, instance_type FROM spot_series
+     WHERE instance_type = $1
+       AND (CAST($2 AS TEXT) IS NULL OR provider = $2)
+       AND (CAST($3 AS TEXT) IS NULL OR region = $3)
+       AND (CAST($4 AS TEXT) IS NULL OR zone = $4)";
+
+/// More series than [`Reads::spot_points_appended`] names in one statement:
+/// past it, a caller reads the window again.
+const APPENDED_SERIES_MAX: usize = 4000;
 
 /// A plan as it was saved.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -341,13 +396,29 @@ pub trait Reads {
     /// `limit` observations.
     fn spot_series_history(
         &self,
-        instance_type: &str,
-        provider: Option<&str>,
-        region: Option<&str>,
-        zone: Option<&str>,
+        series: &SpotSeriesFilter<'_>,
         since: DateTime<Utc>,
         limit: Option<usize>,
     ) -> Result<Vec<SpotSeriesPoints>, StoreError>;
+
+    /// What spot writes numbered past `changed_after` (a [`Generation::spot`]
+    /// read before a read of spot history) appended to the series `series`
+    /// names: of each series they stamped, its points after `newest[id]`,
+    /// the newest point that read holds of it, oldest first. `None` when a
+    /// series they stamped is not in `newest` (new since that read) or they
+    /// stamped more than a few thousand: read the window again.
+    ///
+    /// Exact only while the catalog [`Generation::only_appended_since`] that
+    /// read: a point written before a series' newest is not stamped.
+    ///
+    /// # Errors
+    /// On a database error or an unreadable timestamp.
+    fn spot_points_appended(
+        &self,
+        series: &SpotSeriesFilter<'_>,
+        changed_after: i64,
+        newest: &HashMap<i64, DateTime<Utc>>,
+    ) -> Result<Option<HashMap<i64, Vec<SpotPrice>>>, StoreError>;
 
     /// [`Reads::spot_series_history`] as one observation after another.
     ///
@@ -362,8 +433,13 @@ pub trait Reads {
         since: DateTime<Utc>,
         limit: Option<usize>,
     ) -> Result<Vec<SpotPoint>, StoreError> {
-        let series =
-            self.spot_series_history(instance_type, provider, region, zone, since, limit)?;
+        let filter = SpotSeriesFilter {
+            instance_type,
+            provider,
+            region,
+            zone,
+        };
+        let series = self.spot_series_history(&filter, since, limit)?;
         Ok(series
             .iter()
             .flat_map(|s| {
@@ -565,31 +641,21 @@ impl<B: Backend> Reads for B {
 
     fn spot_series_history(
         &self,
-        instance_type: &str,
-        provider: Option<&str>,
-        region: Option<&str>,
-        zone: Option<&str>,
+        matching: &SpotSeriesFilter<'_>,
         since: DateTime<Utc>,
         limit: Option<usize>,
     ) -> Result<Vec<SpotSeriesPoints>, StoreError> {
-        const MATCHING: &str = "SELECT id, provider, region, zone, instance_type FROM spot_series
-             WHERE instance_type = $1
-               AND (CAST($2 AS TEXT) IS NULL OR provider = $2)
-               AND (CAST($3 AS TEXT) IS NULL OR region = $3)
-               AND (CAST($4 AS TEXT) IS NULL OR zone = $4)";
-        let filter: [Val; 4] = [
-            instance_type.into(),
-            provider.into(),
-            region.into(),
-            zone.into(),
-        ];
+        const MATCHING: &str = SPOT_SERIES_MATCHING;
+        let filter = matching.params();
         let mut series = Vec::new();
         let mut at: HashMap<i64, usize> = HashMap::new();
         let mut observations = 0usize;
         self.on_conn(|db| {
             db.each_row(MATCHING, &filter, &mut |r| {
-                at.insert(r[0].int()?, series.len());
+                let series_id = r[0].int()?;
+                at.insert(series_id, series.len());
                 series.push(SpotSeriesPoints {
+                    series_id,
                     provider: r[1].take_text()?,
                     region: r[2].take_text()?,
                     zone: r[3].take_text()?,
@@ -646,6 +712,69 @@ impl<B: Backend> Reads for B {
             s.points.sort_by_key(|p| p.observed_at);
         }
         Ok(series)
+    }
+
+    fn spot_points_appended(
+        &self,
+        series: &SpotSeriesFilter<'_>,
+        changed_after: i64,
+        newest: &HashMap<i64, DateTime<Utc>>,
+    ) -> Result<Option<HashMap<i64, Vec<SpotPrice>>>, StoreError> {
+        if newest.len() > APPENDED_SERIES_MAX {
+            return Ok(None);
+        }
+        // One statement, so one state of the catalog: a stamped series the
+        // read did not hold comes back once without a point (then nothing
+        // else matters), the others with their points after the newest read
+        // (one range of the series' index each).
+        let mut params = series.params().to_vec();
+        params.push(changed_after.into());
+        let mut read = Vec::with_capacity(newest.len().max(1));
+        for (id, at) in newest {
+            read.push(format!(
+                "(CAST(${} AS BIGINT), CAST(${} AS BIGINT))",
+                params.len() + 1,
+                params.len() + 2
+            ));
+            params.extend([(*id).into(), micros(*at).into()]);
+        }
+        if read.is_empty() {
+            read.push("(CAST(NULL AS BIGINT), CAST(NULL AS BIGINT))".to_owned());
+        }
+        let sql = format!(
+            "WITH stamped AS ({SPOT_SERIES_MATCHING} AND changed_in > $5),
+                  newest (series_id, observed_at) AS (VALUES {})
+             SELECT t.id, NULL, NULL FROM stamped t
+             WHERE NOT EXISTS (SELECT 1 FROM newest n WHERE n.series_id = t.id)
+             UNION ALL
+             SELECT t.id, o.observed_at, o.usd_per_hour
+             FROM stamped t
+             JOIN newest n ON n.series_id = t.id
+             JOIN spot_observations o ON o.series_id = t.id AND o.observed_at > n.observed_at",
+            read.join(", ")
+        );
+        let mut appended: HashMap<i64, Vec<SpotPrice>> = HashMap::new();
+        let mut unknown = false;
+        self.on_conn(|db| {
+            db.each_row(&sql, &params, &mut |r| {
+                let Some(at) = r[1].opt_int()? else {
+                    unknown = true;
+                    return Ok(());
+                };
+                appended.entry(r[0].int()?).or_default().push(SpotPrice {
+                    observed_at: from_micros(at)?,
+                    usd_per_hour: r[2].real()?,
+                });
+                Ok(())
+            })
+        })?;
+        if unknown || appended.len() > APPENDED_SERIES_MAX {
+            return Ok(None);
+        }
+        for points in appended.values_mut() {
+            points.sort_by_key(|p| p.observed_at);
+        }
+        Ok(Some(appended))
     }
 
     fn current_price_counts(

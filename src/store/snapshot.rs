@@ -295,7 +295,7 @@ fn write_spot(
     if snapshot.spot_observations.is_empty() {
         return Ok(());
     }
-    let ids = spot_series_ids(db, provider, snapshot)?;
+    let (ids, appends) = spot_series_ids(db, provider, snapshot)?;
     let rate = (snapshot.currency.code != "USD").then_some(snapshot.currency.per_usd);
     let mut values = Vec::with_capacity(snapshot.spot_observations.len() * 4);
     for o in &snapshot.spot_observations {
@@ -345,38 +345,54 @@ fn write_spot(
             &[change.into()],
         )?;
     }
+    if !appends {
+        // The stamps show only series whose newest moved, and this write may
+        // have added a point before a series' newest: the catalog's state
+        // moves once more, so that readers that extend their spot history by
+        // the stamped series read it again (see `Generation`).
+        sql::next_generation(db, false)?;
+    }
     Ok(())
 }
 
+/// Spot series' ids by (instance type, zone).
+type SeriesIds<'a> = HashMap<(&'a str, &'a str), i64>;
+
 /// The id of every spot series `snapshot` observes, (instance type, zone)
-/// to id, adding the series not stored yet.
+/// to id, adding the series not stored yet; and whether every observation
+/// is at least as new as its series' newest stored one (the write only
+/// appends to its series).
 fn spot_series_ids<'a>(
     db: &dyn Db,
     provider: &str,
     snapshot: &'a Snapshot,
-) -> Result<HashMap<(&'a str, &'a str), i64>, StoreError> {
-    let mut stored: HashMap<(String, String), (i64, String)> = HashMap::new();
+) -> Result<(SeriesIds<'a>, bool), StoreError> {
+    let mut stored: HashMap<(String, String), (i64, String, Option<i64>)> = HashMap::new();
     db.each_row(
-        "SELECT instance_type, zone, id, currency FROM spot_series WHERE provider = $1",
+        "SELECT instance_type, zone, id, currency, last_observed_at FROM spot_series
+         WHERE provider = $1",
         &[provider.into()],
         &mut |r| {
             stored.insert(
                 (r[0].take_text()?, r[1].take_text()?),
-                (r[2].int()?, r[3].take_text()?),
+                (r[2].int()?, r[3].take_text()?, r[4].opt_int()?),
             );
             Ok(())
         },
     )?;
     let currency = snapshot.currency.code.as_str();
     let mut ids = HashMap::new();
+    let mut newest = HashMap::new();
     for o in &snapshot.spot_observations {
         let key = (o.instance_type.as_str(), o.zone.as_str());
         if ids.contains_key(&key) {
             continue;
         }
-        let id = match stored.get(&(o.instance_type.clone(), o.zone.clone())) {
-            Some((id, stored_currency)) if stored_currency == currency => *id,
-            Some((id, _)) => {
+        let found = stored.get(&(o.instance_type.clone(), o.zone.clone()));
+        newest.insert(key, found.and_then(|(_, _, at)| *at));
+        let id = match found {
+            Some((id, stored_currency, _)) if stored_currency == currency => *id,
+            Some((id, _, _)) => {
                 db.exec(
                     "UPDATE spot_series SET currency = $1 WHERE id = $2",
                     &[currency.into(), (*id).into()],
@@ -398,7 +414,11 @@ fn spot_series_ids<'a>(
         };
         ids.insert(key, id);
     }
-    Ok(ids)
+    let appends = snapshot.spot_observations.iter().all(|o| {
+        newest[&(o.instance_type.as_str(), o.zone.as_str())]
+            .is_none_or(|at| micros(o.observed_at) >= at)
+    });
+    Ok((ids, appends))
 }
 
 fn current_versions(db: &dyn Db, provider: &str) -> Result<Vec<StoredSeries>, StoreError> {

@@ -580,6 +580,78 @@ fn only_the_spot_series_written_since_a_stamp_are_read_again(db) {
     assert_eq!(stamp(), third);
 }
 
+fn a_read_of_spot_history_extended_by_what_spot_writes_appended_is_a_read_of_all(db) {
+    let pool = db.pool(0);
+    let observed = |zone: &str, usd: f64, minute: i64| gpuplan_providers::SpotObservation {
+        region: "us-east-1".into(),
+        zone: zone.into(),
+        instance_type: "gpu0.xlarge".into(),
+        usd_per_hour: usd,
+        observed_at: at(0) + chrono::Duration::minutes(minute),
+    };
+    let generation = || pool.read(|s| s.catalog_generation()).unwrap();
+    let filter = SpotSeriesFilter {
+        instance_type: "gpu0.xlarge",
+        provider: Some("aws"),
+        region: None,
+        zone: None,
+    };
+    let read = || pool.read(|s| s.spot_series_history(&filter, at(0), None)).unwrap();
+    let newest = |read: &[SpotSeriesPoints]| -> std::collections::HashMap<i64, DateTime<Utc>> {
+        read.iter().map(|s| (s.series_id, s.points.last().unwrap().observed_at)).collect()
+    };
+    let appended = |after: i64, newest| {
+        pool.read(|s| s.spot_points_appended(&filter, after, &newest)).unwrap()
+    };
+    let mut spot = Snapshot { scope: Scope::SpotHistory, ..snapshot(1, 1.0) };
+    spot.spot_observations = vec![
+        observed("us-east-1a", 1.0, 0),
+        observed("us-east-1a", 1.5, 10),
+        observed("us-east-1b", 2.0, 5),
+    ];
+    sync(&pool, &spot, 0);
+    let before = generation();
+    let earlier = read();
+    // Zone a gets two later points; zone b's price in force is sent again.
+    spot.spot_observations = vec![
+        observed("us-east-1a", 1.8, 30),
+        observed("us-east-1a", 1.7, 20),
+        observed("us-east-1b", 2.0, 5),
+    ];
+    sync(&pool, &spot, 1);
+    let after = generation();
+    assert!(after.only_appended_since(&before));
+    let points = appended(before.spot, newest(&earlier)).unwrap();
+    assert_eq!(points.len(), 1, "only zone a was appended to");
+    let mut extended = earlier.clone();
+    for s in &mut extended {
+        s.points.extend(points.get(&s.series_id).into_iter().flatten());
+    }
+    let now = read();
+    assert_eq!(extended, now);
+    assert_eq!(appended(after.spot, newest(&now)), Some(Default::default()));
+    // From an earlier stamp on: the same points, after the newest read.
+    assert_eq!(appended(before.spot - 1, newest(&earlier)), Some(points));
+    // A series new since the read: the window is read again.
+    spot.spot_observations = vec![observed("us-east-1c", 3.0, 40)];
+    sync(&pool, &spot, 2);
+    assert!(generation().only_appended_since(&after));
+    assert_eq!(appended(after.spot, newest(&now)), None);
+    // A point before its series' newest is no append, and the state says so.
+    let before_backfill = generation();
+    spot.spot_observations = vec![observed("us-east-1a", 1.6, 15)];
+    assert_eq!(sync(&pool, &spot, 3).spot_added, 1);
+    assert!(!generation().only_appended_since(&before_backfill));
+    // Nor is a prune.
+    let before_prune = generation();
+    let retention = Retention {
+        spot_history: Some(std::time::Duration::from_secs(1)),
+        ..Retention::default()
+    };
+    assert!(prune(&pool, &retention, at(10), false).unwrap().spot_observations > 0);
+    assert!(!generation().only_appended_since(&before_prune));
+}
+
 fn each_spot_batch_goes_on_from_the_series_the_one_before_stopped_in(db) {
     let pool = db.pool(0);
     let mut snap = snapshot(1, 1.0);

@@ -2,63 +2,164 @@
 //! question as read for a window, each point already in its JSON. A later
 //! window of the same question, while the catalog is unchanged, is the same
 //! read with its oldest points left out: `since=30d` asked again a second
-//! later trims the read instead of reading and encoding 2 MiB again.
+//! later trims the read instead of reading and encoding 2 MiB again. After
+//! spot syncs that only appended to their series, the read is extended by
+//! the points they added instead of read again.
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
 use crate::catalog::{self, Freshness, SpotHistory, SpotPointOf, SpotQuery};
-use crate::store::{SpotSeriesPoints, StoreError};
+use crate::store::{Generation, SpotPrice, SpotSeriesPoints, StoreError};
+
+/// How long a read is extended by what later syncs append before its
+/// window is read again: its points before the windows asked for since then
+/// are kept meanwhile.
+const EXTENDED_FOR: chrono::TimeDelta = chrono::TimeDelta::days(1);
 
 /// The series one question read, from `since` on, each with a point at least.
 pub(crate) struct KeptHistory {
     since: DateTime<Utc>,
-    series: Vec<Encoded>,
+    /// The catalog's state read before the series were: the read holds
+    /// everything written up to it.
+    generation: Generation,
+    /// When the window was read whole.
+    read_at: DateTime<Utc>,
+    /// Shared with the read this one was extended from: a series no sync
+    /// appended to is kept once.
+    series: Vec<Arc<Encoded>>,
 }
 
 /// A series as read, and its points' JSON one after another, comma
 /// separated: point `i`'s starts at `at[i]`.
+#[derive(Clone)]
 struct Encoded {
     read: SpotSeriesPoints,
     json: Vec<u8>,
     at: Vec<usize>,
 }
 
+impl Encoded {
+    fn new(read: SpotSeriesPoints) -> Result<Self, serde_json::Error> {
+        let mut encoded = Self {
+            json: Vec::with_capacity(read.points.len() * 180),
+            at: Vec::with_capacity(read.points.len()),
+            read: SpotSeriesPoints {
+                points: Vec::new(),
+                ..read
+            },
+        };
+        encoded.push(&read.points)?;
+        Ok(encoded)
+    }
+
+    /// Adds `points`, newer than those it holds, oldest first.
+    fn push(&mut self, points: &[SpotPrice]) -> Result<(), serde_json::Error> {
+        let s = &self.read;
+        for p in points {
+            if !self.at.is_empty() {
+                self.json.push(b',');
+            }
+            self.at.push(self.json.len());
+            serde_json::to_writer(
+                &mut self.json,
+                &SpotPointOf {
+                    provider: &s.provider,
+                    region: &s.region,
+                    zone: &s.zone,
+                    instance_type: &s.instance_type,
+                    observed_at: p.observed_at,
+                    usd_per_hour: p.usd_per_hour,
+                },
+            )?;
+        }
+        self.read.points.extend_from_slice(points);
+        Ok(())
+    }
+}
+
 impl KeptHistory {
-    /// What [`crate::store::Reads::spot_series_history`] read from `since` on.
+    /// What [`catalog::spot_series`] read from `since` on, in the catalog's
+    /// state `generation` (read before the series), at `now`.
     ///
     /// # Errors
     /// When a point cannot be encoded.
     pub(crate) fn new(
         read: Vec<SpotSeriesPoints>,
         since: DateTime<Utc>,
+        generation: Generation,
+        now: DateTime<Utc>,
     ) -> Result<Self, serde_json::Error> {
         let series = read
             .into_iter()
             .filter(|s| !s.points.is_empty())
-            .map(|s| {
-                let mut json = Vec::with_capacity(s.points.len() * 180);
-                let mut at = Vec::with_capacity(s.points.len());
-                for p in &s.points {
-                    if !at.is_empty() {
-                        json.push(b',');
-                    }
-                    at.push(json.len());
-                    serde_json::to_writer(
-                        &mut json,
-                        &SpotPointOf {
-                            provider: &s.provider,
-                            region: &s.region,
-                            zone: &s.zone,
-                            instance_type: &s.instance_type,
-                            observed_at: p.observed_at,
-                            usd_per_hour: p.usd_per_hour,
-                        },
-                    )?;
+            .map(|s| Encoded::new(s).map(Arc::new))
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            since,
+            generation,
+            read_at: now,
+            series,
+        })
+    }
+
+    /// Whether this read holds everything of the catalog's state
+    /// `generation`: it was read in it or later.
+    pub(crate) fn is_current_in(&self, generation: Generation) -> bool {
+        self.generation.data >= generation.data
+    }
+
+    /// Whether this read, extended by what spot writes appended since, is
+    /// the catalog's state `generation` (see
+    /// [`Generation::only_appended_since`]) and recent enough at `now` to
+    /// be extended.
+    pub(crate) fn extends_to(&self, generation: Generation, now: DateTime<Utc>) -> bool {
+        generation.only_appended_since(&self.generation) && now - self.read_at < EXTENDED_FOR
+    }
+
+    /// The spot writes this read holds: those numbered up to this.
+    pub(crate) fn spot_writes(&self) -> i64 {
+        self.generation.spot
+    }
+
+    /// The newest point this read holds of each series, by series id.
+    pub(crate) fn newest(&self) -> HashMap<i64, DateTime<Utc>> {
+        self.series
+            .iter()
+            .filter_map(|s| Some((s.read.series_id, s.read.points.last()?.observed_at)))
+            .collect()
+    }
+
+    /// This read with `appended` (points after each series' newest, by
+    /// series id, oldest first) added, as the catalog's state `generation`.
+    ///
+    /// # Errors
+    /// When a point cannot be encoded.
+    pub(crate) fn extended(
+        &self,
+        appended: &HashMap<i64, Vec<SpotPrice>>,
+        generation: Generation,
+    ) -> Result<Self, serde_json::Error> {
+        let series = self
+            .series
+            .iter()
+            .map(|s| match appended.get(&s.read.series_id) {
+                Some(points) => {
+                    let mut grown = Encoded::clone(s);
+                    grown.push(points)?;
+                    Ok(Arc::new(grown))
                 }
-                Ok(Encoded { read: s, json, at })
+                None => Ok(s.clone()),
             })
             .collect::<Result<_, _>>()?;
-        Ok(Self { since, series })
+        Ok(Self {
+            since: self.since,
+            generation,
+            read_at: self.read_at,
+            series,
+        })
     }
 
     /// Whether the answer to a window from `since` on is in this read.
@@ -95,7 +196,7 @@ impl KeptHistory {
             .iter()
             .map(|s| {
                 let first_in = s.read.points.partition_point(|p| p.observed_at < q.since);
-                (s, first_in.saturating_sub(1))
+                (&**s, first_in.saturating_sub(1))
             })
             .collect();
         let observations: usize = windows
@@ -111,6 +212,7 @@ impl KeptHistory {
         let read = windows
             .iter()
             .map(|(s, first)| SpotSeriesPoints {
+                series_id: s.read.series_id,
                 provider: s.read.provider.clone(),
                 region: s.read.region.clone(),
                 zone: s.read.zone.clone(),
@@ -172,7 +274,6 @@ mod tests {
     use chrono::Duration;
 
     use super::*;
-    use crate::store::SpotPrice;
 
     fn at(hours: i64) -> DateTime<Utc> {
         DateTime::UNIX_EPOCH + Duration::hours(hours) + Duration::microseconds(hours * 7)
@@ -182,6 +283,7 @@ mod tests {
     /// from hour 1, and one point at hour 30.
     fn series() -> Vec<SpotSeriesPoints> {
         let zone = |zone: &str, hours: Vec<i64>| SpotSeriesPoints {
+            series_id: i64::from(zone.as_bytes()[zone.len() - 1]),
             provider: "aws".to_owned(),
             region: "us-east-1".to_owned(),
             zone: zone.to_owned(),
@@ -223,7 +325,7 @@ mod tests {
 
     #[test]
     fn a_later_window_of_a_kept_read_answers_what_a_read_of_it_would() {
-        let kept = KeptHistory::new(store_read(at(3)), at(3)).unwrap();
+        let kept = KeptHistory::new(store_read(at(3)), at(3), STATE, at(50)).unwrap();
         let stale = |h| {
             Freshness::new(
                 BTreeMap::from([("aws".to_owned(), at(h))]),
@@ -261,9 +363,95 @@ mod tests {
         assert!(!kept.holds(at(2)));
     }
 
+    const STATE: Generation = Generation {
+        data: 10,
+        list_prices: 4,
+        spot: 6,
+    };
+
+    fn query(since: DateTime<Utc>) -> SpotQuery {
+        SpotQuery {
+            instance_type: "p5.48xlarge".to_owned(),
+            provider: None,
+            region: None,
+            zone: None,
+            since,
+            max_observations: None,
+        }
+    }
+
+    #[test]
+    fn a_read_extended_by_what_syncs_appended_answers_what_a_read_of_all_would() {
+        // Read at hour 40; then syncs append each series' later points.
+        let read: Vec<SpotSeriesPoints> = store_read(at(3))
+            .into_iter()
+            .map(|mut s| {
+                s.points.retain(|p| p.observed_at <= at(40));
+                s
+            })
+            .collect();
+        let kept = KeptHistory::new(read, at(3), STATE, at(40)).unwrap();
+        let newest = kept.newest();
+        assert_eq!(newest.len(), 3);
+        let appended: HashMap<i64, Vec<SpotPrice>> = store_read(at(3))
+            .into_iter()
+            .filter_map(|s| {
+                let after = newest[&s.series_id];
+                let points: Vec<SpotPrice> = s
+                    .points
+                    .into_iter()
+                    .filter(|p| p.observed_at > after)
+                    .collect();
+                (!points.is_empty()).then_some((s.series_id, points))
+            })
+            .collect();
+        assert_eq!(appended.len(), 2, "the zone of one point gets none");
+        let later = Generation {
+            data: 13,
+            spot: 9,
+            ..STATE
+        };
+        assert!(kept.extends_to(later, at(41)));
+        let extended = kept.extended(&appended, later).unwrap();
+        assert!(extended.is_current_in(later) && !kept.is_current_in(later));
+        let fresh = Freshness::new(BTreeMap::new(), BTreeMap::new(), at(50));
+        for since in [at(3), at(39), at(40), at(45)] {
+            let expected = catalog::spot_history_of(store_read(since), &query(since), &fresh);
+            assert_eq!(
+                String::from_utf8(extended.answer(&query(since), &fresh).unwrap()).unwrap(),
+                serde_json::to_string(&expected).unwrap(),
+                "since {since}"
+            );
+        }
+        // The series nothing was appended to is shared, not copied.
+        assert!(Arc::ptr_eq(&kept.series[2], &extended.series[2]));
+        assert_eq!(extended.read_at, kept.read_at);
+    }
+
+    #[test]
+    fn only_a_state_that_spot_writes_appended_to_and_a_recent_read_extend() {
+        let kept = KeptHistory::new(store_read(at(3)), at(3), STATE, at(40)).unwrap();
+        let moved = |data, list_prices, spot| Generation {
+            data: STATE.data + data,
+            list_prices: STATE.list_prices + list_prices,
+            spot: STATE.spot + spot,
+        };
+        assert!(kept.extends_to(moved(1, 0, 1), at(40)));
+        assert!(kept.extends_to(moved(5, 0, 5), at(40) + Duration::hours(23)));
+        // A day after the whole read, it is read again.
+        assert!(!kept.extends_to(moved(1, 0, 1), at(40) + Duration::hours(24)));
+        // A prune, a write before a series' newest, a sync of list prices.
+        assert!(!kept.extends_to(moved(1, 0, 0), at(40)));
+        assert!(!kept.extends_to(moved(2, 0, 1), at(40)));
+        assert!(!kept.extends_to(moved(1, 1, 1), at(40)));
+        // An older state is not one to extend to.
+        assert!(!kept.extends_to(moved(-1, 0, -1), at(40)));
+        assert!(kept.is_current_in(moved(-1, 0, -1)) && kept.is_current_in(STATE));
+    }
+
     #[test]
     fn a_window_of_more_observations_than_asked_for_is_refused() {
-        let kept = KeptHistory::new(store_read(at(0)), at(0)).unwrap();
+        let kept = KeptHistory::new(store_read(at(0)), at(0), STATE, at(50)).unwrap();
         let fresh = Freshness::new(BTreeMap::new(), BTreeMap::new(), at(50));
         let q = |since, limit| SpotQuery {
             instance_type: "p5.48xlarge".to_owned(),

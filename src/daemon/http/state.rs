@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use gpuplan_providers::secret::Secret;
 use gpuplan_providers::{PriceKind, PriceScope};
 use tokio::sync::Notify;
@@ -348,14 +348,17 @@ const RECORD_BYTES: usize = std::mem::size_of::<catalog::CatalogRecord>()
 
 impl CatalogCache {
     /// Forgets what `generation` makes out of date: everything when list
-    /// prices moved, else all but the list-price records.
+    /// prices moved, else all but the list-price records and spot history.
     fn follow(&mut self, generation: Generation) {
         let list_moved = self
             .generation
             .is_none_or(|g| g.list_prices != generation.list_prices);
         self.entries
             .retain(|(slot, _), entry| match (slot, &entry.value) {
-                (Slot::List, _) => !list_moved,
+                // Spot history says which state it holds (see
+                // `spot_history_answer`): a read that later spot writes only
+                // appended to is extended instead of read again.
+                (Slot::List | Slot::History, _) => !list_moved,
                 // Orders outlive a change that left their records as they were.
                 (Slot::Rank, Value::Rank(rank)) => {
                     rank.list.strong_count() > 0 && rank.spot.strong_count() > 0
@@ -439,10 +442,10 @@ impl CatalogCache {
         }
     }
 
-    /// Kept spot history that holds the window from `since` on.
-    fn history(&mut self, key: &RecordsKey, since: DateTime<Utc>) -> Option<Arc<KeptHistory>> {
+    /// The spot history a question last read, in whatever state.
+    fn history(&mut self, key: &RecordsKey) -> Option<Arc<KeptHistory>> {
         match self.get(Slot::History, key)? {
-            Value::History(kept) => Some(kept).filter(|k| k.holds(since)),
+            Value::History(kept) => Some(kept),
             Value::Answer(_) | Value::Records(_) | Value::Rank(_) => None,
         }
     }
@@ -636,9 +639,10 @@ fn kept_or_read<T>(
     Ok(found)
 }
 
-/// The answer to `q` as JSON: from the spot history its question last read
-/// while the catalog is unchanged (in the state `generation` the caller
-/// read before any of it), trimmed to `q`'s window; else read and kept.
+/// The answer to `q` as JSON: from the spot history its question last read,
+/// trimmed to `q`'s window, when that read holds the state `generation` the
+/// caller read before any of it; else that read extended by what spot
+/// writes appended since, when they only appended; else read and kept.
 ///
 /// # Errors
 /// On a store error; `TooLarge` past `q.max_observations`.
@@ -656,16 +660,26 @@ pub(crate) fn spot_history_answer(
         });
     let kept = kept_or_read(
         cache,
-        (
-            Slot::History,
-            (format!("{question}@{}", generation.data), Vec::new()),
-        ),
-        |cache, key| cache.history(key, q.since),
-        |_| {
-            let read = catalog::spot_series(store, q)?;
-            let kept = Arc::new(
-                KeptHistory::new(read, q.since).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-            );
+        (Slot::History, (question, Vec::new())),
+        |cache, key| {
+            cache
+                .history(key)
+                .filter(|k| k.holds(q.since) && k.is_current_in(generation))
+        },
+        |key| {
+            let now = Utc::now();
+            let earlier = lock(cache)
+                .history(key)
+                .filter(|k| k.holds(q.since) && k.extends_to(generation, now));
+            let appended = match &earlier {
+                Some(k) => catalog::spot_series_appended(store, q, k.spot_writes(), &k.newest())?,
+                None => None,
+            };
+            let encoded = match (earlier, appended) {
+                (Some(k), Some(points)) => k.extended(&points, generation),
+                _ => KeptHistory::new(catalog::spot_series(store, q)?, q.since, generation, now),
+            };
+            let kept = Arc::new(encoded.map_err(|e| StoreError::Corrupt(e.to_string()))?);
             let bytes = kept.bytes();
             Ok((kept.clone(), Value::History(kept), bytes))
         },
@@ -1203,11 +1217,11 @@ mod tests {
             );
         }
         let cache = Mutex::new(CatalogCache::default());
-        let key = |data: i64| {
-            (
-                format!("gpu0.xlarge\n\u{0}\n\u{0}\n\u{0}@{data}"),
-                Vec::new(),
-            )
+        let key = ("gpu0.xlarge\n\u{0}\n\u{0}\n\u{0}".to_owned(), Vec::new());
+        let kept_since = |since| {
+            lock(&cache)
+                .history(&key)
+                .is_some_and(|k: Arc<KeptHistory>| k.holds(since))
         };
         // (the cached answer, the store's, the data generation)
         let ask = |since| {
@@ -1242,17 +1256,25 @@ mod tests {
         // A later window trims what was read: the read from hour 2 stays.
         let (cached, read, _) = ask(at(4) + chrono::Duration::minutes(1));
         assert_eq!(cached, read);
-        let kept = lock(&cache).history(&key(data), at(2));
-        assert!(kept.is_some(), "the read from hour 2 is kept");
+        assert!(kept_since(at(2)), "the read from hour 2 is kept");
         // An earlier window reads again.
         let (cached, read, _) = ask(at(1));
         assert_eq!(cached, read);
-        assert!(lock(&cache).history(&key(data), at(1)).is_some());
-        // A sync changes the catalog: its observation is in the next answer.
+        assert!(kept_since(at(1)));
+        // A spot sync appends: its observation is in the next answer, and
+        // the read from hour 1 was extended by it, not read again.
         write_spot(&pool, Scope::SpotHistory, &[("us-east-1b", 7.5)], 7);
         let (cached, read, moved) = ask(at(4));
         assert_eq!(cached, read);
         assert!(moved > data && cached.contains("7.5"), "{cached}");
+        assert!(kept_since(at(1)), "extended");
+        let (cached, read, _) = ask(at(1));
+        assert_eq!(cached, read);
+        // A sync that adds a point before a series' newest: read again.
+        write_spot(&pool, Scope::SpotHistory, &[("us-east-1b", 6.5)], 6);
+        let (cached, read, _) = ask(at(2));
+        assert_eq!(cached, read);
+        assert!(cached.contains("6.5") && !kept_since(at(1)), "{cached}");
         // More observations than asked for are refused, kept or not.
         let refused = pool.read(|store| {
             let q = catalog::SpotQuery {
