@@ -805,33 +805,85 @@ pub fn spot_history_of(
     q: &SpotQuery,
     fresh: &Freshness,
 ) -> SpotHistory {
-    let now = fresh.now;
-    let mut all_segments = Vec::new();
-    let mut series = Vec::new();
-    for s in read {
-        let segments = segments(&s.points, q.since, now);
-        let Some(stats) = stats(&segments, s.points.len()) else {
-            continue;
-        };
-        all_segments.extend_from_slice(&segments);
-        series.push(SpotSeries {
-            stale: fresh.is_stale(&s.provider),
-            provider: s.provider,
-            region: s.region,
-            zone: s.zone,
-            instance_type: s.instance_type,
-            stats,
-            points: s.points,
-        });
-    }
-    let total_points = series.iter().map(|s| s.points.len()).sum();
+    let windows: Vec<&[SpotPrice]> = read.iter().map(|s| s.points.as_slice()).collect();
+    let (each, overall) =
+        window_stats(&windows, by_price(&windows).into_iter(), q.since, fresh.now);
+    let series = read
+        .into_iter()
+        .zip(each)
+        .filter_map(|(s, stats)| {
+            Some(SpotSeries {
+                stale: fresh.is_stale(&s.provider),
+                stats: stats?,
+                provider: s.provider,
+                region: s.region,
+                zone: s.zone,
+                instance_type: s.instance_type,
+                points: s.points,
+            })
+        })
+        .collect();
     SpotHistory {
         instance_type: q.instance_type.clone(),
         since: q.since,
-        until: now,
-        stats: stats(&all_segments, total_points),
+        until: fresh.now,
+        stats: overall,
         series,
     }
+}
+
+/// Every point of `windows` (each a series' points sorted by time) as
+/// (window, point), in order of price; ties stay in window then time order,
+/// as a stable sort of all the points one after another leaves them.
+#[must_use]
+pub fn by_price(windows: &[&[SpotPrice]]) -> Vec<(usize, usize)> {
+    let mut order: Vec<(usize, usize)> = windows
+        .iter()
+        .enumerate()
+        .flat_map(|(w, points)| (0..points.len()).map(move |i| (w, i)))
+        .collect();
+    order.sort_by(|a, b| {
+        windows[a.0][a.1]
+            .usd_per_hour
+            .total_cmp(&windows[b.0][b.1].usd_per_hour)
+    });
+    order
+}
+
+/// The statistics spot history answers over [since, now] for `windows` (each
+/// a series' points sorted by time, from the one in force at `since`): each
+/// window's (`None` for one without a point) and all of theirs together.
+/// `by_price` is what [`by_price`] answers for them: an order kept with a
+/// read serves every later window of it without sorting again.
+pub fn window_stats(
+    windows: &[&[SpotPrice]],
+    by_price: impl Iterator<Item = (usize, usize)>,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> (Vec<Option<SpotStats>>, Option<SpotStats>) {
+    let each: Vec<Vec<(f64, f64)>> = windows.iter().map(|w| segments(w, since, now)).collect();
+    let mut starts = Vec::with_capacity(windows.len());
+    let mut points = 0;
+    for w in windows {
+        starts.push(points);
+        points += w.len();
+    }
+    let mut each_order: Vec<Vec<usize>> = windows
+        .iter()
+        .map(|w| Vec::with_capacity(w.len()))
+        .collect();
+    let mut all_order = Vec::with_capacity(points);
+    for (w, i) in by_price {
+        each_order[w].push(i);
+        all_order.push(starts[w] + i);
+    }
+    let all = each.concat();
+    let stats_of_each = each
+        .iter()
+        .zip(each_order)
+        .map(|(segments, order)| stats_in(segments, order, segments.len()))
+        .collect();
+    (stats_of_each, stats_in(&all, all_order, points))
 }
 
 /// (price, seconds in force within [since, now]) for each point of one zone,
@@ -851,20 +903,28 @@ fn segments(points: &[SpotPrice], since: DateTime<Utc>, now: DateTime<Utc>) -> V
         .collect()
 }
 
-fn stats(segments: &[(f64, f64)], observations: usize) -> Option<SpotStats> {
+/// The statistics of `segments`, `by_price` their positions sorted by price
+/// (ties in position order).
+fn stats_in(
+    segments: &[(f64, f64)],
+    by_price: Vec<usize>,
+    observations: usize,
+) -> Option<SpotStats> {
     if segments.is_empty() {
         return None;
     }
-    let total: f64 = segments.iter().map(|s| s.1).sum();
-    // A window of zero length (every point at `now`) weighs points equally.
-    let weighted: Vec<(f64, f64)> = if total > 0.0 {
-        segments.iter().copied().filter(|s| s.1 > 0.0).collect()
-    } else {
-        segments.iter().map(|s| (s.0, 1.0)).collect()
+    // A window of zero length (every point at `now`) weighs points equally;
+    // otherwise a point that was never in force within it weighs nothing.
+    let timed = segments.iter().map(|s| s.1).sum::<f64>() > 0.0;
+    let weighted = |s: &(f64, f64)| match timed {
+        true => (s.1 > 0.0).then_some(*s),
+        false => Some((s.0, 1.0)),
     };
-    let total: f64 = weighted.iter().map(|s| s.1).sum();
-    let mut sorted = weighted.clone();
-    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: f64 = segments.iter().filter_map(weighted).map(|s| s.1).sum();
+    let sorted: Vec<(f64, f64)> = by_price
+        .into_iter()
+        .filter_map(|i| weighted(&segments[i]))
+        .collect();
     let quantile = |q: f64| {
         let mut acc = 0.0;
         for (price, w) in &sorted {
@@ -881,7 +941,12 @@ fn stats(segments: &[(f64, f64)], observations: usize) -> Option<SpotStats> {
         p50: quantile(0.5),
         p95: quantile(0.95),
         max: sorted[sorted.len() - 1].0,
-        mean: weighted.iter().map(|(p, w)| p * w).sum::<f64>() / total,
+        mean: segments
+            .iter()
+            .filter_map(weighted)
+            .map(|(p, w)| p * w)
+            .sum::<f64>()
+            / total,
     })
 }
 
@@ -1034,6 +1099,12 @@ mod tests {
 
     fn at(h: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_800_000_000 + h * 3600, 0).unwrap()
+    }
+
+    fn stats(segments: &[(f64, f64)], observations: usize) -> Option<SpotStats> {
+        let mut order: Vec<usize> = (0..segments.len()).collect();
+        order.sort_by(|&a, &b| segments[a].0.total_cmp(&segments[b].0));
+        stats_in(segments, order, observations)
     }
 
     #[test]

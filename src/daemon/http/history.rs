@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use crate::catalog::{self, Freshness, SpotHistory, SpotPointOf, SpotQuery};
+use crate::catalog::{self, Freshness, SpotPointOf, SpotQuery, SpotStats};
 use crate::store::{Generation, SpotPrice, SpotSeriesPoints, StoreError};
 
 /// How long a read is extended by what later syncs append before its
@@ -30,6 +30,9 @@ pub(crate) struct KeptHistory {
     /// Shared with the read this one was extended from: a series no sync
     /// appended to is kept once.
     series: Vec<Arc<Encoded>>,
+    /// Every point as (series, point), in order of price (see
+    /// [`catalog::by_price`]): each window's statistics without a sort.
+    by_price: Vec<(usize, usize)>,
 }
 
 /// A series as read, and its points' JSON one after another, comma
@@ -96,11 +99,12 @@ impl KeptHistory {
             .into_iter()
             .filter(|s| !s.points.is_empty())
             .map(|s| Encoded::new(s).map(Arc::new))
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             since,
             generation,
             read_at: now,
+            by_price: by_price(&series),
             series,
         })
     }
@@ -153,11 +157,12 @@ impl KeptHistory {
                 }
                 None => Ok(s.clone()),
             })
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             since: self.since,
             generation,
             read_at: self.read_at,
+            by_price: by_price(&series),
             series,
         })
     }
@@ -177,7 +182,8 @@ impl KeptHistory {
                     + std::mem::size_of_val(s.read.points.as_slice())
                     + 200
             })
-            .sum()
+            .sum::<usize>()
+            + self.by_price.len() * std::mem::size_of::<(usize, usize)>()
     }
 
     /// The answer to `q` (whose window this read [`holds`](Self::holds)) as
@@ -209,46 +215,51 @@ impl KeptHistory {
                 limit,
             });
         }
-        let read = windows
+        let points: Vec<&[SpotPrice]> = windows
             .iter()
-            .map(|(s, first)| SpotSeriesPoints {
-                series_id: s.read.series_id,
-                provider: s.read.provider.clone(),
-                region: s.read.region.clone(),
-                zone: s.read.zone.clone(),
-                instance_type: s.read.instance_type.clone(),
-                points: s.read.points[*first..].to_vec(),
-            })
+            .map(|(s, first)| &s.read.points[*first..])
             .collect();
-        let history = catalog::spot_history_of(read, q, fresh);
-        encode(&history, &windows).map_err(|e| StoreError::Corrupt(e.to_string()))
+        let by_price = self
+            .by_price
+            .iter()
+            .filter_map(|&(w, i)| Some((w, i.checked_sub(windows[w].1)?)));
+        let (each, overall) = catalog::window_stats(&points, by_price, q.since, fresh.now);
+        encode(q, fresh, overall.as_ref(), &windows, &each)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 }
 
-/// `history` as serde encodes it, with each series' points copied from
-/// their kept JSON (`windows`: the series, in order, and the first point;
-/// one for each of `history`'s series).
+/// The answer to `q` as serde encodes a [`catalog::SpotHistory`], with each
+/// series' points copied from their kept JSON (`windows`: the series, in
+/// order, and the first point; `each`: their statistics).
 fn encode(
-    history: &SpotHistory,
+    q: &SpotQuery,
+    fresh: &Freshness,
+    overall: Option<&SpotStats>,
     windows: &[(&Encoded, usize)],
+    each: &[Option<SpotStats>],
 ) -> Result<Vec<u8>, serde_json::Error> {
-    debug_assert_eq!(history.series.len(), windows.len());
     use serde_json::to_writer as put;
     let points: usize = windows.iter().map(|(s, i)| s.json.len() - s.at[*i]).sum();
     let mut out = Vec::with_capacity(points + 512 * (windows.len() + 1));
     out.extend_from_slice(b"{\"instance_type\":");
-    put(&mut out, &history.instance_type)?;
+    put(&mut out, &q.instance_type)?;
     out.extend_from_slice(b",\"since\":");
-    put(&mut out, &history.since)?;
+    put(&mut out, &q.since)?;
     out.extend_from_slice(b",\"until\":");
-    put(&mut out, &history.until)?;
+    put(&mut out, &fresh.now)?;
     out.extend_from_slice(b",\"stats\":");
-    put(&mut out, &history.stats)?;
+    put(&mut out, &overall)?;
     out.extend_from_slice(b",\"series\":[");
-    for (n, (s, (kept, first))) in history.series.iter().zip(windows).enumerate() {
+    let answered = windows
+        .iter()
+        .zip(each)
+        .filter_map(|(w, stats)| Some((w, stats.as_ref()?)));
+    for (n, ((kept, first), stats)) in answered.enumerate() {
         if n > 0 {
             out.push(b',');
         }
+        let s = &kept.read;
         out.extend_from_slice(b"{\"provider\":");
         put(&mut out, &s.provider)?;
         out.extend_from_slice(b",\"region\":");
@@ -256,15 +267,20 @@ fn encode(
         out.extend_from_slice(b",\"zone\":");
         put(&mut out, &s.zone)?;
         out.extend_from_slice(b",\"stale\":");
-        put(&mut out, &s.stale)?;
+        put(&mut out, &fresh.is_stale(&s.provider))?;
         out.extend_from_slice(b",\"stats\":");
-        put(&mut out, &s.stats)?;
+        put(&mut out, stats)?;
         out.extend_from_slice(b",\"points\":[");
         out.extend_from_slice(&kept.json[kept.at[*first]..]);
         out.extend_from_slice(b"]}");
     }
     out.extend_from_slice(b"]}");
     Ok(out)
+}
+
+fn by_price(series: &[Arc<Encoded>]) -> Vec<(usize, usize)> {
+    let points: Vec<&[SpotPrice]> = series.iter().map(|s| s.read.points.as_slice()).collect();
+    catalog::by_price(&points)
 }
 
 #[cfg(test)]
