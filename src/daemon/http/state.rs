@@ -1118,6 +1118,27 @@ mod tests {
             ..PriceFilter::default()
         };
         assert_eq!(copy.prices_json(&none).unwrap(), b"[]");
+        // Several models in both parts, and a filter past the model.
+        for filter in [
+            PriceFilter {
+                gpus: vec!["H100".into(), "A100-80GB".into()],
+                ..PriceFilter::default()
+            },
+            PriceFilter {
+                gpus: vec!["H100".into()],
+                max_usd_per_gpu_hour: Some(3.5),
+                ..PriceFilter::default()
+            },
+        ] {
+            let mut expected: Vec<_> = copy.all().filter(|r| filter.matches(r)).cloned().collect();
+            expected.sort_by(catalog::catalog_order);
+            assert!(expected.len() >= 3, "{filter:?}");
+            assert_eq!(copy.prices(&filter), expected);
+            assert_eq!(
+                copy.prices_json(&filter).unwrap(),
+                serde_json::to_vec(&expected).unwrap()
+            );
+        }
     }
 
     #[test]
