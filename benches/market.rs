@@ -11,8 +11,9 @@
 //!   prices page and overview, and `/v1/spot-history` of one instance type
 //!   (7 days in one region; 30 days in all its regions), first idle (2,000
 //!   requests each), then for 8 seconds each while another process commits
-//!   a sync of 10,000 new observations every second, with that sync's cost
-//!   per observation;
+//!   a sync of 10,000 new observations every second;
+//! - such a sync's cost per observation, for 10 seconds with no request to
+//!   the daemon, then under the loads;
 //! - the daemon's resident memory, idle and after the loads;
 //! - pruning the oldest month: how long it takes, and the readers' p99 and
 //!   worst latency meanwhile;
@@ -512,6 +513,17 @@ fn syncing(
     })
 }
 
+/// A line of what each sync of 10,000 observations cost per observation.
+fn write_costs(when: &str, mut costs: Vec<Duration>) {
+    costs.sort();
+    println!(
+        "  {} syncs of 10,000 observations, {when}: write cost per observation p50 {:.1} µs, worst {:.1} µs",
+        costs.len(),
+        costs[costs.len() / 2].as_secs_f64() * 1e6,
+        costs[costs.len() - 1].as_secs_f64() * 1e6
+    );
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -623,6 +635,18 @@ async fn measure(
         rss_kib(child.id()) as f64 / 1024.0
     );
 
+    // The write cost alone: syncs while nothing is asked of the daemon.
+    let stop_syncs = Arc::new(AtomicBool::new(false));
+    let syncs = syncing(
+        location.clone(),
+        clouds.clone(),
+        series.clone(),
+        stop_syncs.clone(),
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    stop_syncs.store(true, Ordering::Relaxed);
+    write_costs("no requests", syncs.join().unwrap());
+
     let stop_syncs = Arc::new(AtomicBool::new(false));
     let syncs = syncing(
         location.clone(),
@@ -643,14 +667,7 @@ async fn measure(
     )
     .await;
     stop_syncs.store(true, Ordering::Relaxed);
-    let mut costs = syncs.join().unwrap();
-    costs.sort();
-    println!(
-        "  {} syncs of 10,000 observations: write cost per observation p50 {:.1} µs, worst {:.1} µs",
-        costs.len(),
-        costs[costs.len() / 2].as_secs_f64() * 1e6,
-        costs[costs.len() - 1].as_secs_f64() * 1e6
-    );
+    write_costs("under the loads", syncs.join().unwrap());
     println!(
         "  daemon RSS after syncs: {:.1} MiB",
         rss_kib(child.id()) as f64 / 1024.0
