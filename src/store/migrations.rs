@@ -32,6 +32,7 @@ macro_rules! all_steps {
             "0018_spot_history_by_series",
             "0019_catalog_state_and_lookups",
             "0020_spot_series_changes",
+            "0021_spot_series_room_to_update",
         )
     };
 }

@@ -1,0 +1,2 @@
+-- Nothing on SQLite, which updates a row in place: on PostgreSQL this step
+-- leaves room in spot_series' pages for the stamps of spot writes.
