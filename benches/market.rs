@@ -513,6 +513,26 @@ fn syncing(
     })
 }
 
+/// [`syncing`] while `meanwhile` runs; answers each sync's cost per
+/// observation.
+async fn with_syncs(
+    location: &Location,
+    clouds: &Arc<Vec<Cloud>>,
+    series: &Arc<Vec<Series>>,
+    meanwhile: impl std::future::Future<Output = ()>,
+) -> Vec<Duration> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let syncs = syncing(
+        location.clone(),
+        clouds.clone(),
+        series.clone(),
+        stop.clone(),
+    );
+    meanwhile.await;
+    stop.store(true, Ordering::Relaxed);
+    syncs.join().unwrap()
+}
+
 /// A line of what each sync of 10,000 observations cost per observation.
 fn write_costs(when: &str, mut costs: Vec<Duration>) {
     costs.sort();
@@ -636,38 +656,27 @@ async fn measure(
     );
 
     // The write cost alone: syncs while nothing is asked of the daemon.
-    let stop_syncs = Arc::new(AtomicBool::new(false));
-    let syncs = syncing(
-        location.clone(),
-        clouds.clone(),
-        series.clone(),
-        stop_syncs.clone(),
+    let quiet = tokio::time::sleep(Duration::from_secs(10));
+    write_costs(
+        "no requests",
+        with_syncs(&location, clouds, series, quiet).await,
     );
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    stop_syncs.store(true, Ordering::Relaxed);
-    write_costs("no requests", syncs.join().unwrap());
 
-    let stop_syncs = Arc::new(AtomicBool::new(false));
-    let syncs = syncing(
-        location.clone(),
-        clouds.clone(),
-        series.clone(),
-        stop_syncs.clone(),
-    );
     println!(" while 10,000 new observations commit every second:");
     // Each route for 8 seconds, so that 8 commits fall within it however
     // fast it is answered (each voids every cached answer).
-    routes(
+    let loads = routes(
         &client,
         &base,
         2_000_000,
         &spot_type,
         &spot_region,
         (usize::MAX, Some(Duration::from_secs(8))),
-    )
-    .await;
-    stop_syncs.store(true, Ordering::Relaxed);
-    write_costs("under the loads", syncs.join().unwrap());
+    );
+    write_costs(
+        "under the loads",
+        with_syncs(&location, clouds, series, loads).await,
+    );
     println!(
         "  daemon RSS after syncs: {:.1} MiB",
         rss_kib(child.id()) as f64 / 1024.0

@@ -1,11 +1,13 @@
 //! Helpers shared by the store's and the sync's tests.
 
 use chrono::{DateTime, Utc};
-use gpuplan_providers::{InstanceType, PriceKind, PriceRecord, Snapshot, SpotObservation, Term};
+use gpuplan_providers::{
+    InstanceType, PriceKind, PriceRecord, Scope, Snapshot, SpotObservation, Term,
+};
 use tempfile::TempDir;
 
 use super::scratch::ScratchDatabase;
-use super::{Location, Pool};
+use super::{Location, Pool, WriteStats};
 
 /// A fresh, empty catalog on one backend, removed when dropped.
 pub enum TestDb {
@@ -132,6 +134,15 @@ pub fn snapshot(n: usize, base: f64) -> Snapshot {
         });
     }
     s
+}
+
+/// Writes `snap` as a full sync of `aws` at `hour`.
+pub fn sync(pool: &Pool, snap: &Snapshot, hour: i64) -> WriteStats {
+    pool.write(|s| {
+        let run = s.begin_run("aws", Scope::Full, at(hour)).unwrap();
+        s.write_snapshot(run, "aws", snap, &[], at(hour), at(hour))
+            .unwrap()
+    })
 }
 
 /// A Capacity Block of `count` instances of `gpu0.xlarge` (see [`snapshot`])

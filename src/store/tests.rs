@@ -2,16 +2,8 @@
 
 use gpuplan_providers::{AvailabilityRecord, AvailabilitySignal, Scope, Snapshot};
 
-use super::test_support::{at, block, count, last_good_run_id, on_both_backends, snapshot};
+use super::test_support::{at, block, count, last_good_run_id, on_both_backends, snapshot, sync};
 use super::*;
-
-fn sync(pool: &Pool, snap: &Snapshot, hour: i64) -> WriteStats {
-    pool.write(|s| {
-        let run = s.begin_run("aws", Scope::Full, at(hour)).unwrap();
-        s.write_snapshot(run, "aws", snap, &[], at(hour), at(hour))
-            .unwrap()
-    })
-}
 
 fn current(pool: &Pool) -> Vec<CurrentPrice> {
     let mut prices = pool.read(|s| s.current_prices()).unwrap();

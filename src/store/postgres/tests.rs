@@ -2,7 +2,7 @@
 //! together, a newer schema, and a server that cannot be reached.
 
 use crate::store::migrations::latest_version;
-use crate::store::test_support::TestDb;
+use crate::store::test_support::{TestDb, at, snapshot, sync};
 use crate::store::{Location, Pool, StoreError};
 
 #[test]
@@ -161,29 +161,22 @@ fn stamping_the_spot_series_of_each_write_leaves_no_dead_rows_behind() {
         pool.raw_i64("SELECT pg_relation_size('spot_series')")
             .unwrap()
     };
-    let mut snap = crate::store::test_support::snapshot(1, 1.0);
+    let mut snap = snapshot(1, 1.0);
     let observed = |zone: usize, hour: i64| gpuplan_providers::SpotObservation {
         region: "us-east-1".into(),
         zone: format!("us-east-1-z{zone}"),
         instance_type: "gpu0.xlarge".into(),
         usd_per_hour: 1.0 + hour as f64,
-        observed_at: crate::store::test_support::at(hour),
-    };
-    let write = |snap: &gpuplan_providers::Snapshot, hour: i64| {
-        let at = crate::store::test_support::at(hour);
-        pool.write(|s| {
-            let run = s.begin_run("aws", snap.scope, at).unwrap();
-            s.write_snapshot(run, "aws", snap, &[], at, at).unwrap();
-        });
+        observed_at: at(hour),
     };
     snap.spot_observations = (0..500).map(|z| observed(z, 0)).collect();
-    write(&snap, 0);
+    sync(&pool, &snap, 0);
     let first = size();
     // 40 writes that each stamp all 500 series: without room in its pages,
     // each would leave 500 dead row versions until autovacuum came by.
     for hour in 1..=40 {
         snap.spot_observations = (0..500).map(|z| observed(z, hour)).collect();
-        write(&snap, hour);
+        sync(&pool, &snap, hour);
     }
     assert!(
         size() <= 2 * first,
