@@ -160,7 +160,7 @@ fn a_sqlite_catalog_copies_whole_and_the_checksums_agree() {
     assert!(target.spot > 0, "{target:?} after {source:?}");
     assert!(target.data > 0 && target.list_prices > 0, "{target:?}");
     assert!(
-        pool.read(|s| s.spot_prices_changed_after(target.spot))
+        pool.read(|s| s.spot_quotes_changed_after(target.spot))
             .unwrap()
             .is_empty()
     );

@@ -1,7 +1,7 @@
 //! Catalog queries for people and scripts: current prices as normalized records
 //! with staleness, and spot price history with its statistics.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, Utc};
@@ -9,7 +9,8 @@ use gpuplan_providers::{Currency, PriceKind, PriceScope};
 use serde::Serialize;
 
 use crate::store::{
-    CurrentPrice, PricePart, SpotPrice, SpotSeriesFilter, SpotSeriesPoints, Store, StoreError,
+    CurrentPrice, PricePart, SpotPrice, SpotQuote, SpotSeriesFilter, SpotSeriesPoints, Store,
+    StoreError,
 };
 
 pub mod sync;
@@ -503,21 +504,66 @@ pub fn price_part_at(
         .collect())
 }
 
-/// The current spot prices of the series spot writes numbered past `after`
-/// touched (see [`Store::spot_prices_changed_after`]).
+/// The current spot records of the series spot writes numbered past `after`
+/// touched (see [`Reads::spot_quotes_changed_after`](crate::store::Reads)):
+/// the record `kept` holds of a series with its new price, or, for a series
+/// it does not hold, the series read whole. Only the price and when it was
+/// observed come back for a series already held: its instance type's facts
+/// cannot have changed while [`Generation::list_prices`](crate::store::Generation)
+/// stood still, and they are most of a record.
 ///
 /// # Errors
 /// On a store error.
-pub fn spot_changed_after(
+pub fn spot_changed_after<'k>(
     store: &dyn Store,
     fresh: &Freshness,
     after: i64,
+    kept: impl Fn(&SpotQuote) -> Option<&'k CatalogRecord>,
 ) -> Result<Vec<CatalogRecord>, StoreError> {
-    Ok(store
-        .spot_prices_changed_after(after)?
-        .into_iter()
-        .map(|p| record(p, fresh))
-        .collect())
+    let quotes = store.spot_quotes_changed_after(after)?;
+    let mut changed = Vec::with_capacity(quotes.len());
+    let mut unknown = BTreeSet::new();
+    for q in quotes {
+        match kept(&q) {
+            Some(r) => changed.push(requoted(r, q, fresh)),
+            None => {
+                unknown.insert((q.provider, q.zone, q.instance_type));
+            }
+        }
+    }
+    if !unknown.is_empty() {
+        let types: BTreeSet<(String, String)> = unknown
+            .iter()
+            .map(|(provider, _, instance_type)| (provider.clone(), instance_type.clone()))
+            .collect();
+        let types: Vec<_> = types.into_iter().collect();
+        let read = store.price_part_as_of(Some(&types), None, PricePart::Spot)?;
+        changed.extend(
+            read.into_iter()
+                .filter(|p| {
+                    unknown.contains(&(p.provider.clone(), p.zone.clone(), p.instance_type.clone()))
+                })
+                .map(|p| record(p, fresh)),
+        );
+    }
+    Ok(changed)
+}
+
+/// `kept`, a series' current spot record, at the series' new price.
+fn requoted(kept: &CatalogRecord, q: SpotQuote, fresh: &Freshness) -> CatalogRecord {
+    CatalogRecord {
+        usd_per_hour: q.usd_per_hour,
+        recurring_usd_per_hour: q.usd_per_hour,
+        usd_per_gpu_hour: per_gpu_hour(q.usd_per_hour, kept.gpu_count),
+        observed_at: Some(q.observed_at),
+        currency: q.currency,
+        fx_rate: q.fx_rate,
+        stale: fresh.is_stale(&kept.provider),
+        fetched_at: fresh.last_good.get(&kept.provider).copied(),
+        converted: None,
+        per_work: None,
+        ..kept.clone()
+    }
 }
 
 impl CatalogRecord {

@@ -30,7 +30,7 @@ pub use pool::{Location, Pool};
 pub use prune::{Prunable, Prune, PruneCounts, Retention, prune};
 pub use read::{
     CurrentPrice, Generation, LeaseRow, PricePart, Reads, SavedPlan, SpotPoint, SpotPrice,
-    SpotSeriesFilter, SpotSeriesPoints, SyncRun, WindowOffering,
+    SpotQuote, SpotSeriesFilter, SpotSeriesPoints, SyncRun, WindowOffering,
 };
 pub use snapshot::{Suspicion, SuspiciousPrice, WriteStats};
 pub use sqlite::SqliteStore;

@@ -23,7 +23,7 @@ pub struct Generation {
     pub data: i64,
     pub list_prices: i64,
     /// Spot writes so far: each stamps the spot series it touched with its
-    /// number (see [`Reads::spot_prices_changed_after`]).
+    /// number (see [`Reads::spot_quotes_changed_after`]).
     pub spot: i64,
 }
 
@@ -84,6 +84,19 @@ pub struct CurrentPrice {
     pub mig_profile: Option<String>,
     /// The fixed window of a `capacity_block` price.
     pub window: Option<gpuplan_providers::Window>,
+}
+
+/// A spot series' newest price: what a spot write changes of a series'
+/// current record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpotQuote {
+    pub provider: String,
+    pub zone: Option<String>,
+    pub instance_type: String,
+    pub usd_per_hour: f64,
+    pub observed_at: DateTime<Utc>,
+    pub currency: String,
+    pub fx_rate: f64,
 }
 
 /// A priced window (a Capacity Block offering) as the syncs saw it: when
@@ -378,13 +391,16 @@ pub trait Reads {
         part: PricePart,
     ) -> Result<Vec<CurrentPrice>, StoreError>;
 
-    /// The current spot prices of the series a spot write numbered past
+    /// The newest price of each spot series a spot write numbered past
     /// `after` (a [`Generation::spot`] read before) touched: with what was read
-    /// then, every current spot price.
+    /// then, every current spot price. Only the series' own columns: a spot
+    /// write changes no instance type without moving
+    /// [`Generation::list_prices`], so a reader that kept the rest of a
+    /// series' record needs only these.
     ///
     /// # Errors
     /// On a database error or a stored value that does not parse.
-    fn spot_prices_changed_after(&self, after: i64) -> Result<Vec<CurrentPrice>, StoreError>;
+    fn spot_quotes_changed_after(&self, after: i64) -> Result<Vec<SpotQuote>, StoreError>;
 
     /// Spot observations of one instance type since `since`, plus the last
     /// observation before `since` (the price in force when the window
@@ -632,11 +648,33 @@ impl<B: Backend> Reads for B {
         at: Option<DateTime<Utc>>,
         part: PricePart,
     ) -> Result<Vec<CurrentPrice>, StoreError> {
-        read_prices(self, types, at, part, i64::MIN)
+        read_prices(self, types, at, part)
     }
 
-    fn spot_prices_changed_after(&self, after: i64) -> Result<Vec<CurrentPrice>, StoreError> {
-        read_prices(self, None, None, PricePart::Spot, after)
+    fn spot_quotes_changed_after(&self, after: i64) -> Result<Vec<SpotQuote>, StoreError> {
+        self.on_conn(|db| {
+            let mut quotes = Vec::new();
+            db.each_row(
+                "SELECT provider, zone, instance_type, last_usd_per_hour,
+                        last_observed_at, currency, coalesce(last_fx_rate, 1.0)
+                 FROM spot_series
+                 WHERE changed_in > $1 AND last_observed_at IS NOT NULL",
+                &[after.into()],
+                &mut |r| {
+                    quotes.push(SpotQuote {
+                        provider: r[0].take_text()?,
+                        zone: none_if_empty(r[1].take_text()?),
+                        instance_type: r[2].take_text()?,
+                        usd_per_hour: r[3].real()?,
+                        observed_at: from_micros(r[4].int()?)?,
+                        currency: r[5].take_text()?,
+                        fx_rate: r[6].real()?,
+                    });
+                    Ok(())
+                },
+            )?;
+            Ok(quotes)
+        })
     }
 
     fn spot_series_history(
@@ -984,14 +1022,12 @@ fn runs(db: &dyn Db, sql: &str, param: Val) -> Result<Vec<SyncRun>, StoreError> 
     db.rows(sql, &[param])?.iter().map(|r| run(r)).collect()
 }
 
-/// Prices as of `at` (now, when `None`) of one part, spot prices only of
-/// series a spot write numbered past `changed_after` touched.
+/// Prices as of `at` (now, when `None`) of one part.
 fn read_prices<B: Backend>(
     b: &B,
     types: Option<&[(String, String)]>,
     at: Option<DateTime<Utc>>,
     part: PricePart,
-    changed_after: i64,
 ) -> Result<Vec<CurrentPrice>, StoreError> {
     let keys = types
         .map(|t| serde_json::to_string(t).map_err(|e| StoreError::Corrupt(e.to_string())))
@@ -1001,13 +1037,12 @@ fn read_prices<B: Backend>(
     // SQLite from scanning every observation instead, testing each.
     let spot = if at.is_none() {
         "SELECT ss.provider, ss.region, ss.zone, ss.instance_type, ss.last_usd_per_hour AS usd,
-                ss.last_observed_at AS observed_at, ss.currency, ss.last_fx_rate AS fx_rate,
-                ss.changed_in
+                ss.last_observed_at AS observed_at, ss.currency, ss.last_fx_rate AS fx_rate
          FROM spot_series ss
          WHERE ss.last_observed_at IS NOT NULL AND CAST($3 AS BIGINT) IS NULL"
     } else {
         "SELECT ss.provider, ss.region, ss.zone, ss.instance_type, o.usd_per_hour AS usd,
-                o.observed_at, ss.currency, o.fx_rate, ss.changed_in
+                o.observed_at, ss.currency, o.fx_rate
          FROM spot_series ss
          CROSS JOIN spot_observations o
          WHERE o.series_id = ss.id
@@ -1053,7 +1088,7 @@ fn read_prices<B: Backend>(
                  FROM ({spot}) AS sp
                  JOIN instance_types t
                    ON t.provider = sp.provider AND t.instance_type = sp.instance_type
-                 WHERE {spot_types} AND CAST($5 AS BIGINT) = 1 AND sp.changed_in > $6"
+                 WHERE {spot_types} AND CAST($5 AS BIGINT) = 1"
             ),
             // A part left out is a condition on a parameter alone, which
             // both planners test once, before reading a row.
@@ -1063,7 +1098,6 @@ fn read_prices<B: Backend>(
                 at.map(micros).into(),
                 i64::from(part != PricePart::Spot).into(),
                 i64::from(part != PricePart::List).into(),
-                changed_after.into(),
             ],
             &mut |r| {
                 prices.push(price(r)?);

@@ -539,17 +539,26 @@ fn only_the_spot_series_written_since_a_stamp_are_read_again(db) {
     sync(&pool, &snap, 1);
     let second = stamp();
     assert!(second > first);
-    let changed = pool.read(|s| s.spot_prices_changed_after(first)).unwrap();
-    let read: Vec<(Option<&str>, f64)> =
-        changed.iter().map(|p| (p.zone.as_deref(), p.usd_per_hour)).collect();
-    assert_eq!(read, [(Some("us-east-1b"), 3.0)]);
-    assert!(pool.read(|s| s.spot_prices_changed_after(second)).unwrap().is_empty());
-    assert_eq!(pool.read(|s| s.spot_prices_changed_after(i64::MIN)).unwrap().len(), 2);
+    let changed = pool.read(|s| s.spot_quotes_changed_after(first)).unwrap();
+    assert_eq!(
+        changed,
+        [crate::store::SpotQuote {
+            provider: "aws".into(),
+            zone: Some("us-east-1b".into()),
+            instance_type: "gpu0.xlarge".into(),
+            usd_per_hour: 3.0,
+            observed_at: at(1),
+            currency: "USD".into(),
+            fx_rate: 1.0,
+        }]
+    );
+    assert!(pool.read(|s| s.spot_quotes_changed_after(second)).unwrap().is_empty());
+    assert_eq!(pool.read(|s| s.spot_quotes_changed_after(i64::MIN)).unwrap().len(), 2);
     // Prices in force sent again (as AWS's history does each sync) and an
     // observation older than a series' newest move nothing.
     snap.spot_observations = vec![observed("us-east-1a", 1.0, 0), observed("us-east-1b", 2.0, 0)];
     sync(&pool, &snap, 2);
-    assert!(pool.read(|s| s.spot_prices_changed_after(second)).unwrap().is_empty());
+    assert!(pool.read(|s| s.spot_quotes_changed_after(second)).unwrap().is_empty());
     let history = pool
         .read(|s| s.spot_history("gpu0.xlarge", None, None, Some("us-east-1b"), at(0), None))
         .unwrap();

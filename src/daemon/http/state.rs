@@ -273,9 +273,15 @@ impl Part {
         self.kept.iter().map(|k| &k.record)
     }
 
-    /// This part of spot prices with `changed` in place of the records of
-    /// the same series, and the records of series it did not hold added.
-    fn patched(&self, changed: Vec<catalog::CatalogRecord>) -> Self {
+    /// This part of spot prices with the series spot writes numbered past
+    /// `after` touched read again: their records replaced, and the records
+    /// of series it did not hold added.
+    fn patched(
+        &self,
+        store: &dyn crate::store::Store,
+        fresh: &Freshness,
+        after: i64,
+    ) -> Result<Self, StoreError> {
         fn series(r: &catalog::CatalogRecord) -> (&str, Option<&str>, &str) {
             (&r.provider, r.zone.as_deref(), &r.instance_type)
         }
@@ -284,6 +290,14 @@ impl Part {
             .enumerate()
             .map(|(i, r)| (series(r), i))
             .collect();
+        let changed = catalog::spot_changed_after(store, fresh, after, |q| {
+            let key = (
+                q.provider.as_str(),
+                q.zone.as_deref(),
+                q.instance_type.as_str(),
+            );
+            at.get(&key).map(|&i| self.record(i))
+        })?;
         let mut kept = self.kept.clone();
         for record in changed {
             match at.get(&series(&record)).copied() {
@@ -291,7 +305,7 @@ impl Part {
                 None => kept.push(Kept::new(record)),
             }
         }
-        Self::of(kept)
+        Ok(Self::of(kept))
     }
 
     /// Where the records matching `filter` are, in the part's order.
@@ -746,10 +760,7 @@ fn current_spot(
     });
     let part = match base {
         Some(b) if b.spot == now.spot => b.part,
-        Some(b) => Arc::new(
-            b.part
-                .patched(catalog::spot_changed_after(store, fresh, b.spot)?),
-        ),
+        Some(b) => Arc::new(b.part.patched(store, fresh, b.spot)?),
         None => whole_part(store, fresh, PricePart::Spot)?,
     };
     lock(cache).spot_base = Some(SpotBase {
@@ -1204,8 +1215,21 @@ mod tests {
 
     /// A sync of AWS's that observed `zones`' spot prices at `hour`.
     fn write_spot(pool: &Pool, scope: gpuplan_providers::Scope, zones: &[(&str, f64)], hour: i64) {
+        write_spot_in(pool, scope, zones, hour, gpuplan_providers::Currency::usd());
+    }
+
+    /// [`write_spot`] of 8-GPU instances priced in `currency`.
+    fn write_spot_in(
+        pool: &Pool,
+        scope: gpuplan_providers::Scope,
+        zones: &[(&str, f64)],
+        hour: i64,
+        currency: gpuplan_providers::Currency,
+    ) {
         let mut snap = crate::store::test_support::snapshot(1, 1.0);
+        snap.instance_types[0].gpu_count = 8.0;
         snap.scope = scope;
+        snap.currency = currency;
         snap.spot_observations = zones
             .iter()
             .map(|&(zone, usd)| gpuplan_providers::SpotObservation {
@@ -1344,14 +1368,30 @@ mod tests {
         write(Scope::Full, &[("us-east-1a", 1.0), ("us-east-1b", 2.0)], 0);
         let (first, got, whole) = read();
         assert_eq!((got.len(), &got), (2, &whole));
-        // A spot sync: one series changes, one is new; the third is shared.
-        write(
+        // A spot sync, in another currency: one series changes, one is new;
+        // the third is shared.
+        write_spot_in(
+            &pool,
             Scope::SpotHistory,
             &[("us-east-1b", 3.0), ("us-east-1c", 4.0)],
             1,
+            gpuplan_providers::Currency {
+                code: "CNY".into(),
+                per_usd: 7.1,
+            },
         );
         let (second, got, whole) = read();
         assert_eq!((got.len(), &got), (3, &whole));
+        let zone_b = got.iter().find(|r| r.zone.as_deref() == Some("us-east-1b"));
+        let zone_b = zone_b.unwrap();
+        assert_eq!(
+            (
+                zone_b.usd_per_gpu_hour,
+                zone_b.currency.as_str(),
+                zone_b.fx_rate
+            ),
+            (3.0 / 8.0, "CNY", 7.1)
+        );
         let zone_a = |p: &Part| {
             p.kept
                 .iter()
