@@ -130,6 +130,10 @@ pub async fn run_with_providers(
         bill_grace: config.bill_grace(),
         bills,
     });
+    tracker.spawn(crate::daemon::http::state::keep_the_past(
+        state.clone(),
+        cancel.clone(),
+    ));
     let server = axum::serve(listener, crate::daemon::http::router(state))
         .with_graceful_shutdown(cancel.clone().cancelled_owned());
     tracker.spawn(async move {

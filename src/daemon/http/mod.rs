@@ -166,12 +166,9 @@ fn presents(headers: &HeaderMap, token: &Secret) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use axum::routing::get;
 
     use super::*;
-    use crate::plan::PlanService;
     use crate::store::Pool;
 
     #[tokio::test]
@@ -180,26 +177,7 @@ mod tests {
         let pool = Arc::new(
             Pool::open(&crate::store::Location::Sqlite(dir.path().join("c.db")), 1).unwrap(),
         );
-        let config = crate::config::Config::default();
-        let state = Arc::new(AppState {
-            pool: pool.clone(),
-            cluster: crate::daemon::duties::Cluster::new(pool.clone()),
-            metrics: Arc::default(),
-            triggers: BTreeMap::new(),
-            intervals: BTreeMap::new(),
-            token: None,
-            loopback: true,
-            cache: Arc::default(),
-            planning: Arc::new(PlanService::new(
-                Some(pool),
-                &config.planner,
-                BTreeMap::new(),
-            )),
-            fx: config.fx.clone(),
-            rules: Vec::new(),
-            bill_grace: BTreeMap::new(),
-            bills: crate::bills::budgets::BillsSetup::default(),
-        });
+        let state = Arc::new(AppState::for_tests(pool));
         let routes = Router::new()
             .route(
                 "/boom",

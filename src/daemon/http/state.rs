@@ -50,6 +50,34 @@ pub struct AppState {
     pub bills: crate::bills::budgets::BillsSetup,
 }
 
+#[cfg(test)]
+impl AppState {
+    /// A daemon's state on `pool` with the default configuration, no
+    /// source and no token.
+    pub(crate) fn for_tests(pool: Arc<Pool>) -> Self {
+        let config = crate::config::Config::default();
+        Self {
+            pool: pool.clone(),
+            cluster: crate::daemon::duties::Cluster::new(pool.clone()),
+            metrics: Arc::default(),
+            triggers: BTreeMap::new(),
+            intervals: BTreeMap::new(),
+            token: None,
+            loopback: true,
+            cache: Arc::default(),
+            planning: Arc::new(PlanService::new(
+                Some(pool),
+                &config.planner,
+                BTreeMap::new(),
+            )),
+            fx: config.fx.clone(),
+            rules: Vec::new(),
+            bill_grace: BTreeMap::new(),
+            bills: crate::bills::budgets::BillsSetup::default(),
+        }
+    }
+}
+
 /// The largest request body read: a problem with the most offers and the
 /// longest horizon the optimizer takes fits in well under this.
 pub const MAX_BODY_BYTES: usize = 4 << 20;
@@ -137,8 +165,17 @@ enum Lookup {
 }
 
 /// How old an earlier minute's cheapest prices may be and still be shown
-/// while the new minute's are read: after an idle hour, a request waits.
+/// while the new minute's are read: older, a request waits for the read.
 const PAST_STAYS_MINUTES: i64 = 10;
+
+/// The times before now the overview compares the cheapest prices with.
+pub(crate) const COMPARED: [chrono::TimeDelta; 2] =
+    [chrono::TimeDelta::hours(24), chrono::TimeDelta::days(7)];
+
+/// How often the daemon reads the cheapest prices of [`COMPARED`] whether
+/// or not anyone asks: within [`PAST_STAYS_MINUTES`], so that a request
+/// always finds some to answer with.
+const PAST_READ_EVERY: Duration = Duration::from_secs(5 * 60);
 
 impl PastCheapest {
     fn lookup(&mut self, back_secs: i64, minute: i64) -> Lookup {
@@ -839,6 +876,50 @@ pub(crate) fn cheapest_at(
     }
 }
 
+/// Reads the cheapest prices of each time in [`COMPARED`] at start, then
+/// every [`PAST_READ_EVERY`] until `cancel`: on a whole market each read
+/// takes a second or more (several on PostgreSQL), which neither the first
+/// view of the overview after a start nor one after a quiet quarter of an
+/// hour should wait for.
+pub(crate) async fn keep_the_past(
+    state: Arc<AppState>,
+    cancel: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        let reading = state.clone();
+        let read = tokio::task::spawn_blocking(move || read_the_past(&reading));
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            read = read => match read {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "Reading the past cheapest prices failed."),
+                Err(e) => tracing::warn!(error = %e, "Reading the past cheapest prices stopped."),
+            },
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(PAST_READ_EVERY) => {}
+        }
+    }
+}
+
+/// The cheapest prices of each time in [`COMPARED`], read now and kept for
+/// this minute.
+fn read_the_past(state: &AppState) -> Result<(), StoreError> {
+    let _span = tracing::debug_span!("past_cheapest").entered();
+    state.pool.read(|store| {
+        let fresh = Freshness::read(store, state.intervals.clone(), Utc::now())?;
+        let minute = fresh.now.timestamp() / 60;
+        for back in COMPARED {
+            let then = cheapest_then(store, &fresh, back)?;
+            lock(&state.cache)
+                .past
+                .keep(back.num_seconds(), minute, Arc::new(then));
+        }
+        Ok(())
+    })
+}
+
 /// Instance prices: what the cheapest compare.
 fn instances() -> PriceFilter {
     PriceFilter {
@@ -1442,6 +1523,50 @@ mod tests {
         assert_eq!(cache.cached_bytes, [0, 0, 0]);
         // A time before now reads the same whatever a sync added since.
         assert!(matches!(cache.past.lookup(86_400, 7), Lookup::Current(_)));
+    }
+
+    #[tokio::test]
+    async fn the_past_cheapest_prices_are_read_before_anyone_asks_and_until_the_daemon_stops() {
+        let db = crate::store::test_support::TestDb::sqlite();
+        let pool = Arc::new(db.pool(0));
+        // List prices from a month ago: the cheapest of a day and of a week ago.
+        let month_ago = Utc::now() - chrono::TimeDelta::days(30);
+        let snap = crate::store::test_support::snapshot(2, 3.0);
+        pool.write(|s| {
+            let run = s.begin_run("aws", snap.scope, month_ago).unwrap();
+            s.write_snapshot(run, "aws", &snap, &[], month_ago, month_ago)
+                .unwrap();
+        });
+        let state = Arc::new(AppState::for_tests(pool));
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let keeping = tokio::spawn(keep_the_past(state.clone(), cancel.clone()));
+        let kept = |back: chrono::TimeDelta| {
+            let minute = Utc::now().timestamp() / 60;
+            match lock(&state.cache).past.lookup(back.num_seconds(), minute) {
+                Lookup::Current(kept) | Lookup::Refresh(kept) | Lookup::Earlier(kept) => Some(kept),
+                Lookup::Missing => None,
+            }
+        };
+        for _ in 0..500 {
+            if COMPARED.iter().all(|&back| kept(back).is_some()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for back in COMPARED {
+            let then = kept(back).expect("read without a request");
+            let prices: Vec<_> = then
+                .iter()
+                .map(|((gpu, group), r)| (gpu.as_str(), *group, r.usd_per_hour))
+                .collect();
+            // gpu0's on-demand price, and its commitment's effective price.
+            assert_eq!(prices, [("L4", "committed", 1.6), ("L4", "on_demand", 3.0)]);
+        }
+        cancel.cancel();
+        tokio::time::timeout(Duration::from_secs(5), keeping)
+            .await
+            .expect("stops when cancelled")
+            .unwrap();
     }
 
     #[test]

@@ -11,7 +11,7 @@ use maud::{Markup, html};
 
 use super::{PageError, age, layout, money};
 use crate::catalog::{self, Cheapest};
-use crate::daemon::http::state::{AppState, cheapest_at, read};
+use crate::daemon::http::state::{AppState, COMPARED, cheapest_at, read};
 
 /// The three prices a card shows.
 const GROUPS: [&str; 3] = catalog::PRICE_GROUPS;
@@ -36,7 +36,8 @@ pub async fn page(State(state): State<Arc<AppState>>) -> Result<Response, PageEr
     let (now, then_day, then_week, sources) = read(&state, |store, fresh, state| {
         let at = |back: Option<Duration>| cheapest_at(store, &fresh, state, back);
         let now = at(None)?;
-        let (day, week) = (at(Some(Duration::hours(24)))?, at(Some(Duration::days(7)))?);
+        let [day, week] = COMPARED;
+        let (day, week) = (at(Some(day))?, at(Some(week))?);
         let errors: BTreeMap<String, (String, Option<String>)> = store
             .latest_runs()?
             .into_iter()
