@@ -315,15 +315,20 @@ pub type Cheapest = BTreeMap<(String, &'static str), CatalogRecord>;
 pub fn cheapest<'a>(records: impl IntoIterator<Item = &'a CatalogRecord>) -> Cheapest {
     let mut out: Cheapest = BTreeMap::new();
     for r in records {
-        let key = (r.gpu_model.clone(), price_group(&r.price_kind));
-        if out
-            .get(&key)
-            .is_none_or(|best| r.usd_per_gpu_hour < best.usd_per_gpu_hour)
-        {
+        if let Some(key) = cheaper(&out, r) {
             out.insert(key, r.clone());
         }
     }
     out
+}
+
+/// `r`'s key in `out` when it is cheaper than what `out` holds there (or
+/// `out` holds nothing there).
+fn cheaper(out: &Cheapest, r: &CatalogRecord) -> Option<(String, &'static str)> {
+    let key = (r.gpu_model.clone(), price_group(&r.price_kind));
+    out.get(&key)
+        .is_none_or(|best| r.usd_per_gpu_hour < best.usd_per_gpu_hour)
+        .then_some(key)
 }
 
 /// Which prices to list. Each list matches any of its values; empty lists match all.
@@ -481,27 +486,58 @@ pub fn price_part_at(
     at: Option<DateTime<Utc>>,
     part: PricePart,
 ) -> Result<Vec<CatalogRecord>, StoreError> {
-    // GPU and provider are attributes of the instance type: narrow the query to
-    // the matching types first, so its cost follows what matches.
-    let types: Option<Vec<(String, String)>> =
-        if filter.gpus.is_empty() && filter.providers.is_empty() {
-            None
-        } else {
-            Some(
-                store
-                    .instance_type_names()?
-                    .into_iter()
-                    .filter(|(provider, _, gpu)| filter.matches_type(provider, gpu))
-                    .map(|(provider, instance_type, _)| (provider, instance_type))
-                    .collect(),
-            )
-        };
+    let types = types_matching(store, filter)?;
     Ok(store
         .price_part_as_of(types.as_deref(), at, part)?
         .into_iter()
         .map(|p| record(p, fresh))
         .filter(|r| filter.matches(r))
         .collect())
+}
+
+/// [`cheapest`] of the prices matching `filter` as they stood at `at`,
+/// each record dropped once compared: a whole market's records are never
+/// held at once.
+///
+/// # Errors
+/// On a store error.
+pub fn cheapest_at(
+    store: &dyn Store,
+    fresh: &Freshness,
+    filter: &PriceFilter,
+    at: DateTime<Utc>,
+) -> Result<Cheapest, StoreError> {
+    let types = types_matching(store, filter)?;
+    let mut out = Cheapest::new();
+    store.each_price_as_of(types.as_deref(), Some(at), PricePart::All, &mut |p| {
+        let r = record(p, fresh);
+        if filter.matches(&r)
+            && let Some(key) = cheaper(&out, &r)
+        {
+            out.insert(key, r);
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// The instance types `filter` can match, when it names GPUs or providers
+/// (attributes of the type): a query narrowed to them costs what matches.
+fn types_matching(
+    store: &dyn Store,
+    filter: &PriceFilter,
+) -> Result<Option<Vec<(String, String)>>, StoreError> {
+    if filter.gpus.is_empty() && filter.providers.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(
+        store
+            .instance_type_names()?
+            .into_iter()
+            .filter(|(provider, _, gpu)| filter.matches_type(provider, gpu))
+            .map(|(provider, instance_type, _)| (provider, instance_type))
+            .collect(),
+    ))
 }
 
 /// The current spot records of the series spot writes numbered past `after`
@@ -1121,6 +1157,43 @@ pub(crate) fn test_record(provider: &str, gpu_model: &str, usd_per_hour: f64) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cheapest_at_a_time_are_those_of_every_price_then() {
+        use crate::store::test_support::{TestDb, at, snapshot, sync};
+        let db = TestDb::sqlite();
+        let pool = db.pool(0);
+        sync(&pool, &snapshot(3, 2.0), 0);
+        sync(&pool, &snapshot(3, 1.0), 5);
+        pool.read(|store| {
+            let fresh = Freshness::read(store, BTreeMap::new(), at(9))?;
+            let every = PriceFilter::default();
+            for hour in [3, 6] {
+                let then = cheapest_at(store, &fresh, &every, at(hour))?;
+                let records = price_part_at(store, &fresh, &every, Some(at(hour)), PricePart::All)?;
+                assert_eq!(then, cheapest(&records), "at hour {hour}");
+                let on_demand = &then[&("L4".to_owned(), "on_demand")];
+                assert_eq!(on_demand.usd_per_hour, if hour == 3 { 2.0 } else { 1.0 });
+                assert!(then.contains_key(&("L4".to_owned(), "committed")));
+            }
+            let h100 = PriceFilter {
+                gpus: vec!["H100".into()],
+                ..PriceFilter::default()
+            };
+            assert!(cheapest_at(store, &fresh, &h100, at(6))?.is_empty());
+            let on_demand = PriceFilter {
+                kinds: vec![PriceKind::OnDemand],
+                ..PriceFilter::default()
+            };
+            let only = cheapest_at(store, &fresh, &on_demand, at(6))?;
+            assert_eq!(
+                only.keys().collect::<Vec<_>>(),
+                [&("L4".to_owned(), "on_demand")]
+            );
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    }
 
     proptest::proptest! {
         /// Outside input (`since`, `--since`, `spot_window`): a value in range or

@@ -391,6 +391,21 @@ pub trait Reads {
         part: PricePart,
     ) -> Result<Vec<CurrentPrice>, StoreError>;
 
+    /// [`Reads::price_part_as_of`] a price at a time, each given to `each`:
+    /// a caller that reduces them (the cheapest per GPU) never holds them
+    /// all.
+    ///
+    /// # Errors
+    /// On a database error, a stored value that does not parse, or what
+    /// `each` fails with.
+    fn each_price_as_of(
+        &self,
+        types: Option<&[(String, String)]>,
+        at: Option<DateTime<Utc>>,
+        part: PricePart,
+        each: &mut dyn FnMut(CurrentPrice) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
     /// The newest price of each spot series a spot write numbered past
     /// `after` (a [`Generation::spot`] read before) touched: with what was read
     /// then, every current spot price. Only the series' own columns: a spot
@@ -648,7 +663,22 @@ impl<B: Backend> Reads for B {
         at: Option<DateTime<Utc>>,
         part: PricePart,
     ) -> Result<Vec<CurrentPrice>, StoreError> {
-        read_prices(self, types, at, part)
+        let mut prices = Vec::new();
+        read_prices(self, types, at, part, &mut |p| {
+            prices.push(p);
+            Ok(())
+        })?;
+        Ok(prices)
+    }
+
+    fn each_price_as_of(
+        &self,
+        types: Option<&[(String, String)]>,
+        at: Option<DateTime<Utc>>,
+        part: PricePart,
+        each: &mut dyn FnMut(CurrentPrice) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        read_prices(self, types, at, part, each)
     }
 
     fn spot_quotes_changed_after(&self, after: i64) -> Result<Vec<SpotQuote>, StoreError> {
@@ -1022,13 +1052,14 @@ fn runs(db: &dyn Db, sql: &str, param: Val) -> Result<Vec<SyncRun>, StoreError> 
     db.rows(sql, &[param])?.iter().map(|r| run(r)).collect()
 }
 
-/// Prices as of `at` (now, when `None`) of one part.
+/// Prices as of `at` (now, when `None`) of one part, each given to `each`.
 fn read_prices<B: Backend>(
     b: &B,
     types: Option<&[(String, String)]>,
     at: Option<DateTime<Utc>>,
     part: PricePart,
-) -> Result<Vec<CurrentPrice>, StoreError> {
+    each: &mut dyn FnMut(CurrentPrice) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
     let keys = types
         .map(|t| serde_json::to_string(t).map_err(|e| StoreError::Corrupt(e.to_string())))
         .transpose()?;
@@ -1050,7 +1081,6 @@ fn read_prices<B: Backend>(
                                 WHERE series_id = ss.id AND observed_at <= $3)"
     };
     b.on_conn(|db| {
-        let mut prices = Vec::new();
         // Written out only when there are types, so that no `OR` keeps
         // the planners from the series' index by type.
         let of_types = |alias: &str| {
@@ -1099,11 +1129,7 @@ fn read_prices<B: Backend>(
                 i64::from(part != PricePart::Spot).into(),
                 i64::from(part != PricePart::List).into(),
             ],
-            &mut |r| {
-                prices.push(price(r)?);
-                Ok(())
-            },
-        )?;
-        Ok(prices)
+            &mut |r| each(price(r)?),
+        )
     })
 }

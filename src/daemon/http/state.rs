@@ -934,14 +934,7 @@ fn cheapest_then(
     fresh: &Freshness,
     back: chrono::Duration,
 ) -> Result<catalog::Cheapest, StoreError> {
-    let records = catalog::price_part_at(
-        store,
-        fresh,
-        &instances(),
-        Some(fresh.now - back),
-        PricePart::All,
-    )?;
-    Ok(catalog::cheapest(&records))
+    catalog::cheapest_at(store, fresh, &instances(), fresh.now - back)
 }
 
 /// Bytes of encoded answers kept at most, so distinct queries cannot grow
