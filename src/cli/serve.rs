@@ -15,26 +15,35 @@ pub(super) async fn serve(config: Config, grace: Duration) -> Result<ExitCode, C
     Ok(ExitCode::SUCCESS)
 }
 
-/// Completes on SIGTERM or SIGINT.
-async fn stop_signal() {
-    let ctrl_c = async {
+/// Completes on SIGTERM or SIGINT. The handlers are installed here, before
+/// the daemon starts anything, not when the daemon first waits for them: a
+/// signal that comes while it starts its syncs stops it gracefully instead of
+/// killing it.
+fn stop_signal() -> impl Future<Output = ()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{Signal, SignalKind, signal};
+        let term = signal(SignalKind::terminate()).ok();
+        let int = signal(SignalKind::interrupt()).ok();
+        let received = |s: Option<Signal>| async move {
+            match s {
+                Some(mut s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        async move {
+            tokio::select! {
+                () = received(term) => {}
+                () = received(int) => {}
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    async {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
     }
 }
