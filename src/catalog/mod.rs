@@ -501,7 +501,7 @@ pub fn price_part_at(
 ///
 /// # Errors
 /// On a store error.
-pub fn cheapest_at(
+pub fn cheapest_as_of(
     store: &dyn Store,
     fresh: &Freshness,
     filter: &PriceFilter,
@@ -1169,7 +1169,7 @@ mod tests {
             let fresh = Freshness::read(store, BTreeMap::new(), at(9))?;
             let every = PriceFilter::default();
             for hour in [3, 6] {
-                let then = cheapest_at(store, &fresh, &every, at(hour))?;
+                let then = cheapest_as_of(store, &fresh, &every, at(hour))?;
                 let records = price_part_at(store, &fresh, &every, Some(at(hour)), PricePart::All)?;
                 assert_eq!(then, cheapest(&records), "at hour {hour}");
                 let on_demand = &then[&("L4".to_owned(), "on_demand")];
@@ -1180,12 +1180,12 @@ mod tests {
                 gpus: vec!["H100".into()],
                 ..PriceFilter::default()
             };
-            assert!(cheapest_at(store, &fresh, &h100, at(6))?.is_empty());
+            assert!(cheapest_as_of(store, &fresh, &h100, at(6))?.is_empty());
             let on_demand = PriceFilter {
                 kinds: vec![PriceKind::OnDemand],
                 ..PriceFilter::default()
             };
-            let only = cheapest_at(store, &fresh, &on_demand, at(6))?;
+            let only = cheapest_as_of(store, &fresh, &on_demand, at(6))?;
             assert_eq!(
                 only.keys().collect::<Vec<_>>(),
                 [&("L4".to_owned(), "on_demand")]

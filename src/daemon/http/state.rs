@@ -934,7 +934,7 @@ fn cheapest_then(
     fresh: &Freshness,
     back: chrono::Duration,
 ) -> Result<catalog::Cheapest, StoreError> {
-    catalog::cheapest_at(store, fresh, &instances(), fresh.now - back)
+    catalog::cheapest_as_of(store, fresh, &instances(), fresh.now - back)
 }
 
 /// Bytes of encoded answers kept at most, so distinct queries cannot grow
