@@ -573,14 +573,12 @@ pub fn spot_changed_after<'k>(
             .map(|(provider, _, instance_type)| (provider.clone(), instance_type.clone()))
             .collect();
         let types: Vec<_> = types.into_iter().collect();
-        let read = store.price_part_as_of(Some(&types), None, PricePart::Spot)?;
-        changed.extend(
-            read.into_iter()
-                .filter(|p| {
-                    unknown.contains(&(p.provider.clone(), p.zone.clone(), p.instance_type.clone()))
-                })
-                .map(|p| record(p, fresh)),
-        );
+        store.each_price_as_of(Some(&types), None, PricePart::Spot, &mut |p| {
+            if unknown.contains(&(p.provider.clone(), p.zone.clone(), p.instance_type.clone())) {
+                changed.push(record(p, fresh));
+            }
+            Ok(())
+        })?;
     }
     Ok(changed)
 }

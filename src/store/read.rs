@@ -389,7 +389,14 @@ pub trait Reads {
         types: Option<&[(String, String)]>,
         at: Option<DateTime<Utc>>,
         part: PricePart,
-    ) -> Result<Vec<CurrentPrice>, StoreError>;
+    ) -> Result<Vec<CurrentPrice>, StoreError> {
+        let mut prices = Vec::new();
+        self.each_price_as_of(types, at, part, &mut |p| {
+            prices.push(p);
+            Ok(())
+        })?;
+        Ok(prices)
+    }
 
     /// [`Reads::price_part_as_of`] a price at a time, each given to `each`:
     /// a caller that reduces them (the cheapest per GPU) never holds them
@@ -655,20 +662,6 @@ impl<B: Backend> Reads for B {
             )?;
             Ok(out)
         })
-    }
-
-    fn price_part_as_of(
-        &self,
-        types: Option<&[(String, String)]>,
-        at: Option<DateTime<Utc>>,
-        part: PricePart,
-    ) -> Result<Vec<CurrentPrice>, StoreError> {
-        let mut prices = Vec::new();
-        read_prices(self, types, at, part, &mut |p| {
-            prices.push(p);
-            Ok(())
-        })?;
-        Ok(prices)
     }
 
     fn each_price_as_of(

@@ -879,8 +879,8 @@ pub(crate) fn cheapest_at(
 /// Reads the cheapest prices of each time in [`COMPARED`] at start, then
 /// every [`PAST_READ_EVERY`] until `cancel`: on a whole market each read
 /// takes a second or more (several on PostgreSQL), which neither the first
-/// view of the overview after a start nor one after a quiet quarter of an
-/// hour should wait for.
+/// view of the overview after a start nor one after ten quiet minutes
+/// should wait for.
 pub(crate) async fn keep_the_past(
     state: Arc<AppState>,
     cancel: tokio_util::sync::CancellationToken,
