@@ -22,6 +22,7 @@ const TABLES: &[&str] = &[
     "price_versions",
     "spot_series",
     "spot_observations",
+    "spot_recent",
     "availability",
     "source_versions",
     "plans",

@@ -33,6 +33,7 @@ macro_rules! all_steps {
             "0019_catalog_state_and_lookups",
             "0020_spot_series_changes",
             "0021_spot_series_room_to_update",
+            "0022_spot_recent",
         )
     };
 }

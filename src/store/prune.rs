@@ -120,11 +120,13 @@ impl Prunable {
     pub(super) fn sql(self) -> (&'static str, &'static str, &'static str) {
         match self {
             // Series by series from series `$2` on (where the batch before
-            // stopped): the newest observation before the cutoff is one seek,
-            // and what is older than it one range of the series' index, so a
-            // batch's cost follows the rows it deletes, not the series before
-            // it nor the history it keeps (CROSS JOIN: SQLite would rather
-            // scan every observation).
+            // stopped): the newest observation before the cutoff is one seek
+            // (in `spot_recent`, else in the history, all of whose rows are
+            // older), and what is older than it one range of the series'
+            // index, so a batch's cost follows the rows it deletes, not the
+            // series before it nor the history it keeps (CROSS JOIN: SQLite
+            // would rather scan every observation). A prune's first batch
+            // moves `spot_recent` into the history first.
             Self::SpotObservations => (
                 "spot_observations",
                 "(series_id, observed_at)",
@@ -132,9 +134,11 @@ impl Prunable {
                  FROM spot_series s
                  CROSS JOIN spot_observations o
                  WHERE s.id >= $2 AND o.series_id = s.id
-                   AND o.observed_at < (
-                       SELECT max(p.observed_at) FROM spot_observations p
-                       WHERE p.series_id = s.id AND p.observed_at < $1)
+                   AND o.observed_at < coalesce(
+                       (SELECT max(p.observed_at) FROM spot_recent p
+                        WHERE p.series_id = s.id AND p.observed_at < $1),
+                       (SELECT max(p.observed_at) FROM spot_observations p
+                        WHERE p.series_id = s.id AND p.observed_at < $1))
                  ORDER BY s.id",
             ),
             Self::PriceVersions => (
@@ -229,7 +233,18 @@ impl Prunable {
     /// Counts what may go; `$1` is the cutoff.
     pub(super) fn count_sql(self) -> String {
         let (_, _, candidates) = self.sql();
-        format!("SELECT count(*) FROM ({candidates}) AS c")
+        if self == Self::SpotObservations {
+            // And what of `spot_recent` the prune's merge would bring.
+            format!(
+                "SELECT (SELECT count(*) FROM ({candidates}) AS c)
+                      + (SELECT count(*) FROM spot_recent o
+                         WHERE o.observed_at < (
+                             SELECT max(p.observed_at) FROM spot_recent p
+                             WHERE p.series_id = o.series_id AND p.observed_at < $1))"
+            )
+        } else {
+            format!("SELECT count(*) FROM ({candidates}) AS c")
+        }
     }
 
     /// Deletes one batch of at most the last parameter's rows. Spot
@@ -303,6 +318,9 @@ impl<B: Backend> Prune for B {
                 next_series: from_series,
             };
             if kind == Prunable::SpotObservations {
+                if from_series == i64::MIN {
+                    super::snapshot::merge_recent_spot(db)?;
+                }
                 db.each_row(&kind.delete_sql(), &params, &mut |row| {
                     done.deleted += 1;
                     done.next_series = done.next_series.max(row[0].int()?);

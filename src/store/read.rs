@@ -726,9 +726,10 @@ impl<B: Backend> Reads for B {
                 Ok(())
             })?;
             // Per series: the observation in force when the window opens (one
-            // seek), then the window (one range of the series' index). Only
-            // the series' id comes back with each row: its names are read
-            // once above, and the rows are put in order here, by number.
+            // seek: the newest of `spot_recent` before it, else the
+            // history's), then the window (one range of each table's index).
+            // Only the series' id comes back with each row: its names are
+            // read once above, and the rows are put in order here, by number.
             let mut params = filter.to_vec();
             params.extend([micros(since).into(), probe_limit(limit).into()]);
             db.each_row(
@@ -736,14 +737,27 @@ impl<B: Backend> Reads for B {
                     "WITH matching AS ({MATCHING})
                      SELECT m.id, o.observed_at, o.usd_per_hour
                      FROM matching m
-                     JOIN spot_observations o
+                     JOIN spot_recent o
                        ON o.series_id = m.id
-                      AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
+                      AND o.observed_at = (SELECT max(observed_at) FROM spot_recent
                                            WHERE series_id = m.id AND observed_at < $5)
                      UNION ALL
                      SELECT m.id, o.observed_at, o.usd_per_hour
                      FROM matching m
+                     JOIN spot_observations o
+                       ON o.series_id = m.id
+                      AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
+                                           WHERE series_id = m.id AND observed_at < $5)
+                     WHERE NOT EXISTS (SELECT 1 FROM spot_recent
+                                       WHERE series_id = m.id AND observed_at < $5)
+                     UNION ALL
+                     SELECT m.id, o.observed_at, o.usd_per_hour
+                     FROM matching m
                      JOIN spot_observations o ON o.series_id = m.id AND o.observed_at >= $5
+                     UNION ALL
+                     SELECT m.id, o.observed_at, o.usd_per_hour
+                     FROM matching m
+                     JOIN spot_recent o ON o.series_id = m.id AND o.observed_at >= $5
                      LIMIT $6"
                 ),
                 &params,
@@ -811,7 +825,12 @@ impl<B: Backend> Reads for B {
              SELECT t.id, o.observed_at, o.usd_per_hour
              FROM stamped t
              JOIN newest n ON n.series_id = t.id
-             JOIN spot_observations o ON o.series_id = t.id AND o.observed_at > n.observed_at",
+             JOIN spot_observations o ON o.series_id = t.id AND o.observed_at > n.observed_at
+             UNION ALL
+             SELECT t.id, o.observed_at, o.usd_per_hour
+             FROM stamped t
+             JOIN newest n ON n.series_id = t.id
+             JOIN spot_recent o ON o.series_id = t.id AND o.observed_at > n.observed_at",
             read.join(", ")
         );
         let mut appended: HashMap<i64, Vec<SpotPrice>> = HashMap::new();
@@ -1057,7 +1076,8 @@ fn read_prices<B: Backend>(
         .map(|t| serde_json::to_string(t).map_err(|e| StoreError::Corrupt(e.to_string())))
         .transpose()?;
     // Now, a series' newest observation is on the series; at an earlier
-    // time it is one seek into the series' history. CROSS JOIN keeps
+    // time it is one seek into `spot_recent`, else into the series' history
+    // (whose rows are all older than the recent ones). CROSS JOIN keeps
     // SQLite from scanning every observation instead, testing each.
     let spot = if at.is_none() {
         "SELECT ss.provider, ss.region, ss.zone, ss.instance_type, ss.last_usd_per_hour AS usd,
@@ -1068,10 +1088,20 @@ fn read_prices<B: Backend>(
         "SELECT ss.provider, ss.region, ss.zone, ss.instance_type, o.usd_per_hour AS usd,
                 o.observed_at, ss.currency, o.fx_rate
          FROM spot_series ss
+         CROSS JOIN spot_recent o
+         WHERE o.series_id = ss.id
+           AND o.observed_at = (SELECT max(observed_at) FROM spot_recent
+                                WHERE series_id = ss.id AND observed_at <= $3)
+         UNION ALL
+         SELECT ss.provider, ss.region, ss.zone, ss.instance_type, o.usd_per_hour AS usd,
+                o.observed_at, ss.currency, o.fx_rate
+         FROM spot_series ss
          CROSS JOIN spot_observations o
          WHERE o.series_id = ss.id
            AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
-                                WHERE series_id = ss.id AND observed_at <= $3)"
+                                WHERE series_id = ss.id AND observed_at <= $3)
+           AND NOT EXISTS (SELECT 1 FROM spot_recent
+                           WHERE series_id = ss.id AND observed_at <= $3)"
     };
     b.on_conn(|db| {
         // Written out only when there are types, so that no `OR` keeps

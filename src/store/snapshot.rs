@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use gpuplan_providers::{AvailabilityRecord, Currency, InstanceType, PriceRecord, Scope, Snapshot};
 use serde::{Deserialize, Serialize};
 
-use super::sql::{self, Arg, Db, returned_id};
+use super::sql::{self, Arg, Db, Val, returned_id};
 use super::{StoreError, micros, ts};
 
 /// Why a stored price looks wrong.
@@ -286,6 +286,16 @@ fn upsert_instance_type(
     Ok(n > 0)
 }
 
+/// Rows of `spot_recent` that start a merge into `spot_observations`: a
+/// merge writes each series' last page of the history once, so the more
+/// observations it moves the less each costs; at this size the table is a
+/// few megabytes, and a sync a second of 10,000 series merges every 25 s.
+pub(super) const MERGE_RECENT_AT: i64 = 250_000;
+
+/// Rows of one statement that writes observations older than their series'
+/// newest (4 values each).
+const OLDER_ROWS: usize = 250;
+
 fn write_spot(
     db: &dyn Db,
     provider: &str,
@@ -295,51 +305,80 @@ fn write_spot(
     if snapshot.spot_observations.is_empty() {
         return Ok(());
     }
-    let (ids, appends) = spot_series_ids(db, provider, snapshot)?;
+    let series = spot_series_ids(db, provider, snapshot)?;
     let rate = (snapshot.currency.code != "USD").then_some(snapshot.currency.per_usd);
-    let mut values = Vec::with_capacity(snapshot.spot_observations.len() * 4);
+    // Newer than the series' newest: new, and newer than all of its history,
+    // so it goes to `spot_recent` as it is. The series' newest itself is
+    // stored already. Older: a backfill, or a source sending the prices in
+    // force again; each row is checked where it belongs.
+    let mut newer = Vec::with_capacity(snapshot.spot_observations.len() * 4);
+    let mut older: Vec<Val> = Vec::new();
+    let mut appends = true;
     for o in &snapshot.spot_observations {
-        values.extend([
-            Arg::Int(ids[&(o.instance_type.as_str(), o.zone.as_str())]),
-            Arg::Int(micros(o.observed_at)),
-            Arg::Real(o.usd_per_hour),
-            rate.into(),
-        ]);
+        let (id, newest) = series[&(o.instance_type.as_str(), o.zone.as_str())];
+        let at = micros(o.observed_at);
+        match newest {
+            Some(newest) if at == newest => {}
+            Some(newest) if at < newest => {
+                appends = false;
+                older.extend([id.into(), at.into(), o.usd_per_hour.into(), rate.into()]);
+            }
+            _ => newer.extend([
+                Arg::Int(id),
+                Arg::Int(at),
+                Arg::Real(o.usd_per_hour),
+                rate.into(),
+            ]),
+        }
     }
     let added = db.insert_rows(
-        "spot_observations",
+        "spot_recent",
         &["series_id", "observed_at", "usd_per_hour", "fx_rate"],
         &[],
-        &values,
+        &newer,
         true,
     )?;
+    let older_added = write_older_spot(db, &older)?;
     stats.spot_seen += snapshot.spot_observations.len() as i64;
-    stats.spot_added += i64::try_from(added).unwrap_or(i64::MAX);
+    stats.spot_added += i64::try_from(added + older_added).unwrap_or(i64::MAX);
     // Each series whose newest stored observation moved takes it (the one
     // just written, or a newer one already there when this was a backfill)
     // and this write's number, for readers that re-read only what moved. A
     // source that sends every series' price in force each time (AWS's history
     // does) moves only those that changed.
-    let change = sql::first(
-        db,
-        "UPDATE catalog_state SET spot_changes = spot_changes + 1 RETURNING spot_changes",
-        &[],
-    )?
-    .ok_or_else(|| StoreError::Corrupt("catalog_state has no row".to_owned()))?
-    .int()?;
-    let touched: Vec<String> = ids.values().map(i64::to_string).collect();
+    let state = db.rows(
+        "UPDATE catalog_state SET spot_changes = spot_changes + 1,
+                spot_recent_rows = spot_recent_rows + $1
+         RETURNING spot_changes, spot_recent_rows",
+        &[i64::try_from(added + older_added)
+            .unwrap_or(i64::MAX)
+            .into()],
+    )?;
+    let (change, recent_rows) = match state.first().map(Vec::as_slice) {
+        Some([change, rows]) => (change.int()?, rows.int()?),
+        _ => return Err(StoreError::Corrupt("catalog_state has no row".to_owned())),
+    };
+    let touched: Vec<String> = series.values().map(|(id, _)| id.to_string()).collect();
     for chunk in touched.chunks(1000) {
         db.exec(
             &format!(
                 "UPDATE spot_series
                  SET (last_observed_at, last_usd_per_hour, last_fx_rate) = (
-                     SELECT observed_at, usd_per_hour, fx_rate FROM spot_observations
-                     WHERE series_id = spot_series.id ORDER BY observed_at DESC LIMIT 1),
+                     SELECT observed_at, usd_per_hour, fx_rate FROM (
+                         SELECT * FROM (SELECT observed_at, usd_per_hour, fx_rate FROM spot_recent
+                                        WHERE series_id = spot_series.id
+                                        ORDER BY observed_at DESC LIMIT 1) AS r
+                         UNION ALL
+                         SELECT * FROM (SELECT observed_at, usd_per_hour, fx_rate FROM spot_observations
+                                        WHERE series_id = spot_series.id
+                                        ORDER BY observed_at DESC LIMIT 1) AS h
+                     ) AS newest ORDER BY observed_at DESC LIMIT 1),
                      changed_in = $1
                  WHERE id IN ({})
-                   AND last_observed_at IS DISTINCT FROM (
-                       SELECT max(observed_at) FROM spot_observations
-                       WHERE series_id = spot_series.id)",
+                   AND last_observed_at IS DISTINCT FROM coalesce(
+                       (SELECT max(observed_at) FROM spot_recent WHERE series_id = spot_series.id),
+                       (SELECT max(observed_at) FROM spot_observations
+                        WHERE series_id = spot_series.id))",
                 chunk.join(", ")
             ),
             &[change.into()],
@@ -352,21 +391,81 @@ fn write_spot(
         // the stamped series read it again (see `Generation`).
         sql::next_generation(db, false)?;
     }
+    if recent_rows >= MERGE_RECENT_AT {
+        merge_recent_spot(db)?;
+    }
     Ok(())
 }
 
-/// Spot series' ids by (instance type, zone).
-type SeriesIds<'a> = HashMap<(&'a str, &'a str), i64>;
+/// Writes observations older than their series' newest, `(series id, time,
+/// price, rate)` four values a row: to the history if it holds the series
+/// at or after that time, else to `spot_recent` (which then holds only rows
+/// newer than the series' history); a row already stored is skipped.
+/// Answers the rows written.
+fn write_older_spot(db: &dyn Db, rows: &[Val]) -> Result<u64, StoreError> {
+    let mut written = 0;
+    for chunk in rows.chunks(OLDER_ROWS * 4) {
+        let values: Vec<String> = (0..chunk.len() / 4)
+            .map(|i| {
+                let p = i * 4;
+                format!(
+                    "(CAST(${} AS BIGINT), CAST(${} AS BIGINT), CAST(${} AS DOUBLE PRECISION), CAST(${} AS DOUBLE PRECISION))",
+                    p + 1,
+                    p + 2,
+                    p + 3,
+                    p + 4
+                )
+            })
+            .collect();
+        for (table, history_after) in [
+            ("spot_observations", "EXISTS"),
+            ("spot_recent", "NOT EXISTS"),
+        ] {
+            written += db.exec(
+                &format!(
+                    "INSERT INTO {table} (series_id, observed_at, usd_per_hour, fx_rate)
+                     SELECT v.column1, v.column2, v.column3, v.column4
+                     FROM (VALUES {}) AS v
+                     WHERE {history_after} (SELECT 1 FROM spot_observations h
+                                            WHERE h.series_id = v.column1
+                                              AND h.observed_at >= v.column2)
+                     ON CONFLICT DO NOTHING",
+                    values.join(", ")
+                ),
+                chunk,
+            )?;
+        }
+    }
+    Ok(written)
+}
 
-/// The id of every spot series `snapshot` observes, (instance type, zone)
-/// to id, adding the series not stored yet; and whether every observation
-/// is at least as new as its series' newest stored one (the write only
-/// appends to its series).
+/// Moves every row of `spot_recent` into the history, in the history's
+/// order. Readers see the same observations before and after.
+pub(super) fn merge_recent_spot(db: &dyn Db) -> Result<(), StoreError> {
+    let _span = tracing::info_span!("merge_recent_spot").entered();
+    let moved = db.exec(
+        "INSERT INTO spot_observations (series_id, observed_at, usd_per_hour, fx_rate)
+         SELECT series_id, observed_at, usd_per_hour, fx_rate FROM spot_recent WHERE true
+         ORDER BY series_id, observed_at
+         ON CONFLICT DO NOTHING",
+        &[],
+    )?;
+    db.exec("DELETE FROM spot_recent", &[])?;
+    db.exec("UPDATE catalog_state SET spot_recent_rows = 0", &[])?;
+    tracing::debug!(moved, "merged recent spot observations into the history");
+    Ok(())
+}
+
+/// Spot series by (instance type, zone): the id and the newest stored
+/// observation's time.
+type SeriesIds<'a> = HashMap<(&'a str, &'a str), (i64, Option<i64>)>;
+
+/// Every spot series `snapshot` observes, adding the series not stored yet.
 fn spot_series_ids<'a>(
     db: &dyn Db,
     provider: &str,
     snapshot: &'a Snapshot,
-) -> Result<(SeriesIds<'a>, bool), StoreError> {
+) -> Result<SeriesIds<'a>, StoreError> {
     let mut stored: HashMap<(String, String), (i64, String, Option<i64>)> = HashMap::new();
     db.each_row(
         "SELECT instance_type, zone, id, currency, last_observed_at FROM spot_series
@@ -382,14 +481,13 @@ fn spot_series_ids<'a>(
     )?;
     let currency = snapshot.currency.code.as_str();
     let mut ids = HashMap::new();
-    let mut newest = HashMap::new();
     for o in &snapshot.spot_observations {
         let key = (o.instance_type.as_str(), o.zone.as_str());
         if ids.contains_key(&key) {
             continue;
         }
         let found = stored.get(&(o.instance_type.clone(), o.zone.clone()));
-        newest.insert(key, found.and_then(|(_, _, at)| *at));
+        let newest = found.and_then(|(_, _, at)| *at);
         let id = match found {
             Some((id, stored_currency, _)) if stored_currency == currency => *id,
             Some((id, _, _)) => {
@@ -412,13 +510,9 @@ fn spot_series_ids<'a>(
                 ],
             )?)?,
         };
-        ids.insert(key, id);
+        ids.insert(key, (id, newest));
     }
-    let appends = snapshot.spot_observations.iter().all(|o| {
-        newest[&(o.instance_type.as_str(), o.zone.as_str())]
-            .is_none_or(|at| micros(o.observed_at) >= at)
-    });
-    Ok((ids, appends))
+    Ok(ids)
 }
 
 fn current_versions(db: &dyn Db, provider: &str) -> Result<Vec<StoredSeries>, StoreError> {

@@ -72,6 +72,11 @@ pub fn count(pool: &Pool, table: &str) -> i64 {
         .unwrap_or(0)
 }
 
+/// Spot observations stored, in the history and in `spot_recent`.
+pub fn spot_rows(pool: &Pool) -> i64 {
+    count(pool, "spot_observations") + count(pool, "spot_recent")
+}
+
 /// Id of the most recent good run of `source`, if any.
 pub fn last_good_run_id(pool: &Pool, source: &str) -> Option<i64> {
     pool.raw_i64(&format!(

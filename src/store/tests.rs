@@ -2,7 +2,9 @@
 
 use gpuplan_providers::{AvailabilityRecord, AvailabilitySignal, Scope, Snapshot};
 
-use super::test_support::{at, block, count, last_good_run_id, on_both_backends, snapshot, sync};
+use super::test_support::{
+    at, block, count, last_good_run_id, on_both_backends, snapshot, spot_rows, sync,
+};
 use super::*;
 
 fn current(pool: &Pool) -> Vec<CurrentPrice> {
@@ -31,7 +33,7 @@ fn the_same_snapshot_twice_adds_no_rows_and_no_versions(db) {
     assert_eq!((second.spot_seen, second.spot_added), (2, 0));
     assert_eq!(count(&pool, "price_versions"), versions);
     assert_eq!(count(&pool, "price_series"), series);
-    assert_eq!(count(&pool, "spot_observations"), 2);
+    assert_eq!(spot_rows(&pool), 2);
 }
 
 fn a_changed_price_adds_exactly_one_version_and_becomes_current(db) {
@@ -763,6 +765,7 @@ fn capacity_block_windows_are_distinct_prices_and_vanished_ones_keep_their_histo
 /// add dropped), with rows of every shape they held: fractions of a second, a
 /// rate for a non-USD series, and observations whose series row is missing.
 const SPOT_TABLES_AT_0017: &str = "
+    DROP TABLE spot_recent;
     DROP TABLE spot_observations;
     DROP TABLE spot_series;
     DROP INDEX price_series_by_type;
@@ -881,5 +884,135 @@ fn a_backfill_keeps_each_series_newest_observation_current(db) {
         pool.read(|s| s.newest_spot_by_region("aws")).unwrap()["us-east-1"],
         at(1)
     );
+}
+}
+
+on_both_backends! {
+fn observations_in_the_recent_table_and_the_history_read_as_one(db) {
+    let pool = db.pool(0);
+    let minute = |m: i64| at(0) + chrono::Duration::minutes(m);
+    let observed = |m: i64, usd: f64| gpuplan_providers::SpotObservation {
+        region: "us-east-1".into(),
+        zone: "us-east-1a".into(),
+        instance_type: "gpu0.xlarge".into(),
+        usd_per_hour: usd,
+        observed_at: minute(m),
+    };
+    let mut spot = Snapshot { scope: Scope::SpotHistory, ..snapshot(1, 1.0) };
+    // A prune whose cutoff is before everything deletes nothing, but its
+    // first batch moves spot_recent into the history.
+    let merge = || {
+        let done = pool
+            .write(|s| s.prune_batch(Prunable::SpotObservations, minute(-60), 100, i64::MIN))
+            .unwrap();
+        assert_eq!(done.deleted, 0);
+    };
+    spot.spot_observations = vec![observed(0, 1.0), observed(10, 2.0), observed(20, 3.0)];
+    assert_eq!(sync(&pool, &spot, 0).spot_added, 3);
+    assert_eq!(count(&pool, "spot_recent"), 3, "new observations land in spot_recent");
+    merge();
+    assert_eq!((count(&pool, "spot_observations"), count(&pool, "spot_recent")), (3, 0));
+    spot.spot_observations = vec![observed(30, 4.0), observed(40, 5.0)];
+    assert_eq!(sync(&pool, &spot, 1).spot_added, 2);
+    // A backfill: minute 5 is older than the history's newest (there), 25
+    // newer (recent), 20 and 30 are stored already (in either table).
+    spot.spot_observations =
+        vec![observed(5, 1.5), observed(25, 3.5), observed(20, 9.0), observed(30, 9.0)];
+    assert_eq!(sync(&pool, &spot, 2).spot_added, 2);
+    assert_eq!((count(&pool, "spot_observations"), count(&pool, "spot_recent")), (4, 3));
+    let newest_history = pool.raw_i64("SELECT max(observed_at) FROM spot_observations").unwrap();
+    let oldest_recent = pool.raw_i64("SELECT min(observed_at) FROM spot_recent").unwrap();
+    assert!(newest_history < oldest_recent, "recent rows are newer than the history");
+
+    let history = |since: i64| -> Vec<f64> {
+        pool.read(|s| s.spot_history("gpu0.xlarge", None, None, None, minute(since), None))
+            .unwrap()
+            .iter()
+            .map(|p| p.usd_per_hour)
+            .collect()
+    };
+    let spot_price_at = |m: i64| -> Vec<f64> {
+        pool.read(|s| s.price_part_as_of(None, Some(minute(m)), PricePart::Spot))
+            .unwrap()
+            .iter()
+            .map(|p| p.usd_per_hour)
+            .collect()
+    };
+    let filter = SpotSeriesFilter {
+        instance_type: "gpu0.xlarge",
+        provider: Some("aws"),
+        region: None,
+        zone: None,
+    };
+    let appended_after = |m: i64| -> Vec<f64> {
+        let series = pool.read(|s| s.spot_series_history(&filter, minute(0), None)).unwrap();
+        let newest = [(series[0].series_id, minute(m))].into();
+        let mut points =
+            pool.read(|s| s.spot_points_appended(&filter, i64::MIN, &newest)).unwrap().unwrap();
+        points.remove(&series[0].series_id).unwrap_or_default().iter().map(|p| p.usd_per_hour).collect()
+    };
+    let answers = || {
+        (
+            // In force at the window's opening: in the history (minute 20)
+            // or in spot_recent (minute 25), and never both.
+            (history(22), history(27), history(0)),
+            (spot_price_at(12), spot_price_at(27), spot_price_at(45)),
+            (appended_after(10), appended_after(30)),
+            pool.read(|s| s.count_prunable(Prunable::SpotObservations, minute(27))).unwrap(),
+        )
+    };
+    let split = answers();
+    assert_eq!(
+        split,
+        (
+            (
+                vec![3.0, 3.5, 4.0, 5.0],
+                vec![3.5, 4.0, 5.0],
+                vec![1.0, 1.5, 2.0, 3.0, 3.5, 4.0, 5.0]
+            ),
+            (vec![2.0], vec![3.5], vec![5.0]),
+            (vec![3.0, 3.5, 4.0, 5.0], vec![5.0]),
+            4,
+        )
+    );
+    merge();
+    assert_eq!((count(&pool, "spot_observations"), count(&pool, "spot_recent")), (7, 0));
+    assert_eq!(answers(), split, "the same answers once merged");
+    let current = pool.read(|s| s.price_part_as_of(None, None, PricePart::Spot)).unwrap();
+    assert_eq!((current[0].usd_per_hour, current[0].observed_at), (5.0, Some(minute(40))));
+
+    // Pruning at minute 27 keeps minute 25 (in force then) on, wherever the
+    // rows were.
+    spot.spot_observations = vec![observed(50, 6.0)];
+    sync(&pool, &spot, 3);
+    let retention = Retention {
+        spot_history: Some(std::time::Duration::from_secs(60 * 60)),
+        ..Retention::default()
+    };
+    assert_eq!(prune(&pool, &retention, minute(87), true).unwrap().spot_observations, 4);
+    assert_eq!(prune(&pool, &retention, minute(87), false).unwrap().spot_observations, 4);
+    assert_eq!(history(0), [3.5, 4.0, 5.0, 6.0]);
+}
+
+fn spot_recent_moves_into_the_history_once_it_holds_enough(db) {
+    let pool = db.pool(0);
+    let mut snap = snapshot(1, 3.0);
+    sync(&pool, &snap, 0);
+    assert_eq!((count(&pool, "spot_observations"), count(&pool, "spot_recent")), (0, 2));
+    pool.raw_execute(&format!(
+        "UPDATE catalog_state SET spot_recent_rows = {}",
+        super::snapshot::MERGE_RECENT_AT - 2
+    ));
+    snap.spot_observations.iter_mut().for_each(|o| o.observed_at += chrono::Duration::hours(2));
+    sync(&pool, &snap, 2);
+    assert_eq!((count(&pool, "spot_observations"), count(&pool, "spot_recent")), (4, 0));
+    assert_eq!(pool.raw_i64("SELECT spot_recent_rows FROM catalog_state"), Some(0));
+    let prices: Vec<f64> = pool
+        .read(|s| s.spot_history("gpu0.xlarge", None, None, None, at(0), None))
+        .unwrap()
+        .iter()
+        .map(|p| p.usd_per_hour)
+        .collect();
+    assert_eq!(prices, [1.0, 2.0, 1.0, 2.0]);
 }
 }
