@@ -12,7 +12,7 @@
 //!   (7 days in one region; 30 days in all its regions), first idle (2,000
 //!   requests each), then for 8 seconds each while another process commits
 //!   a sync of 10,000 new observations every second;
-//! - such a sync's cost per observation, for 10 seconds with no request to
+//! - such a sync's cost per observation, for 50 seconds with no request to
 //!   the daemon, then under the loads;
 //! - the daemon's resident memory, idle and after the loads;
 //! - pruning the oldest month: how long it takes, and the readers' p99 and
@@ -533,12 +533,16 @@ async fn with_syncs(
     syncs.join().unwrap()
 }
 
-/// A line of what each sync of 10,000 observations cost per observation.
+/// A line of what each sync of 10,000 observations cost per observation:
+/// the mean over the syncs (with the merges of spot_recent some of them
+/// did, every 25th sync of these), the median sync and the worst.
 fn write_costs(when: &str, mut costs: Vec<Duration>) {
     costs.sort();
+    let mean = costs.iter().sum::<Duration>() / u32::try_from(costs.len()).unwrap();
     println!(
-        "  {} syncs of 10,000 observations, {when}: write cost per observation p50 {:.1} µs, worst {:.1} µs",
+        "  {} syncs of 10,000 observations, {when}: write cost per observation mean {:.1} µs, p50 {:.1} µs, worst {:.1} µs",
         costs.len(),
+        mean.as_secs_f64() * 1e6,
         costs[costs.len() / 2].as_secs_f64() * 1e6,
         costs[costs.len() - 1].as_secs_f64() * 1e6
     );
@@ -655,8 +659,9 @@ async fn measure(
         rss_kib(child.id()) as f64 / 1024.0
     );
 
-    // The write cost alone: syncs while nothing is asked of the daemon.
-    let quiet = tokio::time::sleep(Duration::from_secs(10));
+    // The write cost alone: syncs while nothing is asked of the daemon, two
+    // merges of spot_recent among them.
+    let quiet = tokio::time::sleep(Duration::from_secs(50));
     write_costs(
         "no requests",
         with_syncs(&location, clouds, series, quiet).await,

@@ -372,7 +372,9 @@ fn write_spot(
                          SELECT * FROM (SELECT observed_at, usd_per_hour, fx_rate FROM spot_observations
                                         WHERE series_id = spot_series.id
                                         ORDER BY observed_at DESC LIMIT 1) AS h
-                     ) AS newest ORDER BY observed_at DESC LIMIT 1),
+                         WHERE NOT EXISTS (SELECT 1 FROM spot_recent
+                                           WHERE series_id = spot_series.id)
+                     ) AS newest LIMIT 1),
                      changed_in = $1
                  WHERE id IN ({})
                    AND last_observed_at IS DISTINCT FROM coalesce(
