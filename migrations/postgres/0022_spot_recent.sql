@@ -12,3 +12,4 @@ CREATE TABLE spot_recent (
     PRIMARY KEY (series_id, observed_at)
 );
 ALTER TABLE catalog_state ADD COLUMN spot_recent_rows BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE catalog_state ADD COLUMN spot_merged_to BIGINT NOT NULL DEFAULT 0;

@@ -197,14 +197,16 @@ fn copy_tables(source: &SqliteStore, pg: &PgPool) -> Result<Vec<(String, u64)>, 
         counts.push(((*table).to_owned(), n));
     }
     // The target's state marker moves, so that a daemon already on it does
-    // not keep answering from what it read of the empty catalog; and its
-    // count of spot writes starts past the stamps the series came with, so
-    // that a reader's next read of changed series is not all of them.
+    // not keep answering from what it read of the empty catalog; its count
+    // of spot writes starts past the stamps the series came with, so that a
+    // reader's next read of changed series is not all of them; and it counts
+    // the recent spot observations it now holds.
     pg.block(tx.execute(
         "UPDATE catalog_state
          SET generation = generation + 1, list_generation = list_generation + 1,
              spot_changes = greatest(spot_changes,
-                                     (SELECT coalesce(max(changed_in), 0) FROM spot_series))",
+                                     (SELECT coalesce(max(changed_in), 0) FROM spot_series)),
+             spot_recent_rows = (SELECT count(*) FROM spot_recent)",
         &[],
     ))
     .map_err(|e| pg.error(&e))?;

@@ -56,6 +56,8 @@ impl Default for Retention {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Prunable {
     SpotObservations,
+    /// Spot observations not yet moved into the history.
+    SpotRecent,
     PriceVersions,
     SyncRuns,
     Plans,
@@ -63,8 +65,9 @@ pub enum Prunable {
 }
 
 impl Prunable {
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::SpotObservations,
+        Self::SpotRecent,
         Self::PriceVersions,
         Self::SyncRuns,
         Self::Plans,
@@ -75,6 +78,7 @@ impl Prunable {
     pub fn name(self) -> &'static str {
         match self {
             Self::SpotObservations => "spot_observations",
+            Self::SpotRecent => "spot_recent",
             Self::PriceVersions => "price_versions",
             Self::SyncRuns => "sync_runs",
             Self::Plans => "plans",
@@ -86,7 +90,7 @@ impl Prunable {
     #[must_use]
     pub fn keep(self, r: &Retention) -> Option<Duration> {
         match self {
-            Self::SpotObservations => r.spot_history,
+            Self::SpotObservations | Self::SpotRecent => r.spot_history,
             Self::PriceVersions => r.price_history,
             Self::SyncRuns => r.sync_runs,
             Self::Plans => r.plans,
@@ -94,11 +98,17 @@ impl Prunable {
         }
     }
 
+    /// Spot observations are pruned series by series, each batch going on
+    /// from the series where the one before stopped.
+    fn by_series(self) -> bool {
+        matches!(self, Self::SpotObservations | Self::SpotRecent)
+    }
+
     /// The cutoff as this kind's rows keep their time: spot observations in
     /// microseconds, the others as text.
     fn cutoff(self, t: DateTime<Utc>) -> Val {
         match self {
-            Self::SpotObservations => micros(t).into(),
+            Self::SpotObservations | Self::SpotRecent => micros(t).into(),
             _ => ts(t).into(),
         }
     }
@@ -109,7 +119,7 @@ impl Prunable {
     #[must_use]
     pub fn batch(self) -> usize {
         match self {
-            Self::SpotObservations => BATCH * 10,
+            Self::SpotObservations | Self::SpotRecent => BATCH * 10,
             _ => BATCH,
         }
     }
@@ -125,8 +135,7 @@ impl Prunable {
             // older), and what is older than it one range of the series'
             // index, so a batch's cost follows the rows it deletes, not the
             // series before it nor the history it keeps (CROSS JOIN: SQLite
-            // would rather scan every observation). A prune's first batch
-            // moves `spot_recent` into the history first.
+            // would rather scan every observation).
             Self::SpotObservations => (
                 "spot_observations",
                 "(series_id, observed_at)",
@@ -139,6 +148,21 @@ impl Prunable {
                         WHERE p.series_id = s.id AND p.observed_at < $1),
                        (SELECT max(p.observed_at) FROM spot_observations p
                         WHERE p.series_id = s.id AND p.observed_at < $1))
+                 ORDER BY s.id",
+            ),
+            // Rows of `spot_recent` are newer than the series' history: when
+            // the observation in force at the cutoff is one of them, what is
+            // older than it there goes too.
+            Self::SpotRecent => (
+                "spot_recent",
+                "(series_id, observed_at)",
+                "SELECT o.series_id, o.observed_at
+                 FROM spot_series s
+                 CROSS JOIN spot_recent o
+                 WHERE s.id >= $2 AND o.series_id = s.id
+                   AND o.observed_at < (
+                       SELECT max(p.observed_at) FROM spot_recent p
+                       WHERE p.series_id = s.id AND p.observed_at < $1)
                  ORDER BY s.id",
             ),
             Self::PriceVersions => (
@@ -190,6 +214,7 @@ pub struct Batch {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct PruneCounts {
     pub spot_observations: u64,
+    pub spot_recent: u64,
     pub price_versions: u64,
     pub sync_runs: u64,
     pub plans: u64,
@@ -202,6 +227,7 @@ impl PruneCounts {
     fn slot(&mut self, kind: Prunable) -> &mut u64 {
         match kind {
             Prunable::SpotObservations => &mut self.spot_observations,
+            Prunable::SpotRecent => &mut self.spot_recent,
             Prunable::PriceVersions => &mut self.price_versions,
             Prunable::SyncRuns => &mut self.sync_runs,
             Prunable::Plans => &mut self.plans,
@@ -221,6 +247,7 @@ impl PruneCounts {
     #[must_use]
     pub fn total(&self) -> u64 {
         self.spot_observations
+            + self.spot_recent
             + self.price_versions
             + self.sync_runs
             + self.plans
@@ -233,25 +260,14 @@ impl Prunable {
     /// Counts what may go; `$1` is the cutoff.
     pub(super) fn count_sql(self) -> String {
         let (_, _, candidates) = self.sql();
-        if self == Self::SpotObservations {
-            // And what of `spot_recent` the prune's merge would bring.
-            format!(
-                "SELECT (SELECT count(*) FROM ({candidates}) AS c)
-                      + (SELECT count(*) FROM spot_recent o
-                         WHERE o.observed_at < (
-                             SELECT max(p.observed_at) FROM spot_recent p
-                             WHERE p.series_id = o.series_id AND p.observed_at < $1))"
-            )
-        } else {
-            format!("SELECT count(*) FROM ({candidates}) AS c")
-        }
+        format!("SELECT count(*) FROM ({candidates}) AS c")
     }
 
     /// Deletes one batch of at most the last parameter's rows. Spot
     /// observations answer the series of each row deleted.
     pub(super) fn delete_sql(self) -> String {
         let (table, key, candidates) = self.sql();
-        if self == Self::SpotObservations {
+        if self.by_series() {
             format!(
                 "DELETE FROM {table} WHERE {key} IN ({candidates} LIMIT $3) RETURNING series_id"
             )
@@ -264,7 +280,7 @@ impl Prunable {
     /// observations start from, then `more`.
     fn params(self, cutoff: DateTime<Utc>, from_series: i64, more: &[Val]) -> Vec<Val> {
         let mut params = vec![self.cutoff(cutoff)];
-        if self == Self::SpotObservations {
+        if self.by_series() {
             params.push(from_series.into());
         }
         params.extend_from_slice(more);
@@ -317,10 +333,7 @@ impl<B: Backend> Prune for B {
                 deleted: 0,
                 next_series: from_series,
             };
-            if kind == Prunable::SpotObservations {
-                if from_series == i64::MIN {
-                    super::snapshot::merge_recent_spot(db)?;
-                }
+            if kind.by_series() {
                 db.each_row(&kind.delete_sql(), &params, &mut |row| {
                     done.deleted += 1;
                     done.next_series = done.next_series.max(row[0].int()?);
@@ -332,6 +345,13 @@ impl<B: Backend> Prune for B {
             }
             if done.deleted > 0 {
                 sql::next_generation(db, kind == Prunable::PriceVersions)?;
+            }
+            if kind == Prunable::SpotRecent && done.deleted > 0 {
+                // The count that decides how much of it each spot write moves.
+                db.exec(
+                    "UPDATE catalog_state SET spot_recent_rows = spot_recent_rows - $1",
+                    &[i64::try_from(done.deleted).unwrap_or(i64::MAX).into()],
+                )?;
             }
             Ok(done)
         })

@@ -286,11 +286,13 @@ fn upsert_instance_type(
     Ok(n > 0)
 }
 
-/// Rows of `spot_recent` that start a merge into `spot_observations`: a
-/// merge writes each series' last page of the history once, so the more
-/// observations it moves the less each costs; at this size the table is a
-/// few megabytes, and a sync a second of 10,000 series merges every 25 s.
-pub(super) const MERGE_RECENT_AT: i64 = 250_000;
+/// Rows `spot_recent` keeps: each spot write moves what it holds beyond
+/// this into the history, whole series at a time, going round the series.
+/// A series' rows move together and write its last page of the history
+/// once, so the more each series holds when it moves the less each row
+/// costs; at this size the table is a few megabytes, and with a sync a
+/// second of 10,000 series each series moves every 25 s.
+pub(super) const RECENT_ROWS: i64 = 250_000;
 
 /// Rows of one statement that writes observations older than their series'
 /// newest (4 values each).
@@ -338,9 +340,10 @@ fn write_spot(
         &newer,
         true,
     )?;
-    let older_added = write_older_spot(db, &older)?;
+    let (to_history, to_recent) = write_older_spot(db, &older)?;
+    let recent_added = i64::try_from(added + to_recent).unwrap_or(i64::MAX);
     stats.spot_seen += snapshot.spot_observations.len() as i64;
-    stats.spot_added += i64::try_from(added + older_added).unwrap_or(i64::MAX);
+    stats.spot_added += i64::try_from(added + to_recent + to_history).unwrap_or(i64::MAX);
     // Each series whose newest stored observation moved takes it (the one
     // just written, or a newer one already there when this was a backfill)
     // and this write's number, for readers that re-read only what moved. A
@@ -350,9 +353,7 @@ fn write_spot(
         "UPDATE catalog_state SET spot_changes = spot_changes + 1,
                 spot_recent_rows = spot_recent_rows + $1
          RETURNING spot_changes, spot_recent_rows",
-        &[i64::try_from(added + older_added)
-            .unwrap_or(i64::MAX)
-            .into()],
+        &[recent_added.into()],
     )?;
     let (change, recent_rows) = match state.first().map(Vec::as_slice) {
         Some([change, rows]) => (change.int()?, rows.int()?),
@@ -393,8 +394,8 @@ fn write_spot(
         // the stamped series read it again (see `Generation`).
         sql::next_generation(db, false)?;
     }
-    if recent_rows >= MERGE_RECENT_AT {
-        merge_recent_spot(db)?;
+    if recent_rows > RECENT_ROWS {
+        merge_recent_spot(db, recent_rows - RECENT_ROWS)?;
     }
     Ok(())
 }
@@ -403,9 +404,9 @@ fn write_spot(
 /// price, rate)` four values a row: to the history if it holds the series
 /// at or after that time, else to `spot_recent` (which then holds only rows
 /// newer than the series' history); a row already stored is skipped.
-/// Answers the rows written.
-fn write_older_spot(db: &dyn Db, rows: &[Val]) -> Result<u64, StoreError> {
-    let mut written = 0;
+/// Answers the rows written to each.
+fn write_older_spot(db: &dyn Db, rows: &[Val]) -> Result<(u64, u64), StoreError> {
+    let mut written = [0, 0];
     for chunk in rows.chunks(OLDER_ROWS * 4) {
         let values: Vec<String> = (0..chunk.len() / 4)
             .map(|i| {
@@ -419,11 +420,14 @@ fn write_older_spot(db: &dyn Db, rows: &[Val]) -> Result<u64, StoreError> {
                 )
             })
             .collect();
-        for (table, history_after) in [
+        for (i, (table, history_after)) in [
             ("spot_observations", "EXISTS"),
             ("spot_recent", "NOT EXISTS"),
-        ] {
-            written += db.exec(
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            written[i] += db.exec(
                 &format!(
                     "INSERT INTO {table} (series_id, observed_at, usd_per_hour, fx_rate)
                      SELECT v.column1, v.column2, v.column3, v.column4
@@ -438,23 +442,49 @@ fn write_older_spot(db: &dyn Db, rows: &[Val]) -> Result<u64, StoreError> {
             )?;
         }
     }
-    Ok(written)
+    Ok((written[0], written[1]))
 }
 
-/// Moves every row of `spot_recent` into the history, in the history's
-/// order. Readers see the same observations before and after.
-pub(super) fn merge_recent_spot(db: &dyn Db) -> Result<(), StoreError> {
-    let _span = tracing::info_span!("merge_recent_spot").entered();
-    let moved = db.exec(
+/// Moves at least `rows` rows of `spot_recent` into the history (as many
+/// as there are from the series where the last move stopped on, then it
+/// starts again from the first series), whole series at a time so that
+/// every row left is newer than its series' history. Readers see the same
+/// observations before and after.
+fn merge_recent_spot(db: &dyn Db, rows: i64) -> Result<(), StoreError> {
+    let _span = tracing::info_span!("merge_recent_spot", rows).entered();
+    let from = sql::first(db, "SELECT spot_merged_to FROM catalog_state", &[])?
+        .map_or(Ok(0), |v| v.int())?;
+    // The series of the `rows`-th row from there: the move ends with it.
+    let to = sql::first(
+        db,
+        "SELECT series_id FROM spot_recent WHERE series_id > $1
+         ORDER BY series_id, observed_at LIMIT 1 OFFSET $2",
+        &[from.into(), (rows - 1).max(0).into()],
+    )?
+    .map(|v| v.int())
+    .transpose()?;
+    let range = [from.into(), to.unwrap_or(i64::MAX).into()];
+    db.exec(
         "INSERT INTO spot_observations (series_id, observed_at, usd_per_hour, fx_rate)
-         SELECT series_id, observed_at, usd_per_hour, fx_rate FROM spot_recent WHERE true
+         SELECT series_id, observed_at, usd_per_hour, fx_rate FROM spot_recent
+         WHERE series_id > $1 AND series_id <= $2
          ORDER BY series_id, observed_at
          ON CONFLICT DO NOTHING",
-        &[],
+        &range,
     )?;
-    db.exec("DELETE FROM spot_recent", &[])?;
-    db.exec("UPDATE catalog_state SET spot_recent_rows = 0", &[])?;
-    tracing::debug!(moved, "merged recent spot observations into the history");
+    let moved = db.exec(
+        "DELETE FROM spot_recent WHERE series_id > $1 AND series_id <= $2",
+        &range,
+    )?;
+    db.exec(
+        "UPDATE catalog_state
+         SET spot_recent_rows = spot_recent_rows - $1, spot_merged_to = $2",
+        &[
+            i64::try_from(moved).unwrap_or(i64::MAX).into(),
+            to.unwrap_or(0).into(),
+        ],
+    )?;
+    tracing::debug!(moved, "moved recent spot observations into the history");
     Ok(())
 }
 

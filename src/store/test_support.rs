@@ -77,6 +77,17 @@ pub fn spot_rows(pool: &Pool) -> i64 {
     count(pool, "spot_observations") + count(pool, "spot_recent")
 }
 
+/// Every row of `spot_recent` moved into the history at once, as the spot
+/// writes move them a few series at a time.
+pub fn move_recent_to_history(pool: &Pool) {
+    pool.raw_execute(
+        "INSERT INTO spot_observations (series_id, observed_at, usd_per_hour, fx_rate)
+         SELECT series_id, observed_at, usd_per_hour, fx_rate FROM spot_recent;
+         DELETE FROM spot_recent;
+         UPDATE catalog_state SET spot_recent_rows = 0;",
+    );
+}
+
 /// Id of the most recent good run of `source`, if any.
 pub fn last_good_run_id(pool: &Pool, source: &str) -> Option<i64> {
     pool.raw_i64(&format!(

@@ -3,7 +3,8 @@
 use gpuplan_providers::{AvailabilityRecord, AvailabilitySignal, Scope, Snapshot};
 
 use super::test_support::{
-    at, block, count, last_good_run_id, on_both_backends, snapshot, spot_rows, sync,
+    at, block, count, last_good_run_id, move_recent_to_history, on_both_backends, snapshot,
+    spot_rows, sync,
 };
 use super::*;
 
@@ -445,8 +446,10 @@ fn pruning_deletes_old_history_in_batches_and_keeps_what_is_current(db) {
     let now = at(401 * 24);
     let retention = Retention::default();
     let expected = PruneCounts {
-        // Spot at hours 0, 1 and 240; 241 was in force at the cutoff.
-        spot_observations: 3,
+        // Spot at hours 0, 1 and 240; 241 was in force at the cutoff. The
+        // syncs' observations still wait in spot_recent.
+        spot_observations: 0,
+        spot_recent: 3,
         // Day 0's four versions were superseded on day 10, before the cutoff.
         price_versions: 4,
         // The failed run; day 0's run still names the instance types it found.
@@ -509,7 +512,7 @@ fn a_large_prune_goes_in_batches(db) {
     sync(&pool, &snap, 0);
     let cutoff = at(1000);
     assert_eq!(
-        pool.write(|s| s.prune_batch(Prunable::SpotObservations, cutoff, prune::BATCH, i64::MIN))
+        pool.write(|s| s.prune_batch(Prunable::SpotRecent, cutoff, prune::BATCH, i64::MIN))
             .unwrap()
             .deleted,
         prune::BATCH
@@ -519,8 +522,14 @@ fn a_large_prune_goes_in_batches(db) {
         ..Retention::default()
     };
     let counts = prune(&pool, &retention, at(1001), false).unwrap();
-    assert_eq!(counts.spot_observations, prune::BATCH as u64 + 9);
-    assert_eq!(count(&pool, "spot_observations"), 1);
+    // Written by one sync, they wait in spot_recent and are pruned there.
+    assert_eq!(counts.spot_recent, prune::BATCH as u64 + 9);
+    assert_eq!(count(&pool, "spot_recent"), 1);
+    assert_eq!(
+        pool.raw_i64("SELECT spot_recent_rows FROM catalog_state"),
+        Some(1),
+        "the count of recent rows follows"
+    );
 }
 
 fn only_the_spot_series_written_since_a_stamp_are_read_again(db) {
@@ -651,54 +660,58 @@ fn a_read_of_spot_history_extended_by_what_spot_writes_appended_is_a_read_of_all
         spot_history: Some(std::time::Duration::from_secs(1)),
         ..Retention::default()
     };
-    assert!(prune(&pool, &retention, at(10), false).unwrap().spot_observations > 0);
+    assert!(prune(&pool, &retention, at(10), false).unwrap().spot_recent > 0);
     assert!(!generation().only_appended_since(&before_prune));
 }
 
 fn each_spot_batch_goes_on_from_the_series_the_one_before_stopped_in(db) {
     let pool = db.pool(0);
-    let mut snap = snapshot(1, 1.0);
-    // Three zones of one type, seven observations each, a minute apart.
-    snap.spot_observations = ["a", "b", "c"]
-        .iter()
-        .flat_map(|z| {
-            (0..7).map(move |m| gpuplan_providers::SpotObservation {
-                region: "us-east-1".into(),
-                zone: format!("us-east-1{z}"),
-                instance_type: "gpu0.xlarge".into(),
-                usd_per_hour: 1.0 + f64::from(m),
-                observed_at: at(0) + chrono::Duration::minutes(m.into()),
+    // In the history (moved there) and in spot_recent (as a sync left them).
+    for (kind, instance_type) in [
+        (Prunable::SpotObservations, "gpu0.xlarge"),
+        (Prunable::SpotRecent, "gpu1.xlarge"),
+    ] {
+        let mut snap = snapshot(2, 1.0);
+        // Three zones of one type, seven observations each, a minute apart.
+        snap.spot_observations = ["a", "b", "c"]
+            .iter()
+            .flat_map(|z| {
+                (0..7).map(move |m| gpuplan_providers::SpotObservation {
+                    region: "us-east-1".into(),
+                    zone: format!("us-east-1{z}"),
+                    instance_type: instance_type.into(),
+                    usd_per_hour: 1.0 + f64::from(m),
+                    observed_at: at(0) + chrono::Duration::minutes(m.into()),
+                })
             })
-        })
-        .collect();
-    sync(&pool, &snap, 0);
-    // In force at the cutoff: minute 4's price; minutes 0 to 3 may go.
-    let cutoff = at(0) + chrono::Duration::seconds(270);
-    assert_eq!(
-        pool.read(|s| s.count_prunable(Prunable::SpotObservations, cutoff)).unwrap(),
-        12
-    );
-    let (mut from, mut deleted, mut batches) = (i64::MIN, 0, 0);
-    loop {
-        let batch = pool
-            .write(|s| s.prune_batch(Prunable::SpotObservations, cutoff, 5, from))
-            .unwrap();
-        assert!(batch.next_series >= from, "a batch never goes back");
-        (from, deleted, batches) = (batch.next_series, deleted + batch.deleted, batches + 1);
-        if batch.deleted < 5 {
-            break;
+            .collect();
+        sync(&pool, &snap, 0);
+        if kind == Prunable::SpotObservations {
+            move_recent_to_history(&pool);
         }
-    }
-    // Batches of 5, 5 and 2: the first two stop inside a series, and the
-    // next one finishes it.
-    assert_eq!((deleted, batches), (12, 3));
-    assert_eq!(count(&pool, "spot_observations"), 9);
-    for zone in ["us-east-1a", "us-east-1b", "us-east-1c"] {
-        let points = pool
-            .read(|s| s.spot_history("gpu0.xlarge", None, None, Some(zone), cutoff, None))
-            .unwrap();
-        let prices: Vec<f64> = points.iter().map(|p| p.usd_per_hour).collect();
-        assert_eq!(prices, [5.0, 6.0, 7.0], "{zone}: minute 4 on stays");
+        // In force at the cutoff: minute 4's price; minutes 0 to 3 may go.
+        let cutoff = at(0) + chrono::Duration::seconds(270);
+        assert_eq!(pool.read(|s| s.count_prunable(kind, cutoff)).unwrap(), 12);
+        let (mut from, mut deleted, mut batches) = (i64::MIN, 0, 0);
+        loop {
+            let batch = pool.write(|s| s.prune_batch(kind, cutoff, 5, from)).unwrap();
+            assert!(batch.next_series >= from, "a batch never goes back");
+            (from, deleted, batches) = (batch.next_series, deleted + batch.deleted, batches + 1);
+            if batch.deleted < 5 {
+                break;
+            }
+        }
+        // Batches of 5, 5 and 2: the first two stop inside a series, and the
+        // next one finishes it.
+        assert_eq!((deleted, batches), (12, 3), "{kind:?}");
+        assert_eq!(count(&pool, kind.name()), 9);
+        for zone in ["us-east-1a", "us-east-1b", "us-east-1c"] {
+            let points = pool
+                .read(|s| s.spot_history(instance_type, None, None, Some(zone), cutoff, None))
+                .unwrap();
+            let prices: Vec<f64> = points.iter().map(|p| p.usd_per_hour).collect();
+            assert_eq!(prices, [5.0, 6.0, 7.0], "{kind:?} {zone}: minute 4 on stays");
+        }
     }
 }
 }
@@ -891,41 +904,60 @@ on_both_backends! {
 fn observations_in_the_recent_table_and_the_history_read_as_one(db) {
     let pool = db.pool(0);
     let minute = |m: i64| at(0) + chrono::Duration::minutes(m);
-    let observed = |m: i64, usd: f64| gpuplan_providers::SpotObservation {
+    let observed = |zone: &str, m: i64, usd: f64| gpuplan_providers::SpotObservation {
         region: "us-east-1".into(),
-        zone: "us-east-1a".into(),
+        zone: zone.into(),
         instance_type: "gpu0.xlarge".into(),
         usd_per_hour: usd,
         observed_at: minute(m),
     };
     let mut spot = Snapshot { scope: Scope::SpotHistory, ..snapshot(1, 1.0) };
-    // A prune whose cutoff is before everything deletes nothing, but its
-    // first batch moves spot_recent into the history.
-    let merge = || {
-        let done = pool
-            .write(|s| s.prune_batch(Prunable::SpotObservations, minute(-60), 100, i64::MIN))
-            .unwrap();
-        assert_eq!(done.deleted, 0);
+    let tables = || (count(&pool, "spot_observations"), count(&pool, "spot_recent"));
+    // A spot write moves what spot_recent holds beyond its size: counted as
+    // over it by all it holds, the next write moves every row (its own, of
+    // another zone, too).
+    let mut writes = 0;
+    let mut move_all = |spot: &mut Snapshot| {
+        pool.raw_execute(&format!(
+            "UPDATE catalog_state
+             SET spot_recent_rows = {} + (SELECT count(*) FROM spot_recent), spot_merged_to = 0",
+            super::snapshot::RECENT_ROWS
+        ));
+        writes += 1;
+        spot.spot_observations = vec![observed("us-east-1z", 100 + writes, 1.0)];
+        sync(&pool, spot, 10 + writes);
+        assert_eq!(count(&pool, "spot_recent"), 0);
+        pool.raw_execute("UPDATE catalog_state SET spot_recent_rows = 0");
     };
-    spot.spot_observations = vec![observed(0, 1.0), observed(10, 2.0), observed(20, 3.0)];
+    spot.spot_observations =
+        vec![observed("us-east-1a", 0, 1.0), observed("us-east-1a", 10, 2.0), observed("us-east-1a", 20, 3.0)];
     assert_eq!(sync(&pool, &spot, 0).spot_added, 3);
-    assert_eq!(count(&pool, "spot_recent"), 3, "new observations land in spot_recent");
-    merge();
-    assert_eq!((count(&pool, "spot_observations"), count(&pool, "spot_recent")), (3, 0));
-    spot.spot_observations = vec![observed(30, 4.0), observed(40, 5.0)];
+    assert_eq!(tables(), (0, 3), "new observations land in spot_recent");
+    move_all(&mut spot);
+    assert_eq!(tables(), (4, 0));
+    spot.spot_observations = vec![observed("us-east-1a", 30, 4.0), observed("us-east-1a", 40, 5.0)];
     assert_eq!(sync(&pool, &spot, 1).spot_added, 2);
     // A backfill: minute 5 is older than the history's newest (there), 25
     // newer (recent), 20 and 30 are stored already (in either table).
-    spot.spot_observations =
-        vec![observed(5, 1.5), observed(25, 3.5), observed(20, 9.0), observed(30, 9.0)];
+    spot.spot_observations = vec![
+        observed("us-east-1a", 5, 1.5),
+        observed("us-east-1a", 25, 3.5),
+        observed("us-east-1a", 20, 9.0),
+        observed("us-east-1a", 30, 9.0),
+    ];
     assert_eq!(sync(&pool, &spot, 2).spot_added, 2);
-    assert_eq!((count(&pool, "spot_observations"), count(&pool, "spot_recent")), (4, 3));
-    let newest_history = pool.raw_i64("SELECT max(observed_at) FROM spot_observations").unwrap();
-    let oldest_recent = pool.raw_i64("SELECT min(observed_at) FROM spot_recent").unwrap();
+    assert_eq!(tables(), (5, 3));
+    assert_eq!(pool.raw_i64("SELECT spot_recent_rows FROM catalog_state"), Some(3));
+    let of_zone_a = "WHERE series_id = (SELECT id FROM spot_series WHERE zone = 'us-east-1a')";
+    let newest_history =
+        pool.raw_i64(&format!("SELECT max(observed_at) FROM spot_observations {of_zone_a}")).unwrap();
+    let oldest_recent =
+        pool.raw_i64(&format!("SELECT min(observed_at) FROM spot_recent {of_zone_a}")).unwrap();
     assert!(newest_history < oldest_recent, "recent rows are newer than the history");
 
+    let zone = Some("us-east-1a");
     let history = |since: i64| -> Vec<f64> {
-        pool.read(|s| s.spot_history("gpu0.xlarge", None, None, None, minute(since), None))
+        pool.read(|s| s.spot_history("gpu0.xlarge", None, None, zone, minute(since), None))
             .unwrap()
             .iter()
             .map(|p| p.usd_per_hour)
@@ -935,6 +967,7 @@ fn observations_in_the_recent_table_and_the_history_read_as_one(db) {
         pool.read(|s| s.price_part_as_of(None, Some(minute(m)), PricePart::Spot))
             .unwrap()
             .iter()
+            .filter(|p| p.zone.as_deref() == zone)
             .map(|p| p.usd_per_hour)
             .collect()
     };
@@ -942,7 +975,7 @@ fn observations_in_the_recent_table_and_the_history_read_as_one(db) {
         instance_type: "gpu0.xlarge",
         provider: Some("aws"),
         region: None,
-        zone: None,
+        zone,
     };
     let appended_after = |m: i64| -> Vec<f64> {
         let series = pool.read(|s| s.spot_series_history(&filter, minute(0), None)).unwrap();
@@ -972,47 +1005,97 @@ fn observations_in_the_recent_table_and_the_history_read_as_one(db) {
             ),
             (vec![2.0], vec![3.5], vec![5.0]),
             (vec![3.0, 3.5, 4.0, 5.0], vec![5.0]),
+            // In force at 27 is minute 25, in spot_recent: all of the
+            // history's minutes before it may go.
             4,
         )
     );
-    merge();
-    assert_eq!((count(&pool, "spot_observations"), count(&pool, "spot_recent")), (7, 0));
-    assert_eq!(answers(), split, "the same answers once merged");
-    let current = pool.read(|s| s.price_part_as_of(None, None, PricePart::Spot)).unwrap();
-    assert_eq!((current[0].usd_per_hour, current[0].observed_at), (5.0, Some(minute(40))));
+    move_all(&mut spot);
+    assert_eq!(tables(), (9, 0));
+    let merged = answers();
+    assert_eq!((&merged.0, &merged.1, &merged.2), (&split.0, &split.1, &split.2), "the same answers once moved");
+    let current: Vec<_> = pool
+        .read(|s| s.price_part_as_of(None, None, PricePart::Spot))
+        .unwrap()
+        .into_iter()
+        .filter(|p| p.zone.as_deref() == zone)
+        .map(|p| (p.usd_per_hour, p.observed_at))
+        .collect();
+    assert_eq!(current, [(5.0, Some(minute(40)))]);
 
     // Pruning at minute 27 keeps minute 25 (in force then) on, wherever the
-    // rows were.
-    spot.spot_observations = vec![observed(50, 6.0)];
-    sync(&pool, &spot, 3);
+    // rows were: minutes 0 to 20 in the history, and 30 newly in spot_recent
+    // before a newer one there.
+    spot.spot_observations = vec![observed("us-east-1a", 50, 6.0)];
+    sync(&pool, &spot, 30);
     let retention = Retention {
         spot_history: Some(std::time::Duration::from_secs(60 * 60)),
         ..Retention::default()
     };
-    assert_eq!(prune(&pool, &retention, minute(87), true).unwrap().spot_observations, 4);
-    assert_eq!(prune(&pool, &retention, minute(87), false).unwrap().spot_observations, 4);
+    let pruned = prune(&pool, &retention, minute(87), true).unwrap();
+    assert_eq!((pruned.spot_observations, pruned.spot_recent), (4, 0));
+    let pruned = prune(&pool, &retention, minute(87), false).unwrap();
+    assert_eq!((pruned.spot_observations, pruned.spot_recent), (4, 0));
     assert_eq!(history(0), [3.5, 4.0, 5.0, 6.0]);
 }
 
-fn spot_recent_moves_into_the_history_once_it_holds_enough(db) {
+fn a_spot_write_moves_whole_series_beyond_the_size_of_spot_recent_going_round(db) {
     let pool = db.pool(0);
-    let mut snap = snapshot(1, 3.0);
-    sync(&pool, &snap, 0);
-    assert_eq!((count(&pool, "spot_observations"), count(&pool, "spot_recent")), (0, 2));
-    pool.raw_execute(&format!(
-        "UPDATE catalog_state SET spot_recent_rows = {}",
-        super::snapshot::MERGE_RECENT_AT - 2
-    ));
-    snap.spot_observations.iter_mut().for_each(|o| o.observed_at += chrono::Duration::hours(2));
-    sync(&pool, &snap, 2);
-    assert_eq!((count(&pool, "spot_observations"), count(&pool, "spot_recent")), (4, 0));
-    assert_eq!(pool.raw_i64("SELECT spot_recent_rows FROM catalog_state"), Some(0));
-    let prices: Vec<f64> = pool
-        .read(|s| s.spot_history("gpu0.xlarge", None, None, None, at(0), None))
+    let observed = |zone: &str, h: i64| gpuplan_providers::SpotObservation {
+        region: "us-east-1".into(),
+        zone: zone.into(),
+        instance_type: "gpu0.xlarge".into(),
+        usd_per_hour: 1.0 + h as f64,
+        observed_at: at(h),
+    };
+    let mut spot = Snapshot { scope: Scope::SpotHistory, ..snapshot(1, 1.0) };
+    let mut write = |hours: std::ops::Range<i64>| {
+        spot.spot_observations = hours
+            .clone()
+            .flat_map(|h| [observed("us-east-1a", h), observed("us-east-1b", h)])
+            .collect();
+        sync(&pool, &spot, hours.end);
+    };
+    let state = || {
+        (
+            count(&pool, "spot_observations"),
+            count(&pool, "spot_recent"),
+            pool.raw_i64("SELECT spot_recent_rows FROM catalog_state").unwrap(),
+        )
+    };
+    let series = |zone: &str| {
+        pool.raw_i64(&format!("SELECT id FROM spot_series WHERE zone = '{zone}'"))
+    };
+    let size = super::snapshot::RECENT_ROWS;
+    write(0..3);
+    assert_eq!(state(), (0, 6, 6));
+    // Counted as full: the next write's 2 rows are 2 too many, and the first
+    // series moves, all 4 of its rows.
+    pool.raw_execute(&format!("UPDATE catalog_state SET spot_recent_rows = {size}"));
+    write(3..4);
+    assert_eq!(state(), (4, 4, size - 2));
+    let merged_to = || pool.raw_i64("SELECT spot_merged_to FROM catalog_state");
+    assert_eq!(merged_to(), series("us-east-1a"));
+    // Within the size: nothing moves.
+    write(4..5);
+    assert_eq!(state(), (4, 6, size));
+    // Over it: the next series on moves (6 rows), the first one's 2 wait.
+    write(5..6);
+    assert_eq!(state(), (10, 2, size - 4));
+    assert_eq!(merged_to(), series("us-east-1b"));
+    // Past the last series there is nothing to move: the next write starts
+    // again from the first series, and moves both (5 rows over the size).
+    pool.raw_execute(&format!("UPDATE catalog_state SET spot_recent_rows = {}", size + 1));
+    write(6..7);
+    assert_eq!((state(), merged_to()), ((10, 4, size + 3), Some(0)));
+    write(7..8);
+    assert_eq!((state(), merged_to()), ((16, 0, size - 1), series("us-east-1b")));
+    let points: Vec<f64> = pool
+        .read(|s| s.spot_history("gpu0.xlarge", None, None, Some("us-east-1a"), at(0), None))
         .unwrap()
         .iter()
         .map(|p| p.usd_per_hour)
         .collect();
-    assert_eq!(prices, [1.0, 2.0, 1.0, 2.0]);
+    assert_eq!(points, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
 }
 }
