@@ -534,8 +534,7 @@ async fn with_syncs(
 }
 
 /// A line of what each sync of 10,000 observations cost per observation:
-/// the mean over the syncs (with the merges of spot_recent some of them
-/// did, every 25th sync of these), the median sync and the worst.
+/// the mean over the syncs, the median sync and the worst.
 fn write_costs(when: &str, mut costs: Vec<Duration>) {
     costs.sort();
     let mean = costs.iter().sum::<Duration>() / u32::try_from(costs.len()).unwrap();
@@ -659,8 +658,10 @@ async fn measure(
         rss_kib(child.id()) as f64 / 1024.0
     );
 
-    // The write cost alone: syncs while nothing is asked of the daemon, two
-    // merges of spot_recent among them.
+    // The write cost alone: syncs while nothing is asked of the daemon, long
+    // enough that every series' recent observations move into the history
+    // twice (spot_recent holds about 25 of these syncs' observations, and
+    // each sync moves the rows of the next series round beyond that).
     let quiet = tokio::time::sleep(Duration::from_secs(50));
     write_costs(
         "no requests",

@@ -295,8 +295,28 @@ fn upsert_instance_type(
 pub(super) const RECENT_ROWS: i64 = 250_000;
 
 /// Rows of one statement that writes observations older than their series'
-/// newest (4 values each).
+/// newest, or series' newest observations (4 values each).
 const OLDER_ROWS: usize = 250;
+const NEWEST_ROWS: usize = 250;
+
+/// `(series id, time, price, rate)` rows of a `VALUES` list, their
+/// parameters numbered from `after + 1` on, typed for PostgreSQL (both
+/// backends name the columns `column1` to `column4`).
+fn spot_values(rows: usize, after: usize) -> String {
+    (0..rows)
+        .map(|i| {
+            let p = after + i * 4;
+            format!(
+                "(CAST(${} AS BIGINT), CAST(${} AS BIGINT), CAST(${} AS DOUBLE PRECISION), CAST(${} AS DOUBLE PRECISION))",
+                p + 1,
+                p + 2,
+                p + 3,
+                p + 4
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 fn write_spot(
     db: &dyn Db,
@@ -315,6 +335,9 @@ fn write_spot(
     // force again; each row is checked where it belongs.
     let mut newer = Vec::with_capacity(snapshot.spot_observations.len() * 4);
     let mut older: Vec<Val> = Vec::new();
+    // Each series' newest row of `newer`: its newest stored observation
+    // after this write (of two at one time, the first is stored).
+    let mut newest_now: HashMap<i64, (i64, f64)> = HashMap::new();
     let mut appends = true;
     for o in &snapshot.spot_observations {
         let (id, newest) = series[&(o.instance_type.as_str(), o.zone.as_str())];
@@ -325,12 +348,18 @@ fn write_spot(
                 appends = false;
                 older.extend([id.into(), at.into(), o.usd_per_hour.into(), rate.into()]);
             }
-            _ => newer.extend([
-                Arg::Int(id),
-                Arg::Int(at),
-                Arg::Real(o.usd_per_hour),
-                rate.into(),
-            ]),
+            _ => {
+                newer.extend([
+                    Arg::Int(id),
+                    Arg::Int(at),
+                    Arg::Real(o.usd_per_hour),
+                    rate.into(),
+                ]);
+                let now = newest_now.entry(id).or_insert((at, o.usd_per_hour));
+                if at > now.0 {
+                    *now = (at, o.usd_per_hour);
+                }
+            }
         }
     }
     let added = db.insert_rows(
@@ -344,11 +373,6 @@ fn write_spot(
     let recent_added = i64::try_from(added + to_recent).unwrap_or(i64::MAX);
     stats.spot_seen += snapshot.spot_observations.len() as i64;
     stats.spot_added += i64::try_from(added + to_recent + to_history).unwrap_or(i64::MAX);
-    // Each series whose newest stored observation moved takes it (the one
-    // just written, or a newer one already there when this was a backfill)
-    // and this write's number, for readers that re-read only what moved. A
-    // source that sends every series' price in force each time (AWS's history
-    // does) moves only those that changed.
     let state = db.rows(
         "UPDATE catalog_state SET spot_changes = spot_changes + 1,
                 spot_recent_rows = spot_recent_rows + $1
@@ -359,32 +383,30 @@ fn write_spot(
         Some([change, rows]) => (change.int()?, rows.int()?),
         _ => return Err(StoreError::Corrupt("catalog_state has no row".to_owned())),
     };
-    let touched: Vec<String> = series.values().map(|(id, _)| id.to_string()).collect();
-    for chunk in touched.chunks(1000) {
+    // Each series whose newest stored observation moved takes it, and this
+    // write's number, for readers that re-read only what moved. Only a row
+    // newer than the series' newest moves it (a backfill's rows are older,
+    // and a source that sends every series' price in force each time, as
+    // AWS's history does, sends it again at its time), so the new newest is
+    // known here, without reading it back.
+    let moved: Vec<Val> = newest_now
+        .into_iter()
+        .flat_map(|(id, (at, usd))| [id.into(), at.into(), usd.into(), rate.into()])
+        .collect();
+    for chunk in moved.chunks(NEWEST_ROWS * 4) {
+        let mut params = Vec::with_capacity(chunk.len() + 1);
+        params.push(change.into());
+        params.extend_from_slice(chunk);
         db.exec(
             &format!(
                 "UPDATE spot_series
-                 SET (last_observed_at, last_usd_per_hour, last_fx_rate) = (
-                     SELECT observed_at, usd_per_hour, fx_rate FROM (
-                         SELECT * FROM (SELECT observed_at, usd_per_hour, fx_rate FROM spot_recent
-                                        WHERE series_id = spot_series.id
-                                        ORDER BY observed_at DESC LIMIT 1) AS r
-                         UNION ALL
-                         SELECT * FROM (SELECT observed_at, usd_per_hour, fx_rate FROM spot_observations
-                                        WHERE series_id = spot_series.id
-                                        ORDER BY observed_at DESC LIMIT 1) AS h
-                         WHERE NOT EXISTS (SELECT 1 FROM spot_recent
-                                           WHERE series_id = spot_series.id)
-                     ) AS newest LIMIT 1),
-                     changed_in = $1
-                 WHERE id IN ({})
-                   AND last_observed_at IS DISTINCT FROM coalesce(
-                       (SELECT max(observed_at) FROM spot_recent WHERE series_id = spot_series.id),
-                       (SELECT max(observed_at) FROM spot_observations
-                        WHERE series_id = spot_series.id))",
-                chunk.join(", ")
+                 SET last_observed_at = v.column2, last_usd_per_hour = v.column3,
+                     last_fx_rate = v.column4, changed_in = $1
+                 FROM (VALUES {}) AS v
+                 WHERE spot_series.id = v.column1",
+                spot_values(chunk.len() / 4, 1)
             ),
-            &[change.into()],
+            &params,
         )?;
     }
     if !appends {
@@ -408,18 +430,7 @@ fn write_spot(
 fn write_older_spot(db: &dyn Db, rows: &[Val]) -> Result<(u64, u64), StoreError> {
     let mut written = [0, 0];
     for chunk in rows.chunks(OLDER_ROWS * 4) {
-        let values: Vec<String> = (0..chunk.len() / 4)
-            .map(|i| {
-                let p = i * 4;
-                format!(
-                    "(CAST(${} AS BIGINT), CAST(${} AS BIGINT), CAST(${} AS DOUBLE PRECISION), CAST(${} AS DOUBLE PRECISION))",
-                    p + 1,
-                    p + 2,
-                    p + 3,
-                    p + 4
-                )
-            })
-            .collect();
+        let values = spot_values(chunk.len() / 4, 0);
         for (i, (table, history_after)) in [
             ("spot_observations", "EXISTS"),
             ("spot_recent", "NOT EXISTS"),
@@ -436,7 +447,7 @@ fn write_older_spot(db: &dyn Db, rows: &[Val]) -> Result<(u64, u64), StoreError>
                                             WHERE h.series_id = v.column1
                                               AND h.observed_at >= v.column2)
                      ON CONFLICT DO NOTHING",
-                    values.join(", ")
+                    values
                 ),
                 chunk,
             )?;

@@ -1039,6 +1039,38 @@ fn observations_in_the_recent_table_and_the_history_read_as_one(db) {
     assert_eq!(history(0), [3.5, 4.0, 5.0, 6.0]);
 }
 
+fn a_series_current_spot_price_is_its_newest_stored_observation(db) {
+    let pool = db.pool(0);
+    let observed = |h: i64, usd: f64| gpuplan_providers::SpotObservation {
+        region: "us-east-1".into(),
+        zone: "us-east-1a".into(),
+        instance_type: "gpu0.xlarge".into(),
+        usd_per_hour: usd,
+        observed_at: at(h),
+    };
+    let mut spot = Snapshot { scope: Scope::SpotHistory, ..snapshot(1, 1.0) };
+    let current = || {
+        let prices = pool.read(|s| s.price_part_as_of(None, None, PricePart::Spot)).unwrap();
+        let stored = pool
+            .read(|s| s.spot_history("gpu0.xlarge", None, None, None, at(0), None))
+            .unwrap();
+        let newest = stored.last().unwrap();
+        assert_eq!((prices[0].usd_per_hour, prices[0].observed_at), (newest.usd_per_hour, Some(newest.observed_at)));
+        (prices[0].usd_per_hour, prices[0].observed_at)
+    };
+    // Two prices at one time, out of order: the first of the newest is kept.
+    spot.spot_observations = vec![observed(2, 2.0), observed(1, 1.0), observed(2, 3.0)];
+    sync(&pool, &spot, 2);
+    assert_eq!(current(), (2.0, Some(at(2))));
+    // A backfill and the price in force sent again move nothing.
+    spot.spot_observations = vec![observed(0, 0.5), observed(2, 9.0)];
+    sync(&pool, &spot, 3);
+    assert_eq!(current(), (2.0, Some(at(2))));
+    spot.spot_observations = vec![observed(3, 4.0)];
+    sync(&pool, &spot, 4);
+    assert_eq!(current(), (4.0, Some(at(3))));
+}
+
 fn a_spot_write_moves_whole_series_beyond_the_size_of_spot_recent_going_round(db) {
     let pool = db.pool(0);
     let observed = |zone: &str, h: i64| gpuplan_providers::SpotObservation {
