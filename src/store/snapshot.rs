@@ -417,7 +417,7 @@ fn write_spot(
         sql::next_generation(db, false)?;
     }
     if recent_rows > RECENT_ROWS {
-        merge_recent_spot(db, recent_rows - RECENT_ROWS)?;
+        move_recent_spot(db, recent_rows - RECENT_ROWS)?;
     }
     Ok(())
 }
@@ -461,8 +461,8 @@ fn write_older_spot(db: &dyn Db, rows: &[Val]) -> Result<(u64, u64), StoreError>
 /// starts again from the first series), whole series at a time so that
 /// every row left is newer than its series' history. Readers see the same
 /// observations before and after.
-fn merge_recent_spot(db: &dyn Db, rows: i64) -> Result<(), StoreError> {
-    let _span = tracing::info_span!("merge_recent_spot", rows).entered();
+fn move_recent_spot(db: &dyn Db, rows: i64) -> Result<(), StoreError> {
+    let _span = tracing::info_span!("move_recent_spot", rows).entered();
     let from = sql::first(db, "SELECT spot_merged_to FROM catalog_state", &[])?
         .map_or(Ok(0), |v| v.int())?;
     // The series of the `rows`-th row from there: the move ends with it.
