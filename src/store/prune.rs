@@ -107,9 +107,10 @@ impl Prunable {
     /// The cutoff as this kind's rows keep their time: spot observations in
     /// microseconds, the others as text.
     fn cutoff(self, t: DateTime<Utc>) -> Val {
-        match self {
-            Self::SpotObservations | Self::SpotRecent => micros(t).into(),
-            _ => ts(t).into(),
+        if self.by_series() {
+            micros(t).into()
+        } else {
+            ts(t).into()
         }
     }
 
@@ -118,10 +119,7 @@ impl Prunable {
     /// that cost.
     #[must_use]
     pub fn batch(self) -> usize {
-        match self {
-            Self::SpotObservations | Self::SpotRecent => BATCH * 10,
-            _ => BATCH,
-        }
+        if self.by_series() { BATCH * 10 } else { BATCH }
     }
 
     /// The table, the key that identifies a row, and a query of the keys of

@@ -186,6 +186,30 @@ const SPOT_SERIES_MATCHING: &str =
 /// past it, a caller reads the window again.
 const APPENDED_SERIES_MAX: usize = 4000;
 
+/// The conditions that make `o` the observation of series `series` in force
+/// `before` a time (`"< $5"`, `"<= $3"`): `[o` in `spot_recent`, `o` in
+/// `spot_observations]`, to be joined as two arms of a `UNION ALL`. Every
+/// row of `spot_recent` is newer than its series' history, so the one in
+/// force is the newest before the time there if it holds one, else the
+/// history's; each arm is one seek.
+fn spot_in_force(series: &str, before: &str) -> [String; 2] {
+    let newest = |table: &str| {
+        format!(
+            "o.series_id = {series}
+             AND o.observed_at = (SELECT max(observed_at) FROM {table}
+                                  WHERE series_id = {series} AND observed_at {before})"
+        )
+    };
+    [
+        newest("spot_recent"),
+        format!(
+            "{} AND NOT EXISTS (SELECT 1 FROM spot_recent
+                                WHERE series_id = {series} AND observed_at {before})",
+            newest("spot_observations")
+        ),
+    ]
+}
+
 /// A plan as it was saved.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SavedPlan {
@@ -732,24 +756,15 @@ impl<B: Backend> Reads for B {
             // read once above, and the rows are put in order here, by number.
             let mut params = filter.to_vec();
             params.extend([micros(since).into(), probe_limit(limit).into()]);
+            let [recent, history] = spot_in_force("m.id", "< $5");
             db.each_row(
                 &format!(
                     "WITH matching AS ({MATCHING})
                      SELECT m.id, o.observed_at, o.usd_per_hour
-                     FROM matching m
-                     JOIN spot_recent o
-                       ON o.series_id = m.id
-                      AND o.observed_at = (SELECT max(observed_at) FROM spot_recent
-                                           WHERE series_id = m.id AND observed_at < $5)
+                     FROM matching m JOIN spot_recent o ON {recent}
                      UNION ALL
                      SELECT m.id, o.observed_at, o.usd_per_hour
-                     FROM matching m
-                     JOIN spot_observations o
-                       ON o.series_id = m.id
-                      AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
-                                           WHERE series_id = m.id AND observed_at < $5)
-                     WHERE NOT EXISTS (SELECT 1 FROM spot_recent
-                                       WHERE series_id = m.id AND observed_at < $5)
+                     FROM matching m JOIN spot_observations o ON {history}
                      UNION ALL
                      SELECT m.id, o.observed_at, o.usd_per_hour
                      FROM matching m
@@ -1076,32 +1091,23 @@ fn read_prices<B: Backend>(
         .map(|t| serde_json::to_string(t).map_err(|e| StoreError::Corrupt(e.to_string())))
         .transpose()?;
     // Now, a series' newest observation is on the series; at an earlier
-    // time it is one seek into `spot_recent`, else into the series' history
-    // (whose rows are all older than the recent ones). CROSS JOIN keeps
-    // SQLite from scanning every observation instead, testing each.
+    // time it is one seek (see `spot_in_force`). CROSS JOIN keeps SQLite
+    // from scanning every observation instead, testing each.
     let spot = if at.is_none() {
         "SELECT ss.provider, ss.region, ss.zone, ss.instance_type, ss.last_usd_per_hour AS usd,
                 ss.last_observed_at AS observed_at, ss.currency, ss.last_fx_rate AS fx_rate
          FROM spot_series ss
          WHERE ss.last_observed_at IS NOT NULL AND CAST($3 AS BIGINT) IS NULL"
+            .to_owned()
     } else {
-        "SELECT ss.provider, ss.region, ss.zone, ss.instance_type, o.usd_per_hour AS usd,
-                o.observed_at, ss.currency, o.fx_rate
-         FROM spot_series ss
-         CROSS JOIN spot_recent o
-         WHERE o.series_id = ss.id
-           AND o.observed_at = (SELECT max(observed_at) FROM spot_recent
-                                WHERE series_id = ss.id AND observed_at <= $3)
-         UNION ALL
-         SELECT ss.provider, ss.region, ss.zone, ss.instance_type, o.usd_per_hour AS usd,
-                o.observed_at, ss.currency, o.fx_rate
-         FROM spot_series ss
-         CROSS JOIN spot_observations o
-         WHERE o.series_id = ss.id
-           AND o.observed_at = (SELECT max(observed_at) FROM spot_observations
-                                WHERE series_id = ss.id AND observed_at <= $3)
-           AND NOT EXISTS (SELECT 1 FROM spot_recent
-                           WHERE series_id = ss.id AND observed_at <= $3)"
+        let columns = "ss.provider, ss.region, ss.zone, ss.instance_type, o.usd_per_hour AS usd,
+                       o.observed_at, ss.currency, o.fx_rate";
+        let [recent, history] = spot_in_force("ss.id", "<= $3");
+        format!(
+            "SELECT {columns} FROM spot_series ss CROSS JOIN spot_recent o WHERE {recent}
+             UNION ALL
+             SELECT {columns} FROM spot_series ss CROSS JOIN spot_observations o WHERE {history}"
+        )
     };
     b.on_conn(|db| {
         // Written out only when there are types, so that no `OR` keeps

@@ -376,11 +376,11 @@ fn write_spot(
     let state = db.rows(
         "UPDATE catalog_state SET spot_changes = spot_changes + 1,
                 spot_recent_rows = spot_recent_rows + $1
-         RETURNING spot_changes, spot_recent_rows",
+         RETURNING spot_changes, spot_recent_rows, spot_merged_to",
         &[recent_added.into()],
     )?;
-    let (change, recent_rows) = match state.first().map(Vec::as_slice) {
-        Some([change, rows]) => (change.int()?, rows.int()?),
+    let (change, recent_rows, moved_to) = match state.first().map(Vec::as_slice) {
+        Some([change, rows, moved_to]) => (change.int()?, rows.int()?, moved_to.int()?),
         _ => return Err(StoreError::Corrupt("catalog_state has no row".to_owned())),
     };
     // Each series whose newest stored observation moved takes it, and this
@@ -417,7 +417,7 @@ fn write_spot(
         sql::next_generation(db, false)?;
     }
     if recent_rows > RECENT_ROWS {
-        move_recent_spot(db, recent_rows - RECENT_ROWS)?;
+        move_recent_spot(db, moved_to, recent_rows - RECENT_ROWS)?;
     }
     Ok(())
 }
@@ -456,15 +456,13 @@ fn write_older_spot(db: &dyn Db, rows: &[Val]) -> Result<(u64, u64), StoreError>
     Ok((written[0], written[1]))
 }
 
-/// Moves at least `rows` rows of `spot_recent` into the history (as many
-/// as there are from the series where the last move stopped on, then it
-/// starts again from the first series), whole series at a time so that
-/// every row left is newer than its series' history. Readers see the same
-/// observations before and after.
-fn move_recent_spot(db: &dyn Db, rows: i64) -> Result<(), StoreError> {
+/// Moves at least `rows` rows of `spot_recent` into the history, from the
+/// series after `from` (where the last move stopped) on (as many as there
+/// are; then the next move starts again from the first series), whole
+/// series at a time so that every row left is newer than its series'
+/// history. Readers see the same observations before and after.
+fn move_recent_spot(db: &dyn Db, from: i64, rows: i64) -> Result<(), StoreError> {
     let _span = tracing::info_span!("move_recent_spot", rows).entered();
-    let from = sql::first(db, "SELECT spot_merged_to FROM catalog_state", &[])?
-        .map_or(Ok(0), |v| v.int())?;
     // The series of the `rows`-th row from there: the move ends with it.
     let to = sql::first(
         db,
