@@ -275,7 +275,16 @@ pub(crate) struct Part {
     kept: Vec<Arc<Kept>>,
     /// Where each GPU model's records are: most questions name a GPU, and
     /// one model is a fortieth of a market.
-    by_gpu: HashMap<String, Vec<usize>>,
+    by_gpu: HashMap<String, Model>,
+}
+
+/// The positions of one GPU model's records in a part.
+struct Model {
+    at: Vec<usize>,
+    /// `at` in the catalog's order, sorted the first time the model is
+    /// asked for: an answer then merges sorted runs instead of sorting
+    /// thousands of records each time.
+    in_order: OnceLock<Box<[usize]>>,
 }
 
 /// A record, and its JSON once an answer has sent it.
@@ -290,12 +299,16 @@ impl Part {
     }
 
     fn of(kept: Vec<Arc<Kept>>) -> Self {
-        let mut by_gpu: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_gpu: HashMap<String, Model> = HashMap::new();
         for (i, k) in kept.iter().enumerate() {
             match by_gpu.get_mut(&k.record.gpu_model) {
-                Some(at) => at.push(i),
+                Some(model) => model.at.push(i),
                 None => {
-                    by_gpu.insert(k.record.gpu_model.clone(), vec![i]);
+                    let model = Model {
+                        at: vec![i],
+                        in_order: OnceLock::new(),
+                    };
+                    by_gpu.insert(k.record.gpu_model.clone(), model);
                 }
             }
         }
@@ -345,22 +358,43 @@ impl Part {
         Ok(Self::of(kept))
     }
 
-    /// Where the records matching `filter` are, in the part's order.
+    /// Where the records matching `filter` are: in the catalog's order when
+    /// it names a GPU, else in the part's order.
     fn matching(&self, filter: &PriceFilter) -> Vec<usize> {
-        let mut found: Vec<usize> = if filter.gpus.is_empty() {
-            (0..self.kept.len()).collect()
-        } else {
-            self.by_gpu
-                .iter()
-                .filter(|(model, _)| filter.gpus.iter().any(|g| catalog::gpu_matches(model, g)))
-                .flat_map(|(_, at)| at.iter().copied())
-                .collect()
+        if filter.gpus.is_empty() {
+            let mut found: Vec<usize> = (0..self.kept.len()).collect();
+            if !filter.is_empty() {
+                found.retain(|&i| filter.matches(self.record(i)));
+            }
+            return found;
+        }
+        let mut found = Vec::new();
+        let mut models = 0;
+        for (name, model) in &self.by_gpu {
+            if filter.gpus.iter().any(|g| catalog::gpu_matches(name, g)) {
+                found.extend_from_slice(model.in_order(self));
+                models += 1;
+            }
+        }
+        if models > 1 {
+            self.sort(&mut found);
+        }
+        // Every record found has a GPU asked for: the rest of the filter
+        // is checked on each.
+        let rest = PriceFilter {
+            gpus: Vec::new(),
+            ..filter.clone()
         };
-        if !filter.is_empty() {
-            found.sort_unstable();
-            found.retain(|&i| filter.matches(self.record(i)));
+        if !rest.is_empty() {
+            found.retain(|&i| rest.matches(self.record(i)));
         }
         found
+    }
+
+    /// Sorts positions of this part in the catalog's order. A stable sort:
+    /// runs already in order, as each model's are, are merged, not sorted.
+    fn sort(&self, positions: &mut [usize]) {
+        positions.sort_by(|&i, &j| catalog::catalog_order(self.record(i), self.record(j)));
     }
 
     /// Record `i`'s JSON, encoded the first time it is asked for.
@@ -372,6 +406,16 @@ impl Part {
         let encoded = serde_json::to_vec(&kept.record)?.into_boxed_slice();
         // Another request may have encoded it meanwhile: the same bytes.
         Ok(kept.json.get_or_init(|| encoded))
+    }
+}
+
+impl Model {
+    fn in_order(&self, part: &Part) -> &[usize] {
+        self.in_order.get_or_init(|| {
+            let mut at = self.at.clone();
+            part.sort(&mut at);
+            at.into_boxed_slice()
+        })
     }
 }
 
@@ -543,7 +587,8 @@ impl Records {
             .flat_map(|part| part.matching(filter).into_iter().map(|i| part.record(i)))
     }
 
-    /// Where each record matching `filter` is, in the catalog's order.
+    /// Where each record matching `filter` is, in the catalog's order: a
+    /// stable sort, which merges the parts' answers when they come in order.
     fn matching(&self, filter: &PriceFilter) -> Vec<(&Part, usize)> {
         let mut found: Vec<(&Part, usize)> = [&*self.list, &*self.spot]
             .into_iter()
@@ -1219,6 +1264,18 @@ mod tests {
             expected.sort_by(catalog::catalog_order);
             assert!(expected.len() >= 3, "{filter:?}");
             assert_eq!(copy.prices(&filter), expected);
+            // Each part answers a GPU in the catalog's order, for the
+            // answer to merge.
+            for part in [&copy.list, &copy.spot] {
+                let found = part.matching(&filter);
+                assert!(found.len() >= 2, "{filter:?}");
+                assert!(
+                    found.windows(2).all(|w| {
+                        catalog::catalog_order(part.record(w[0]), part.record(w[1])).is_le()
+                    }),
+                    "{filter:?}"
+                );
+            }
             assert_eq!(
                 copy.prices_json(&filter).unwrap(),
                 serde_json::to_vec(&expected).unwrap()
