@@ -739,6 +739,8 @@ fn kept_or_read<T>(
 /// trimmed to `q`'s window, when that read holds the state `generation` the
 /// caller read before any of it; else that read extended by what spot
 /// writes appended since, when they only appended; else read and kept.
+/// The answer itself is kept for the same question, window and `now` in
+/// the same state.
 ///
 /// # Errors
 /// On a store error; `TooLarge` past `q.max_observations`.
@@ -748,12 +750,25 @@ pub(crate) fn spot_history_answer(
     cache: &Mutex<CatalogCache>,
     generation: Generation,
     q: &catalog::SpotQuery,
-) -> Result<Vec<u8>, StoreError> {
+) -> Result<Bytes, StoreError> {
     let question = [&q.provider, &q.region, &q.zone]
         .iter()
         .fold(q.instance_type.clone(), |key, part| {
             format!("{key}\n{}", part.as_deref().unwrap_or("\u{0}"))
         });
+    let answer = (
+        format!(
+            "spot-history\n{question}\n{}\n{}\n{:?}@{}",
+            q.since.timestamp_micros(),
+            fresh.now.timestamp_micros(),
+            q.max_observations,
+            generation.data
+        ),
+        fresh.stale_sources(),
+    );
+    if let Some(hit) = lock(cache).answer(&answer) {
+        return Ok(hit);
+    }
     let kept = kept_or_read(
         cache,
         (Slot::History, (question, Vec::new())),
@@ -780,7 +795,9 @@ pub(crate) fn spot_history_answer(
             Ok((kept.clone(), Value::History(kept), bytes))
         },
     )?;
-    kept.answer(q, fresh)
+    let body = Bytes::from(kept.answer(q, fresh)?);
+    lock(cache).keep_answer(answer, body.clone());
+    Ok(body)
 }
 
 /// Where current records are kept: list prices until they change, spot
@@ -1419,8 +1436,12 @@ mod tests {
                 };
                 let cached = spot_history_answer(store, &fresh, &cache, generation, &q)?;
                 let read = serde_json::to_vec(&catalog::spot_history(store, &q, &fresh)?).unwrap();
+                // The same question in the same state and second: the
+                // answer kept, not encoded again.
+                let again = spot_history_answer(store, &fresh, &cache, generation, &q)?;
+                assert_eq!(again.as_ptr(), cached.as_ptr());
                 Ok::<_, StoreError>((
-                    String::from_utf8(cached).unwrap(),
+                    String::from_utf8(cached.to_vec()).unwrap(),
                     String::from_utf8(read).unwrap(),
                     generation.data,
                 ))

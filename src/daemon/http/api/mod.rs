@@ -14,7 +14,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use axum::{Json, Router};
-use chrono::Utc;
+use chrono::{SubsecRound, Utc};
 use serde_json::{Value, json};
 
 use crate::catalog::{self, Freshness, SpotQuery};
@@ -240,8 +240,11 @@ async fn spot_history(
         ApiError::bad_parameter("instance", "required, e.g. instance=p5.48xlarge")
     })?;
     let since_text = p.one("since")?.unwrap_or_else(|| "7d".to_owned());
-    let since = catalog::parse_since(&since_text, Utc::now())
-        .map_err(|e| ApiError::bad_parameter("since", e))?;
+    // To the second: the requests of one second in one state of the
+    // catalog ask one question, answered once (a dashboard many watch).
+    let now = Utc::now().trunc_subsecs(0);
+    let since =
+        catalog::parse_since(&since_text, now).map_err(|e| ApiError::bad_parameter("since", e))?;
     let query = SpotQuery {
         instance_type,
         provider: p.one("provider")?,
@@ -252,6 +255,7 @@ async fn spot_history(
     };
     let body = read(&state, move |store, fresh, state| {
         let generation = store.catalog_generation()?;
+        let fresh = Freshness { now, ..fresh };
         spot_history_answer(store, &fresh, &state.cache, generation, &query)
     })
     .await
