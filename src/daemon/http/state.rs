@@ -766,10 +766,26 @@ pub(crate) fn spot_history_answer(
         ),
         fresh.stale_sources(),
     );
-    if let Some(hit) = lock(cache).answer(&answer) {
-        return Ok(hit);
-    }
-    let kept = kept_or_read(
+    // Requests that miss together wait for one answer: each is megabytes
+    // of statistics and copying, as the first after a sync is.
+    kept_or_read(cache, (Slot::Answer, answer), CatalogCache::answer, |_| {
+        let body =
+            Bytes::from(history_answer(store, cache, generation, q, question)?.answer(q, fresh)?);
+        let bytes = body.len();
+        Ok((body.clone(), Value::Answer(body), bytes))
+    })
+}
+
+/// The spot history `question` last read, for `q` in the state
+/// `generation`: see [`spot_history_answer`].
+fn history_answer(
+    store: &dyn crate::store::Store,
+    cache: &Mutex<CatalogCache>,
+    generation: Generation,
+    q: &catalog::SpotQuery,
+    question: String,
+) -> Result<Arc<KeptHistory>, StoreError> {
+    kept_or_read(
         cache,
         (Slot::History, (question, Vec::new())),
         |cache, key| {
@@ -794,10 +810,7 @@ pub(crate) fn spot_history_answer(
             let bytes = kept.bytes();
             Ok((kept.clone(), Value::History(kept), bytes))
         },
-    )?;
-    let body = Bytes::from(kept.answer(q, fresh)?);
-    lock(cache).keep_answer(answer, body.clone());
-    Ok(body)
+    )
 }
 
 /// Where current records are kept: list prices until they change, spot
