@@ -37,6 +37,12 @@ impl TestDb {
     pub fn pool(&self, readers: usize) -> Pool {
         Pool::open(&self.location(), readers).unwrap()
     }
+
+    /// Whether spot writes leave new observations in `spot_recent`
+    /// (SQLite), rather than write them into the history (PostgreSQL).
+    pub fn writes_recent(&self) -> bool {
+        matches!(self, Self::Sqlite(_))
+    }
 }
 
 /// Defines each test once, as `name::sqlite` and `name::postgres`.
@@ -86,6 +92,23 @@ pub fn move_recent_to_history(pool: &Pool) {
          DELETE FROM spot_recent;
          UPDATE catalog_state SET spot_recent_rows = 0;",
     );
+}
+
+/// The history's rows after `after` of the series `series` selects
+/// (`WHERE series_id ...`), moved into `spot_recent` and counted there: as
+/// SQLite's writes leave new observations, and as a PostgreSQL store copied
+/// from SQLite holds them. Every row moved is newer than what stays.
+pub fn hold_in_recent(pool: &Pool, series: &str, after: DateTime<Utc>) {
+    let rows = format!(
+        "FROM spot_observations WHERE series_id {series} AND observed_at > {}",
+        after.timestamp_micros()
+    );
+    pool.raw_execute(&format!(
+        "INSERT INTO spot_recent (series_id, observed_at, usd_per_hour, fx_rate)
+         SELECT series_id, observed_at, usd_per_hour, fx_rate {rows};
+         DELETE {rows};
+         UPDATE catalog_state SET spot_recent_rows = (SELECT count(*) FROM spot_recent);"
+    ));
 }
 
 /// Id of the most recent good run of `source`, if any.
