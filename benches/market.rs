@@ -659,9 +659,10 @@ async fn measure(
     );
 
     // The write cost alone: syncs while nothing is asked of the daemon, long
-    // enough that every series' recent observations move into the history
-    // twice (spot_recent holds about 25 of these syncs' observations, and
-    // each sync moves the rows of the next series round beyond that).
+    // enough on SQLite that every series' recent observations move into the
+    // history twice (spot_recent holds about 25 of these syncs'
+    // observations, and each sync moves the rows of the next series round
+    // beyond that); PostgreSQL writes them into the history directly.
     let quiet = tokio::time::sleep(Duration::from_secs(50));
     write_costs(
         "no requests",
