@@ -208,9 +208,14 @@ impl Drop for PgPool {
 /// Waits for `f` on this thread, with `handle`'s runtime current: that
 /// runtime drives the sockets and timers `f` waits on, so this works from
 /// any thread, inside another runtime or not.
+///
+/// Unconstrained by tokio's budget: on a task of another runtime (the CLI
+/// calls the store on its own), once the task's budget is spent the pool's
+/// semaphore answers "not yet" until the task yields, which it cannot
+/// while this thread waits here: a prune of many batches spun forever.
 pub(super) fn block_on<F: Future>(handle: &tokio::runtime::Handle, f: F) -> F::Output {
     let _entered = handle.enter();
-    futures_executor::block_on(f)
+    futures_executor::block_on(tokio::task::unconstrained(f))
 }
 
 /// The store on one pooled connection.

@@ -199,3 +199,34 @@ fn the_stamp_of_a_spot_write_finds_room_on_its_series_page() {
         "{moved} of 500 stamped rows moved to other pages"
     );
 }
+
+#[test]
+fn many_calls_from_a_task_of_a_runtime_do_not_spin() {
+    // The CLI calls the store on its runtime's thread; tokio lets a task poll
+    // so much before it yields, and a pool call that waits past that would
+    // wait forever for a turn only yielding gives it.
+    let Some(db) = TestDb::postgres() else {
+        return;
+    };
+    let pool = db.pool(0);
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let calls = rt.block_on(async {
+            let mut calls = 0;
+            for _ in 0..1000 {
+                pool.read(|s| s.catalog_generation()).unwrap();
+                calls += 1;
+            }
+            calls
+        });
+        done.send(calls).unwrap();
+    });
+    let calls = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("1000 reads from a runtime's task did not end in a minute");
+    assert_eq!(calls, 1000);
+}
