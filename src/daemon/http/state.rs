@@ -98,7 +98,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// [`crate::store::Store::catalog_generation`] identifies exactly, whichever
 /// process wrote it, within [`ANSWERS_BUDGET_BYTES`] and
 /// [`RECORDS_BUDGET_BYTES`]: when an entry would pass its budget, the least
-/// recently used of its kind go until half the budget is free.
+/// recently used of its kind go (see [`Slot::evicted_to`]).
 #[derive(Default)]
 pub struct CatalogCache {
     generation: Option<Generation>,
@@ -254,6 +254,22 @@ impl Slot {
             Self::Answer => ANSWERS_BUDGET_BYTES,
             Self::List | Self::Spot | Self::Rank => RECORDS_BUDGET_BYTES,
             Self::History => HISTORY_BUDGET_BYTES,
+        }
+    }
+
+    /// How many bytes of `budget` this kind keeps at most, with the entry
+    /// being kept, once it has passed the budget. Answers and history are
+    /// many entries: half the budget goes at once, so that a full cache
+    /// does not sort them on every entry. Records are the catalog's copy,
+    /// whose list part alone is most of their budget on a whole market:
+    /// freeing half would drop it whenever the parts of two states of the
+    /// catalog overlap (a request that read the state before a commit keeps
+    /// its records after one that read the state after it), and reading it
+    /// again takes a second; they go only until the entry fits.
+    fn evicted_to(self, budget: usize) -> usize {
+        match self.class() {
+            1 => budget,
+            _ => budget / 2,
         }
     }
 }
@@ -496,7 +512,7 @@ impl CatalogCache {
                 .collect();
             by_use.sort_unstable_by_key(|(used, _)| *used);
             for (_, k) in by_use {
-                if self.cached_bytes[class] + bytes <= budget / 2 {
+                if self.cached_bytes[class] + bytes <= slot.evicted_to(budget) {
                     break;
                 }
                 if let Some(gone) = self.entries.remove(&k) {
@@ -1215,6 +1231,28 @@ mod tests {
         assert_eq!(cache.entries.len(), 2);
         assert!(cache.records(Slot::List, &key("a")).is_some());
         assert_eq!(cache.cached_bytes, [150, 90, 0]);
+    }
+
+    #[test]
+    fn the_catalog_copy_outlives_the_spot_records_of_two_states() {
+        let mut cache = CatalogCache::default();
+        let part = || Value::Records(Arc::new(Part::new(Vec::new())));
+        cache.keep_within(Slot::List, key("list@1"), part(), 70, 100);
+        cache.keep_within(Slot::Spot, key("spot@2"), part(), 15, 100);
+        // A request that read state 1 keeps its spot records after one that
+        // read state 2, having used the list part last.
+        assert!(cache.records(Slot::List, &key("list@1")).is_some());
+        cache.keep_within(Slot::Spot, key("spot@1"), part(), 20, 100);
+        let kept: Vec<bool> = [
+            (Slot::List, "list@1"),
+            (Slot::Spot, "spot@2"),
+            (Slot::Spot, "spot@1"),
+        ]
+        .iter()
+        .map(|(slot, k)| cache.records(*slot, &key(k)).is_some())
+        .collect();
+        assert_eq!(kept, [true, false, true]);
+        assert_eq!(cache.cached_bytes, [0, 90, 0]);
     }
 
     fn record(provider: &str, gpu: &str, usd: f64, window: Option<i64>) -> catalog::CatalogRecord {
