@@ -34,6 +34,7 @@ macro_rules! all_steps {
             "0020_spot_series_changes",
             "0021_spot_series_room_to_update",
             "0022_spot_recent",
+            "0023_spot_prune_marker",
         )
     };
 }

@@ -344,6 +344,16 @@ impl<B: Backend> Prune for B {
             if done.deleted > 0 {
                 sql::next_generation(db, kind == Prunable::PriceVersions)?;
             }
+            if kind.by_series() && done.deleted > 0 {
+                // Readers keep the spot history they read from the cutoff on.
+                db.exec(
+                    "UPDATE catalog_state
+                     SET spot_prunes = spot_prunes + 1,
+                         spot_pruned_before = CASE WHEN spot_pruned_before < $1
+                                              THEN $1 ELSE spot_pruned_before END",
+                    &[micros(cutoff).into()],
+                )?;
+            }
             if kind == Prunable::SpotRecent && done.deleted > 0 {
                 // The count that decides how much of it each spot write moves.
                 db.exec(

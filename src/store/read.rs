@@ -25,18 +25,35 @@ pub struct Generation {
     /// Spot writes so far: each stamps the spot series it touched with its
     /// number (see [`Reads::spot_quotes_changed_after`]).
     pub spot: i64,
+    /// Batches of spot history pruned so far; each raises `data` too.
+    pub spot_prunes: i64,
+    /// The latest cutoff spot history was pruned before, in microseconds
+    /// since the epoch (0 before any prune): spot history from that time on
+    /// is as it was before every prune so far.
+    pub spot_pruned_before: i64,
 }
 
 impl Generation {
     /// Whether everything written between `earlier` and this state was spot
-    /// observations newer than their series' newest: a read of spot history
-    /// in `earlier` is then this state's once the points of the series
-    /// stamped since are added (see [`Reads::spot_points_appended`]).
+    /// observations newer than their series' newest, or prunes of spot
+    /// history before `since`: a read of spot history from `since` in
+    /// `earlier` is then this state's once the points of the series stamped
+    /// since are added (see [`Reads::spot_points_appended`]).
     #[must_use]
-    pub fn only_appended_since(&self, earlier: &Self) -> bool {
+    pub fn only_appended_since(&self, earlier: &Self, since: DateTime<Utc>) -> bool {
+        let others = |g: &Self| g.data - g.spot - g.spot_prunes;
         self.list_prices == earlier.list_prices
-            && self.data - self.spot == earlier.data - earlier.spot
+            && others(self) == others(earlier)
             && self.spot >= earlier.spot
+            && self.spot_prunes >= earlier.spot_prunes
+            && (self.spot_prunes == earlier.spot_prunes || self.pruned_before(since))
+    }
+
+    /// Whether every prune of spot history so far was of what is older than
+    /// `since`, leaving the history from `since` on as it was.
+    #[must_use]
+    pub fn pruned_before(&self, since: DateTime<Utc>) -> bool {
+        self.spot_pruned_before <= micros(since)
     }
 }
 
@@ -969,7 +986,8 @@ impl<B: Backend> Reads for B {
     fn catalog_generation(&self) -> Result<Generation, StoreError> {
         let rows = self.on_conn(|db| {
             db.rows(
-                "SELECT generation, list_generation, spot_changes FROM catalog_state",
+                "SELECT generation, list_generation, spot_changes, spot_prunes, spot_pruned_before
+                 FROM catalog_state",
                 &[],
             )
         })?;
@@ -980,6 +998,8 @@ impl<B: Backend> Reads for B {
             data: r[0].int()?,
             list_prices: r[1].int()?,
             spot: r[2].int()?,
+            spot_prunes: r[3].int()?,
+            spot_pruned_before: r[4].int()?,
         })
     }
 

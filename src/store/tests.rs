@@ -636,7 +636,7 @@ fn a_read_of_spot_history_extended_by_what_spot_writes_appended_is_a_read_of_all
     ];
     sync(&pool, &spot, 1);
     let after = generation();
-    assert!(after.only_appended_since(&before));
+    assert!(after.only_appended_since(&before, at(0)));
     let points = appended(before.spot, newest(&earlier)).unwrap();
     assert_eq!(points.len(), 1, "only zone a was appended to");
     let mut extended = earlier.clone();
@@ -651,14 +651,15 @@ fn a_read_of_spot_history_extended_by_what_spot_writes_appended_is_a_read_of_all
     // A series new since the read: the window is read again.
     spot.spot_observations = vec![observed("us-east-1c", 3.0, 40)];
     sync(&pool, &spot, 2);
-    assert!(generation().only_appended_since(&after));
+    assert!(generation().only_appended_since(&after, at(0)));
     assert_eq!(appended(after.spot, newest(&now)), None);
     // A point before its series' newest is no append, and the state says so.
     let before_backfill = generation();
     spot.spot_observations = vec![observed("us-east-1a", 1.6, 15)];
     assert_eq!(sync(&pool, &spot, 3).spot_added, 1);
-    assert!(!generation().only_appended_since(&before_backfill));
-    // Nor is a prune.
+    assert!(!generation().only_appended_since(&before_backfill, at(0)));
+    // Nor is a prune of what a read from hour 0 holds; for a read from
+    // after its cutoff, it changed nothing.
     let before_prune = generation();
     let retention = Retention {
         spot_history: Some(std::time::Duration::from_secs(1)),
@@ -666,7 +667,26 @@ fn a_read_of_spot_history_extended_by_what_spot_writes_appended_is_a_read_of_all
     };
     let pruned = prune(&pool, &retention, at(10), false).unwrap();
     assert!(pruned.spot_recent + pruned.spot_observations > 0);
-    assert!(!generation().only_appended_since(&before_prune));
+    assert!(!generation().only_appended_since(&before_prune, at(0)));
+    assert!(generation().only_appended_since(&before_prune, at(10)));
+    // Pruned again before an earlier time: what was read from hour 10 on
+    // is still as it was.
+    let before_second = generation();
+    let older = Retention {
+        spot_history: Some(std::time::Duration::from_secs(7200)),
+        ..Retention::default()
+    };
+    spot.spot_observations = vec![observed("us-east-1a", 1.9, 7)];
+    sync(&pool, &spot, 4);
+    let written = generation();
+    assert!(prune(&pool, &older, at(10), false).unwrap().total() > 0);
+    assert!(!generation().only_appended_since(&written, at(0)));
+    assert!(generation().only_appended_since(&written, at(10)));
+    assert!(
+        !generation().only_appended_since(&written, at(9)),
+        "the first prune's later cutoff is the one that counts"
+    );
+    assert!(!generation().only_appended_since(&before_second, at(10)), "the write was no append");
 }
 
 fn each_spot_batch_goes_on_from_the_series_the_one_before_stopped_in(db) {

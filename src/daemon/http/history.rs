@@ -4,7 +4,8 @@
 //! read with its oldest points left out: `since=30d` asked again a second
 //! later trims the read instead of reading and encoding 2 MiB again. After
 //! spot syncs that only appended to their series, the read is extended by
-//! the points they added instead of read again.
+//! the points they added instead of read again, and a prune of what is older
+//! than the window leaves it as it is.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -120,7 +121,8 @@ impl KeptHistory {
     /// [`Generation::only_appended_since`]) and recent enough at `now` to
     /// be extended.
     pub(crate) fn extends_to(&self, generation: Generation, now: DateTime<Utc>) -> bool {
-        generation.only_appended_since(&self.generation) && now - self.read_at < EXTENDED_FOR
+        generation.only_appended_since(&self.generation, self.since)
+            && now - self.read_at < EXTENDED_FOR
     }
 
     /// The spot writes this read holds: those numbered up to this.
@@ -383,6 +385,8 @@ mod tests {
         data: 10,
         list_prices: 4,
         spot: 6,
+        spot_prunes: 2,
+        spot_pruned_before: 0,
     };
 
     fn query(since: DateTime<Utc>) -> SpotQuery {
@@ -451,12 +455,23 @@ mod tests {
             data: STATE.data + data,
             list_prices: STATE.list_prices + list_prices,
             spot: STATE.spot + spot,
+            ..STATE
         };
         assert!(kept.extends_to(moved(1, 0, 1), at(40)));
         assert!(kept.extends_to(moved(5, 0, 5), at(40) + Duration::hours(23)));
         // A day after the whole read, it is read again.
         assert!(!kept.extends_to(moved(1, 0, 1), at(40) + Duration::hours(24)));
-        // A prune, a write before a series' newest, a sync of list prices.
+        // A prune of spot history before the read's window changed nothing
+        // it holds; one within it did.
+        let pruned = |before: DateTime<Utc>| Generation {
+            spot_prunes: STATE.spot_prunes + 1,
+            spot_pruned_before: before.timestamp_micros(),
+            ..moved(2, 0, 1)
+        };
+        assert!(kept.extends_to(pruned(at(3)), at(40)));
+        assert!(!kept.extends_to(pruned(at(4)), at(40)));
+        // Any other change, a write before a series' newest, a sync of list
+        // prices.
         assert!(!kept.extends_to(moved(1, 0, 0), at(40)));
         assert!(!kept.extends_to(moved(2, 0, 1), at(40)));
         assert!(!kept.extends_to(moved(1, 1, 1), at(40)));

@@ -233,6 +233,10 @@ enum Slot {
     Spot,
     /// Spot history one question read (see [`KeptHistory`]).
     History,
+    /// An encoded spot-history answer, keyed by the state it answers for,
+    /// which a prune before its window does not change (see
+    /// [`spot_history_answer`]).
+    HistoryAnswer,
     /// An order of current records a table sorts by (see [`ranked`]).
     Rank,
 }
@@ -243,7 +247,7 @@ impl Slot {
     /// catalog, nor a long window of history they all trim.
     fn class(self) -> usize {
         match self {
-            Self::Answer => 0,
+            Self::Answer | Self::HistoryAnswer => 0,
             Self::List | Self::Spot | Self::Rank => 1,
             Self::History => 2,
         }
@@ -251,7 +255,7 @@ impl Slot {
 
     fn budget(self) -> usize {
         match self {
-            Self::Answer => ANSWERS_BUDGET_BYTES,
+            Self::Answer | Self::HistoryAnswer => ANSWERS_BUDGET_BYTES,
             Self::List | Self::Spot | Self::Rank => RECORDS_BUDGET_BYTES,
             Self::History => HISTORY_BUDGET_BYTES,
         }
@@ -459,17 +463,25 @@ const RECORD_BYTES: usize = std::mem::size_of::<catalog::CatalogRecord>()
 
 impl CatalogCache {
     /// Forgets what `generation` makes out of date: everything when list
-    /// prices moved, else all but the list-price records and spot history.
+    /// prices moved, else all but the list-price records and spot history,
+    /// and spot-history answers too when only prunes of spot history came
+    /// between.
     fn follow(&mut self, generation: Generation) {
         let list_moved = self
             .generation
             .is_none_or(|g| g.list_prices != generation.list_prices);
+        let only_pruned = self.generation.is_some_and(|g| {
+            !list_moved && g.data - g.spot_prunes == generation.data - generation.spot_prunes
+        });
         self.entries
             .retain(|(slot, _), entry| match (slot, &entry.value) {
                 // Spot history says which state it holds (see
                 // `spot_history_answer`): a read that later spot writes only
                 // appended to is extended instead of read again.
                 (Slot::List | Slot::History, _) => !list_moved,
+                // Each names the state it answers for: one whose window a
+                // prune left as it was answers for the pruned state too.
+                (Slot::HistoryAnswer, _) => only_pruned,
                 // Orders outlive a change that left their records as they were.
                 (Slot::Rank, Value::Rank(rank)) => {
                     rank.list.strong_count() > 0 && rank.spot.strong_count() > 0
@@ -534,7 +546,11 @@ impl CatalogCache {
 
     /// A cached `/v1/prices` answer.
     pub(crate) fn answer(&mut self, key: &RecordsKey) -> Option<Bytes> {
-        match self.get(Slot::Answer, key)? {
+        self.body(Slot::Answer, key)
+    }
+
+    fn body(&mut self, slot: Slot, key: &RecordsKey) -> Option<Bytes> {
+        match self.get(slot, key)? {
             Value::Answer(body) => Some(body),
             Value::Records(_) | Value::History(_) | Value::Rank(_) => None,
         }
@@ -756,7 +772,8 @@ fn kept_or_read<T>(
 /// caller read before any of it; else that read extended by what spot
 /// writes appended since, when they only appended; else read and kept.
 /// The answer itself is kept for the same question, window and `now` in
-/// the same state.
+/// the same state, or one that since pruned only what is older than the
+/// window.
 ///
 /// # Errors
 /// On a store error; `TooLarge` past `q.max_observations`.
@@ -772,19 +789,26 @@ pub(crate) fn spot_history_answer(
         .fold(q.instance_type.clone(), |key, part| {
             format!("{key}\n{}", part.as_deref().unwrap_or("\u{0}"))
         });
+    // A prune of what is older than the window leaves the answer as it was:
+    // keyed by the other changes alone, it outlives the prune's batches.
+    let state = if generation.pruned_before(q.since) {
+        format!("{}~", generation.data - generation.spot_prunes)
+    } else {
+        generation.data.to_string()
+    };
     let answer = (
         format!(
-            "spot-history\n{question}\n{}\n{}\n{:?}@{}",
+            "spot-history\n{question}\n{}\n{}\n{:?}@{state}",
             q.since.timestamp_micros(),
             fresh.now.timestamp_micros(),
             q.max_observations,
-            generation.data
         ),
         fresh.stale_sources(),
     );
     // Requests that miss together wait for one answer: each is megabytes
     // of statistics and copying, as the first after a sync is.
-    kept_or_read(cache, (Slot::Answer, answer), CatalogCache::answer, |_| {
+    let take = |cache: &mut CatalogCache, key: &RecordsKey| cache.body(Slot::HistoryAnswer, key);
+    kept_or_read(cache, (Slot::HistoryAnswer, answer), take, |_| {
         let body =
             Bytes::from(history_answer(store, cache, generation, q, question)?.answer(q, fresh)?);
         let bytes = body.len();
@@ -1191,6 +1215,8 @@ mod tests {
             data: 2,
             list_prices: 1,
             spot: 2,
+            spot_prunes: 0,
+            spot_pruned_before: 0,
         });
         assert_eq!(order(&patched, "price"), [2, 1, 0]);
         assert_eq!(computed.get(), 3);
@@ -1360,6 +1386,8 @@ mod tests {
             data: 1,
             list_prices: 1,
             spot: 1,
+            spot_prunes: 0,
+            spot_pruned_before: 0,
         };
         std::thread::scope(|s| {
             for _ in 0..4 {
@@ -1401,6 +1429,8 @@ mod tests {
             data: 3,
             list_prices: 2,
             spot: 1,
+            spot_prunes: 0,
+            spot_pruned_before: 0,
         };
         assert_eq!(read_again(full_sync), 5);
         assert!(lock(&cache).reading.is_empty());
@@ -1523,6 +1553,43 @@ mod tests {
         let (cached, read, _) = ask(at(2));
         assert_eq!(cached, read);
         assert!(cached.contains("6.5") && !kept_since(at(1)), "{cached}");
+        // A prune of what is older than a window keeps its answer; a window
+        // from before the cutoff is read again.
+        let answer = |since| {
+            pool.read(|store| {
+                let generation = store.catalog_generation()?;
+                lock(&cache).follow(generation);
+                let fresh = Freshness::new(store.last_good_syncs()?, BTreeMap::new(), at(9));
+                let q = catalog::SpotQuery {
+                    instance_type: "gpu0.xlarge".into(),
+                    provider: None,
+                    region: None,
+                    zone: None,
+                    since,
+                    max_observations: Some(100),
+                };
+                spot_history_answer(store, &fresh, &cache, generation, &q)
+            })
+            .unwrap()
+        };
+        let (_, _, unpruned) = ask(at(2));
+        let kept = answer(at(2));
+        let retention = crate::store::Retention {
+            spot_history: Some(Duration::from_secs(3600)),
+            ..crate::store::Retention::default()
+        };
+        let pruned = crate::store::prune(&pool, &retention, at(3), false).unwrap();
+        assert!(pruned.spot_observations + pruned.spot_recent > 0);
+        let (cached, read, data) = ask(at(2));
+        assert_eq!(cached, read);
+        assert!(data > unpruned);
+        assert_eq!(
+            answer(at(2)).as_ptr(),
+            kept.as_ptr(),
+            "kept across the prune"
+        );
+        let (cached, read, _) = ask(at(1));
+        assert_eq!(cached, read);
         // More observations than asked for are refused, kept or not.
         let refused = pool.read(|store| {
             let q = catalog::SpotQuery {
@@ -1629,6 +1696,8 @@ mod tests {
             data,
             list_prices,
             spot: data,
+            spot_prunes: 0,
+            spot_pruned_before: 0,
         };
         cache.follow(at(1, 1));
         cache.keep(Slot::List, key("q"), records(), 10);
