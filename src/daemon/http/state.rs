@@ -271,9 +271,9 @@ impl Slot {
     /// its records after one that read the state after it), and reading it
     /// again takes a second; they go only until the entry fits.
     fn evicted_to(self, budget: usize) -> usize {
-        match self.class() {
-            1 => budget,
-            _ => budget / 2,
+        match self {
+            Self::List | Self::Spot | Self::Rank => budget,
+            Self::Answer | Self::HistoryAnswer | Self::History => budget / 2,
         }
     }
 }
