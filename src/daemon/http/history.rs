@@ -169,6 +169,20 @@ impl KeptHistory {
         })
     }
 
+    /// This read as the catalog's state `generation`, to which it
+    /// [`KeptHistory::extends_to`] with nothing appended (no spot write
+    /// since, only prunes before its window): nothing is read, encoded or
+    /// ordered again.
+    pub(crate) fn restamped(&self, generation: Generation) -> Self {
+        Self {
+            since: self.since,
+            generation,
+            read_at: self.read_at,
+            series: self.series.clone(),
+            by_price: self.by_price.clone(),
+        }
+    }
+
     /// Whether the answer to a window from `since` on is in this read.
     pub(crate) fn holds(&self, since: DateTime<Utc>) -> bool {
         self.since <= since

@@ -838,13 +838,22 @@ fn history_answer(
             let earlier = lock(cache)
                 .history(key)
                 .filter(|k| k.holds(q.since) && k.extends_to(generation, now));
-            let appended = match &earlier {
-                Some(k) => catalog::spot_series_appended(store, q, k.spot_writes(), &k.newest())?,
-                None => None,
-            };
-            let encoded = match (earlier, appended) {
-                (Some(k), Some(points)) => k.extended(&points, generation),
-                _ => KeptHistory::new(catalog::spot_series(store, q)?, q.since, generation, now),
+            let encoded = match earlier {
+                // Only prunes before its window since: a prune's batches
+                // ask nothing of the store.
+                Some(k) if k.spot_writes() == generation.spot => Ok(k.restamped(generation)),
+                Some(k) => {
+                    match catalog::spot_series_appended(store, q, k.spot_writes(), &k.newest())? {
+                        Some(points) => k.extended(&points, generation),
+                        None => KeptHistory::new(
+                            catalog::spot_series(store, q)?,
+                            q.since,
+                            generation,
+                            now,
+                        ),
+                    }
+                }
+                None => KeptHistory::new(catalog::spot_series(store, q)?, q.since, generation, now),
             };
             let kept = Arc::new(encoded.map_err(|e| StoreError::Corrupt(e.to_string()))?);
             let bytes = kept.bytes();
@@ -1588,6 +1597,11 @@ mod tests {
             kept.as_ptr(),
             "kept across the prune"
         );
+        // A window not answered yet, within the read the prune left: the
+        // read restamped to the pruned state answers it.
+        let (cached, read, _) = ask(at(3));
+        assert_eq!(cached, read);
+        assert!(kept_since(at(2)));
         let (cached, read, _) = ask(at(1));
         assert_eq!(cached, read);
         // More observations than asked for are refused, kept or not.
