@@ -341,10 +341,11 @@ impl<B: Backend> Prune for B {
                 let n = db.exec(&kind.delete_sql(), &params)?;
                 done.deleted = usize::try_from(n).unwrap_or(usize::MAX);
             }
-            if done.deleted > 0 {
-                sql::next_generation(db, kind == Prunable::PriceVersions)?;
+            if done.deleted == 0 {
+                return Ok(done);
             }
-            if kind.by_series() && done.deleted > 0 {
+            sql::next_generation(db, kind == Prunable::PriceVersions)?;
+            if kind.by_series() {
                 // Readers keep the spot history they read from the cutoff on.
                 db.exec(
                     "UPDATE catalog_state
@@ -354,7 +355,7 @@ impl<B: Backend> Prune for B {
                     &[micros(cutoff).into()],
                 )?;
             }
-            if kind == Prunable::SpotRecent && done.deleted > 0 {
+            if kind == Prunable::SpotRecent {
                 // The count that decides how much of it each spot write moves.
                 db.exec(
                     "UPDATE catalog_state SET spot_recent_rows = spot_recent_rows - $1",

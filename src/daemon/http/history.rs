@@ -160,27 +160,23 @@ impl KeptHistory {
                 None => Ok(s.clone()),
             })
             .collect::<Result<Vec<_>, _>>()?;
+        // Nothing appended (only prunes before the window since, say): the
+        // order stands.
+        let grown = series
+            .iter()
+            .zip(&self.series)
+            .any(|(a, b)| !Arc::ptr_eq(a, b));
         Ok(Self {
             since: self.since,
             generation,
             read_at: self.read_at,
-            by_price: by_price(&series),
+            by_price: if grown {
+                by_price(&series)
+            } else {
+                self.by_price.clone()
+            },
             series,
         })
-    }
-
-    /// This read as the catalog's state `generation`, to which it
-    /// [`KeptHistory::extends_to`] with nothing appended (no spot write
-    /// since, only prunes before its window): nothing is read, encoded or
-    /// ordered again.
-    pub(crate) fn restamped(&self, generation: Generation) -> Self {
-        Self {
-            since: self.since,
-            generation,
-            read_at: self.read_at,
-            series: self.series.clone(),
-            by_price: self.by_price.clone(),
-        }
     }
 
     /// Whether the answer to a window from `since` on is in this read.

@@ -841,7 +841,9 @@ fn history_answer(
             let encoded = match earlier {
                 // Only prunes before its window since: a prune's batches
                 // ask nothing of the store.
-                Some(k) if k.spot_writes() == generation.spot => Ok(k.restamped(generation)),
+                Some(k) if k.spot_writes() == generation.spot => {
+                    k.extended(&HashMap::new(), generation)
+                }
                 Some(k) => {
                     match catalog::spot_series_appended(store, q, k.spot_writes(), &k.newest())? {
                         Some(points) => k.extended(&points, generation),
@@ -1506,24 +1508,31 @@ mod tests {
                 .history(&key)
                 .is_some_and(|k: Arc<KeptHistory>| k.holds(since))
         };
+        let question = |since, limit| catalog::SpotQuery {
+            instance_type: "gpu0.xlarge".into(),
+            provider: None,
+            region: None,
+            zone: None,
+            since,
+            max_observations: Some(limit),
+        };
+        // The catalog's state, which the cache follows as a request does,
+        // and its freshness at hour 9.
+        let state = |store: &dyn crate::store::Store| {
+            let generation = store.catalog_generation()?;
+            let mut kept = lock(&cache);
+            if kept.generation != Some(generation) {
+                kept.follow(generation);
+            }
+            drop(kept);
+            let fresh = Freshness::new(store.last_good_syncs()?, BTreeMap::new(), at(9));
+            Ok::<_, StoreError>((generation, fresh))
+        };
         // (the cached answer, the store's, the data generation)
         let ask = |since| {
             pool.read(|store| {
-                let generation = store.catalog_generation()?;
-                let mut kept = lock(&cache);
-                if kept.generation != Some(generation) {
-                    kept.follow(generation);
-                }
-                drop(kept);
-                let fresh = Freshness::new(store.last_good_syncs()?, BTreeMap::new(), at(9));
-                let q = catalog::SpotQuery {
-                    instance_type: "gpu0.xlarge".into(),
-                    provider: None,
-                    region: None,
-                    zone: None,
-                    since,
-                    max_observations: Some(100),
-                };
+                let (generation, fresh) = state(store)?;
+                let q = question(since, 100);
                 let cached = spot_history_answer(store, &fresh, &cache, generation, &q)?;
                 let read = serde_json::to_vec(&catalog::spot_history(store, &q, &fresh)?).unwrap();
                 // The same question in the same state and second: the
@@ -1566,18 +1575,8 @@ mod tests {
         // from before the cutoff is read again.
         let answer = |since| {
             pool.read(|store| {
-                let generation = store.catalog_generation()?;
-                lock(&cache).follow(generation);
-                let fresh = Freshness::new(store.last_good_syncs()?, BTreeMap::new(), at(9));
-                let q = catalog::SpotQuery {
-                    instance_type: "gpu0.xlarge".into(),
-                    provider: None,
-                    region: None,
-                    zone: None,
-                    since,
-                    max_observations: Some(100),
-                };
-                spot_history_answer(store, &fresh, &cache, generation, &q)
+                let (generation, fresh) = state(store)?;
+                spot_history_answer(store, &fresh, &cache, generation, &question(since, 100))
             })
             .unwrap()
         };
@@ -1597,8 +1596,8 @@ mod tests {
             kept.as_ptr(),
             "kept across the prune"
         );
-        // A window not answered yet, within the read the prune left: the
-        // read restamped to the pruned state answers it.
+        // A window not answered yet, within the read the prune left: that
+        // read, as the pruned state's, answers it.
         let (cached, read, _) = ask(at(3));
         assert_eq!(cached, read);
         assert!(kept_since(at(2)));
@@ -1606,15 +1605,8 @@ mod tests {
         assert_eq!(cached, read);
         // More observations than asked for are refused, kept or not.
         let refused = pool.read(|store| {
-            let q = catalog::SpotQuery {
-                instance_type: "gpu0.xlarge".into(),
-                provider: None,
-                region: None,
-                zone: None,
-                since: at(0),
-                max_observations: Some(3),
-            };
             let fresh = Freshness::new(BTreeMap::new(), BTreeMap::new(), at(9));
+            let q = question(at(0), 3);
             spot_history_answer(store, &fresh, &cache, store.catalog_generation()?, &q)
         });
         assert!(

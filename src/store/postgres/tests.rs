@@ -215,18 +215,14 @@ fn many_calls_from_a_task_of_a_runtime_do_not_spin() {
             .enable_all()
             .build()
             .unwrap();
-        let calls = rt.block_on(async {
-            let mut calls = 0;
+        rt.block_on(async {
             for _ in 0..1000 {
                 pool.read(|s| s.catalog_generation()).unwrap();
-                calls += 1;
             }
-            calls
         });
-        done.send(calls).unwrap();
+        done.send(()).unwrap();
     });
-    let calls = finished
+    finished
         .recv_timeout(std::time::Duration::from_secs(60))
         .expect("1000 reads from a runtime's task did not end in a minute");
-    assert_eq!(calls, 1000);
 }
