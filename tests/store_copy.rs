@@ -132,6 +132,42 @@ fn a_sqlite_catalog_copies_whole_and_the_checksums_agree() {
     assert_eq!(rows["plans"], 1);
     assert_eq!(rows["alert_outbox"], 1);
 
+    // Vacuumed and analyzed: a daemon on the copy has the planner's
+    // statistics from its first query, not after autovacuum comes round.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let not_vacuumed: Vec<String> = runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let copied = [
+            "spot_observations",
+            "spot_series",
+            "price_versions",
+            "sync_runs",
+        ];
+        let vacuumed: Vec<String> = client
+            .query(
+                "SELECT relname::text FROM pg_stat_user_tables
+                 WHERE last_vacuum IS NOT NULL AND last_analyze IS NOT NULL",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        copied
+            .into_iter()
+            .filter(|t| !vacuumed.iter().any(|v| v == t))
+            .map(str::to_owned)
+            .collect()
+    });
+    assert!(not_vacuumed.is_empty(), "not vacuumed: {not_vacuumed:?}");
+
     let sqlite = SqliteStore::open(&file).unwrap();
     let pool = Pool::open(&Location::Postgres(Secret::new(db.url())), 0).unwrap();
     let sorted = |mut p: Vec<gpuplan::store::CurrentPrice>| {

@@ -1,6 +1,7 @@
 //! `gpuplan store copy`: a whole SQLite catalog into an empty PostgreSQL one
 //! (the move from one daemon to replicas), in one transaction on the target,
-//! and a checksum of current prices read back from both sides.
+//! its tables then vacuumed and analyzed, and a checksum of current prices
+//! read back from both sides.
 
 use std::path::Path;
 
@@ -119,6 +120,7 @@ pub fn copy_sqlite(from: &Path, to: &Pool) -> Result<CopyReport, StoreError> {
         ));
     };
     let rows = copy_tables(&source, pg)?;
+    vacuum(pg)?;
     let (current_prices, source_checksum) = prices_checksum(&source)?;
     let (target_prices, target_checksum) = to.read(prices_checksum)?;
     if (current_prices, &source_checksum) != (target_prices, &target_checksum) {
@@ -213,6 +215,23 @@ fn copy_tables(source: &SqliteStore, pg: &PgPool) -> Result<Vec<(String, u64)>, 
     pg.block(tx.commit()).map_err(|e| pg.error(&e))?;
     read.finish()?;
     Ok(counts)
+}
+
+/// Vacuums and analyzes the copied tables. Filled in one transaction, they
+/// have no statistics for the planner and no page marked all-visible, so
+/// every index-only scan reads the table too, until autovacuum comes round:
+/// on a catalog of tens of millions of observations that is many minutes in
+/// which a daemon on the copy answers slowly and competes with the vacuum.
+fn vacuum(pg: &PgPool) -> Result<(), StoreError> {
+    let conn = pg.connection()?;
+    pg.block(conn.batch_execute(&format!("VACUUM (ANALYZE) {}", TABLES.join(", "))))
+        .map_err(|e| StoreError::Postgres {
+            at: pg.shown.clone(),
+            message: format!(
+                "the copy is committed, but VACUUM (ANALYZE) of its tables failed (run it there by hand): {}",
+                e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned())
+            ),
+        })
 }
 
 /// The target table's columns and their types, in table order.
