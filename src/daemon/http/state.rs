@@ -947,12 +947,11 @@ fn current_spot(
 /// On a store error.
 pub(crate) fn cheapest_at(
     store: &dyn crate::store::Store,
-    fresh: &Freshness,
+    (fresh, generation): (&Freshness, Generation),
     state: &AppState,
     back: Option<chrono::Duration>,
 ) -> Result<catalog::Cheapest, StoreError> {
     let Some(back) = back else {
-        let generation = store.catalog_generation()?;
         let current = current_records(store, fresh, state, generation)?;
         let filter = instances();
         let kept = cached_records(
@@ -1087,6 +1086,18 @@ pub(crate) async fn read<T: Send + 'static>(
     + Send
     + 'static,
 ) -> Result<T, ApiError> {
+    read_in(state, move |store, fresh, state, _| f(store, fresh, state)).await
+}
+
+/// [`read`], with the catalog's state as read before its freshness: what
+/// copies of the catalog and answers from them are kept by. One read of it
+/// per request: on PostgreSQL each is a round trip.
+pub(crate) async fn read_in<T: Send + 'static>(
+    state: &Arc<AppState>,
+    f: impl FnOnce(&dyn crate::store::Store, Freshness, &AppState, Generation) -> Result<T, StoreError>
+    + Send
+    + 'static,
+) -> Result<T, ApiError> {
     let state = state.clone();
     tokio::task::spawn_blocking(move || {
         state.pool.read(|store| {
@@ -1100,7 +1111,7 @@ pub(crate) async fn read<T: Send + 'static>(
                 cache.last_good.clone()
             };
             let fresh = Freshness::new(last_good, state.intervals.clone(), Utc::now());
-            f(store, fresh, &state)
+            f(store, fresh, &state, generation)
         })
     })
     .await

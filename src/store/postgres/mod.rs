@@ -91,8 +91,11 @@ impl PgPool {
         let manager = Manager::from_config(
             config.clone(),
             NoTls,
+            // A connection the server closed (a restart, an idle timeout)
+            // is seen closed and replaced; a test query at every checkout
+            // would add a round trip to each request the daemon answers.
             ManagerConfig {
-                recycling_method: RecyclingMethod::Verified,
+                recycling_method: RecyclingMethod::Fast,
             },
         );
         let pool = deadpool_postgres::Pool::builder(manager)

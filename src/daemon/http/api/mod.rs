@@ -25,12 +25,12 @@ use crate::plan::inputs::OwnedEntry;
 use crate::plan::job_catalog::JobAsk;
 use crate::plan::settings::Overrides;
 use crate::plan::{Input, PlanError, PlanRequest};
-use crate::store::StoreError;
+use crate::store::{Generation, StoreError};
 
 use crate::daemon::http::error::ApiError;
 use crate::daemon::http::params::Params;
 use crate::daemon::http::state::{
-    AppState, PRICE_FILTERS, cheapest_at, current_records, lock, price_filter, read,
+    AppState, PRICE_FILTERS, cheapest_at, current_records, lock, price_filter, read, read_in,
     spot_history_answer,
 };
 
@@ -89,9 +89,9 @@ const SOLVER_RETRY_AFTER_SECS: u64 = 10;
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
     let metrics = state.metrics.clone();
-    let text = read(&state, move |store, fresh, state| {
+    let text = read_in(&state, move |store, fresh, state, generation| {
         let solver = state.planning.solver();
-        let figures = scrape_figures(store, &fresh, state)?;
+        let figures = scrape_figures(store, (&fresh, generation), state)?;
         Ok(metrics.render(&fresh.last_good, fresh.now)
             + &Metrics::render_solves(solver.running(), solver.refused())
             + &figures.render())
@@ -105,10 +105,10 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, ApiErro
 /// label set unbounded.
 fn scrape_figures(
     store: &dyn crate::store::Store,
-    fresh: &Freshness,
+    (fresh, generation): (&Freshness, Generation),
     state: &AppState,
 ) -> Result<crate::daemon::metrics::Figures, StoreError> {
-    let cheapest = cheapest_at(store, fresh, state, None)?
+    let cheapest = cheapest_at(store, (fresh, generation), state, None)?
         .into_iter()
         .filter_map(|((model, group), r)| {
             gpuplan_providers::gpu::canonical(&model)
@@ -194,10 +194,9 @@ async fn prices(
         .transpose()?;
     let filter = price_filter(&p)?;
     let query = uri.query().unwrap_or("").to_owned();
-    let body = read(&state, move |store, fresh, state| {
+    let body = read_in(&state, move |store, fresh, state, generation| {
         // With the state of the catalog: an answer built from what was read
         // before a commit is not kept for those who saw the commit.
-        let generation = store.catalog_generation()?;
         let key = (
             format!("{query}@{}", generation.data),
             fresh.stale_sources(),
@@ -253,8 +252,7 @@ async fn spot_history(
         since,
         max_observations: Some(catalog::MAX_SPOT_OBSERVATIONS),
     };
-    let body = read(&state, move |store, fresh, state| {
-        let generation = store.catalog_generation()?;
+    let body = read_in(&state, move |store, fresh, state, generation| {
         let fresh = Freshness { now, ..fresh };
         spot_history_answer(store, &fresh, &state.cache, generation, &query)
     })

@@ -11,7 +11,7 @@ use maud::{Markup, html};
 
 use super::{PageError, age, layout, money};
 use crate::catalog::{self, Cheapest};
-use crate::daemon::http::state::{AppState, COMPARED, cheapest_at, read};
+use crate::daemon::http::state::{AppState, COMPARED, cheapest_at, read_in};
 
 /// The three prices a card shows.
 const GROUPS: [&str; 3] = catalog::PRICE_GROUPS;
@@ -33,8 +33,8 @@ struct Source {
 }
 
 pub async fn page(State(state): State<Arc<AppState>>) -> Result<Response, PageError> {
-    let (now, then_day, then_week, sources) = read(&state, |store, fresh, state| {
-        let at = |back: Option<Duration>| cheapest_at(store, &fresh, state, back);
+    let (now, then_day, then_week, sources) = read_in(&state, |store, fresh, state, generation| {
+        let at = |back: Option<Duration>| cheapest_at(store, (&fresh, generation), state, back);
         let now = at(None)?;
         let [day, week] = COMPARED;
         let (day, week) = (at(Some(day))?, at(Some(week))?);

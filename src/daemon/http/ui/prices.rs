@@ -19,7 +19,7 @@ use crate::catalog::{self, CatalogRecord};
 use crate::daemon::http::error::ApiError;
 use crate::daemon::http::params::Params;
 use crate::daemon::http::state::{
-    AppState, PRICE_FILTERS, current_records, price_filter, ranked, read,
+    AppState, PRICE_FILTERS, current_records, price_filter, ranked, read_in,
 };
 
 /// Every column, in order: (name, heading). `price` is in the chosen unit
@@ -561,10 +561,10 @@ pub async fn page(
     // (or a provider's, a region's) is put in order once per state of the
     // catalog, and a page of it is a walk.
     let whole = filter.gpus.is_empty();
-    let (records, ranks) = read(&state, {
+    let (records, ranks) = read_in(&state, {
         let view = view.clone();
-        move |store, fresh, state| {
-            let records = current_records(store, &fresh, state, store.catalog_generation()?)?;
+        move |store, fresh, state, generation| {
+            let records = current_records(store, &fresh, state, generation)?;
             let ranks = if whole {
                 Some(Ranks {
                     rows: ranked(&state.cache, &records, &view.order_key(), |r| {
