@@ -10,7 +10,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio_postgres::types::{ToSql, Type};
 
-use super::postgres::PgPool;
+use super::postgres::{PgPool, describe};
 use super::{CurrentPrice, Pool, SqliteStore, Store, StoreError};
 
 /// Every table of the catalog, parents before children. `leases` is left
@@ -229,7 +229,7 @@ fn vacuum(pg: &PgPool) -> Result<(), StoreError> {
             at: pg.shown.clone(),
             message: format!(
                 "the copy is committed, but VACUUM (ANALYZE) of its tables failed (run it there by hand): {}",
-                e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned())
+                describe(&e)
             ),
         })
 }

@@ -838,24 +838,16 @@ fn history_answer(
             let earlier = lock(cache)
                 .history(key)
                 .filter(|k| k.holds(q.since) && k.extends_to(generation, now));
-            let encoded = match earlier {
+            let appended = match &earlier {
                 // Only prunes before its window since: a prune's batches
                 // ask nothing of the store.
-                Some(k) if k.spot_writes() == generation.spot => {
-                    k.extended(&HashMap::new(), generation)
-                }
-                Some(k) => {
-                    match catalog::spot_series_appended(store, q, k.spot_writes(), &k.newest())? {
-                        Some(points) => k.extended(&points, generation),
-                        None => KeptHistory::new(
-                            catalog::spot_series(store, q)?,
-                            q.since,
-                            generation,
-                            now,
-                        ),
-                    }
-                }
-                None => KeptHistory::new(catalog::spot_series(store, q)?, q.since, generation, now),
+                Some(k) if k.spot_writes() == generation.spot => Some(HashMap::new()),
+                Some(k) => catalog::spot_series_appended(store, q, k.spot_writes(), &k.newest())?,
+                None => None,
+            };
+            let encoded = match (earlier, appended) {
+                (Some(k), Some(points)) => k.extended(&points, generation),
+                _ => KeptHistory::new(catalog::spot_series(store, q)?, q.since, generation, now),
             };
             let kept = Arc::new(encoded.map_err(|e| StoreError::Corrupt(e.to_string()))?);
             let bytes = kept.bytes();

@@ -188,13 +188,9 @@ impl PgPool {
     }
 
     pub(super) fn error(&self, e: &tokio_postgres::Error) -> StoreError {
-        let message = match e.as_db_error() {
-            Some(db) => format!("{}: {}", db.code().code(), db.message()),
-            None => e.to_string(),
-        };
         StoreError::Postgres {
             at: self.shown.clone(),
-            message,
+            message: describe(e),
         }
     }
 }
@@ -205,6 +201,15 @@ impl Drop for PgPool {
         if let Some(rt) = self.rt.take() {
             rt.shutdown_background();
         }
+    }
+}
+
+/// What went wrong: the server's SQLSTATE code and message, else the
+/// client's error.
+pub(super) fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => e.to_string(),
     }
 }
 
